@@ -1,0 +1,25 @@
+//===- Passes.h - autopar conversion passes ---------------------*- C++ -*-===//
+
+#ifndef AUTOPAR_CONVERSION_PASSES_H
+#define AUTOPAR_CONVERSION_PASSES_H
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Pass/Pass.h"
+
+namespace autopar {
+
+/// Attribute on `@main` listing each argument's static shape (an array of
+/// dense i64 arrays), recorded before lowering for `autopar-emit-packed-entry`.
+inline constexpr llvm::StringLiteral kArgShapesAttr = "autopar.arg_shapes";
+
+#define GEN_PASS_DECL
+#include "autopar/Conversion/Passes.h.inc"
+
+#define GEN_PASS_REGISTRATION
+#include "autopar/Conversion/Passes.h.inc"
+
+} // namespace autopar
+
+#endif // AUTOPAR_CONVERSION_PASSES_H

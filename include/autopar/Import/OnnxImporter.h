@@ -1,0 +1,75 @@
+//===- OnnxImporter.h - ONNX model to linalg-on-tensors --------*- C++ -*-===//
+//
+// Imports an ONNX model into a `builtin.module` holding one `func.func @main`
+// in linalg-on-tensors form. Parameters (float initializers) become function
+// arguments that carry their initializer name; their bytes are never read.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef AUTOPAR_IMPORT_ONNXIMPORTER_H
+#define AUTOPAR_IMPORT_ONNXIMPORTER_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringRef.h"
+
+#include <cstdint>
+#include <string>
+
+namespace autopar {
+
+/// Attribute names the importer puts on `@main`'s arguments and results.
+/// The artifact writer and later passes rely on them.
+namespace attrs {
+/// Argument that is an ONNX initializer (a model parameter): its name.
+inline constexpr llvm::StringLiteral kParameter = "autopar.parameter";
+/// Argument that is a graph input: its ONNX name.
+inline constexpr llvm::StringLiteral kInput = "autopar.input";
+/// Result that is a graph output: its ONNX name.
+inline constexpr llvm::StringLiteral kOutput = "autopar.output";
+/// ONNX element type name of an argument/result ("float32", "uint8", ...).
+/// MLIR integers are signless, so this keeps signedness for the runtime.
+inline constexpr llvm::StringLiteral kDType = "autopar.dtype";
+/// Module attribute: path of the imported ONNX file.
+inline constexpr llvm::StringLiteral kModelPath = "autopar.model";
+} // namespace attrs
+
+/// Options that steer the import.
+struct ImportOptions {
+  /// Concrete shapes for graph inputs, by input name (`--input-shape`). A
+  /// shape given here overrides the model's dims, static or symbolic.
+  llvm::StringMap<llvm::SmallVector<int64_t>> inputShapes;
+  /// Integer initializers with at most this many elements are read at import
+  /// time as compile-time constants: they are shape data (Reshape targets,
+  /// Slice bounds), not weights. Float initializers are never read.
+  int64_t maxFoldedInitializerElements = 4096;
+};
+
+/// Parses `--input-shape` values of the form `NAME=D0xD1x...` into
+/// `options.inputShapes`. Returns an error message on malformed input.
+llvm::LogicalResult parseInputShapeFlag(llvm::StringRef flag,
+                                        ImportOptions &options,
+                                        std::string &error);
+
+/// Imports the ONNX model at `path` (binary protobuf, or the ONNX textual
+/// syntax when the file ends in `.onnxtxt`). Errors are reported as
+/// diagnostics located at the ONNX node (name and op type) that caused them.
+mlir::OwningOpRef<mlir::ModuleOp> importOnnxFile(mlir::MLIRContext *context,
+                                                 llvm::StringRef path,
+                                                 const ImportOptions &options);
+
+/// Imports a model already held in memory; `bufferName` names it in errors.
+/// `isText` selects the ONNX textual syntax.
+mlir::OwningOpRef<mlir::ModuleOp>
+importOnnxBuffer(mlir::MLIRContext *context, llvm::StringRef buffer,
+                 llvm::StringRef bufferName, bool isText,
+                 const ImportOptions &options);
+
+/// Registers the dialects the importer emits.
+void registerImportDialects(mlir::DialectRegistry &registry);
+
+} // namespace autopar
+
+#endif // AUTOPAR_IMPORT_ONNXIMPORTER_H

@@ -1,0 +1,10 @@
+//===- Convolution.cpp - ONNX Convolution ops -----------------------------------------===//
+
+#include "ImporterImpl.h"
+
+using namespace mlir;
+namespace autopar::import {
+
+void registerConvolutionConverters(ConverterRegistry &registry) {}
+
+} // namespace autopar::import

@@ -1,0 +1,531 @@
+//===- OnnxImporter.cpp - ONNX graph walk and NodeContext -----------------===//
+//
+// Walks the (topologically sorted) ONNX graph once, converting node by node.
+// Parameters become `@main` arguments first, then graph inputs; graph outputs
+// are its results. Shape computations fold on the host through ConstTensor, so
+// every emitted tensor type is static.
+//
+//===----------------------------------------------------------------------===//
+
+#include "autopar/Import/OnnxImporter.h"
+#include "ImporterImpl.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/Diagnostics.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+
+#include "onnx/defs/parser.h"
+
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+
+using namespace mlir;
+namespace autopar {
+
+void registerImportDialects(DialectRegistry &registry) {
+  registry.insert<arith::ArithDialect, func::FuncDialect,
+                  linalg::LinalgDialect, math::MathDialect,
+                  tensor::TensorDialect>();
+}
+
+LogicalResult parseInputShapeFlag(llvm::StringRef flag, ImportOptions &options,
+                                  std::string &error) {
+  auto [name, dims] = flag.rsplit('=');
+  if (name.empty() || dims.data() == nullptr || flag.find('=') == flag.npos) {
+    error = "--input-shape expects NAME=D0xD1x..., got '" + flag.str() + "'";
+    return failure();
+  }
+  llvm::SmallVector<int64_t> shape;
+  if (!dims.empty() && dims != "scalar") {
+    llvm::SmallVector<llvm::StringRef> parts;
+    dims.split(parts, 'x');
+    for (llvm::StringRef part : parts) {
+      int64_t d;
+      if (part.trim().getAsInteger(10, d) || d < 0) {
+        error = "--input-shape " + flag.str() + ": '" + part.str() +
+                "' is not a non-negative integer dimension";
+        return failure();
+      }
+      shape.push_back(d);
+    }
+  }
+  options.inputShapes[name] = shape;
+  return success();
+}
+
+namespace import {
+
+/// Walks one ONNX graph and builds `@main`.
+class GraphImporter {
+public:
+  GraphImporter(MLIRContext *ctx, const onnx::ModelProto &model,
+                llvm::StringRef path, const ImportOptions &options)
+      : ctx(ctx), model(model), path(path.str()), options(options),
+        builder(ctx) {
+    modelDir = llvm::sys::path::parent_path(path).str();
+  }
+
+  OwningOpRef<ModuleOp> run();
+
+  TensorValue &lookup(llvm::StringRef name) { return values[name]; }
+  Value materialize(TensorValue &tensor, Location loc);
+  const std::string &getPath() const { return path; }
+  static std::string describe(const onnx::NodeProto &node, int index);
+
+  /// Node description used in errors, for the node being converted.
+  std::string currentNode;
+
+private:
+  LogicalResult declareArguments(func::FuncOp func);
+  LogicalResult convertNode(const onnx::NodeProto &node, int index);
+  InFlightDiagnostic emitModelError(const llvm::Twine &message) {
+    return mlir::emitError(FileLineColLoc::get(ctx, path, 0, 0))
+           << path << ": " << message;
+  }
+
+  MLIRContext *ctx;
+  const onnx::ModelProto &model;
+  std::string path, modelDir;
+  const ImportOptions &options;
+  OpBuilder builder;
+  int64_t opset = 1;
+  llvm::StringMap<TensorValue> values;
+};
+
+std::string GraphImporter::describe(const onnx::NodeProto &node, int index) {
+  std::string name = node.name().empty()
+                         ? "#" + std::to_string(index) + " (unnamed)"
+                         : "'" + node.name() + "'";
+  return "node " + name + " (" + node.op_type() + ")";
+}
+
+Value GraphImporter::materialize(TensorValue &tensor, Location loc) {
+  if (!tensor.value && tensor.constant)
+    tensor.value = materializeConstant(
+        builder, loc, *tensor.constant, getElementType(ctx, tensor.dtype));
+  return tensor.value;
+}
+
+/// Resolves a graph input's shape from `--input-shape` or its static dims.
+static FailureOr<llvm::SmallVector<int64_t>>
+resolveInputShape(const onnx::ValueInfoProto &input,
+                  const ImportOptions &options, std::string &error) {
+  auto it = options.inputShapes.find(input.name());
+  if (it != options.inputShapes.end())
+    return it->second;
+  llvm::SmallVector<int64_t> shape;
+  const auto &type = input.type().tensor_type();
+  if (!type.has_shape()) {
+    error = "graph input '" + input.name() +
+            "' has no shape in the model; give one with --input-shape " +
+            input.name() + "=D0xD1x...";
+    return failure();
+  }
+  for (int i = 0; i < type.shape().dim_size(); ++i) {
+    const auto &dim = type.shape().dim(i);
+    if (dim.has_dim_value() && dim.dim_value() >= 0) {
+      shape.push_back(dim.dim_value());
+      continue;
+    }
+    std::string symbol =
+        dim.has_dim_param() ? "'" + dim.dim_param() + "'" : "(unnamed)";
+    error = "graph input '" + input.name() + "' has symbolic dim " +
+            std::to_string(i) + " " + symbol +
+            "; bind every dim with --input-shape " + input.name() +
+            "=D0xD1x... (e.g. batch and sequence length)";
+    return failure();
+  }
+  return shape;
+}
+
+LogicalResult GraphImporter::declareArguments(func::FuncOp func) {
+  const onnx::GraphProto &graph = model.graph();
+  llvm::StringMap<const onnx::TensorProto *> initializers;
+  for (const onnx::TensorProto &init : graph.initializer())
+    initializers[init.name()] = &init;
+
+  // Only initializers that something uses become parameters.
+  llvm::StringSet<> used;
+  for (const onnx::NodeProto &node : graph.node())
+    for (const std::string &in : node.input())
+      used.insert(in);
+  for (const auto &out : graph.output())
+    used.insert(out.name());
+
+  llvm::SmallVector<Type> argTypes;
+  llvm::SmallVector<NamedAttribute> argAttrs;
+  llvm::SmallVector<DictionaryAttr> argDicts;
+  llvm::SmallVector<std::string> argNames;
+  auto addArgument = [&](llvm::StringRef name, OnnxDType dtype,
+                         llvm::ArrayRef<int64_t> shape, llvm::StringRef kind) {
+    Type elementType = getElementType(ctx, dtype);
+    argTypes.push_back(RankedTensorType::get(shape, elementType));
+    NamedAttribute attrs[] = {
+        builder.getNamedAttr(kind, builder.getStringAttr(name)),
+        builder.getNamedAttr(attrs::kDType,
+                             builder.getStringAttr(dtypeName(dtype)))};
+    argDicts.push_back(builder.getDictionaryAttr(attrs));
+    argNames.push_back(name.str());
+    TensorValue &tv = values[name];
+    tv.dtype = dtype;
+    tv.shape.assign(shape.begin(), shape.end());
+  };
+
+  for (const onnx::TensorProto &init : graph.initializer()) {
+    if (!used.contains(init.name()))
+      continue;
+    OnnxDType dtype = init.data_type();
+    if (!getElementType(ctx, dtype))
+      return emitModelError("initializer '")
+             << init.name() << "' has element type " << dtypeName(dtype)
+             << ", which autopar does not support (supported: float32, "
+                "float64, float16, bfloat16, int8-64, uint8-64, bool)";
+    llvm::SmallVector<int64_t> shape(init.dims().begin(), init.dims().end());
+    // Small integer initializers are shape data: read them now so shape
+    // computations fold. Weights (floats) are never read.
+    if (!isFloatDType(dtype) &&
+        getNumElements(shape) <= options.maxFoldedInitializerElements) {
+      TensorValue &tv = values[init.name()];
+      tv.dtype = dtype;
+      tv.shape = shape;
+      ConstTensor value;
+      std::string error;
+      if (failed(readTensorProto(init, modelDir, value, error)))
+        return emitModelError("initializer '") << init.name() << "' " << error;
+      tv.constant = std::move(value);
+      continue;
+    }
+    addArgument(init.name(), dtype, shape, attrs::kParameter);
+  }
+
+  llvm::StringSet<> inputNames;
+  for (const onnx::ValueInfoProto &input : graph.input()) {
+    inputNames.insert(input.name());
+    if (initializers.count(input.name()))
+      continue; // Old-style models also list initializers as inputs.
+    if (!input.type().has_tensor_type())
+      return emitModelError("graph input '")
+             << input.name()
+             << "' is not a tensor (sequences, maps and optionals are not "
+                "supported)";
+    OnnxDType dtype = input.type().tensor_type().elem_type();
+    if (!getElementType(ctx, dtype))
+      return emitModelError("graph input '")
+             << input.name() << "' has element type " << dtypeName(dtype)
+             << ", which autopar does not support (supported: float32, "
+                "float64, float16, bfloat16, int8-64, uint8-64, bool)";
+    std::string error;
+    auto shape = resolveInputShape(input, options, error);
+    if (failed(shape))
+      return emitModelError(error);
+    addArgument(input.name(), dtype, *shape, attrs::kInput);
+  }
+  for (const auto &entry : options.inputShapes)
+    if (!inputNames.contains(entry.getKey())) {
+      std::string known;
+      for (const auto &in : graph.input())
+        if (!initializers.count(in.name()))
+          known += (known.empty() ? "" : ", ") + in.name();
+      return emitModelError("--input-shape names '")
+             << entry.getKey() << "', which is not a graph input; inputs: "
+             << known;
+    }
+
+  func.setFunctionType(FunctionType::get(ctx, argTypes, {}));
+  Block *entry = func.addEntryBlock();
+  for (auto [i, dict] : llvm::enumerate(argDicts)) {
+    func.setArgAttrs(i, dict);
+    values[argNames[i]].value = entry->getArgument(i);
+  }
+  builder.setInsertionPointToEnd(entry);
+  return success();
+}
+
+LogicalResult GraphImporter::convertNode(const onnx::NodeProto &node,
+                                         int index) {
+  currentNode = describe(node, index);
+  Location loc = NameLoc::get(
+      builder.getStringAttr(node.name().empty()
+                                ? node.op_type() + "_" + std::to_string(index)
+                                : node.name()),
+      FileLineColLoc::get(ctx, path, 0, 0));
+  if (!node.domain().empty() && node.domain() != "ai.onnx")
+    return emitModelError(currentNode)
+           << ": domain '" << node.domain()
+           << "' is not supported; autopar supports the default ONNX domain";
+  for (int i = 0; i < node.input_size(); ++i) {
+    if (node.input(i).empty())
+      continue;
+    auto it = values.find(node.input(i));
+    if (it == values.end() || (!it->second.value && !it->second.constant))
+      return emitModelError(currentNode)
+             << ": input '" << node.input(i)
+             << "' is not a graph input, an initializer or the output of an "
+                "earlier node (is the graph topologically sorted?)";
+  }
+  const ConverterRegistry &registry = getConverterRegistry();
+  auto it = registry.find(node.op_type());
+  if (it == registry.end()) {
+    llvm::SmallVector<llvm::StringRef> names;
+    for (const auto &entry : registry)
+      names.push_back(entry.getKey());
+    llvm::sort(names);
+    return emitModelError(currentNode)
+           << ": op type '" << node.op_type()
+           << "' is not supported by autopar; supported op types: "
+           << llvm::join(names, " ");
+  }
+  NodeContext context(*this, node, builder, loc, opset);
+  if (failed(it->second(context)))
+    return failure();
+  for (int i = 0; i < node.output_size(); ++i) {
+    if (node.output(i).empty())
+      continue;
+    auto out = values.find(node.output(i));
+    if (out == values.end() || (!out->second.value && !out->second.constant))
+      return emitModelError(currentNode)
+             << ": output " << i << " ('" << node.output(i)
+             << "') is not supported by autopar's converter for this op";
+  }
+  return success();
+}
+
+OwningOpRef<ModuleOp> GraphImporter::run() {
+  for (const auto &entry : model.opset_import())
+    if (entry.domain().empty() || entry.domain() == "ai.onnx")
+      opset = entry.version();
+
+  OwningOpRef<ModuleOp> module =
+      ModuleOp::create(FileLineColLoc::get(ctx, path, 0, 0));
+  (*module)->setAttr(attrs::kModelPath, builder.getStringAttr(path));
+  builder.setInsertionPointToEnd(module->getBody());
+  auto func = func::FuncOp::create(builder, module->getLoc(), "main",
+                                   FunctionType::get(ctx, {}, {}));
+  if (failed(declareArguments(func)))
+    return nullptr;
+
+  const onnx::GraphProto &graph = model.graph();
+  for (int i = 0; i < graph.node_size(); ++i)
+    if (failed(convertNode(graph.node(i), i)))
+      return nullptr;
+
+  llvm::SmallVector<Value> results;
+  llvm::SmallVector<DictionaryAttr> resultDicts;
+  for (const onnx::ValueInfoProto &output : graph.output()) {
+    auto it = values.find(output.name());
+    if (it == values.end() || (!it->second.value && !it->second.constant))
+      return emitModelError("graph output '")
+                 << output.name() << "' is not produced by any node",
+             nullptr;
+    Value v = materialize(it->second, func.getLoc());
+    results.push_back(v);
+    NamedAttribute attrs[] = {
+        builder.getNamedAttr(attrs::kOutput,
+                             builder.getStringAttr(output.name())),
+        builder.getNamedAttr(attrs::kDType, builder.getStringAttr(dtypeName(
+                                                it->second.dtype)))};
+    resultDicts.push_back(builder.getDictionaryAttr(attrs));
+  }
+  func::ReturnOp::create(builder, func.getLoc(), results);
+  func.setFunctionType(FunctionType::get(
+      ctx, func.getArgumentTypes(), ValueRange(results).getTypes()));
+  for (auto [i, dict] : llvm::enumerate(resultDicts))
+    func.setResultAttrs(i, dict);
+  return module;
+}
+
+//===----------------------------------------------------------------------===//
+// NodeContext
+//===----------------------------------------------------------------------===//
+
+const TensorValue &NodeContext::getInput(int64_t i) const {
+  return importer.lookup(node.input(i));
+}
+
+Value NodeContext::input(int64_t i) {
+  return importer.materialize(importer.lookup(node.input(i)), loc);
+}
+
+const ConstTensor *NodeContext::inputConstant(int64_t i) const {
+  if (!hasInput(i))
+    return nullptr;
+  const TensorValue &tv = getInput(i);
+  return tv.constant ? &*tv.constant : nullptr;
+}
+
+FailureOr<const ConstTensor *>
+NodeContext::requireConstantInput(int64_t i, llvm::StringRef what) {
+  if (const ConstTensor *c = inputConstant(i))
+    return c;
+  return emitError("input ")
+         << i << " ('" << node.input(i) << "', the " << what
+         << ") must be known at compile time (a constant, an initializer or "
+            "computed from shapes); autopar needs static shapes";
+}
+
+bool NodeContext::allInputsConstant() const {
+  for (int64_t i = 0; i < getNumInputs(); ++i)
+    if (hasInput(i) && !inputConstant(i))
+      return false;
+  return true;
+}
+
+const onnx::AttributeProto *NodeContext::getAttr(llvm::StringRef name) const {
+  for (const onnx::AttributeProto &attr : node.attribute())
+    if (attr.name() == name)
+      return &attr;
+  return nullptr;
+}
+
+int64_t NodeContext::getIntAttr(llvm::StringRef name,
+                                int64_t defaultValue) const {
+  const onnx::AttributeProto *attr = getAttr(name);
+  return attr ? attr->i() : defaultValue;
+}
+
+std::optional<int64_t>
+NodeContext::getOptionalIntAttr(llvm::StringRef name) const {
+  if (const onnx::AttributeProto *attr = getAttr(name))
+    return attr->i();
+  return std::nullopt;
+}
+
+float NodeContext::getFloatAttr(llvm::StringRef name,
+                                float defaultValue) const {
+  const onnx::AttributeProto *attr = getAttr(name);
+  return attr ? attr->f() : defaultValue;
+}
+
+std::optional<llvm::SmallVector<int64_t>>
+NodeContext::getIntsAttr(llvm::StringRef name) const {
+  const onnx::AttributeProto *attr = getAttr(name);
+  if (!attr)
+    return std::nullopt;
+  return llvm::SmallVector<int64_t>(attr->ints().begin(), attr->ints().end());
+}
+
+std::string NodeContext::getStringAttr(llvm::StringRef name,
+                                       llvm::StringRef defaultValue) const {
+  const onnx::AttributeProto *attr = getAttr(name);
+  return attr ? attr->s() : defaultValue.str();
+}
+
+void NodeContext::setOutput(int64_t i, Value value, OnnxDType dtype) {
+  TensorValue &tv = importer.lookup(node.output(i));
+  tv.value = value;
+  tv.dtype = dtype;
+  tv.shape.assign(getShape(value).begin(), getShape(value).end());
+  tv.constant.reset();
+}
+
+void NodeContext::setOutputConstant(int64_t i, ConstTensor value) {
+  TensorValue &tv = importer.lookup(node.output(i));
+  tv.value = nullptr;
+  tv.dtype = value.dtype;
+  tv.shape = value.shape;
+  tv.constant = std::move(value);
+}
+
+InFlightDiagnostic NodeContext::emitError(const llvm::Twine &message) {
+  return mlir::emitError(loc) << importer.getPath() << ": "
+                              << importer.currentNode << ": " << message;
+}
+
+LogicalResult NodeContext::unsupported(const llvm::Twine &message) {
+  return emitError(message);
+}
+
+FailureOr<int64_t> NodeContext::normalizeAxis(int64_t axis, int64_t rank,
+                                              llvm::StringRef what) {
+  if (axis < -rank || axis >= std::max<int64_t>(rank, 1))
+    if (!(rank == 0 && (axis == 0 || axis == -1)))
+      return emitError(what) << " " << axis << " is out of range for rank "
+                             << rank << " (valid: [" << -rank << ", "
+                             << rank - 1 << "])";
+  return axis < 0 ? axis + rank : axis;
+}
+
+const ConverterRegistry &getConverterRegistry() {
+  static const ConverterRegistry registry = [] {
+    ConverterRegistry r;
+    registerElementwiseConverters(r);
+    registerContractionConverters(r);
+    registerShapeConverters(r);
+    registerReductionConverters(r);
+    registerNormalizationConverters(r);
+    registerConvolutionConverters(r);
+    return r;
+  }();
+  return registry;
+}
+
+} // namespace import
+
+//===----------------------------------------------------------------------===//
+// Entry points
+//===----------------------------------------------------------------------===//
+
+OwningOpRef<ModuleOp> importOnnxBuffer(MLIRContext *context,
+                                       llvm::StringRef buffer,
+                                       llvm::StringRef bufferName, bool isText,
+                                       const ImportOptions &options) {
+  DialectRegistry registry;
+  registerImportDialects(registry);
+  context->appendDialectRegistry(registry);
+  context->loadAllAvailableDialects();
+
+  Location fileLoc = FileLineColLoc::get(context, bufferName, 0, 0);
+  onnx::ModelProto model;
+  if (isText) {
+    onnx::Status status =
+        onnx::OnnxParser::Parse(model, std::string(buffer).c_str());
+    if (!status.IsOK()) {
+      emitError(fileLoc) << bufferName
+                         << ": not valid ONNX text syntax: "
+                         << status.ErrorMessage();
+      return nullptr;
+    }
+  } else {
+    google::protobuf::io::ArrayInputStream raw(buffer.data(), buffer.size());
+    google::protobuf::io::CodedInputStream coded(&raw);
+    coded.SetTotalBytesLimit(INT32_MAX);
+    if (!model.ParseFromCodedStream(&coded) ||
+        !coded.ConsumedEntireMessage()) {
+      emitError(fileLoc)
+          << bufferName
+          << ": not a valid ONNX model (protobuf parse failed: the file is "
+             "truncated, corrupt, or not an .onnx file)";
+      return nullptr;
+    }
+  }
+  if (!model.has_graph()) {
+    emitError(fileLoc) << bufferName << ": the ONNX model has no graph";
+    return nullptr;
+  }
+  import::GraphImporter importer(context, model, bufferName, options);
+  return importer.run();
+}
+
+OwningOpRef<ModuleOp> importOnnxFile(MLIRContext *context,
+                                     llvm::StringRef path,
+                                     const ImportOptions &options) {
+  auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
+                                            /*RequiresNullTerminator=*/false);
+  if (!buffer) {
+    emitError(FileLineColLoc::get(context, path, 0, 0))
+        << path << ": cannot open the model: " << buffer.getError().message();
+    return nullptr;
+  }
+  return importOnnxBuffer(context, (*buffer)->getBuffer(), path,
+                          path.ends_with(".onnxtxt"), options);
+}
+
+} // namespace autopar

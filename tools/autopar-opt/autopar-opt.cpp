@@ -1,0 +1,89 @@
+//===- autopar-opt.cpp - MLIR optimizer driver that also reads ONNX -------===//
+//
+// Like mlir-opt, with every autopar pass registered. An input ending in
+// `.onnx` (binary) or `.onnxtxt` (ONNX textual syntax) is imported first;
+// `--input-shape NAME=D0xD1...` binds its symbolic dims.
+//
+//===----------------------------------------------------------------------===//
+
+#include "autopar/Conversion/Passes.h"
+#include "autopar/Import/OnnxImporter.h"
+
+#include "mlir/IR/AsmState.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/InitAllDialects.h"
+#include "mlir/InitAllExtensions.h"
+#include "mlir/InitAllPasses.h"
+#include "mlir/Support/FileUtilities.h"
+#include "mlir/Tools/mlir-opt/MlirOptMain.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/ToolOutputFile.h"
+
+using namespace mlir;
+
+static llvm::cl::list<std::string>
+    inputShapes("input-shape",
+                llvm::cl::desc("Shape of an ONNX graph input: NAME=D0xD1x... "
+                               "(repeatable; binds symbolic dims)"),
+                llvm::cl::value_desc("NAME=DIMS"));
+
+/// Imports `path` and returns the module printed with its locations.
+static std::unique_ptr<llvm::MemoryBuffer>
+importToBuffer(DialectRegistry &registry, llvm::StringRef path) {
+  autopar::ImportOptions options;
+  for (const std::string &flag : inputShapes) {
+    std::string error;
+    if (failed(autopar::parseInputShapeFlag(flag, options, error))) {
+      llvm::errs() << "autopar-opt: error: " << error << "\n";
+      return nullptr;
+    }
+  }
+  MLIRContext context(registry);
+  llvm::SourceMgr sourceMgr;
+  SourceMgrDiagnosticHandler handler(sourceMgr, &context);
+  OwningOpRef<ModuleOp> module =
+      autopar::importOnnxFile(&context, path, options);
+  if (!module)
+    return nullptr;
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  module->print(os, OpPrintingFlags().enableDebugInfo());
+  return llvm::MemoryBuffer::getMemBufferCopy(text, path);
+}
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM y(argc, argv);
+  registerAllPasses();
+  autopar::registerAutoparConversionPasses();
+
+  DialectRegistry registry;
+  registerAllDialects(registry);
+  registerAllExtensions(registry);
+  autopar::registerImportDialects(registry);
+
+  auto [inputFilename, outputFilename] =
+      registerAndParseCLIOptions(argc, argv, "autopar optimizer driver",
+                                 registry);
+  llvm::StringRef input = inputFilename;
+  if (!input.ends_with(".onnx") && !input.ends_with(".onnxtxt"))
+    return asMainReturnCode(
+        MlirOptMain(argc, argv, inputFilename, outputFilename, registry));
+
+  std::unique_ptr<llvm::MemoryBuffer> buffer = importToBuffer(registry, input);
+  if (!buffer)
+    return 1;
+  std::string error;
+  auto output = openOutputFile(outputFilename, &error);
+  if (!output) {
+    llvm::errs() << "autopar-opt: error: " << error << "\n";
+    return 1;
+  }
+  MlirOptMainConfig config = MlirOptMainConfig::createFromCLOptions();
+  if (failed(MlirOptMain(output->os(), std::move(buffer), registry, config)))
+    return 1;
+  output->keep();
+  return 0;
+}
