@@ -1,0 +1,70 @@
+//===- CpuKernels.h - Library kernels called by generated CPU code -*- C++ -*-//
+//
+// Generated code calls these through MLIR's C interface
+// (llvm.emit_c_interface): every memref argument is a pointer to a strided
+// descriptor, and `index` scalars are int64_t. Each kernel accumulates into its
+// output (the generated code initializes it), and accepts views with any
+// strides. autopar-run exports them to the dlopen'ed program.
+//
+// A kernel that is handed inconsistent shapes (a compiler bug, not a user
+// error) prints "autopar-run: error: <kernel>: ..." and exits with status 1:
+// it cannot throw through generated code.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef AUTOPAR_RUNTIME_CPUKERNELS_H
+#define AUTOPAR_RUNTIME_CPUKERNELS_H
+
+#include <cstdint>
+
+/// Keeps the kernels visible to dlopen'ed code even if the runtime is built
+/// with -fvisibility=hidden.
+#define AUTOPAR_KERNEL_EXPORT __attribute__((visibility("default")))
+
+namespace autopar::runtime {
+
+/// MLIR's ranked memref descriptor (StridedMemRefType in CRunnerUtils.h):
+/// element (i0, ..., iN-1) is at aligned[offset + sum_k ik * strides[k]].
+template <typename T, int Rank> struct MemRefDescriptor {
+  T *allocated;
+  T *aligned;
+  int64_t offset;
+  int64_t sizes[Rank];
+  int64_t strides[Rank];
+};
+
+} // namespace autopar::runtime
+
+extern "C" {
+
+/// C[m,n] += sum_k A[m,k] * B[k,n].
+AUTOPAR_KERNEL_EXPORT void _mlir_ciface_autopar_cpu_matmul_f32(
+    autopar::runtime::MemRefDescriptor<float, 2> *a,
+    autopar::runtime::MemRefDescriptor<float, 2> *b,
+    autopar::runtime::MemRefDescriptor<float, 2> *c);
+
+/// For each batch b: C[b,m,n] += sum_k A[b,m,k] * B[b,k,n].
+AUTOPAR_KERNEL_EXPORT void _mlir_ciface_autopar_cpu_batch_matmul_f32(
+    autopar::runtime::MemRefDescriptor<float, 3> *a,
+    autopar::runtime::MemRefDescriptor<float, 3> *b,
+    autopar::runtime::MemRefDescriptor<float, 3> *c);
+
+/// O[n,f,y,x] += sum_{c,ky,kx} I[n,c,y*sh+ky*dh,x*sw+kx*dw] * F[f,c,ky,kx].
+/// The input is already padded.
+AUTOPAR_KERNEL_EXPORT void _mlir_ciface_autopar_cpu_conv2d_nchw_f32(
+    autopar::runtime::MemRefDescriptor<float, 4> *input,
+    autopar::runtime::MemRefDescriptor<float, 4> *filter,
+    autopar::runtime::MemRefDescriptor<float, 4> *output, int64_t sh,
+    int64_t sw, int64_t dh, int64_t dw);
+
+/// Grouped convolution: I[n,g,c,h,w], F[g,f,c,kh,kw], O[n,g,f,y,x]; for each
+/// group g, as conv2d_nchw on the group's slices.
+AUTOPAR_KERNEL_EXPORT void _mlir_ciface_autopar_cpu_conv2d_ngchw_f32(
+    autopar::runtime::MemRefDescriptor<float, 5> *input,
+    autopar::runtime::MemRefDescriptor<float, 5> *filter,
+    autopar::runtime::MemRefDescriptor<float, 5> *output, int64_t sh,
+    int64_t sw, int64_t dh, int64_t dw);
+
+} // extern "C"
+
+#endif // AUTOPAR_RUNTIME_CPUKERNELS_H

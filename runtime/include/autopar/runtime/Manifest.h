@@ -1,0 +1,94 @@
+//===- Manifest.h - The artifact's manifest.json ----------------*- C++ -*-===//
+//
+// The manifest says what to run (programs), where (ranks) and with which
+// arguments, in the entry point's call order. docs/design/artifact.md is the
+// contract; this is its parser. Keys the contract names are required; unknown
+// keys are ignored so that later compilers may add information.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef AUTOPAR_RUNTIME_MANIFEST_H
+#define AUTOPAR_RUNTIME_MANIFEST_H
+
+#include "autopar/runtime/DType.h"
+#include "autopar/runtime/Tensor.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace autopar::runtime {
+
+/// The only manifest format version this runtime reads.
+constexpr int64_t ManifestVersion = 1;
+
+/// What an entry argument is.
+enum class ArgumentKind { Parameter, Input, Output };
+
+/// "parameter", "input" or "output".
+std::string_view argumentKindName(ArgumentKind kind);
+
+/// Where a parameter's bytes are: a byte range of a file.
+struct TensorSource {
+  /// As written in the manifest: absolute, or relative to the artifact dir.
+  std::string file;
+  int64_t offset = 0;
+  int64_t length = 0;
+};
+
+/// One argument of the entry point.
+struct ArgumentDesc {
+  ArgumentKind kind = ArgumentKind::Input;
+  std::string name;
+  DType dtype = DType::Float32;
+  Shape shape;
+  /// Present exactly for parameters.
+  std::optional<TensorSource> source;
+};
+
+/// One native program (a shared library and its entry symbol).
+struct ProgramDesc {
+  std::string name;
+  /// Absolute, or relative to the artifact directory.
+  std::string library;
+  std::string entry;
+};
+
+/// Which program a rank runs.
+struct RankDesc {
+  int64_t rank = 0;
+  std::string program;
+};
+
+/// A parsed, validated manifest.json.
+struct Manifest {
+  /// The file it was read from, for messages.
+  std::string path;
+  int64_t version = ManifestVersion;
+  std::string model;
+  std::string cluster;
+  int64_t worldSize = 1;
+  std::vector<ProgramDesc> programs;
+  /// One entry per rank 0..worldSize-1, sorted by rank.
+  std::vector<RankDesc> ranks;
+  /// In the entry's call order.
+  std::vector<ArgumentDesc> arguments;
+
+  /// The program rank \p rank runs (rank must be in [0, worldSize)).
+  const ProgramDesc &programForRank(int64_t rank) const;
+};
+
+/// Parses and validates manifest text. \p path is used only in messages.
+/// Throws Error naming the file and the offending key (e.g.
+/// "arguments[2].shape[1]") for invalid JSON, missing keys, wrong types and
+/// inconsistent values.
+Manifest parseManifest(std::string_view text, const std::string &path);
+
+/// Reads and parses the manifest file at \p path.
+Manifest readManifest(const std::string &path);
+
+} // namespace autopar::runtime
+
+#endif // AUTOPAR_RUNTIME_MANIFEST_H

@@ -1,0 +1,43 @@
+//===- World.h - Rank and world size from the launcher ----------*- C++ -*-===//
+//
+// autopar-run is started once per rank by mpirun or srun. Before any MPI is
+// initialized, the launcher's environment already says how many processes it
+// started and which one this is; that is enough to check the artifact's
+// world_size on every rank and fail fast on a mismatch.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef AUTOPAR_RUNTIME_WORLD_H
+#define AUTOPAR_RUNTIME_WORLD_H
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+namespace autopar::runtime {
+
+/// This process's place among the launched processes.
+struct WorldInfo {
+  int64_t rank = 0;
+  int64_t size = 1;
+  /// Which variables it came from
+  /// ("OMPI_COMM_WORLD_SIZE/OMPI_COMM_WORLD_RANK"), or "no launcher" for a
+  /// plain single process.
+  std::string source = "no launcher";
+};
+
+/// Looks up an environment variable; nullptr when unset.
+using EnvLookup = std::function<const char *(const char *)>;
+
+/// Reads the world from Open MPI (OMPI_COMM_WORLD_*), PMI (PMI_*, set by MPICH
+/// and Intel MPI) or Slurm (SLURM_STEP_NUM_TASKS or SLURM_NTASKS, and
+/// SLURM_PROCID), in that order; without any of them, a world of one. Throws
+/// Error if a variable is not a number or the rank is out of range.
+WorldInfo detectWorld(const EnvLookup &getEnv);
+
+/// detectWorld on the process environment.
+WorldInfo detectWorld();
+
+} // namespace autopar::runtime
+
+#endif // AUTOPAR_RUNTIME_WORLD_H

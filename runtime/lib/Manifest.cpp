@@ -1,0 +1,281 @@
+//===- Manifest.cpp - The artifact's manifest.json ------------------------===//
+
+#include "autopar/runtime/Manifest.h"
+
+#include "autopar/runtime/Error.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <set>
+#include <sstream>
+
+using nlohmann::json;
+
+namespace autopar::runtime {
+
+namespace {
+
+/// Reads typed values out of the manifest's JSON. Every accessor names the
+/// key by its full path (e.g. "arguments[2].shape[1]") in its error message,
+/// so that a bad manifest points straight at the offending spot.
+class ManifestReader {
+public:
+  explicit ManifestReader(const std::string &path) : path(path) {}
+
+  [[noreturn]] void fail(const std::string &key,
+                         const std::string &message) const {
+    throw Error(path + ": '" + key + "' " + message);
+  }
+
+  const json &member(const json &object, const std::string &where,
+                     const char *key) const {
+    std::string name = join(where, key);
+    auto it = object.find(key);
+    if (it == object.end())
+      throw Error(path + ": missing key '" + name + "'");
+    return *it;
+  }
+
+  const json &object(const json &object, const std::string &where,
+                     const char *key) const {
+    const json &value = member(object, where, key);
+    if (!value.is_object())
+      fail(join(where, key), "must be an object, got " + describe(value));
+    return value;
+  }
+
+  const json &array(const json &object, const std::string &where,
+                    const char *key) const {
+    const json &value = member(object, where, key);
+    if (!value.is_array())
+      fail(join(where, key), "must be an array, got " + describe(value));
+    return value;
+  }
+
+  std::string string(const json &object, const std::string &where,
+                     const char *key, bool allowEmpty = false) const {
+    const json &value = member(object, where, key);
+    if (!value.is_string())
+      fail(join(where, key), "must be a string, got " + describe(value));
+    std::string text = value.get<std::string>();
+    if (text.empty() && !allowEmpty)
+      fail(join(where, key), "must not be empty");
+    return text;
+  }
+
+  int64_t integer(const json &value, const std::string &name,
+                  int64_t minimum) const {
+    if (!value.is_number_integer() ||
+        (value.is_number_unsigned() &&
+         value.get<uint64_t>() >
+             static_cast<uint64_t>(std::numeric_limits<int64_t>::max())))
+      fail(name, "must be an integer, got " + describe(value));
+    int64_t number = value.get<int64_t>();
+    if (number < minimum)
+      fail(name, "must be at least " + std::to_string(minimum) + ", got " +
+                     std::to_string(number));
+    return number;
+  }
+
+  int64_t integer(const json &object, const std::string &where, const char *key,
+                  int64_t minimum) const {
+    return integer(member(object, where, key), join(where, key), minimum);
+  }
+
+  static std::string join(const std::string &where, const char *key) {
+    return where.empty() ? key : where + "." + key;
+  }
+
+  static std::string index(const char *key, size_t i) {
+    return std::string(key) + "[" + std::to_string(i) + "]";
+  }
+
+  const std::string &filePath() const { return path; }
+
+  static std::string describe(const json &value) {
+    std::string text = value.dump();
+    if (text.size() > 40)
+      text = text.substr(0, 37) + "...";
+    return std::string(value.type_name()) + " " + text;
+  }
+
+private:
+  const std::string &path;
+};
+
+ArgumentDesc parseArgument(const ManifestReader &reader, const json &value,
+                           const std::string &where) {
+  if (!value.is_object())
+    reader.fail(where,
+                "must be an object, got " + ManifestReader::describe(value));
+  ArgumentDesc arg;
+  std::string kind = reader.string(value, where, "kind");
+  if (kind == "parameter")
+    arg.kind = ArgumentKind::Parameter;
+  else if (kind == "input")
+    arg.kind = ArgumentKind::Input;
+  else if (kind == "output")
+    arg.kind = ArgumentKind::Output;
+  else
+    reader.fail(where + ".kind", "is \"" + kind +
+                                     "\", expected \"parameter\", \"input\" "
+                                     "or \"output\"");
+  arg.name = reader.string(value, where, "name");
+
+  std::string dtype = reader.string(value, where, "dtype");
+  std::optional<DType> parsed = parseDType(dtype);
+  if (!parsed)
+    reader.fail(where + ".dtype",
+                "is \"" + dtype + "\", expected one of " + allDTypeNames());
+  arg.dtype = *parsed;
+
+  const json &shape = reader.array(value, where, "shape");
+  for (size_t i = 0; i < shape.size(); ++i)
+    arg.shape.push_back(reader.integer(
+        shape[i], where + "." + ManifestReader::index("shape", i), 0));
+  byteSize(arg.dtype, arg.shape,
+           reader.filePath() + ": '" + where + "' ('" + arg.name + "')");
+
+  bool hasSource = value.contains("source");
+  if (arg.kind == ArgumentKind::Parameter) {
+    const json &source = reader.object(value, where, "source");
+    std::string at = where + ".source";
+    arg.source = TensorSource{reader.string(source, at, "file"),
+                              reader.integer(source, at, "offset", 0),
+                              reader.integer(source, at, "length", 0)};
+  } else if (hasSource) {
+    reader.fail(where + ".source", "is only allowed on parameters, but '" +
+                                       arg.name + "' is an " + kind);
+  }
+  return arg;
+}
+
+} // namespace
+
+std::string_view argumentKindName(ArgumentKind kind) {
+  switch (kind) {
+  case ArgumentKind::Parameter:
+    return "parameter";
+  case ArgumentKind::Input:
+    return "input";
+  case ArgumentKind::Output:
+    return "output";
+  }
+  return "argument";
+}
+
+const ProgramDesc &Manifest::programForRank(int64_t rank) const {
+  const std::string &name = ranks.at(static_cast<size_t>(rank)).program;
+  for (const ProgramDesc &program : programs)
+    if (program.name == name)
+      return program;
+  throw Error(path + ": rank " + std::to_string(rank) +
+              " runs unknown program '" + name +
+              "'"); // Unreachable after parseManifest's checks.
+}
+
+Manifest parseManifest(std::string_view text, const std::string &path) {
+  json root;
+  try {
+    root = json::parse(text);
+  } catch (const json::parse_error &error) {
+    throw Error(path + ": invalid JSON: " + error.what());
+  }
+  if (!root.is_object())
+    throw Error(path + ": must hold a JSON object, got " +
+                ManifestReader::describe(root));
+
+  ManifestReader reader(path);
+  Manifest manifest;
+  manifest.path = path;
+
+  std::string format = reader.string(root, "", "format");
+  if (format != "autopar-artifact")
+    reader.fail("format",
+                "is \"" + format + "\", expected \"autopar-artifact\"");
+  manifest.version = reader.integer(root, "", "version", 1);
+  if (manifest.version != ManifestVersion)
+    throw Error(path + ": manifest version " +
+                std::to_string(manifest.version) +
+                " is not supported; this autopar-run reads version " +
+                std::to_string(ManifestVersion) +
+                " (use autopar-run and autopar-compile from the same build)");
+  manifest.model = reader.string(root, "", "model");
+  manifest.cluster = reader.string(root, "", "cluster");
+  manifest.worldSize = reader.integer(root, "", "world_size", 1);
+
+  const json &programs = reader.array(root, "", "programs");
+  if (programs.empty())
+    reader.fail("programs", "must list at least one program");
+  std::set<std::string> programNames;
+  for (size_t i = 0; i < programs.size(); ++i) {
+    std::string where = ManifestReader::index("programs", i);
+    if (!programs[i].is_object())
+      reader.fail(where, "must be an object, got " +
+                             ManifestReader::describe(programs[i]));
+    ProgramDesc program{reader.string(programs[i], where, "name"),
+                        reader.string(programs[i], where, "library"),
+                        reader.string(programs[i], where, "entry")};
+    if (!programNames.insert(program.name).second)
+      reader.fail(where + ".name",
+                  "repeats program name '" + program.name + "'");
+    manifest.programs.push_back(program);
+  }
+
+  const json &ranks = reader.array(root, "", "ranks");
+  manifest.ranks.resize(static_cast<size_t>(manifest.worldSize));
+  std::vector<bool> seen(manifest.ranks.size(), false);
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    std::string where = ManifestReader::index("ranks", i);
+    if (!ranks[i].is_object())
+      reader.fail(where, "must be an object, got " +
+                             ManifestReader::describe(ranks[i]));
+    int64_t rank = reader.integer(ranks[i], where, "rank", 0);
+    if (rank >= manifest.worldSize)
+      reader.fail(where + ".rank", "is " + std::to_string(rank) +
+                                       ", but world_size is " +
+                                       std::to_string(manifest.worldSize));
+    if (seen[static_cast<size_t>(rank)])
+      reader.fail(where + ".rank", "repeats rank " + std::to_string(rank));
+    seen[static_cast<size_t>(rank)] = true;
+    std::string program = reader.string(ranks[i], where, "program");
+    if (!programNames.count(program))
+      reader.fail(where + ".program",
+                  "names program '" + program + "', which 'programs' lacks");
+    manifest.ranks[static_cast<size_t>(rank)] = RankDesc{rank, program};
+  }
+  for (size_t rank = 0; rank < seen.size(); ++rank)
+    if (!seen[rank])
+      reader.fail("ranks", "has no entry for rank " + std::to_string(rank) +
+                               " (world_size is " +
+                               std::to_string(manifest.worldSize) + ")");
+
+  const json &arguments = reader.array(root, "", "arguments");
+  std::set<std::pair<ArgumentKind, std::string>> argumentNames;
+  for (size_t i = 0; i < arguments.size(); ++i) {
+    std::string where = ManifestReader::index("arguments", i);
+    ArgumentDesc arg = parseArgument(reader, arguments[i], where);
+    if (!argumentNames.insert({arg.kind, arg.name}).second)
+      reader.fail(where + ".name", "repeats " +
+                                       std::string(argumentKindName(arg.kind)) +
+                                       " name '" + arg.name + "'");
+    manifest.arguments.push_back(std::move(arg));
+  }
+  return manifest;
+}
+
+Manifest readManifest(const std::string &path) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file)
+    throw Error(path + ": cannot open: " + std::strerror(errno) +
+                " (is this a directory written by autopar-compile?)");
+  std::ostringstream text;
+  text << file.rdbuf();
+  return parseManifest(text.str(), path);
+}
+
+} // namespace autopar::runtime

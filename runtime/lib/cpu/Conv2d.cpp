@@ -1,0 +1,235 @@
+//===- Conv2d.cpp - 2-D convolution on strided views ----------------------===//
+//
+// Two strategies:
+//  - im2col + GEMM: for each image, unfold the input windows of a band of
+//    output rows into a dense [C*KH*KW, rows*OW] matrix and multiply the
+//    filter [F, C*KH*KW] by it into the output band. Banding bounds the
+//    scratch memory and keeps the unfolded matrix closer to cache. A 1x1,
+//    stride-1 convolution needs no unfolding: the input already is that
+//    matrix.
+//  - direct: for very few input and output channels (depthwise convolutions
+//    above all), a GEMM with M = F tiny wastes the unfolding; accumulating
+//    each filter tap into an output row in place is cheaper.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Conv2d.h"
+
+#include "KernelError.h"
+#include "Scratch.h"
+#include "StridedGemm.h"
+
+#include <algorithm>
+#include <cstring>
+#include <optional>
+#include <string>
+
+namespace autopar::runtime::cpu {
+
+namespace {
+
+/// The unfolded matrix is capped at this many floats (4 MiB) per band, unless
+/// a single output row needs more.
+constexpr int64_t ColumnBudget = int64_t(1) << 20;
+
+/// Direct convolution pays off when C * F is at most this.
+constexpr int64_t DirectMaxChannelProduct = 4;
+
+std::string formatSizes(const Tensor4View &v) {
+  std::string text = "[";
+  for (int i = 0; i < 4; ++i)
+    text += std::to_string(v.sizes[i]) + (i < 3 ? ", " : "]");
+  return text;
+}
+
+/// If dims [first, 4) of \p v can be addressed as one dimension, its stride.
+std::optional<int64_t> collapsedStride(const Tensor4View &v, int first) {
+  std::optional<int64_t> stride;
+  int64_t extent = 1;
+  for (int d = 3; d >= first; --d) {
+    if (v.sizes[d] == 1)
+      continue; // Any stride works for a dimension of size one.
+    if (!stride) {
+      stride = v.strides[d];
+      extent = v.sizes[d];
+    } else if (v.strides[d] == *stride * extent) {
+      extent *= v.sizes[d];
+    } else {
+      return std::nullopt;
+    }
+  }
+  return stride.value_or(1);
+}
+
+struct ConvShape {
+  int64_t n, c, h, w, f, kh, kw, oh, ow, sh, sw, dh, dw;
+};
+
+/// Unfolds output rows [oy0, oy0 + rows) of image \p image into \p columns,
+/// a dense [C*KH*KW, rows*OW] matrix.
+void im2col(const ConvShape &s, const Tensor4View &in, const float *image,
+            int64_t oy0, int64_t rows, float *columns) {
+  int64_t cols = rows * s.ow;
+  int64_t xStep = s.sw * in.strides[3];
+  for (int64_t c = 0; c < s.c; ++c) {
+    for (int64_t ky = 0; ky < s.kh; ++ky) {
+      for (int64_t kx = 0; kx < s.kw; ++kx) {
+        float *dst = columns + ((c * s.kh + ky) * s.kw + kx) * cols;
+        const float *tap = image + c * in.strides[1] +
+                           ky * s.dh * in.strides[2] +
+                           kx * s.dw * in.strides[3];
+        for (int64_t r = 0; r < rows; ++r, dst += s.ow) {
+          const float *src = tap + (oy0 + r) * s.sh * in.strides[2];
+          if (xStep == 1) {
+            std::memcpy(dst, src, static_cast<size_t>(s.ow) * sizeof(float));
+          } else {
+            for (int64_t x = 0; x < s.ow; ++x)
+              dst[x] = src[x * xStep];
+          }
+        }
+      }
+    }
+  }
+}
+
+/// The filter as a [F, C*KH*KW] matrix: a view if its last three dims
+/// collapse, else a dense copy.
+MatrixView filterMatrix(const ConvShape &s, const Tensor4View &filter) {
+  int64_t taps = s.c * s.kh * s.kw;
+  if (std::optional<int64_t> stride = collapsedStride(filter, 1))
+    return {filter.data, s.f, taps, filter.strides[0], *stride};
+  float *dense =
+      scratch(ScratchSlot::ConvFilter, static_cast<size_t>(s.f * taps));
+  for (int64_t f = 0; f < s.f; ++f)
+    for (int64_t c = 0; c < s.c; ++c)
+      for (int64_t ky = 0; ky < s.kh; ++ky)
+        for (int64_t kx = 0; kx < s.kw; ++kx)
+          dense[((f * s.c + c) * s.kh + ky) * s.kw + kx] =
+              filter.data[f * filter.strides[0] + c * filter.strides[1] +
+                          ky * filter.strides[2] + kx * filter.strides[3]];
+  return {dense, s.f, taps, taps, 1};
+}
+
+void convIm2col(const ConvShape &s, const Tensor4View &in,
+                const Tensor4View &filter, const Tensor4View &out,
+                const char *kernel) {
+  MatrixView weights = filterMatrix(s, filter);
+  int64_t taps = weights.cols;
+  std::optional<int64_t> outStride = collapsedStride(out, 2);
+  std::optional<int64_t> inStride = collapsedStride(in, 2);
+  bool pointwise = s.kh == 1 && s.kw == 1 && s.sh == 1 && s.sw == 1 &&
+                   s.oh == s.h && s.ow == s.w && inStride && outStride;
+  // Output rows per band: as many as the budget allows when the output rows
+  // form one matrix dimension, else one row at a time.
+  int64_t bandRows = 1;
+  if (outStride)
+    bandRows = std::clamp<int64_t>(
+        ColumnBudget / std::max<int64_t>(taps * s.ow, 1), 1, s.oh);
+
+  for (int64_t n = 0; n < s.n; ++n) {
+    const float *image = in.data + n * in.strides[0];
+    float *result = out.data + n * out.strides[0];
+    if (pointwise) {
+      MatrixView pixels{const_cast<float *>(image), s.c, s.h * s.w,
+                        in.strides[1], *inStride};
+      MatrixView o{result, s.f, s.oh * s.ow, out.strides[1], *outStride};
+      gemmAccumulate(weights, pixels, o, kernel);
+      continue;
+    }
+    for (int64_t oy0 = 0; oy0 < s.oh; oy0 += bandRows) {
+      int64_t rows = std::min(bandRows, s.oh - oy0);
+      int64_t cols = rows * s.ow;
+      float *columns =
+          scratch(ScratchSlot::ConvColumns, static_cast<size_t>(taps * cols));
+      im2col(s, in, image, oy0, rows, columns);
+      float *band = result + oy0 * out.strides[2];
+      MatrixView o =
+          outStride
+              ? MatrixView{band, s.f, cols, out.strides[1], *outStride}
+              : MatrixView{band, s.f, cols, out.strides[1], out.strides[3]};
+      gemmAccumulate(weights, {columns, taps, cols, cols, 1}, o, kernel);
+    }
+  }
+}
+
+void convDirect(const ConvShape &s, const Tensor4View &in,
+                const Tensor4View &filter, const Tensor4View &out) {
+  int64_t xStep = s.sw * in.strides[3];
+  int64_t outX = out.strides[3];
+  for (int64_t n = 0; n < s.n; ++n) {
+    for (int64_t f = 0; f < s.f; ++f) {
+      for (int64_t oy = 0; oy < s.oh; ++oy) {
+        // One output row stays in L1 while every tap is added into it.
+        float *o = out.data + n * out.strides[0] + f * out.strides[1] +
+                   oy * out.strides[2];
+        for (int64_t c = 0; c < s.c; ++c) {
+          for (int64_t ky = 0; ky < s.kh; ++ky) {
+            const float *row = in.data + n * in.strides[0] + c * in.strides[1] +
+                               (oy * s.sh + ky * s.dh) * in.strides[2];
+            for (int64_t kx = 0; kx < s.kw; ++kx) {
+              float w =
+                  filter.data[f * filter.strides[0] + c * filter.strides[1] +
+                              ky * filter.strides[2] + kx * filter.strides[3]];
+              const float *i = row + kx * s.dw * in.strides[3];
+              if (outX == 1 && xStep == 1) {
+                for (int64_t x = 0; x < s.ow; ++x) // Vectorized.
+                  o[x] += w * i[x];
+              } else {
+                for (int64_t x = 0; x < s.ow; ++x)
+                  o[x * outX] += w * i[x * xStep];
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+} // namespace
+
+void conv2dAccumulate(const Tensor4View &input, const Tensor4View &filter,
+                      const Tensor4View &output, int64_t sh, int64_t sw,
+                      int64_t dh, int64_t dw, const char *kernel) {
+  ConvShape s{input.sizes[0],
+              input.sizes[1],
+              input.sizes[2],
+              input.sizes[3],
+              filter.sizes[0],
+              filter.sizes[2],
+              filter.sizes[3],
+              output.sizes[2],
+              output.sizes[3],
+              sh,
+              sw,
+              dh,
+              dw};
+  auto mismatch = [&](const std::string &what) {
+    kernelFatal(kernel, what + " (input " + formatSizes(input) + ", filter " +
+                            formatSizes(filter) + ", output " +
+                            formatSizes(output) + ", strides " +
+                            std::to_string(sh) + "x" + std::to_string(sw) +
+                            ", dilations " + std::to_string(dh) + "x" +
+                            std::to_string(dw) +
+                            "); the generated program is inconsistent, "
+                            "which is a compiler bug");
+  };
+  if (sh < 1 || sw < 1 || dh < 1 || dw < 1)
+    mismatch("strides and dilations must be positive");
+  if (filter.sizes[1] != s.c || output.sizes[0] != s.n ||
+      output.sizes[1] != s.f)
+    mismatch("sizes do not agree");
+  if (s.n == 0 || s.f == 0 || s.oh == 0 || s.ow == 0 || s.c == 0 || s.kh == 0 ||
+      s.kw == 0)
+    return; // No output, or an empty sum: nothing to add.
+  if ((s.oh - 1) * sh + (s.kh - 1) * dh >= s.h ||
+      (s.ow - 1) * sw + (s.kw - 1) * dw >= s.w)
+    mismatch("windows reach outside the (padded) input");
+
+  if (s.c * s.f <= DirectMaxChannelProduct)
+    convDirect(s, input, filter, output);
+  else
+    convIm2col(s, input, filter, output, kernel);
+}
+
+} // namespace autopar::runtime::cpu

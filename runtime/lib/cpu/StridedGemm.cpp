@@ -1,0 +1,129 @@
+//===- StridedGemm.cpp - Matrix multiply on strided views -----------------===//
+
+#include "StridedGemm.h"
+
+#include "KernelError.h"
+#include "Scratch.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <limits>
+
+namespace autopar::runtime::cpu {
+
+namespace {
+
+/// How BLAS can read a view without copying it.
+enum class Layout { RowMajor, ColMajor, None };
+
+struct BlasOperand {
+  Layout layout;
+  int64_t ld; // The leading dimension, when layout is not None.
+};
+
+/// Finds a BLAS layout for \p v. A dimension of size one may have any stride,
+/// so it never disqualifies a layout, and the leading dimension is then
+/// chosen as the smallest BLAS accepts.
+BlasOperand classify(const MatrixView &v) {
+  int64_t minRowLd = std::max<int64_t>(v.cols, 1);
+  if (v.cols <= 1 || v.colStride == 1) {
+    int64_t ld = v.rows <= 1 ? minRowLd : v.rowStride;
+    if (ld >= minRowLd)
+      return {Layout::RowMajor, ld};
+  }
+  int64_t minColLd = std::max<int64_t>(v.rows, 1);
+  if (v.rows <= 1 || v.rowStride == 1) {
+    int64_t ld = v.cols <= 1 ? minColLd : v.colStride;
+    if (ld >= minColLd)
+      return {Layout::ColMajor, ld};
+  }
+  return {Layout::None, 0};
+}
+
+/// Copies \p v into dense row-major storage at \p out.
+void pack(const MatrixView &v, float *out) {
+  // Walk the source along its smaller stride, which is the cache-friendly
+  // order for the reads (the writes are sequential either way per row).
+  if (std::abs(v.colStride) <= std::abs(v.rowStride)) {
+    for (int64_t i = 0; i < v.rows; ++i) {
+      const float *row = v.data + i * v.rowStride;
+      float *dst = out + i * v.cols;
+      for (int64_t j = 0; j < v.cols; ++j)
+        dst[j] = row[j * v.colStride];
+    }
+  } else {
+    for (int64_t j = 0; j < v.cols; ++j) {
+      const float *col = v.data + j * v.colStride;
+      for (int64_t i = 0; i < v.rows; ++i)
+        out[i * v.cols + j] = col[i * v.rowStride];
+    }
+  }
+}
+
+/// Copies dense row-major \p in back into view \p v.
+void unpack(const float *in, const MatrixView &v) {
+  for (int64_t i = 0; i < v.rows; ++i)
+    for (int64_t j = 0; j < v.cols; ++j)
+      v.data[i * v.rowStride + j * v.colStride] = in[i * v.cols + j];
+}
+
+/// \p v as BLAS sees it: as is, or packed into \p slot.
+MatrixView blasReady(const MatrixView &v, ScratchSlot slot,
+                     BlasOperand &operand) {
+  operand = classify(v);
+  if (operand.layout != Layout::None)
+    return v;
+  float *dense = scratch(slot, static_cast<size_t>(v.rows * v.cols));
+  pack(v, dense);
+  operand = {Layout::RowMajor, std::max<int64_t>(v.cols, 1)};
+  return {dense, v.rows, v.cols, v.cols, 1};
+}
+
+void checkBlasInt(int64_t value, const char *kernel) {
+  if (value > std::numeric_limits<blasint>::max())
+    kernelFatal(kernel,
+                "dimension " + std::to_string(value) +
+                    " exceeds what this BLAS supports (" +
+                    std::to_string(std::numeric_limits<blasint>::max()) + ")");
+}
+
+CBLAS_TRANSPOSE transposeFlag(const BlasOperand &operand) {
+  return operand.layout == Layout::RowMajor ? CblasNoTrans : CblasTrans;
+}
+
+} // namespace
+
+void gemmAccumulate(const MatrixView &a, const MatrixView &b,
+                    const MatrixView &c, const char *kernel) {
+  int64_t m = c.rows, n = c.cols, k = a.cols;
+  if (m == 0 || n == 0 || k == 0)
+    return;
+
+  BlasOperand oc = classify(c);
+  if (oc.layout == Layout::ColMajor) {
+    // C^T = B^T A^T, with C^T row-major.
+    gemmAccumulate(b.transposed(), a.transposed(), c.transposed(), kernel);
+    return;
+  }
+  if (oc.layout == Layout::None) {
+    float *dense = scratch(ScratchSlot::GemmC, static_cast<size_t>(m * n));
+    pack(c, dense);
+    gemmAccumulate(a, b, {dense, m, n, n, 1}, kernel);
+    unpack(dense, c);
+    return;
+  }
+
+  BlasOperand oa, ob;
+  MatrixView ra = blasReady(a, ScratchSlot::GemmA, oa);
+  MatrixView rb = blasReady(b, ScratchSlot::GemmB, ob);
+  for (int64_t value : {m, n, k, oa.ld, ob.ld, oc.ld})
+    checkBlasInt(value, kernel);
+  cblas_sgemm(CblasRowMajor, transposeFlag(oa), transposeFlag(ob),
+              static_cast<blasint>(m), static_cast<blasint>(n),
+              static_cast<blasint>(k), 1.0f, ra.data,
+              static_cast<blasint>(oa.ld), rb.data, static_cast<blasint>(ob.ld),
+              1.0f, c.data, static_cast<blasint>(oc.ld));
+}
+
+} // namespace autopar::runtime::cpu

@@ -1,0 +1,293 @@
+//===- CliTest.cpp - autopar-run end to end -------------------------------===//
+//
+// Runs the real autopar-run binary on a hand-built artifact: a manifest, a
+// weights file and a stage library compiled from Inputs/linear_add.c, which
+// calls the runtime's matmul kernel the way generated code does. This covers
+// dlopen, kernel export, weight mapping, .npy I/O and the CLI's error paths
+// without the compiler.
+//
+//===----------------------------------------------------------------------===//
+
+#include "autopar/runtime/Npy.h"
+
+#include "TestUtil.h"
+
+#include "gtest/gtest.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstring>
+#include <filesystem>
+
+using namespace autopar::runtime;
+using namespace autopar::runtime::test;
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr int M = 2, K = 8, N = 4;
+
+/// A single-rank artifact computing y = x @ fc.weight^T + fc.bias.
+class CliTest : public ::testing::Test {
+protected:
+  void SetUp() override {
+    for (int i = 0; i < N * K; ++i)
+      weight.push_back(0.25f * static_cast<float>(i % 7) - 0.5f);
+    for (int j = 0; j < N; ++j)
+      bias.push_back(static_cast<float>(j));
+    // Some leading bytes, as parameters inside an .onnx file would have.
+    writeFile(artifact.file("weights.bin"),
+              std::string(8, '\x7f') + bytesOf(weight) + bytesOf(bias));
+    fs::copy_file(std::string(AUTOPAR_TEST_STAGE_DIR) + "/linear_add.so",
+                  artifact.file("stage0.so"));
+    manifest = json::parse(R"({
+      "format": "autopar-artifact", "version": 1, "model": "linear.onnx",
+      "cluster": "local:1", "world_size": 1,
+      "programs": [{"name": "stage0", "library": "stage0.so", "entry": "autopar_entry"}],
+      "ranks": [{"rank": 0, "program": "stage0"}],
+      "arguments": [
+        {"kind": "parameter", "name": "fc.weight", "dtype": "float32", "shape": [4, 8],
+         "source": {"file": "weights.bin", "offset": 8, "length": 128}},
+        {"kind": "parameter", "name": "fc.bias", "dtype": "float32", "shape": [4],
+         "source": {"file": "", "offset": 136, "length": 16}},
+        {"kind": "input", "name": "x", "dtype": "float32", "shape": [2, 8]},
+        {"kind": "output", "name": "y", "dtype": "float32", "shape": [2, 4]}
+      ]})");
+    // One absolute source path, one relative: both must resolve.
+    manifest["arguments"][1]["source"]["file"] = artifact.file("weights.bin");
+    saveManifest();
+  }
+
+  void saveManifest() {
+    writeFile(artifact.file("manifest.json"), manifest.dump(2));
+  }
+
+  /// Runs autopar-run with \p args, outside of any launcher unless \p env
+  /// sets launcher variables.
+  CommandResult run(const std::string &args, const std::string &env = "") {
+    std::string command =
+        "env -u OMPI_COMM_WORLD_SIZE -u OMPI_COMM_WORLD_RANK -u PMI_SIZE "
+        "-u PMI_RANK -u SLURM_NTASKS -u SLURM_STEP_NUM_TASKS -u SLURM_PROCID " +
+        env + " " + shellQuote(AUTOPAR_RUN_PATH) + " " + args;
+    return runCommand(command);
+  }
+
+  std::vector<float> readFloats(const std::string &path, const Shape &shape) {
+    NpyArray array = readNpy(path);
+    EXPECT_EQ(array.dtype, DType::Float32);
+    EXPECT_EQ(array.shape, shape);
+    std::vector<float> values(array.data.size() / sizeof(float));
+    std::memcpy(values.data(), array.data.data(), array.data.size());
+    return values;
+  }
+
+  void expectLinear(const std::vector<float> &x, const std::vector<float> &y) {
+    ASSERT_EQ(x.size(), size_t(M * K));
+    ASSERT_EQ(y.size(), size_t(M * N));
+    for (int i = 0; i < M; ++i) {
+      for (int j = 0; j < N; ++j) {
+        double expected = bias[j];
+        for (int p = 0; p < K; ++p)
+          expected += double(x[i * K + p]) * weight[j * K + p];
+        EXPECT_NEAR(y[i * N + j], expected, 1e-5) << i << "," << j;
+      }
+    }
+  }
+
+  /// Expects a failed run whose stderr is one "autopar-run: error:" line
+  /// containing \p expected.
+  void expectError(const CommandResult &result, const std::string &expected) {
+    EXPECT_EQ(result.exitCode, 1) << result.out << result.err;
+    EXPECT_EQ(result.err.rfind("autopar-run: error: ", 0), 0u) << result.err;
+    EXPECT_NE(result.err.find(expected), std::string::npos)
+        << "expected \"" << expected << "\" in: " << result.err;
+  }
+
+  TempDir artifact, work;
+  std::vector<float> weight, bias;
+  json manifest;
+};
+
+TEST_F(CliTest, RunsWithRandomInputsAndWritesThem) {
+  std::string out = work.file("out");
+  CommandResult result = run(shellQuote(artifact.path()) + " --outputs " +
+                             shellQuote(out) + " --steps 3");
+  ASSERT_EQ(result.exitCode, 0) << result.out << result.err;
+  EXPECT_EQ(result.err, "");
+  for (const char *line :
+       {"step 1/3: ", "step 2/3: ", "step 3/3: ", "throughput: ", " steps/s",
+        "random inputs (seed 0)"})
+    EXPECT_NE(result.out.find(line), std::string::npos) << result.out;
+  std::vector<float> x = readFloats(out + "/x.npy", {M, K});
+  for (float v : x) {
+    EXPECT_GE(v, -1.0f);
+    EXPECT_LT(v, 1.0f);
+  }
+  expectLinear(x, readFloats(out + "/y.npy", {M, N}));
+
+  // Same seed, same inputs; another seed, other inputs.
+  std::string again = work.file("again"), other = work.file("other");
+  ASSERT_EQ(run(shellQuote(artifact.path()) + " --outputs=" + again).exitCode,
+            0);
+  ASSERT_EQ(run(shellQuote(artifact.path()) + " --seed 5 --outputs " + other)
+                .exitCode,
+            0);
+  EXPECT_EQ(readFile(out + "/x.npy"), readFile(again + "/x.npy"));
+  EXPECT_NE(readFile(out + "/x.npy"), readFile(other + "/x.npy"));
+}
+
+TEST_F(CliTest, ReadsInputsFromNpyFiles) {
+  std::vector<float> x(M * K);
+  for (int i = 0; i < M * K; ++i)
+    x[i] = static_cast<float>(i) / 16.0f;
+  fs::create_directory(work.file("in"));
+  writeNpy(work.file("in/x.npy"), DType::Float32, {M, K}, x.data());
+  std::string out = work.file("out");
+  CommandResult result =
+      run(shellQuote(artifact.path()) + " --inputs " +
+          shellQuote(work.file("in")) + " --outputs " + shellQuote(out));
+  ASSERT_EQ(result.exitCode, 0) << result.out << result.err;
+  expectLinear(x, readFloats(out + "/y.npy", {M, N}));
+  // Given inputs are not copied to the outputs.
+  EXPECT_FALSE(fs::exists(out + "/x.npy"));
+}
+
+TEST_F(CliTest, RunsWithoutOutputsDirectory) {
+  CommandResult result = run(shellQuote(artifact.path()));
+  EXPECT_EQ(result.exitCode, 0) << result.err;
+  EXPECT_NE(result.out.find("step 1/1: "), std::string::npos);
+}
+
+TEST_F(CliTest, RejectsInputsOfTheWrongTypeOrShape) {
+  fs::create_directory(work.file("in"));
+  std::vector<double> wide(M * K, 0.5);
+  writeNpy(work.file("in/x.npy"), DType::Float64, {M, K}, wide.data());
+  std::string inputs = " --inputs " + shellQuote(work.file("in"));
+  expectError(run(shellQuote(artifact.path()) + inputs),
+              "input 'x': " + work.file("in/x.npy") +
+                  " holds float64 [2, 8], expected float32 [2, 8]");
+
+  std::vector<float> flat(M * K, 0.5f);
+  writeNpy(work.file("in/x.npy"), DType::Float32, {M * K}, flat.data());
+  expectError(run(shellQuote(artifact.path()) + inputs),
+              "holds float32 [16], expected float32 [2, 8]");
+
+  fs::remove(work.file("in/x.npy"));
+  expectError(run(shellQuote(artifact.path()) + inputs),
+              "input 'x': missing file " + work.file("in/x.npy"));
+
+  expectError(run(shellQuote(artifact.path()) + " --inputs " +
+                  shellQuote(work.file("nowhere"))),
+              "inputs directory " + work.file("nowhere") + " does not exist");
+}
+
+TEST_F(CliTest, RejectsAWorldSizeMismatchOnEveryRank) {
+  for (const char *rank : {"0", "1"}) {
+    CommandResult result =
+        run(shellQuote(artifact.path()),
+            std::string("OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_RANK=") + rank);
+    expectError(result, "the artifact was compiled for world_size 1");
+    EXPECT_NE(result.err.find("the launcher started 2 processes (from "
+                              "OMPI_COMM_WORLD_SIZE/OMPI_COMM_WORLD_RANK)"),
+              std::string::npos)
+        << result.err;
+  }
+  expectError(run(shellQuote(artifact.path()), "SLURM_NTASKS=4 SLURM_PROCID=3"),
+              "the launcher started 4 processes (from "
+              "SLURM_NTASKS/SLURM_PROCID)");
+
+  manifest["world_size"] = 2;
+  manifest["ranks"].push_back({{"rank", 1}, {"program", "stage0"}});
+  saveManifest();
+  expectError(run(shellQuote(artifact.path())),
+              "compiled for world_size 2 (" + artifact.file("manifest.json") +
+                  "), but autopar-run was started as a single process "
+                  "without a launcher; launch it with mpirun -np 2");
+  expectError(run(shellQuote(artifact.path()), "PMI_SIZE=2 PMI_RANK=1"),
+              "this autopar-run runs single-rank artifacts only");
+}
+
+TEST_F(CliTest, ReportsBadArtifacts) {
+  expectError(run(shellQuote(work.file("nothing"))),
+              "artifact directory " + work.file("nothing") + " does not exist");
+  expectError(run(shellQuote(work.path())),
+              work.file("manifest.json") + ": cannot open");
+
+  json good = manifest;
+  manifest["arguments"][0]["source"]["offset"] = 100;
+  saveManifest();
+  expectError(run(shellQuote(artifact.path())),
+              "parameter 'fc.weight': bytes [100, 228) lie outside " +
+                  artifact.file("weights.bin") + " (152 bytes)");
+
+  manifest = good;
+  manifest["programs"][0]["entry"] = "no_such_entry";
+  saveManifest();
+  expectError(run(shellQuote(artifact.path())),
+              "program library " + artifact.file("stage0.so") +
+                  " has no entry point 'no_such_entry'");
+
+  manifest = good;
+  manifest["programs"][0]["library"] = "missing.so";
+  saveManifest();
+  expectError(run(shellQuote(artifact.path())),
+              "cannot load program library " + artifact.file("missing.so"));
+
+  manifest = good;
+  manifest["arguments"][2].erase("shape");
+  saveManifest();
+  expectError(run(shellQuote(artifact.path())),
+              artifact.file("manifest.json") +
+                  ": missing key 'arguments[2].shape'");
+}
+
+TEST_F(CliTest, ReportsAnUnresolvedKernelAtLoadTime) {
+  fs::copy_file(std::string(AUTOPAR_TEST_STAGE_DIR) + "/missing_kernel.so",
+                artifact.file("stage0.so"),
+                fs::copy_options::overwrite_existing);
+  expectError(run(shellQuote(artifact.path())),
+              "_mlir_ciface_autopar_cpu_no_such_kernel");
+}
+
+TEST_F(CliTest, ExportsTheKernels) {
+  // The stage library leaves the kernels undefined: autopar-run must export
+  // all four, or real artifacts fail to load.
+  CommandResult result =
+      runCommand("nm -D --defined-only " + shellQuote(AUTOPAR_RUN_PATH));
+  ASSERT_EQ(result.exitCode, 0) << result.err;
+  for (const char *symbol : {"_mlir_ciface_autopar_cpu_matmul_f32",
+                             "_mlir_ciface_autopar_cpu_batch_matmul_f32",
+                             "_mlir_ciface_autopar_cpu_conv2d_nchw_f32",
+                             "_mlir_ciface_autopar_cpu_conv2d_ngchw_f32"})
+    EXPECT_NE(result.out.find(symbol), std::string::npos) << symbol;
+}
+
+TEST_F(CliTest, ParsesTheCommandLine) {
+  CommandResult help = run("--help");
+  EXPECT_EQ(help.exitCode, 0);
+  EXPECT_EQ(help.out.rfind("usage: autopar-run ARTIFACT_DIR", 0), 0u);
+  EXPECT_NE(help.out.find("uniform in [-1, 1)"), std::string::npos);
+
+  expectError(run(""), "missing ARTIFACT_DIR (see --help)");
+  expectError(run("a b"), "expected one ARTIFACT_DIR, got 'a' and 'b'");
+  expectError(run(shellQuote(artifact.path()) + " --bogus"),
+              "unknown option '--bogus' (see --help)");
+  expectError(run(shellQuote(artifact.path()) + " --steps 0"),
+              "--steps expects an integer of at least 1, got '0'");
+  expectError(run(shellQuote(artifact.path()) + " --steps three"),
+              "--steps expects an integer of at least 1, got 'three'");
+  expectError(run(shellQuote(artifact.path()) + " --seed -1"),
+              "--seed expects an integer of at least 0, got '-1'");
+  expectError(run(shellQuote(artifact.path()) + " --outputs"),
+              "--outputs expects a value");
+}
+
+TEST_F(CliTest, ReportsAnUnwritableOutputsDirectory) {
+  writeFile(work.file("file"), "not a directory");
+  expectError(run(shellQuote(artifact.path()) + " --outputs " +
+                  shellQuote(work.file("file"))),
+              "cannot create directory " + work.file("file"));
+}
+
+} // namespace

@@ -1,0 +1,218 @@
+//===- ManifestTest.cpp - manifest.json parsing and validation ------------===//
+
+#include "autopar/runtime/Manifest.h"
+#include "autopar/runtime/Error.h"
+
+#include "TestUtil.h"
+
+#include "gtest/gtest.h"
+
+#include <nlohmann/json.hpp>
+
+using namespace autopar::runtime;
+using namespace autopar::runtime::test;
+using nlohmann::json;
+
+namespace {
+
+/// The example manifest of docs/design/artifact.md.
+json exampleManifest() {
+  return json::parse(R"({
+    "format": "autopar-artifact",
+    "version": 1,
+    "model": "/abs/path/model.onnx",
+    "cluster": "local:1",
+    "world_size": 1,
+    "programs": [ { "name": "stage0", "library": "stage0.so", "entry": "autopar_entry" } ],
+    "ranks": [ { "rank": 0, "program": "stage0" } ],
+    "arguments": [
+      { "kind": "parameter", "name": "fc.weight", "dtype": "float32", "shape": [4, 8],
+        "source": { "file": "/abs/path/model.onnx", "offset": 1234, "length": 128 } },
+      { "kind": "input",  "name": "x", "dtype": "float32", "shape": [2, 8] },
+      { "kind": "output", "name": "y", "dtype": "float32", "shape": [2, 4] }
+    ]
+  })");
+}
+
+const std::string Path = "/artifacts/a/manifest.json";
+
+std::string parseError(const json &manifest) {
+  try {
+    parseManifest(manifest.dump(), Path);
+  } catch (const Error &error) {
+    return error.what();
+  }
+  return "(no error)";
+}
+
+/// Expects \p manifest to be rejected with a message that names the file and
+/// contains \p expected.
+void expectError(const json &manifest, const std::string &expected) {
+  std::string message = parseError(manifest);
+  EXPECT_EQ(message.rfind(Path + ": ", 0), 0u) << message;
+  EXPECT_NE(message.find(expected), std::string::npos)
+      << "expected \"" << expected << "\" in: " << message;
+}
+
+TEST(ManifestTest, ParsesTheDocumentedExample) {
+  Manifest manifest = parseManifest(exampleManifest().dump(), Path);
+  EXPECT_EQ(manifest.path, Path);
+  EXPECT_EQ(manifest.version, 1);
+  EXPECT_EQ(manifest.model, "/abs/path/model.onnx");
+  EXPECT_EQ(manifest.cluster, "local:1");
+  EXPECT_EQ(manifest.worldSize, 1);
+  ASSERT_EQ(manifest.programs.size(), 1u);
+  EXPECT_EQ(manifest.programs[0].library, "stage0.so");
+  EXPECT_EQ(manifest.programs[0].entry, "autopar_entry");
+  EXPECT_EQ(manifest.programForRank(0).name, "stage0");
+  ASSERT_EQ(manifest.arguments.size(), 3u);
+  const ArgumentDesc &weight = manifest.arguments[0];
+  EXPECT_EQ(weight.kind, ArgumentKind::Parameter);
+  EXPECT_EQ(weight.name, "fc.weight");
+  EXPECT_EQ(weight.dtype, DType::Float32);
+  EXPECT_EQ(weight.shape, (Shape{4, 8}));
+  ASSERT_TRUE(weight.source);
+  EXPECT_EQ(weight.source->file, "/abs/path/model.onnx");
+  EXPECT_EQ(weight.source->offset, 1234);
+  EXPECT_EQ(weight.source->length, 128);
+  EXPECT_EQ(manifest.arguments[1].kind, ArgumentKind::Input);
+  EXPECT_FALSE(manifest.arguments[1].source);
+  EXPECT_EQ(manifest.arguments[2].kind, ArgumentKind::Output);
+}
+
+TEST(ManifestTest, IgnoresUnknownKeysAndAcceptsScalars) {
+  json manifest = exampleManifest();
+  manifest["future_key"] = {1, 2};
+  manifest["arguments"][1]["shape"] = json::array();
+  manifest["arguments"][1]["layout"] = "row-major";
+  Manifest parsed = parseManifest(manifest.dump(), Path);
+  EXPECT_TRUE(parsed.arguments[1].shape.empty());
+}
+
+TEST(ManifestTest, ReportsEachMissingTopLevelKey) {
+  for (const char *key : {"format", "version", "model", "cluster", "world_size",
+                          "programs", "ranks", "arguments"}) {
+    json manifest = exampleManifest();
+    manifest.erase(key);
+    expectError(manifest, std::string("missing key '") + key + "'");
+  }
+}
+
+TEST(ManifestTest, ReportsNestedMissingKeysByPath) {
+  json manifest = exampleManifest();
+  manifest["arguments"][1].erase("dtype");
+  expectError(manifest, "missing key 'arguments[1].dtype'");
+
+  manifest = exampleManifest();
+  manifest["arguments"][0]["source"].erase("offset");
+  expectError(manifest, "missing key 'arguments[0].source.offset'");
+
+  manifest = exampleManifest();
+  manifest["arguments"][0].erase("source");
+  expectError(manifest, "missing key 'arguments[0].source'");
+
+  manifest = exampleManifest();
+  manifest["programs"][0].erase("entry");
+  expectError(manifest, "missing key 'programs[0].entry'");
+
+  manifest = exampleManifest();
+  manifest["ranks"][0].erase("program");
+  expectError(manifest, "missing key 'ranks[0].program'");
+}
+
+TEST(ManifestTest, ReportsWrongTypesAndValues) {
+  struct Case {
+    const char *pointer;
+    json value;
+    const char *expected;
+  } cases[] = {
+      {"/world_size", "2", "'world_size' must be an integer, got string \"2\""},
+      {"/world_size", 0, "'world_size' must be at least 1, got 0"},
+      {"/version", 2, "manifest version 2 is not supported"},
+      {"/format", "onnx",
+       "'format' is \"onnx\", expected \"autopar-artifact\""},
+      {"/model", 3, "'model' must be a string, got number 3"},
+      {"/programs", json::object(), "'programs' must be an array"},
+      {"/programs", json::array(), "'programs' must list at least one program"},
+      {"/programs/0/library", "", "'programs[0].library' must not be empty"},
+      {"/arguments/1/shape/1", -1,
+       "'arguments[1].shape[1]' must be at least 0"},
+      {"/arguments/1/shape/1", 4.5,
+       "'arguments[1].shape[1]' must be an integer, got number 4.5"},
+      {"/arguments/1/shape", "2x8", "'arguments[1].shape' must be an array"},
+      {"/arguments/1/dtype", "float",
+       "'arguments[1].dtype' is \"float\", expected one of float32, float64"},
+      {"/arguments/1/kind", "weight",
+       "'arguments[1].kind' is \"weight\", expected \"parameter\""},
+      {"/arguments/1/source",
+       json{{"file", "w.bin"}, {"offset", 0}, {"length", 64}},
+       "'arguments[1].source' is only allowed on parameters"},
+      {"/arguments/0/source/length", -5,
+       "'arguments[0].source.length' must be at least 0"},
+      {"/arguments/2", 7, "'arguments[2]' must be an object"},
+      {"/ranks/0/rank", 1, "'ranks[0].rank' is 1, but world_size is 1"},
+      {"/ranks/0/program", "stage9",
+       "'ranks[0].program' names program 'stage9', which 'programs' lacks"},
+      {"/arguments/2/name", "x", "(no error)"}, // Input and output may share.
+      {"/arguments/1/shape/0", 9223372036854775807LL, "too many elements"},
+  };
+  for (const Case &c : cases) {
+    json manifest = exampleManifest();
+    manifest[json::json_pointer(c.pointer)] = c.value;
+    SCOPED_TRACE(c.pointer);
+    if (std::string(c.expected) == "(no error)")
+      EXPECT_EQ(parseError(manifest), "(no error)");
+    else
+      expectError(manifest, c.expected);
+  }
+}
+
+TEST(ManifestTest, ChecksRanksAndNames) {
+  json manifest = exampleManifest();
+  manifest["world_size"] = 2;
+  expectError(manifest, "'ranks' has no entry for rank 1 (world_size is 2)");
+
+  manifest["ranks"].push_back({{"rank", 0}, {"program", "stage0"}});
+  expectError(manifest, "'ranks[1].rank' repeats rank 0");
+
+  manifest["ranks"][1]["rank"] = 1;
+  Manifest parsed = parseManifest(manifest.dump(), Path);
+  EXPECT_EQ(parsed.programForRank(1).name, "stage0");
+
+  manifest = exampleManifest();
+  manifest["programs"].push_back(manifest["programs"][0]);
+  expectError(manifest, "'programs[1].name' repeats program name 'stage0'");
+
+  manifest = exampleManifest();
+  manifest["arguments"].push_back(manifest["arguments"][1]);
+  expectError(manifest, "'arguments[3].name' repeats input name 'x'");
+}
+
+TEST(ManifestTest, ReportsInvalidJson) {
+  std::string message;
+  try {
+    parseManifest("{\"format\": ", Path);
+  } catch (const Error &error) {
+    message = error.what();
+  }
+  EXPECT_EQ(message.rfind(Path + ": invalid JSON: ", 0), 0u) << message;
+  EXPECT_NE(parseError(json::array()).find("must hold a JSON object"),
+            std::string::npos);
+}
+
+TEST(ManifestTest, ReadsFilesAndReportsMissingOnes) {
+  TempDir dir;
+  writeFile(dir.file("manifest.json"), exampleManifest().dump(2));
+  EXPECT_EQ(readManifest(dir.file("manifest.json")).arguments.size(), 3u);
+  try {
+    readManifest(dir.file("nope.json"));
+    FAIL() << "expected an error";
+  } catch (const Error &error) {
+    EXPECT_NE(
+        std::string(error.what()).find(dir.file("nope.json") + ": cannot open"),
+        std::string::npos)
+        << error.what();
+  }
+}
+
+} // namespace

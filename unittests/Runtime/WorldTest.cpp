@@ -1,0 +1,75 @@
+//===- WorldTest.cpp - Rank and world size from launcher variables --------===//
+
+#include "autopar/runtime/World.h"
+#include "autopar/runtime/Error.h"
+
+#include "gtest/gtest.h"
+
+#include <map>
+#include <string>
+
+using namespace autopar::runtime;
+
+namespace {
+
+WorldInfo detect(const std::map<std::string, std::string> &env) {
+  return detectWorld([&](const char *name) -> const char * {
+    auto it = env.find(name);
+    return it == env.end() ? nullptr : it->second.c_str();
+  });
+}
+
+TEST(WorldTest, NoLauncherIsAWorldOfOne) {
+  WorldInfo world = detect({});
+  EXPECT_EQ(world.size, 1);
+  EXPECT_EQ(world.rank, 0);
+  EXPECT_EQ(world.source, "no launcher");
+}
+
+TEST(WorldTest, ReadsEachLauncher) {
+  WorldInfo ompi =
+      detect({{"OMPI_COMM_WORLD_SIZE", "4"}, {"OMPI_COMM_WORLD_RANK", "3"}});
+  EXPECT_EQ(ompi.size, 4);
+  EXPECT_EQ(ompi.rank, 3);
+  EXPECT_EQ(ompi.source, "OMPI_COMM_WORLD_SIZE/OMPI_COMM_WORLD_RANK");
+
+  WorldInfo pmi = detect({{"PMI_SIZE", "2"}, {"PMI_RANK", "1"}});
+  EXPECT_EQ(pmi.size, 2);
+  EXPECT_EQ(pmi.rank, 1);
+
+  WorldInfo slurm = detect({{"SLURM_NTASKS", "16"}, {"SLURM_PROCID", "5"}});
+  EXPECT_EQ(slurm.size, 16);
+  EXPECT_EQ(slurm.rank, 5);
+}
+
+TEST(WorldTest, PrefersMpiAndTheSlurmStep) {
+  // mpirun inside a Slurm allocation: the MPI world is what counts.
+  WorldInfo world = detect({{"SLURM_NTASKS", "8"},
+                            {"SLURM_PROCID", "0"},
+                            {"OMPI_COMM_WORLD_SIZE", "2"},
+                            {"OMPI_COMM_WORLD_RANK", "1"}});
+  EXPECT_EQ(world.size, 2);
+  // srun of a smaller step inside a bigger allocation.
+  world = detect({{"SLURM_NTASKS", "8"},
+                  {"SLURM_STEP_NUM_TASKS", "4"},
+                  {"SLURM_PROCID", "2"}});
+  EXPECT_EQ(world.size, 4);
+  EXPECT_EQ(world.rank, 2);
+}
+
+TEST(WorldTest, RejectsGarbage) {
+  EXPECT_THROW(detect({{"PMI_SIZE", "two"}}), Error);
+  EXPECT_THROW(detect({{"PMI_SIZE", "2x"}}), Error);
+  EXPECT_THROW(detect({{"PMI_SIZE", "-2"}}), Error);
+  EXPECT_THROW(detect({{"PMI_SIZE", "2"}, {"PMI_RANK", "2"}}), Error);
+  EXPECT_THROW(detect({{"PMI_SIZE", "0"}}), Error);
+  try {
+    detect({{"OMPI_COMM_WORLD_SIZE", ""}});
+    FAIL();
+  } catch (const Error &error) {
+    EXPECT_NE(std::string(error.what()).find("OMPI_COMM_WORLD_SIZE=''"),
+              std::string::npos);
+  }
+}
+
+} // namespace
