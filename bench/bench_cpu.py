@@ -164,6 +164,8 @@ def main(argv=None):
             p.error(str(e))
     print(f"# {machine()}")
     print(f"# median of steps {args.warmup + 1}..{args.steps}; single thread on both sides")
+    if args.compile_cmd != tools.DEFAULT_COMPILE_CMD or args.run_cmd != tools.DEFAULT_RUN_CMD:
+        print(f"# the 'autopar' column ran: {args.compile_cmd} ; {args.run_cmd}")
     print(format_table(rows))
     if args.write_results:
         cmd = " ".join(shlex.quote(a) for a in [os.path.relpath(sys.argv[0], tools.REPO_ROOT)] + sys.argv[1:])
