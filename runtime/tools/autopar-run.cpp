@@ -9,16 +9,19 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "autopar/runtime/CpuBlas.h"
 #include "autopar/runtime/Error.h"
 #include "autopar/runtime/Session.h"
 #include "autopar/runtime/World.h"
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <new>
 #include <optional>
 #include <string>
+#include <unistd.h>
 #include <vector>
 
 using namespace autopar::runtime;
@@ -121,16 +124,33 @@ Options parseOptions(int argc, char **argv) {
   return options;
 }
 
+/// Restarts autopar-run with OPENBLAS_CORETYPE set when OpenBLAS did not
+/// recognize the CPU and chose kernels several times slower than it has (see
+/// CpuBlas.h). OpenBLAS reads the variable only when it is loaded, before
+/// main, hence a fresh process. A user's own OPENBLAS_CORETYPE is left alone,
+/// which also ends the recursion. If exec fails, the run goes on as it is.
+void useFasterBlasKernels(char **argv) {
+  if (std::getenv("OPENBLAS_CORETYPE"))
+    return;
+  std::optional<std::string> core = preferredOpenBlasCoreType();
+  if (!core)
+    return;
+  setenv("OPENBLAS_CORETYPE", core->c_str(), 1);
+  std::fflush(nullptr);
+  execv("/proc/self/exe", argv);
+}
+
 int run(const Options &options) {
   WorldInfo world = detectWorld();
   std::unique_ptr<Session> session = Session::open(options.artifactDir, world);
   const Manifest &manifest = session->getManifest();
   bool leader = world.rank == 0;
   if (leader)
-    std::printf("autopar-run: %s: world_size %lld, program '%s'\n",
+    std::printf("autopar-run: %s: world_size %lld, program '%s' (%s)\n",
                 options.artifactDir.c_str(),
                 static_cast<long long>(manifest.worldSize),
-                manifest.programForRank(world.rank).name.c_str());
+                manifest.programForRank(world.rank).name.c_str(),
+                describeBlas().c_str());
 
   if (options.inputsDir) {
     session->readInputs(*options.inputsDir);
@@ -191,6 +211,7 @@ int main(int argc, char **argv) {
       std::fputs(Usage, stdout);
       return 0;
     }
+    useFasterBlasKernels(argv);
     return run(options);
   } catch (const std::bad_alloc &) {
     std::fprintf(stderr, "autopar-run: error: out of memory\n");

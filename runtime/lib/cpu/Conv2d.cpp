@@ -16,6 +16,7 @@
 #include "Conv2d.h"
 
 #include "KernelError.h"
+#include "Multiversion.h"
 #include "Scratch.h"
 #include "StridedGemm.h"
 
@@ -67,8 +68,9 @@ struct ConvShape {
 
 /// Unfolds output rows [oy0, oy0 + rows) of image \p image into \p columns,
 /// a dense [C*KH*KW, rows*OW] matrix.
-void im2col(const ConvShape &s, const Tensor4View &in, const float *image,
-            int64_t oy0, int64_t rows, float *columns) {
+AUTOPAR_MULTIVERSION void im2col(const ConvShape &s, const Tensor4View &in,
+                                 const float *image, int64_t oy0, int64_t rows,
+                                 float *columns) {
   int64_t cols = rows * s.ow;
   int64_t xStep = s.sw * in.strides[3];
   for (int64_t c = 0; c < s.c; ++c) {
@@ -152,9 +154,39 @@ void convIm2col(const ConvShape &s, const Tensor4View &in,
   }
 }
 
-void convDirect(const ConvShape &s, const Tensor4View &in,
-                const Tensor4View &filter, const Tensor4View &out) {
+/// o[x] += sum_kx w[kx * wStride] * i[x * xStep + kx * tapStep], x < ow, for
+/// a contiguous output row. Output rows are short (a feature map's width), so
+/// each pass over one costs nearly as much in loop overhead as in arithmetic:
+/// three taps are added per pass. XStep, when non-zero, is xStep as a
+/// constant, which lets stride-2 gathers vectorize.
+template <int64_t XStep>
+[[gnu::always_inline]] inline void
+addFilterRow(float *__restrict o, const float *__restrict i, const float *w,
+             int64_t wStride, int64_t kw, int64_t tapStep, int64_t ow,
+             int64_t xStep) {
+  if (XStep != 0)
+    xStep = XStep;
+  int64_t kx = 0;
+  for (; kx + 3 <= kw; kx += 3) {
+    float w0 = w[kx * wStride], w1 = w[(kx + 1) * wStride],
+          w2 = w[(kx + 2) * wStride];
+    const float *i0 = i + kx * tapStep, *i1 = i0 + tapStep, *i2 = i1 + tapStep;
+    for (int64_t x = 0; x < ow; ++x)
+      o[x] += w0 * i0[x * xStep] + w1 * i1[x * xStep] + w2 * i2[x * xStep];
+  }
+  for (; kx < kw; ++kx) {
+    float w0 = w[kx * wStride];
+    const float *i0 = i + kx * tapStep;
+    for (int64_t x = 0; x < ow; ++x)
+      o[x] += w0 * i0[x * xStep];
+  }
+}
+
+AUTOPAR_MULTIVERSION void convDirect(const ConvShape &s, const Tensor4View &in,
+                                     const Tensor4View &filter,
+                                     const Tensor4View &out) {
   int64_t xStep = s.sw * in.strides[3];
+  int64_t tapStep = s.dw * in.strides[3];
   int64_t outX = out.strides[3];
   for (int64_t n = 0; n < s.n; ++n) {
     for (int64_t f = 0; f < s.f; ++f) {
@@ -164,21 +196,21 @@ void convDirect(const ConvShape &s, const Tensor4View &in,
                    oy * out.strides[2];
         for (int64_t c = 0; c < s.c; ++c) {
           for (int64_t ky = 0; ky < s.kh; ++ky) {
-            const float *row = in.data + n * in.strides[0] + c * in.strides[1] +
-                               (oy * s.sh + ky * s.dh) * in.strides[2];
-            for (int64_t kx = 0; kx < s.kw; ++kx) {
-              float w =
-                  filter.data[f * filter.strides[0] + c * filter.strides[1] +
-                              ky * filter.strides[2] + kx * filter.strides[3]];
-              const float *i = row + kx * s.dw * in.strides[3];
-              if (outX == 1 && xStep == 1) {
-                for (int64_t x = 0; x < s.ow; ++x) // Vectorized.
-                  o[x] += w * i[x];
-              } else {
+            const float *i = in.data + n * in.strides[0] + c * in.strides[1] +
+                             (oy * s.sh + ky * s.dh) * in.strides[2];
+            const float *w = filter.data + f * filter.strides[0] +
+                             c * filter.strides[1] + ky * filter.strides[2];
+            int64_t wStride = filter.strides[3];
+            if (outX == 1 && xStep == 1)
+              addFilterRow<1>(o, i, w, wStride, s.kw, tapStep, s.ow, xStep);
+            else if (outX == 1 && xStep == 2)
+              addFilterRow<2>(o, i, w, wStride, s.kw, tapStep, s.ow, xStep);
+            else if (outX == 1)
+              addFilterRow<0>(o, i, w, wStride, s.kw, tapStep, s.ow, xStep);
+            else
+              for (int64_t kx = 0; kx < s.kw; ++kx)
                 for (int64_t x = 0; x < s.ow; ++x)
-                  o[x * outX] += w * i[x * xStep];
-              }
-            }
+                  o[x * outX] += w[kx * wStride] * i[x * xStep + kx * tapStep];
           }
         }
       }

@@ -3,6 +3,7 @@
 #include "StridedGemm.h"
 
 #include "KernelError.h"
+#include "Multiversion.h"
 #include "Scratch.h"
 
 #include <cblas.h>
@@ -42,7 +43,7 @@ BlasOperand classify(const MatrixView &v) {
 }
 
 /// Copies \p v into dense row-major storage at \p out.
-void pack(const MatrixView &v, float *out) {
+AUTOPAR_MULTIVERSION void pack(const MatrixView &v, float *out) {
   // Walk the source along its smaller stride, which is the cache-friendly
   // order for the reads (the writes are sequential either way per row).
   if (std::abs(v.colStride) <= std::abs(v.rowStride)) {
@@ -62,7 +63,7 @@ void pack(const MatrixView &v, float *out) {
 }
 
 /// Copies dense row-major \p in back into view \p v.
-void unpack(const float *in, const MatrixView &v) {
+AUTOPAR_MULTIVERSION void unpack(const float *in, const MatrixView &v) {
   for (int64_t i = 0; i < v.rows; ++i)
     for (int64_t j = 0; j < v.cols; ++j)
       v.data[i * v.rowStride + j * v.colStride] = in[i * v.cols + j];

@@ -1,0 +1,32 @@
+//===- CpuBlas.h - The BLAS behind the CPU kernels --------------*- C++ -*-===//
+//
+// OpenBLAS picks its kernels for the CPU at load time. OpenBLAS 0.3.21
+// (Debian 12) does not know CPUs newer than itself, e.g. Emerald Rapids
+// (family 6, model 0xCF), and then falls back to its SSE3 "Prescott" kernels,
+// four to five times slower than its AVX-512 ones. The CPU kernels
+// dominate run time, so autopar-run corrects that (see
+// preferredOpenBlasCoreType).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef AUTOPAR_RUNTIME_CPUBLAS_H
+#define AUTOPAR_RUNTIME_CPUBLAS_H
+
+#include <optional>
+#include <string>
+
+namespace autopar::runtime {
+
+/// The OPENBLAS_CORETYPE to run with when OpenBLAS fell back to pre-AVX2
+/// kernels on a CPU with AVX2 and FMA: "SkylakeX" with AVX-512, else
+/// "Haswell". std::nullopt when OpenBLAS's own choice stands. OpenBLAS reads
+/// the variable only when it is loaded, so using the answer takes a fresh
+/// process (autopar-run re-executes itself).
+std::optional<std::string> preferredOpenBlasCoreType();
+
+/// "OpenBLAS <core>, <n> threads", for autopar-run's banner.
+std::string describeBlas();
+
+} // namespace autopar::runtime
+
+#endif // AUTOPAR_RUNTIME_CPUBLAS_H

@@ -1,0 +1,52 @@
+//===- CpuBlas.cpp - The BLAS behind the CPU kernels ----------------------===//
+
+#include "autopar/runtime/CpuBlas.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cctype>
+
+namespace autopar::runtime {
+
+namespace {
+std::string lower(std::string text) {
+  std::transform(text.begin(), text.end(), text.begin(),
+                 [](unsigned char c) { return std::tolower(c); });
+  return text;
+}
+} // namespace
+
+std::optional<std::string> preferredOpenBlasCoreType() {
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma"))
+    return std::nullopt;
+  const char *name = openblas_get_corename();
+  std::string core = lower(name ? name : "");
+  // OpenBLAS's cores without AVX2 kernels: what it falls back to when it does
+  // not recognize a CPU. Any other choice was deliberate and stands.
+  const char *const fallbacks[] = {
+      "prescott",    "core2",   "penryn",  "dunnington", "nehalem",
+      "sandybridge", "atom",    "katmai",  "coppermine", "northwood",
+      "banias",      "generic", "unknown", "barcelona",  "opteron"};
+  if (std::find(std::begin(fallbacks), std::end(fallbacks), core) ==
+      std::end(fallbacks))
+    return std::nullopt;
+  bool avx512 =
+      __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+  return std::string(avx512 ? "SkylakeX" : "Haswell");
+#else
+  return std::nullopt;
+#endif
+}
+
+std::string describeBlas() {
+  const char *name = openblas_get_corename();
+  int threads = openblas_get_num_threads();
+  return "OpenBLAS " + std::string(name ? name : "?") + ", " +
+         std::to_string(threads) + (threads == 1 ? " thread" : " threads");
+}
+
+} // namespace autopar::runtime
