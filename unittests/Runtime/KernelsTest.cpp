@@ -200,6 +200,7 @@ const ConvCase ConvCases[] = {
     {1, 8, 7, 7, 4, 1, 1, 2, 2, 1, 1},    // 1x1 with stride 2.
     {1, 1, 8, 9, 1, 3, 3, 1, 1, 1, 1},    // Direct (depthwise-like).
     {2, 2, 8, 9, 2, 3, 3, 2, 1, 1, 2},    // Direct with stride and dilation.
+    {1, 2, 9, 17, 2, 2, 5, 1, 3, 1, 1},   // Direct, 5 taps, x stride 3.
     {1, 64, 66, 66, 8, 3, 3, 1, 1, 1, 1}, // Several output bands.
 };
 
