@@ -51,6 +51,17 @@ struct EmitPackedEntryPass
       return signalPassFailure();
     }
 
+    // Only the entry is exported: a global `main` in a library loaded by a
+    // program would interpose with (or be mistaken for) the program's own.
+    if (main.getName() == "main") {
+      if (failed(SymbolTable::replaceAllSymbolUses(
+              main, StringAttr::get(&getContext(), "autopar_program"),
+              module)))
+        return signalPassFailure();
+      SymbolTable::setSymbolName(main, "autopar_program");
+    }
+    main.setLinkage(LLVM::Linkage::Internal);
+
     OpBuilder b(module.getBodyRegion());
     b.setInsertionPointToEnd(module.getBody());
     Location loc = main.getLoc();
@@ -86,6 +97,7 @@ struct EmitPackedEntryPass
     }
     LLVM::CallOp::create(b, loc, main, args);
     LLVM::ReturnOp::create(b, loc, ValueRange{});
+
   }
 };
 

@@ -10,6 +10,8 @@
 #include "autopar/Import/WeightLocator.h"
 
 #include "llvm/ADT/SmallString.h"
+
+#include "onnx/defs/parser.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
@@ -162,17 +164,13 @@ bool parseTensor(WireReader r, TensorInfo &t) {
 
 } // namespace
 
-Expected<StringMap<WeightSource>> locateInitializers(StringRef modelPath) {
-  auto buffer = MemoryBuffer::getFile(modelPath, /*IsText=*/false,
-                                      /*RequiresNullTerminator=*/false);
-  if (!buffer)
-    return createStringError(buffer.getError(), "%s: cannot open the model: %s",
-                             modelPath.str().c_str(),
-                             buffer.getError().message().c_str());
-  SmallString<256> absPath(modelPath);
-  sys::fs::make_absolute(absPath);
+/// Walks the serialized model in `data`. With `copyBytes`, in-model data is
+/// returned as bytes rather than as ranges of the file `absPath`.
+static Expected<StringMap<WeightSource>>
+locateInBuffer(StringRef data, StringRef modelPath, StringRef absPath,
+               bool copyBytes) {
   StringRef dir = sys::path::parent_path(absPath);
-  const char *base = (*buffer)->getBufferStart();
+  const char *base = data.data();
   auto corrupt = [&] {
     return createStringError(inconvertibleErrorCode(),
                              "%s: corrupt protobuf while locating weights",
@@ -180,7 +178,7 @@ Expected<StringMap<WeightSource>> locateInitializers(StringRef modelPath) {
   };
 
   StringMap<WeightSource> result;
-  WireReader model(base, (*buffer)->getBufferEnd(), base);
+  WireReader model(base, base + data.size(), base);
   uint32_t field, wt;
   while (model.next(field, wt)) {
     if (field != 7 || wt != 2) {
@@ -207,14 +205,14 @@ Expected<StringMap<WeightSource>> locateInitializers(StringRef modelPath) {
         src.file = std::string(file);
         src.offset = t.extOffset;
         src.length = t.extLength >= 0 ? t.extLength : expected;
-      } else if (t.hasRaw) {
+      } else if (t.hasRaw || t.hasFixed) {
         src.file = std::string(absPath);
-        src.offset = t.rawOffset;
-        src.length = t.rawLength;
-      } else if (t.hasFixed) {
-        src.file = std::string(absPath);
-        src.offset = t.fixedOffset;
-        src.length = t.fixedLength;
+        src.offset = t.hasRaw ? t.rawOffset : t.fixedOffset;
+        src.length = t.hasRaw ? t.rawLength : t.fixedLength;
+        if (copyBytes) {
+          src.bytes = data.substr(src.offset, src.length).str();
+          src.file.clear();
+        }
       } else {
         // Varint-packed: decode to the element type's little-endian bytes.
         src.bytes.resize(t.varints.size() * size);
@@ -232,6 +230,31 @@ Expected<StringMap<WeightSource>> locateInitializers(StringRef modelPath) {
   if (model.failed())
     return corrupt();
   return result;
+}
+
+Expected<StringMap<WeightSource>> locateInitializers(StringRef modelPath) {
+  auto buffer = MemoryBuffer::getFile(modelPath, /*IsText=*/false,
+                                      /*RequiresNullTerminator=*/false);
+  if (!buffer)
+    return createStringError(buffer.getError(), "%s: cannot open the model: %s",
+                             modelPath.str().c_str(),
+                             buffer.getError().message().c_str());
+  SmallString<256> absPath(modelPath);
+  sys::fs::make_absolute(absPath);
+  if (!modelPath.ends_with(".onnxtxt"))
+    return locateInBuffer((*buffer)->getBuffer(), modelPath, absPath,
+                          /*copyBytes=*/false);
+  // The textual syntax has no byte ranges to map: serialize it and copy.
+  onnx::ModelProto model;
+  onnx::Status status = onnx::OnnxParser::Parse(
+      model, (*buffer)->getBuffer().str().c_str());
+  if (!status.IsOK())
+    return createStringError(inconvertibleErrorCode(),
+                             "%s: not valid ONNX text syntax: %s",
+                             modelPath.str().c_str(),
+                             status.ErrorMessage().c_str());
+  std::string serialized = model.SerializeAsString();
+  return locateInBuffer(serialized, modelPath, absPath, /*copyBytes=*/true);
 }
 
 } // namespace autopar

@@ -1,0 +1,58 @@
+//===- Artifact.h - The directory autopar-compile writes ---------*- C++ -*-===//
+//
+// See docs/design/artifact.md for the format. The runtime reads it without
+// any LLVM/MLIR, so the manifest is plain JSON.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef AUTOPAR_TARGET_ARTIFACT_H
+#define AUTOPAR_TARGET_ARTIFACT_H
+
+#include "autopar/Import/WeightLocator.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/SmallVector.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace autopar {
+
+/// One argument of a program's entry point.
+struct ArtifactArgument {
+  enum class Kind { Parameter, Input, Output };
+  Kind kind;
+  std::string name;
+  /// NumPy-style element type name.
+  std::string dtype;
+  llvm::SmallVector<int64_t> shape;
+  /// Where a parameter's bytes are.
+  WeightSource source;
+};
+
+/// What the manifest describes.
+struct ArtifactDescription {
+  std::string modelPath;
+  std::string cluster;
+  int64_t worldSize = 1;
+  std::string libraryName = "stage0.so";
+  std::vector<ArtifactArgument> arguments;
+};
+
+/// The entry's arguments in call order (parameters, inputs, then outputs),
+/// read from the attributes the importer put on `main` (before lowering).
+mlir::FailureOr<std::vector<ArtifactArgument>>
+collectArtifactArguments(mlir::func::FuncOp main);
+
+/// Writes `dir/manifest.json` (and `dir/constants.bin` for parameters whose
+/// bytes are not stored raw in the model). Parameters get their sources from
+/// `weights`; a parameter missing there is an error.
+mlir::LogicalResult writeManifest(llvm::StringRef dir,
+                                  ArtifactDescription description,
+                                  const llvm::StringMap<WeightSource> &weights,
+                                  std::string &error);
+
+} // namespace autopar
+
+#endif // AUTOPAR_TARGET_ARTIFACT_H

@@ -1,0 +1,135 @@
+//===- Artifact.cpp - manifest.json writer --------------------------------===//
+
+#include "autopar/Target/Artifact.h"
+#include "autopar/Import/OnnxImporter.h"
+
+#include "mlir/IR/BuiltinTypes.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+namespace autopar {
+
+static std::string stringAttr(DictionaryAttr dict, llvm::StringRef name) {
+  if (!dict)
+    return "";
+  if (auto s = dict.getAs<StringAttr>(name))
+    return s.str();
+  return "";
+}
+
+FailureOr<std::vector<ArtifactArgument>>
+collectArtifactArguments(func::FuncOp main) {
+  std::vector<ArtifactArgument> args;
+  auto add = [&](DictionaryAttr dict, Type type,
+                 bool isResult) -> LogicalResult {
+    ArtifactArgument arg;
+    if (isResult) {
+      arg.kind = ArtifactArgument::Kind::Output;
+      arg.name = stringAttr(dict, attrs::kOutput);
+    } else if (!(arg.name = stringAttr(dict, attrs::kParameter)).empty()) {
+      arg.kind = ArtifactArgument::Kind::Parameter;
+    } else {
+      arg.kind = ArtifactArgument::Kind::Input;
+      arg.name = stringAttr(dict, attrs::kInput);
+    }
+    arg.dtype = stringAttr(dict, attrs::kDType);
+    auto tensor = dyn_cast<RankedTensorType>(type);
+    if (arg.name.empty() || arg.dtype.empty() || !tensor ||
+        !tensor.hasStaticShape())
+      return main.emitError("@main's signature lacks the importer's "
+                            "autopar.* attributes or static tensor types");
+    arg.shape.assign(tensor.getShape().begin(), tensor.getShape().end());
+    args.push_back(std::move(arg));
+    return success();
+  };
+  for (unsigned i = 0; i < main.getNumArguments(); ++i)
+    if (failed(add(main.getArgAttrDict(i), main.getArgumentTypes()[i], false)))
+      return failure();
+  for (unsigned i = 0; i < main.getNumResults(); ++i)
+    if (failed(add(main.getResultAttrDict(i), main.getResultTypes()[i], true)))
+      return failure();
+  return args;
+}
+
+static llvm::StringRef kindName(ArtifactArgument::Kind kind) {
+  switch (kind) {
+  case ArtifactArgument::Kind::Parameter: return "parameter";
+  case ArtifactArgument::Kind::Input: return "input";
+  case ArtifactArgument::Kind::Output: return "output";
+  }
+  return "";
+}
+
+LogicalResult writeManifest(llvm::StringRef dir,
+                            ArtifactDescription description,
+                            const llvm::StringMap<WeightSource> &weights,
+                            std::string &error) {
+  std::string constants;
+  llvm::json::Array arguments;
+  for (ArtifactArgument &arg : description.arguments) {
+    llvm::json::Object entry{{"kind", kindName(arg.kind)},
+                             {"name", arg.name},
+                             {"dtype", arg.dtype},
+                             {"shape", llvm::json::Array(arg.shape)}};
+    if (arg.kind == ArtifactArgument::Kind::Parameter) {
+      auto it = weights.find(arg.name);
+      if (it == weights.end()) {
+        error = "initializer '" + arg.name + "' was not found in the model";
+        return failure();
+      }
+      WeightSource source = it->second;
+      if (source.file.empty()) {
+        // Not stored raw: the decoded bytes travel in constants.bin.
+        source.file = "constants.bin";
+        source.offset = constants.size();
+        constants += source.bytes;
+      }
+      entry["source"] = llvm::json::Object{{"file", source.file},
+                                           {"offset", source.offset},
+                                           {"length", source.length}};
+    }
+    arguments.push_back(std::move(entry));
+  }
+
+  llvm::json::Object manifest{
+      {"format", "autopar-artifact"},
+      {"version", 1},
+      {"model", description.modelPath},
+      {"cluster", description.cluster},
+      {"world_size", description.worldSize},
+      {"programs",
+       llvm::json::Array{llvm::json::Object{{"name", "stage0"},
+                                            {"library", description.libraryName},
+                                            {"entry", "autopar_entry"}}}},
+      {"ranks", llvm::json::Array{llvm::json::Object{{"rank", 0},
+                                                     {"program", "stage0"}}}},
+      {"arguments", std::move(arguments)}};
+
+  auto writeFile = [&](llvm::StringRef name,
+                       llvm::function_ref<void(llvm::raw_ostream &)> body) {
+    llvm::SmallString<256> path(dir);
+    llvm::sys::path::append(path, name);
+    std::error_code ec;
+    llvm::raw_fd_ostream os(path, ec);
+    if (ec) {
+      error = "cannot write " + std::string(path) + ": " + ec.message();
+      return failure();
+    }
+    body(os);
+    return success();
+  };
+  if (!constants.empty() &&
+      failed(writeFile("constants.bin",
+                       [&](llvm::raw_ostream &os) { os << constants; })))
+    return failure();
+  return writeFile("manifest.json", [&](llvm::raw_ostream &os) {
+    os << llvm::formatv("{0:2}", llvm::json::Value(std::move(manifest)))
+       << "\n";
+  });
+}
+
+} // namespace autopar

@@ -1,0 +1,50 @@
+// RUN: autopar-opt %s --autopar-emit-packed-entry --split-input-file --verify-diagnostics | FileCheck %s
+
+// The entry loads one pointer per argument and rebuilds each row-major
+// descriptor (ptr, ptr, offset 0, sizes, strides); @main becomes internal and
+// is renamed so that it cannot clash with the loading program's main.
+// CHECK-LABEL: llvm.func internal @autopar_program
+// CHECK-LABEL: llvm.func @autopar_entry
+// CHECK-SAME: (%[[ARGV:.*]]: !llvm.ptr)
+// CHECK-DAG: %[[C0:.*]] = llvm.mlir.constant(0 : i64)
+// CHECK-DAG: %[[C1:.*]] = llvm.mlir.constant(1 : i64)
+// CHECK-DAG: %[[C2:.*]] = llvm.mlir.constant(2 : i64)
+// CHECK-DAG: %[[C3:.*]] = llvm.mlir.constant(3 : i64)
+// CHECK: %[[SLOT0:.*]] = llvm.getelementptr %[[ARGV]][0]
+// CHECK: %[[P0:.*]] = llvm.load %[[SLOT0]]
+// CHECK: %[[SLOT1:.*]] = llvm.getelementptr %[[ARGV]][1]
+// CHECK: %[[P1:.*]] = llvm.load %[[SLOT1]]
+// CHECK: llvm.call @autopar_program(%[[P0]], %[[P0]], %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[P1]], %[[P1]], %{{.*}}, %{{.*}}, %{{.*}})
+module {
+  llvm.func @main(%a0: !llvm.ptr, %a1: !llvm.ptr, %o: i64, %s0: i64, %s1: i64, %t0: i64, %t1: i64,
+                  %b0: !llvm.ptr, %b1: !llvm.ptr, %o2: i64, %s: i64, %t: i64)
+      attributes {autopar.arg_shapes = [array<i64: 2, 3>, array<i64: 6>]} {
+    llvm.return
+  }
+}
+
+// -----
+
+// The shapes must account for every expanded argument.
+module {
+  // expected-error @below {{describes 5 expanded arguments but @main has 3}}
+  llvm.func @main(%a0: !llvm.ptr, %a1: !llvm.ptr, %o: i64)
+      attributes {autopar.arg_shapes = [array<i64: 7>]} {
+    llvm.return
+  }
+}
+
+// -----
+
+module {
+  // expected-error @below {{has no 'autopar.arg_shapes' attribute}}
+  llvm.func @main() {
+    llvm.return
+  }
+}
+
+// -----
+
+// expected-error @below {{no llvm.func @main}}
+module {
+}

@@ -1,0 +1,74 @@
+// RUN: autopar-opt %s --autopar-lower-contractions-to-cpu-kernels --split-input-file | FileCheck %s
+
+// An f32 matmul on memrefs becomes a call to the BLAS-backed kernel; operands
+// are cast to fully dynamic strided memrefs so that one declaration serves
+// every shape and view.
+// CHECK-LABEL: func.func private @autopar_cpu_matmul_f32
+// CHECK-SAME: (memref<?x?xf32, strided<[?, ?], offset: ?>>, memref<?x?xf32, strided<[?, ?], offset: ?>>, memref<?x?xf32, strided<[?, ?], offset: ?>>)
+// CHECK-SAME: attributes {llvm.emit_c_interface}
+// CHECK-LABEL: func.func @matmul
+// CHECK-SAME: (%[[A:.*]]: memref<4x8xf32>, %[[B:.*]]: memref<8x16xf32>, %[[C:.*]]: memref<4x16xf32>)
+// CHECK-DAG: %[[CA:.*]] = memref.cast %[[A]]
+// CHECK-DAG: %[[CB:.*]] = memref.cast %[[B]]
+// CHECK-DAG: %[[CC:.*]] = memref.cast %[[C]]
+// CHECK: call @autopar_cpu_matmul_f32(%[[CA]], %[[CB]], %[[CC]])
+// CHECK-NOT: linalg.matmul
+func.func @matmul(%a: memref<4x8xf32>, %b: memref<8x16xf32>, %c: memref<4x16xf32>) {
+  linalg.matmul ins(%a, %b : memref<4x8xf32>, memref<8x16xf32>) outs(%c : memref<4x16xf32>)
+  return
+}
+
+// -----
+
+// Batched products go to the batched kernel.
+// CHECK-LABEL: func.func @batch_matmul
+// CHECK: call @autopar_cpu_batch_matmul_f32
+func.func @batch_matmul(%a: memref<2x4x8xf32>, %b: memref<2x8x16xf32>, %c: memref<2x4x16xf32>) {
+  linalg.batch_matmul ins(%a, %b : memref<2x4x8xf32>, memref<2x8x16xf32>) outs(%c : memref<2x4x16xf32>)
+  return
+}
+
+// -----
+
+// Convolutions pass their strides and dilations as i64 arguments.
+// CHECK-LABEL: func.func @conv
+// CHECK-DAG: %[[S:.*]] = arith.constant 2 : i64
+// CHECK-DAG: %[[D:.*]] = arith.constant 1 : i64
+// CHECK: call @autopar_cpu_conv2d_nchw_f32(%{{.*}}, %{{.*}}, %{{.*}}, %[[S]], %[[S]], %[[D]], %[[D]])
+func.func @conv(%i: memref<1x3x9x9xf32>, %f: memref<4x3x3x3xf32>, %o: memref<1x4x4x4xf32>) {
+  linalg.conv_2d_nchw_fchw {strides = dense<2> : tensor<2xi64>, dilations = dense<1> : tensor<2xi64>}
+    ins(%i, %f : memref<1x3x9x9xf32>, memref<4x3x3x3xf32>) outs(%o : memref<1x4x4x4xf32>)
+  return
+}
+
+// -----
+
+// Grouped convolutions use the grouped kernel.
+// CHECK-LABEL: func.func @grouped_conv
+// CHECK: call @autopar_cpu_conv2d_ngchw_f32
+func.func @grouped_conv(%i: memref<1x2x3x8x8xf32>, %f: memref<2x4x3x3x3xf32>, %o: memref<1x2x4x6x6xf32>) {
+  linalg.conv_2d_ngchw_gfchw {strides = dense<1> : tensor<2xi64>, dilations = dense<1> : tensor<2xi64>}
+    ins(%i, %f : memref<1x2x3x8x8xf32>, memref<2x4x3x3x3xf32>) outs(%o : memref<1x2x4x6x6xf32>)
+  return
+}
+
+// -----
+
+// Other element types keep their linalg form (they lower to loops).
+// CHECK-LABEL: func.func @integer_matmul
+// CHECK: linalg.matmul
+// CHECK-NOT: call
+func.func @integer_matmul(%a: memref<4x8xi32>, %b: memref<8x16xi32>, %c: memref<4x16xi32>) {
+  linalg.matmul ins(%a, %b : memref<4x8xi32>, memref<8x16xi32>) outs(%c : memref<4x16xi32>)
+  return
+}
+
+// -----
+
+// Ops on tensors are left alone: the pass runs after bufferization.
+// CHECK-LABEL: func.func @on_tensors
+// CHECK: linalg.matmul
+func.func @on_tensors(%a: tensor<4x8xf32>, %b: tensor<8x16xf32>, %c: tensor<4x16xf32>) -> tensor<4x16xf32> {
+  %r = linalg.matmul ins(%a, %b : tensor<4x8xf32>, tensor<8x16xf32>) outs(%c : tensor<4x16xf32>) -> tensor<4x16xf32>
+  return %r : tensor<4x16xf32>
+}

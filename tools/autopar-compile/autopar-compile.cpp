@@ -1,0 +1,225 @@
+//===- autopar-compile.cpp - ONNX model in, plan and artifact out ---------===//
+//
+// The user-facing compiler driver (INTERFACES.md). Today it compiles for one
+// CPU rank (`--cluster local:1`); the planner and the distributed and GPU
+// backends extend the same driver.
+//
+//===----------------------------------------------------------------------===//
+
+#include "autopar/Conversion/Passes.h"
+#include "autopar/Import/OnnxImporter.h"
+#include "autopar/Import/WeightLocator.h"
+#include "autopar/Target/Artifact.h"
+#include "autopar/Target/CpuCodegen.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/InitAllDialects.h"
+#include "mlir/InitAllExtensions.h"
+#include "mlir/InitAllPasses.h"
+#include "mlir/Target/LLVMIR/Dialect/All.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/Timer.h"
+#include "mlir/IR/Diagnostics.h"
+
+#include <chrono>
+
+using namespace mlir;
+namespace cl = llvm::cl;
+
+static cl::OptionCategory category("autopar-compile options");
+static cl::opt<std::string> modelPath(cl::Positional, cl::Required,
+                                      cl::desc("MODEL.onnx"),
+                                      cl::cat(category));
+static cl::opt<std::string>
+    clusterSpec("cluster", cl::Required,
+                cl::desc("Cluster: a preset (local:N) or a JSON file"),
+                cl::value_desc("SPEC"), cl::cat(category));
+static cl::list<std::string>
+    inputShapes("input-shape",
+                cl::desc("Shape of a graph input, NAME=D0xD1x... "
+                         "(repeatable; the batch dim is the global batch)"),
+                cl::value_desc("NAME=DIMS"), cl::cat(category));
+static cl::opt<std::string> mode("mode", cl::init("infer"),
+                                 cl::desc("infer (forward only) or train"),
+                                 cl::cat(category));
+static cl::opt<std::string> precision("precision", cl::init(""),
+                                      cl::desc("fp32, bf16 or fp16"),
+                                      cl::cat(category));
+static cl::opt<int> dp("dp", cl::init(0), cl::desc("Pin data parallelism"),
+                       cl::cat(category));
+static cl::opt<int> tp("tp", cl::init(0), cl::desc("Pin tensor parallelism"),
+                       cl::cat(category));
+static cl::opt<int> pp("pp", cl::init(0),
+                       cl::desc("Pin pipeline parallelism"), cl::cat(category));
+static cl::opt<int> zero("zero", cl::init(-1), cl::desc("Pin the ZeRO stage"),
+                         cl::cat(category));
+static cl::opt<int> microBatchSize("micro-batch-size", cl::init(0),
+                                   cl::desc("Pin the micro-batch size"),
+                                   cl::cat(category));
+static cl::opt<std::string>
+    recompute("recompute", cl::init(""),
+              cl::desc("Pin recomputation: none, selective or full"),
+              cl::cat(category));
+static cl::opt<bool> planOnly("plan-only",
+                              cl::desc("Plan and report; no code generation"),
+                              cl::cat(category));
+static cl::opt<std::string> reportJson("report-json",
+                                       cl::desc("Write the plan report here"),
+                                       cl::value_desc("FILE"),
+                                       cl::cat(category));
+static cl::opt<std::string> outputDir("o", cl::desc("Artifact directory"),
+                                      cl::value_desc("ARTIFACT_DIR"),
+                                      cl::cat(category));
+static cl::opt<std::string>
+    dumpDir("dump-ir", cl::desc("Write the IR after each phase to DIR "
+                                "(imported.mlir, llvm-dialect.mlir, model.ll)"),
+            cl::value_desc("DIR"), cl::cat(category));
+static cl::opt<std::string> targetCpu(
+    "target-cpu", cl::init("native"),
+    cl::desc("LLVM CPU name for CPU code (default: this machine's)"),
+    cl::cat(category));
+
+static int fail(const llvm::Twine &message) {
+  llvm::outs().flush();
+  llvm::errs() << "autopar-compile: error: " << message << "\n";
+  return 1;
+}
+
+/// World size of a `local:N` cluster spec.
+static std::optional<int64_t> parseLocalCluster(llvm::StringRef spec) {
+  int64_t n;
+  if (!spec.consume_front("local:") || spec.getAsInteger(10, n) || n < 1)
+    return std::nullopt;
+  return n;
+}
+
+static void writeIR(llvm::StringRef name, ModuleOp module) {
+  if (dumpDir.empty())
+    return;
+  llvm::sys::fs::create_directories(dumpDir);
+  llvm::SmallString<256> path(dumpDir);
+  llvm::sys::path::append(path, name);
+  std::error_code ec;
+  llvm::raw_fd_ostream os(path, ec);
+  if (!ec)
+    module.print(os);
+}
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM y(argc, argv);
+  cl::HideUnrelatedOptions(category);
+  cl::ParseCommandLineOptions(
+      argc, argv,
+      "autopar-compile: plan and compile an ONNX model for a cluster\n");
+  auto start = std::chrono::steady_clock::now();
+
+  // Validate the request before any work.
+  std::optional<int64_t> worldSize = parseLocalCluster(clusterSpec);
+  if (!worldSize)
+    return fail("--cluster '" + clusterSpec +
+                "' is not supported yet: this build compiles for local CPU "
+                "clusters, written local:N (GPU presets and JSON cluster "
+                "files arrive with the planner)");
+  if (*worldSize != 1)
+    return fail("--cluster " + clusterSpec +
+                ": plans for more than one rank need the planner and the "
+                "distributed runtime, which this build does not have yet; "
+                "use --cluster local:1");
+  if (mode != "infer")
+    return fail("--mode " + mode +
+                " is not supported yet; this build compiles --mode infer");
+  if (!precision.empty() && precision != "fp32")
+    return fail("--precision " + precision +
+                " is not supported on CPU clusters; use fp32 (the default)");
+  for (auto [name, value] : {std::pair<const char *, int>{"dp", dp},
+                             {"tp", tp},
+                             {"pp", pp}})
+    if (value > 1)
+      return fail(llvm::Twine("--") + name + "=" + llvm::Twine(value) +
+                  " needs a world size of at least " + llvm::Twine(value) +
+                  "; --cluster " + clusterSpec + " has 1 rank");
+  if (zero > 0 || microBatchSize > 0 || (!recompute.empty() && recompute != "none"))
+    return fail("--zero, --micro-batch-size and --recompute apply to "
+                "training plans, which this build does not compile yet");
+  if (!planOnly && outputDir.empty())
+    return fail("no output directory: give -o ARTIFACT_DIR (or --plan-only)");
+
+  autopar::ImportOptions options;
+  for (const std::string &flag : inputShapes) {
+    std::string error;
+    if (failed(autopar::parseInputShapeFlag(flag, options, error)))
+      return fail(error);
+  }
+
+  DialectRegistry registry;
+  registerAllDialects(registry);
+  registerAllExtensions(registry);
+  registerAllToLLVMIRTranslations(registry);
+  MLIRContext context(registry);
+  llvm::SourceMgr sourceMgr;
+  SourceMgrDiagnosticHandler handler(sourceMgr, &context);
+
+  OwningOpRef<ModuleOp> module =
+      autopar::importOnnxFile(&context, modelPath, options);
+  if (!module)
+    return 1;
+  writeIR("imported.mlir", *module);
+  auto main = module->lookupSymbol<func::FuncOp>("main");
+  auto arguments = autopar::collectArtifactArguments(main);
+  if (failed(arguments))
+    return 1;
+
+  // The single-rank plan. The planner replaces this with a searched one.
+  llvm::outs() << "autopar plan for " << modelPath << " on " << clusterSpec
+               << "\n"
+               << "  mode infer, precision fp32, world size 1\n"
+               << "  mesh dp=1 tp=1 pp=1, zero 0, 1 micro-batch, no "
+                  "recomputation\n";
+  if (planOnly)
+    return 0;
+
+  auto weights = autopar::locateInitializers(modelPath);
+  if (!weights)
+    return fail(llvm::toString(weights.takeError()));
+
+  llvm::outs().flush();
+  if (failed(autopar::lowerToLLVMForCpu(*module)))
+    return fail("lowering " + modelPath + " to native code failed (see the "
+                "diagnostics above)");
+  writeIR("llvm-dialect.mlir", *module);
+
+  if (std::error_code ec = llvm::sys::fs::create_directories(outputDir))
+    return fail("cannot create " + outputDir + ": " + ec.message());
+  llvm::SmallString<256> soPath(outputDir);
+  llvm::sys::path::append(soPath, "stage0.so");
+  autopar::CpuCodegenOptions codegen;
+  codegen.cpu = targetCpu;
+  if (!dumpDir.empty())
+    codegen.llvmIRPath = dumpDir + "/model.ll";
+  std::string error;
+  if (failed(autopar::emitSharedLibrary(*module, soPath, codegen, error)))
+    return fail(error);
+
+  autopar::ArtifactDescription description;
+  llvm::SmallString<256> absModel(modelPath);
+  llvm::sys::fs::make_absolute(absModel);
+  description.modelPath = std::string(absModel);
+  description.cluster = clusterSpec;
+  description.worldSize = *worldSize;
+  description.arguments = std::move(*arguments);
+  if (failed(autopar::writeManifest(outputDir, std::move(description),
+                                    *weights, error)))
+    return fail(error);
+
+  double seconds = std::chrono::duration<double>(
+                       std::chrono::steady_clock::now() - start)
+                       .count();
+  llvm::outs() << "wrote " << outputDir << " (compiled in "
+               << llvm::format("%.2f", seconds) << " s)\n";
+  return 0;
+}
