@@ -95,8 +95,10 @@ const Layout<2> MatrixLayouts[] = {
 };
 
 TEST(KernelsTest, MatmulMatchesReferenceForEveryLayout) {
-  const std::array<int64_t, 3> shapes[] = {{3, 5, 4}, {1, 7, 6}, {6, 1, 5},
-                                           {4, 3, 1}, {1, 1, 1}, {17, 33, 65}};
+  // m = 1 and n = 1 go to sgemv, the others to sgemm.
+  const std::array<int64_t, 3> shapes[] = {
+      {3, 5, 4}, {1, 7, 6},   {6, 1, 5},   {4, 3, 1},
+      {1, 1, 1}, {1, 40, 30}, {30, 1, 40}, {17, 33, 65}};
   uint32_t seed = 1;
   for (const auto &[m, n, k] : shapes) {
     for (const Layout<2> &la : MatrixLayouts) {

@@ -93,12 +93,42 @@ CBLAS_TRANSPOSE transposeFlag(const BlasOperand &operand) {
   return operand.layout == Layout::RowMajor ? CblasNoTrans : CblasTrans;
 }
 
+/// y[0, j] += sum_p x[0, p] * mat[p, j] with cblas_sgemv, for a product with
+/// a single row. sgemm would pack all of `mat` first, which for a weight
+/// matrix costs as much again as the whole product. False if BLAS cannot take
+/// the views as they are.
+bool gemvAccumulate(const MatrixView &x, const MatrixView &mat,
+                    const MatrixView &y, const char *kernel) {
+  int64_t k = mat.rows, n = mat.cols;
+  int64_t incx = k == 1 ? 1 : x.colStride;
+  int64_t incy = n == 1 ? 1 : y.colStride;
+  BlasOperand om = classify(mat);
+  if (incx < 1 || incy < 1 || om.layout == Layout::None)
+    return false;
+  for (int64_t value : {k, n, om.ld, incx, incy})
+    checkBlasInt(value, kernel);
+  // A row-major [k, n] matrix needs y = mat^T x; a column-major one is a
+  // row-major [n, k] matrix, mat^T, and needs y = (mat^T) x.
+  bool rowMajor = om.layout == Layout::RowMajor;
+  cblas_sgemv(CblasRowMajor, rowMajor ? CblasTrans : CblasNoTrans,
+              static_cast<blasint>(rowMajor ? k : n),
+              static_cast<blasint>(rowMajor ? n : k), 1.0f, mat.data,
+              static_cast<blasint>(om.ld), x.data, static_cast<blasint>(incx),
+              1.0f, y.data, static_cast<blasint>(incy));
+  return true;
+}
+
 } // namespace
 
 void gemmAccumulate(const MatrixView &a, const MatrixView &b,
                     const MatrixView &c, const char *kernel) {
   int64_t m = c.rows, n = c.cols, k = a.cols;
   if (m == 0 || n == 0 || k == 0)
+    return;
+  if (m == 1 && gemvAccumulate(a, b, c, kernel))
+    return;
+  if (n == 1 && // C^T = B^T A^T, where B^T has the single row.
+      gemvAccumulate(b.transposed(), a.transposed(), c.transposed(), kernel))
     return;
 
   BlasOperand oc = classify(c);
