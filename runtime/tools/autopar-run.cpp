@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "autopar/runtime/CpuBlas.h"
+#include "autopar/runtime/CrashReport.h"
 #include "autopar/runtime/Error.h"
 #include "autopar/runtime/Session.h"
 #include "autopar/runtime/World.h"
@@ -163,9 +164,13 @@ int run(const Options &options) {
       session->writeInputs(*options.outputsDir);
   }
 
+  const ProgramDesc &program = manifest.programForRank(world.rank);
+  installCrashReport("program '" + program.name + "' (" + program.library +
+                     ")");
   using Clock = std::chrono::steady_clock;
   double totalMs = 0, firstMs = 0;
   for (int64_t step = 1; step <= options.steps; ++step) {
+    setCrashReportStep(step);
     Clock::time_point start = Clock::now();
     session->runStep();
     double ms =
@@ -179,6 +184,7 @@ int run(const Options &options) {
       std::fflush(stdout);
     }
   }
+  removeCrashReport();
   if (leader) {
     double meanMs = totalMs / static_cast<double>(options.steps);
     std::printf("throughput: %.3f steps/s (mean %.3f ms over %lld steps",

@@ -250,6 +250,23 @@ TEST_F(CliTest, ReportsAnUnresolvedKernelAtLoadTime) {
               "_mlir_ciface_autopar_cpu_no_such_kernel");
 }
 
+TEST_F(CliTest, NamesTheProgramAndStepThatCrashed) {
+  fs::copy_file(std::string(AUTOPAR_TEST_STAGE_DIR) + "/crash.so",
+                artifact.file("stage0.so"),
+                fs::copy_options::overwrite_existing);
+  CommandResult result =
+      runCommand("ulimit -c 0; env -u OMPI_COMM_WORLD_SIZE -u PMI_SIZE -u "
+                 "SLURM_NTASKS -u SLURM_STEP_NUM_TASKS " +
+                 shellQuote(AUTOPAR_RUN_PATH) + " " +
+                 shellQuote(artifact.path()) + " --steps 2");
+  EXPECT_NE(result.exitCode, 0);
+  EXPECT_NE(result.err.find("autopar-run: error: program 'stage0' (stage0.so) "
+                            "crashed (SIGSEGV) in step 1; this is a bug in "
+                            "the compiled program"),
+            std::string::npos)
+      << result.err;
+}
+
 TEST_F(CliTest, ExportsTheKernels) {
   // The stage library leaves the kernels undefined: autopar-run must export
   // all four, or real artifacts fail to load.
