@@ -13,7 +13,7 @@
 #ifndef AUTOPAR_RUNTIME_CPU_MULTIVERSION_H
 #define AUTOPAR_RUNTIME_CPU_MULTIVERSION_H
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) &&        \
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) &&         \
     defined(__ELF__)
 #define AUTOPAR_MULTIVERSION                                                   \
   __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
