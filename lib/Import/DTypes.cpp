@@ -1,6 +1,7 @@
 //===- DTypes.cpp - ONNX element types and constant tensors ---------------===//
 
 #include "ImporterImpl.h"
+#include "Npy.h"
 
 #include "mlir/IR/BuiltinTypes.h"
 #include "llvm/ADT/APFloat.h"
@@ -204,6 +205,11 @@ static LogicalResult decodeRaw(llvm::StringRef raw, ConstTensor &result,
     }
   }
   return success();
+}
+
+LogicalResult decodeRawTensor(llvm::StringRef raw, ConstTensor &result,
+                              std::string &error) {
+  return decodeRaw(raw, result, error);
 }
 
 LogicalResult readTensorProto(const onnx::TensorProto &tensor,

@@ -9,6 +9,7 @@
 
 #include "autopar/Import/OnnxImporter.h"
 #include "ImporterImpl.h"
+#include "Npy.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -58,6 +59,17 @@ LogicalResult parseInputShapeFlag(llvm::StringRef flag, ImportOptions &options,
     }
   }
   options.inputShapes[name] = shape;
+  return success();
+}
+
+LogicalResult parseConstInputFlag(llvm::StringRef flag, ImportOptions &options,
+                                  std::string &error) {
+  auto [name, path] = flag.split('=');
+  if (name.empty() || path.empty()) {
+    error = "--const-input expects NAME=FILE.npy, got '" + flag.str() + "'";
+    return failure();
+  }
+  options.constantInputs[name] = path.str();
   return success();
 }
 
@@ -217,6 +229,24 @@ LogicalResult GraphImporter::declareArguments(func::FuncOp func) {
              << "' is not a tensor (sequences, maps and optionals are not "
                 "supported)";
     OnnxDType dtype = input.type().tensor_type().elem_type();
+    auto frozen = options.constantInputs.find(input.name());
+    if (frozen != options.constantInputs.end()) {
+      ConstTensor value;
+      std::string error;
+      if (failed(readNpyFile(frozen->second, value, error)))
+        return emitModelError("--const-input ") << input.name() << ": "
+                                                << error;
+      if (value.dtype != dtype)
+        return emitModelError("--const-input ")
+               << input.name() << ": " << frozen->second << " holds "
+               << dtypeName(value.dtype) << ", the input is "
+               << dtypeName(dtype);
+      TensorValue &tv = values[input.name()];
+      tv.dtype = dtype;
+      tv.shape = value.shape;
+      tv.constant = std::move(value);
+      continue;
+    }
     if (!getElementType(ctx, dtype))
       return emitModelError("graph input '")
              << input.name() << "' has element type " << dtypeName(dtype)
@@ -228,6 +258,23 @@ LogicalResult GraphImporter::declareArguments(func::FuncOp func) {
       return emitModelError(error);
     addArgument(input.name(), dtype, *shape, attrs::kInput);
   }
+  auto checkNamed = [&](const auto &map, llvm::StringRef flag) {
+    for (const auto &entry : map)
+      if (!inputNames.contains(entry.getKey())) {
+        std::string known;
+        for (const auto &in : graph.input())
+          if (!initializers.count(in.name()))
+            known += (known.empty() ? "" : ", ") + in.name();
+        emitModelError(flag) << " names '" << entry.getKey()
+                             << "', which is not a graph input; inputs: "
+                             << known;
+        return false;
+      }
+    return true;
+  };
+  if (!checkNamed(options.inputShapes, "--input-shape") ||
+      !checkNamed(options.constantInputs, "--const-input"))
+    return failure();
   for (const auto &entry : options.inputShapes)
     if (!inputNames.contains(entry.getKey())) {
       std::string known;
@@ -365,6 +412,13 @@ FailureOr<const ConstTensor *>
 NodeContext::requireConstantInput(int64_t i, llvm::StringRef what) {
   if (const ConstTensor *c = inputConstant(i))
     return c;
+  if (getInput(i).value && isa<BlockArgument>(getInput(i).value))
+    return emitError("input ")
+           << i << " ('" << node.input(i) << "', the " << what
+           << ") decides the output shape, but it is a graph input known only "
+              "at run time; autopar compiles static shapes: freeze it with "
+              "--const-input "
+           << node.input(i) << "=FILE.npy";
   return emitError("input ")
          << i << " ('" << node.input(i) << "', the " << what
          << ") must be known at compile time (a constant, an initializer or "

@@ -193,6 +193,20 @@ def run_test(t, args, work_root):
                                    shape_flags=dynamic_shape_flags(model, sets[0][1]))
     r = tools.run_cmd(tools.format_cmd(args.compile_cmd, **values), timeout=args.timeout, env=env)
     log = [f"$ {' '.join(r.cmd)}", r.stdout, r.stderr]
+    # autopar compiles static shapes: an input that decides a shape (a Reshape
+    # target, Slice bounds given as graph inputs) must be frozen with
+    # --const-input, as a user would. The compiler names the input to freeze.
+    frozen = []
+    while not r.ok and len(frozen) < 8:
+        m = re.search(r"--const-input (\S+)=FILE\.npy", r.stderr)
+        if not m or m.group(1) in frozen:
+            break
+        frozen.append(m.group(1))
+        values["shape_flags"] += f" --const-input {m.group(1)}={os.path.join(sets[0][1], m.group(1) + '.npy')}"
+        r = tools.run_cmd(tools.format_cmd(args.compile_cmd, **values), timeout=args.timeout, env=env)
+        log += [f"$ {' '.join(r.cmd)}", r.stdout, r.stderr]
+    if frozen:
+        t.note = "frozen inputs: " + ", ".join(frozen)
     if not r.ok:
         t.status, t.stage, t.reason = "failed", "compile", r.first_error_line()
         _write_log(work, log)

@@ -6,15 +6,20 @@
 // CHECK-LABEL: llvm.func internal @autopar_program
 // CHECK-LABEL: llvm.func @autopar_entry
 // CHECK-SAME: (%[[ARGV:.*]]: !llvm.ptr)
-// CHECK-DAG: %[[C0:.*]] = llvm.mlir.constant(0 : i64)
-// CHECK-DAG: %[[C1:.*]] = llvm.mlir.constant(1 : i64)
-// CHECK-DAG: %[[C2:.*]] = llvm.mlir.constant(2 : i64)
-// CHECK-DAG: %[[C3:.*]] = llvm.mlir.constant(3 : i64)
 // CHECK: %[[SLOT0:.*]] = llvm.getelementptr %[[ARGV]][0]
-// CHECK: %[[P0:.*]] = llvm.load %[[SLOT0]]
+// CHECK: %[[P0:.*]] = llvm.load %[[SLOT0]] : !llvm.ptr -> !llvm.ptr
+// CHECK: %[[OFF0:.*]] = llvm.mlir.constant(0 : i64)
+// CHECK: %[[D0:.*]] = llvm.mlir.constant(2 : i64)
+// CHECK: %[[D1:.*]] = llvm.mlir.constant(3 : i64)
+// CHECK: %[[S1:.*]] = llvm.mlir.constant(1 : i64)
+// CHECK: %[[S0:.*]] = llvm.mlir.constant(3 : i64)
 // CHECK: %[[SLOT1:.*]] = llvm.getelementptr %[[ARGV]][1]
 // CHECK: %[[P1:.*]] = llvm.load %[[SLOT1]]
-// CHECK: llvm.call @autopar_program(%[[P0]], %[[P0]], %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[P1]], %[[P1]], %{{.*}}, %{{.*}}, %{{.*}})
+// CHECK: %[[OFF1:.*]] = llvm.mlir.constant(0 : i64)
+// CHECK: %[[E0:.*]] = llvm.mlir.constant(6 : i64)
+// CHECK: %[[T0:.*]] = llvm.mlir.constant(1 : i64)
+// CHECK: llvm.call @autopar_program(%[[P0]], %[[P0]], %[[OFF0]], %[[D0]], %[[D1]], %[[S0]], %[[S1]], %[[P1]], %[[P1]], %[[OFF1]], %[[E0]], %[[T0]])
+// CHECK-NEXT: llvm.return
 module {
   llvm.func @main(%a0: !llvm.ptr, %a1: !llvm.ptr, %o: i64, %s0: i64, %s1: i64, %t0: i64, %t1: i64,
                   %b0: !llvm.ptr, %b1: !llvm.ptr, %o2: i64, %s: i64, %t: i64)

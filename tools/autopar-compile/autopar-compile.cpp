@@ -44,6 +44,11 @@ static cl::list<std::string>
                 cl::desc("Shape of a graph input, NAME=D0xD1x... "
                          "(repeatable; the batch dim is the global batch)"),
                 cl::value_desc("NAME=DIMS"), cl::cat(category));
+static cl::list<std::string> constInputs(
+    "const-input",
+    cl::desc("Freeze a graph input to the contents of a .npy file, making it "
+             "a compile-time constant (for inputs that decide shapes)"),
+    cl::value_desc("NAME=FILE.npy"), cl::cat(category));
 static cl::opt<std::string> mode("mode", cl::init("infer"),
                                  cl::desc("infer (forward only) or train"),
                                  cl::cat(category));
@@ -155,14 +160,29 @@ int main(int argc, char **argv) {
     if (failed(autopar::parseInputShapeFlag(flag, options, error)))
       return fail(error);
   }
+  for (const std::string &flag : constInputs) {
+    std::string error;
+    if (failed(autopar::parseConstInputFlag(flag, options, error)))
+      return fail(error);
+  }
 
   DialectRegistry registry;
   registerAllDialects(registry);
   registerAllExtensions(registry);
   registerAllToLLVMIRTranslations(registry);
   MLIRContext context(registry);
-  llvm::SourceMgr sourceMgr;
-  SourceMgrDiagnosticHandler handler(sourceMgr, &context);
+  // Importer messages name the file and node themselves; print them plainly.
+  ScopedDiagnosticHandler handler(&context, [](Diagnostic &diag) {
+    llvm::outs().flush();
+    llvm::StringRef severity =
+        diag.getSeverity() == DiagnosticSeverity::Error     ? "error"
+        : diag.getSeverity() == DiagnosticSeverity::Warning ? "warning"
+                                                            : "note";
+    llvm::errs() << "autopar-compile: " << severity << ": " << diag << "\n";
+    for (Diagnostic &note : diag.getNotes())
+      llvm::errs() << "autopar-compile: note: " << note << "\n";
+    return success();
+  });
 
   OwningOpRef<ModuleOp> module =
       autopar::importOnnxFile(&context, modelPath, options);

@@ -30,6 +30,12 @@ static llvm::cl::list<std::string>
                                "(repeatable; binds symbolic dims)"),
                 llvm::cl::value_desc("NAME=DIMS"));
 
+static llvm::cl::list<std::string> constInputs(
+    "const-input",
+    llvm::cl::desc("Freeze an ONNX graph input to the contents of a .npy "
+                   "file (for inputs that decide shapes)"),
+    llvm::cl::value_desc("NAME=FILE.npy"));
+
 /// Imports `path` and returns the module printed with its locations.
 static std::unique_ptr<llvm::MemoryBuffer>
 importToBuffer(DialectRegistry &registry, llvm::StringRef path) {
@@ -37,6 +43,13 @@ importToBuffer(DialectRegistry &registry, llvm::StringRef path) {
   for (const std::string &flag : inputShapes) {
     std::string error;
     if (failed(autopar::parseInputShapeFlag(flag, options, error))) {
+      llvm::errs() << "autopar-opt: error: " << error << "\n";
+      return nullptr;
+    }
+  }
+  for (const std::string &flag : constInputs) {
+    std::string error;
+    if (failed(autopar::parseConstInputFlag(flag, options, error))) {
       llvm::errs() << "autopar-opt: error: " << error << "\n";
       return nullptr;
     }

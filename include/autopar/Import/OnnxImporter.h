@@ -45,7 +45,17 @@ struct ImportOptions {
   /// time as compile-time constants: they are shape data (Reshape targets,
   /// Slice bounds), not weights. Float initializers are never read.
   int64_t maxFoldedInitializerElements = 4096;
+  /// Graph inputs frozen to the contents of a .npy file (`--const-input`):
+  /// they become compile-time constants instead of entry arguments. Needed
+  /// when an input decides a shape (a Reshape target, Slice bounds).
+  llvm::StringMap<std::string> constantInputs;
 };
+
+/// Parses `--const-input` values of the form `NAME=FILE.npy` into
+/// `options.constantInputs`.
+llvm::LogicalResult parseConstInputFlag(llvm::StringRef flag,
+                                        ImportOptions &options,
+                                        std::string &error);
 
 /// Parses `--input-shape` values of the form `NAME=D0xD1x...` into
 /// `options.inputShapes`. Returns an error message on malformed input.
