@@ -571,9 +571,19 @@ static LogicalResult convertDropout(NodeContext &ctx) {
     auto training = ctx.requireConstantInput(2, "training_mode");
     if (failed(training))
       return failure();
-    if ((*training)->getInt(0) != 0)
-      return ctx.unsupported("training_mode=true is not supported; autopar "
-                             "imports Dropout for inference only");
+    // Training with ratio 0 drops nothing: still the identity.
+    double ratio = 0.5;
+    if (ctx.hasInput(1)) {
+      auto r = ctx.requireConstantInput(1, "ratio");
+      if (failed(r))
+        return failure();
+      ratio = (*r)->getDouble(0);
+    }
+    if ((*training)->getInt(0) != 0 && ratio != 0.0)
+      return ctx.unsupported("training_mode=true with ratio " +
+                             std::to_string(ratio) +
+                             " is not supported; autopar imports Dropout for "
+                             "inference (or ratio 0) only");
   }
   if (ctx.getIntAttr("is_test", 1) == 0 && ctx.getOpset() < 7)
     return ctx.unsupported("is_test=0 (training) is not supported");

@@ -2,6 +2,7 @@
 
 #include "autopar/Target/CpuCodegen.h"
 #include "autopar/Conversion/Passes.h"
+#include "autopar/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -40,7 +41,7 @@ llvm::StringRef getCpuLoweringPipeline() {
   //   (LLVM's vectorizer handles the static, unit-stride inner loops);
   // - math functions without an LLVM intrinsic (erf, ...) become libm calls,
   //   and f16/bf16 math is computed in f32.
-  return "func.func(canonicalize,linalg-fuse-elementwise-ops,cse,canonicalize),"
+  return "func.func(canonicalize,autopar-fuse-elementwise,cse,canonicalize),"
          "one-shot-bufferize{bufferize-function-boundaries "
          "function-boundary-type-conversion=identity-layout-map},"
          "buffer-results-to-out-params{hoist-static-allocs=true "
@@ -55,6 +56,7 @@ llvm::StringRef getCpuLoweringPipeline() {
          "expand-strided-metadata,"
          "lower-affine,"
          "math-extend-to-supported-types,"
+         "autopar-approximate-math,"
          "arith-expand{include-bf16=true},"
          "convert-math-to-funcs{convert-ctlz=false},"
          "convert-math-to-llvm,"
@@ -91,6 +93,7 @@ LogicalResult lowerToLLVMForCpu(ModuleOp module) {
   static bool registered = [] {
     registerAllPasses();
     registerAutoparConversionPasses();
+    registerAutoparTransformsPasses();
     return true;
   }();
   (void)registered;

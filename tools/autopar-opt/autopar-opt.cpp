@@ -8,6 +8,7 @@
 
 #include "autopar/Conversion/Passes.h"
 #include "autopar/Import/OnnxImporter.h"
+#include "autopar/Transforms/Passes.h"
 
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/MLIRContext.h"
@@ -71,6 +72,7 @@ int main(int argc, char **argv) {
   llvm::InitLLVM y(argc, argv);
   registerAllPasses();
   autopar::registerAutoparConversionPasses();
+  autopar::registerAutoparTransformsPasses();
 
   DialectRegistry registry;
   registerAllDialects(registry);

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Builds autopar (once; later runs are incremental) and runs every test suite:
+# lit/FileCheck, GoogleTest, the ONNX conformance suite and the real-model
+# integration tests. Usage: scripts/test.sh [BUILD_DIR] (default: build)
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+build="${1:-$root/build}"
+
+if [ ! -f "$build/build.ninja" ]; then
+  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DLLVM_EXTERNAL_LIT=/usr/lib/llvm-22/bin/lit
+fi
+ninja -C "$build"
+# Each suite parallelizes itself; ctest runs them one after another.
+ctest --test-dir "$build" --output-on-failure

@@ -1,0 +1,82 @@
+// RUN: autopar-opt %s --autopar-fuse-elementwise --split-input-file | FileCheck %s
+
+// An elementwise chain fuses into one generic: bias add then ReLU.
+// CHECK-LABEL: func.func @chain
+// CHECK-SAME: (%[[X:.*]]: tensor<4x8xf32>, %[[B:.*]]: tensor<8xf32>)
+// CHECK: %[[R:.*]] = linalg.generic
+// CHECK-SAME: ins(%[[X]], %[[B]] : tensor<4x8xf32>, tensor<8xf32>)
+// CHECK: arith.addf
+// CHECK: arith.maximumf
+// CHECK-NOT: linalg.generic
+// CHECK: return %[[R]]
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#row = affine_map<(d0, d1) -> (d1)>
+func.func @chain(%x: tensor<4x8xf32>, %b: tensor<8xf32>) -> tensor<4x8xf32> {
+  %e = tensor.empty() : tensor<4x8xf32>
+  %zero = arith.constant 0.0 : f32
+  %add = linalg.generic {indexing_maps = [#id, #row, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x, %b : tensor<4x8xf32>, tensor<8xf32>) outs(%e : tensor<4x8xf32>) {
+  ^bb0(%a: f32, %c: f32, %o: f32):
+    %s = arith.addf %a, %c : f32
+    linalg.yield %s : f32
+  } -> tensor<4x8xf32>
+  %relu = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%add : tensor<4x8xf32>) outs(%e : tensor<4x8xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %m = arith.maximumf %a, %zero : f32
+    linalg.yield %m : f32
+  } -> tensor<4x8xf32>
+  return %relu : tensor<4x8xf32>
+}
+
+// -----
+
+// A producer read through a map that skips a consumer loop (here the
+// reduction dim k of a contraction written as a generic) would be recomputed
+// for every k: it is not fused.
+// CHECK-LABEL: func.func @no_recompute
+// CHECK: %[[ERF:.*]] = linalg.generic
+// CHECK: math.erf
+// CHECK: linalg.generic
+// CHECK-SAME: ins(%[[ERF]], %{{.*}} : tensor<4x8xf32>, tensor<8x16xf32>)
+// CHECK-NOT: math.erf
+#a = affine_map<(m, n, k) -> (m, k)>
+#b = affine_map<(m, n, k) -> (k, n)>
+#c = affine_map<(m, n, k) -> (m, n)>
+#id2 = affine_map<(d0, d1) -> (d0, d1)>
+func.func @no_recompute(%x: tensor<4x8xf32>, %w: tensor<8x16xf32>, %acc: tensor<4x16xf32>) -> tensor<4x16xf32> {
+  %e = tensor.empty() : tensor<4x8xf32>
+  %erf = linalg.generic {indexing_maps = [#id2, #id2], iterator_types = ["parallel", "parallel"]}
+      ins(%x : tensor<4x8xf32>) outs(%e : tensor<4x8xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %r = math.erf %a : f32
+    linalg.yield %r : f32
+  } -> tensor<4x8xf32>
+  %mm = linalg.generic {indexing_maps = [#a, #b, #c], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%erf, %w : tensor<4x8xf32>, tensor<8x16xf32>) outs(%acc : tensor<4x16xf32>) {
+  ^bb0(%l: f32, %r: f32, %o: f32):
+    %p = arith.mulf %l, %r : f32
+    %s = arith.addf %o, %p : f32
+    linalg.yield %s : f32
+  } -> tensor<4x16xf32>
+  return %mm : tensor<4x16xf32>
+}
+
+// -----
+
+// Named contractions are never consumers, so they stay GEMMs for the backend.
+// CHECK-LABEL: func.func @named_matmul
+// CHECK: linalg.generic
+// CHECK: linalg.matmul
+#id3 = affine_map<(d0, d1) -> (d0, d1)>
+func.func @named_matmul(%x: tensor<4x8xf32>, %w: tensor<8x16xf32>, %acc: tensor<4x16xf32>) -> tensor<4x16xf32> {
+  %e = tensor.empty() : tensor<4x8xf32>
+  %t = linalg.generic {indexing_maps = [#id3, #id3], iterator_types = ["parallel", "parallel"]}
+      ins(%x : tensor<4x8xf32>) outs(%e : tensor<4x8xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %r = math.tanh %a : f32
+    linalg.yield %r : f32
+  } -> tensor<4x8xf32>
+  %mm = linalg.matmul ins(%t, %w : tensor<4x8xf32>, tensor<8x16xf32>) outs(%acc : tensor<4x16xf32>) -> tensor<4x16xf32>
+  return %mm : tensor<4x16xf32>
+}
