@@ -23,8 +23,9 @@ struct ApproximateMathPass
     RewritePatternSet patterns(&getContext());
     populatePolynomialApproximateErfPattern(patterns);
     populatePolynomialApproximateTanhPattern(patterns);
-    populateMathPolynomialApproximationPatterns(
-        patterns, [](StringRef name) { return name == "exp"; });
+    populateMathPolynomialApproximationPatterns(patterns, [](StringRef name) {
+      return name == "exp" || name == "math.exp";
+    });
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       signalPassFailure();
   }
