@@ -75,15 +75,35 @@ bool hasDefaultMaps(OpTy op) {
   return op.getIndexingMapsArray() == SmallVector<AffineMap>(defaults);
 }
 
+/// Matmuls whose A or B map is transposed ((m,n,k) -> (k,m) / (n,k)) call
+/// the same kernel on a transposed view: the kernel reads any strides, and
+/// BLAS takes a transposed operand for free.
 struct MatmulToKernel : OpRewritePattern<linalg::MatmulOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(linalg::MatmulOp op,
                                 PatternRewriter &rewriter) const override {
-    if (!op.hasPureBufferSemantics() || !allF32Memrefs(op) ||
-        !hasDefaultMaps(op))
+    if (!op.hasPureBufferSemantics() || !allF32Memrefs(op))
       return failure();
-    replaceWithKernelCall(rewriter, op, "autopar_cpu_matmul_f32",
-                          op->getOperands());
+    SmallVector<AffineMap> maps = op.getIndexingMapsArray();
+    SmallVector<AffineMap> defaults =
+        linalg::MatmulOp::getDefaultIndexingMaps(op.getContext());
+    if (maps[2] != defaults[2])
+      return failure();
+    SmallVector<Value> operands(op->getOperands());
+    for (int i : {0, 1}) {
+      if (maps[i] == defaults[i])
+        continue;
+      AffineMap swapped = AffineMap::get(
+          3, 0, {defaults[i].getResult(1), defaults[i].getResult(0)},
+          op.getContext());
+      if (maps[i] != swapped)
+        return failure();
+      auto perm = AffineMapAttr::get(AffineMap::getPermutationMap(
+          ArrayRef<unsigned>{1, 0}, op.getContext()));
+      operands[i] =
+          memref::TransposeOp::create(rewriter, op.getLoc(), operands[i], perm);
+    }
+    replaceWithKernelCall(rewriter, op, "autopar_cpu_matmul_f32", operands);
     return success();
   }
 };

@@ -29,15 +29,6 @@ static Value matmul2d(OpBuilder &b, Location loc, Value lhs, Value rhs) {
       .getResult(0);
 }
 
-/// Transposes a 2-D tensor.
-static Value transpose2d(OpBuilder &b, Location loc, Value v) {
-  llvm::ArrayRef<int64_t> s = getShape(v);
-  Value init = createEmptyTensor(b, loc, {s[1], s[0]}, getElementTypeOf(v));
-  return linalg::TransposeOp::create(b, loc, v, init,
-                                     llvm::ArrayRef<int64_t>{1, 0})
-      .getResult()[0];
-}
-
 static LogicalResult convertMatMul(NodeContext &ctx) {
   OpBuilder &b = ctx.getBuilder();
   Location loc = ctx.getLoc();
@@ -127,15 +118,31 @@ static LogicalResult convertGemm(NodeContext &ctx) {
                            " is not supported");
   if (ctx.inputRank(0) != 2 || ctx.inputRank(1) != 2)
     return ctx.emitError("A and B must be 2-D");
+  // Transposed operands are expressed in the matmul's indexing maps rather
+  // than materialized: weights stored as [N, K] (transB, every torch Linear)
+  // are then read in place by the GEMM instead of copied every step.
+  bool transA = ctx.getIntAttr("transA", 0), transB = ctx.getIntAttr("transB", 0);
   Value a = ctx.input(0), bm = ctx.input(1);
-  if (ctx.getIntAttr("transA", 0))
-    a = transpose2d(b, loc, a);
-  if (ctx.getIntAttr("transB", 0))
-    bm = transpose2d(b, loc, bm);
-  if (getShape(a)[1] != getShape(bm)[0])
+  int64_t m = getShape(a)[transA ? 1 : 0], ka = getShape(a)[transA ? 0 : 1];
+  int64_t kb = getShape(bm)[transB ? 1 : 0], n = getShape(bm)[transB ? 0 : 1];
+  if (ka != kb)
     return ctx.emitError("contraction dims differ: op(A) has K=")
-           << getShape(a)[1] << ", op(B) has K=" << getShape(bm)[0];
-  Value y = matmul2d(b, loc, a, bm);
+           << ka << ", op(B) has K=" << kb;
+  MLIRContext *mctx = ctx.getContext();
+  AffineExpr dm = getAffineDimExpr(0, mctx), dn = getAffineDimExpr(1, mctx),
+             dk = getAffineDimExpr(2, mctx);
+  auto map = [&](AffineExpr r, AffineExpr c) {
+    return AffineMapAttr::get(AffineMap::get(3, 0, {r, c}, mctx));
+  };
+  Attribute maps[] = {transA ? map(dk, dm) : map(dm, dk),
+                      transB ? map(dn, dk) : map(dk, dn), map(dm, dn)};
+  Type et = getElementTypeOf(a);
+  Value init = zeros(b, loc, {m, n}, et);
+  Value y = linalg::MatmulOp::create(
+                b, loc, TypeRange{init.getType()}, ValueRange{a, bm},
+                ValueRange{init},
+                {b.getNamedAttr("indexing_maps", b.getArrayAttr(maps))})
+                .getResult(0);
   double alpha = ctx.getFloatAttr("alpha", 1.0f);
   double beta = ctx.getFloatAttr("beta", 1.0f);
   llvm::SmallVector<Value> operands{y};

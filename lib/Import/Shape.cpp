@@ -980,13 +980,11 @@ static LogicalResult convertRange(NodeContext &ctx) {
   const char *names[] = {"start", "limit", "delta"};
   const ConstTensor *v[3];
   for (int64_t i = 0; i < 3; ++i) {
-    v[i] = ctx.inputConstant(i);
-    if (!v[i])
-      return ctx.emitError("input ")
-             << i << " (" << names[i]
-             << ") is computed at run time; autopar needs start, limit and "
-                "delta known at compile time because the output shape "
-                "depends on their values";
+    // The output length depends on the values: they must be known now.
+    auto known = ctx.requireConstantInput(i, names[i]);
+    if (failed(known))
+      return failure();
+    v[i] = *known;
     if (v[i]->numElements() != 1)
       return ctx.emitError(names[i])
              << " must be a scalar, got shape " << formatShape(v[i]->shape);

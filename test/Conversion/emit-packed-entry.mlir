@@ -4,6 +4,7 @@
 // descriptor (ptr, ptr, offset 0, sizes, strides); @main becomes internal and
 // is renamed so that it cannot clash with the loading program's main.
 // CHECK-LABEL: llvm.func internal @autopar_program
+// CHECK-SAME: (%{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr {llvm.noalias}, %{{.*}}: i64, %{{.*}}: i64, %{{.*}}: i64, %{{.*}}: i64, %{{.*}}: i64, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr {llvm.noalias},
 // CHECK-LABEL: llvm.func @autopar_entry
 // CHECK-SAME: (%[[ARGV:.*]]: !llvm.ptr)
 // CHECK: %[[SLOT0:.*]] = llvm.getelementptr %[[ARGV]][0]

@@ -72,3 +72,30 @@ func.func @on_tensors(%a: tensor<4x8xf32>, %b: tensor<8x16xf32>, %c: tensor<4x16
   %r = linalg.matmul ins(%a, %b : tensor<4x8xf32>, tensor<8x16xf32>) outs(%c : tensor<4x16xf32>) -> tensor<4x16xf32>
   return %r : tensor<4x16xf32>
 }
+
+// -----
+
+// A transposed B (a Gemm with transB=1: weights stored [N, K]) is passed as a
+// transposed view; nothing is copied.
+// CHECK-LABEL: func.func @matmul_transpose_b
+// CHECK-SAME: (%[[A:.*]]: memref<4x8xf32>, %[[B:.*]]: memref<16x8xf32>, %[[C:.*]]: memref<4x16xf32>)
+// CHECK: %[[BT:.*]] = memref.transpose %[[B]] (d0, d1) -> (d1, d0) : memref<16x8xf32> to memref<8x16xf32, strided<[1, 8]>>
+// CHECK: %[[CBT:.*]] = memref.cast %[[BT]]
+// CHECK: call @autopar_cpu_matmul_f32(%{{.*}}, %[[CBT]], %{{.*}})
+func.func @matmul_transpose_b(%a: memref<4x8xf32>, %b: memref<16x8xf32>, %c: memref<4x16xf32>) {
+  linalg.matmul indexing_maps = [affine_map<(m, n, k) -> (m, k)>, affine_map<(m, n, k) -> (n, k)>, affine_map<(m, n, k) -> (m, n)>]
+    ins(%a, %b : memref<4x8xf32>, memref<16x8xf32>) outs(%c : memref<4x16xf32>)
+  return
+}
+
+// -----
+
+// Any other map (here a broadcast B) keeps the linalg form.
+// CHECK-LABEL: func.func @matmul_broadcast_b
+// CHECK: linalg.matmul
+// CHECK-NOT: call
+func.func @matmul_broadcast_b(%a: memref<4x8xf32>, %b: memref<8xf32>, %c: memref<4x16xf32>) {
+  linalg.matmul indexing_maps = [affine_map<(m, n, k) -> (m, k)>, affine_map<(m, n, k) -> (k)>, affine_map<(m, n, k) -> (m, n)>]
+    ins(%a, %b : memref<4x8xf32>, memref<8xf32>) outs(%c : memref<4x16xf32>)
+  return
+}
