@@ -17,6 +17,8 @@ config.excludes = ["Integration", "Conformance", "lit.cfg.py",
                    "lit.site.cfg.py", "CMakeLists.txt"]
 
 config.substitutions.append(("%PATH%", config.environment["PATH"]))
+# Debian's python3 has numpy and onnx (the pyenv python3 on PATH may not).
+config.substitutions.append(("%python", "/usr/bin/python3"))
 llvm_config.with_system_environment(["HOME", "TMPDIR"])
 llvm_config.use_default_substitutions()
 

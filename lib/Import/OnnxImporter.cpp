@@ -218,9 +218,29 @@ LogicalResult GraphImporter::declareArguments(func::FuncOp func) {
     addArgument(init.name(), dtype, shape, attrs::kParameter);
   }
 
+  // Flags that name no graph input are mistakes; report them first.
   llvm::StringSet<> inputNames;
-  for (const onnx::ValueInfoProto &input : graph.input()) {
+  for (const onnx::ValueInfoProto &input : graph.input())
     inputNames.insert(input.name());
+  auto checkNamed = [&](const auto &map, llvm::StringRef flag) {
+    for (const auto &entry : map)
+      if (!inputNames.contains(entry.getKey())) {
+        std::string known;
+        for (const auto &in : graph.input())
+          if (!initializers.count(in.name()))
+            known += (known.empty() ? "" : ", ") + in.name();
+        emitModelError(flag) << " names '" << entry.getKey()
+                             << "', which is not a graph input; inputs: "
+                             << known;
+        return false;
+      }
+    return true;
+  };
+  if (!checkNamed(options.inputShapes, "--input-shape") ||
+      !checkNamed(options.constantInputs, "--const-input"))
+    return failure();
+
+  for (const onnx::ValueInfoProto &input : graph.input()) {
     if (initializers.count(input.name()))
       continue; // Old-style models also list initializers as inputs.
     if (!input.type().has_tensor_type())
@@ -258,33 +278,6 @@ LogicalResult GraphImporter::declareArguments(func::FuncOp func) {
       return emitModelError(error);
     addArgument(input.name(), dtype, *shape, attrs::kInput);
   }
-  auto checkNamed = [&](const auto &map, llvm::StringRef flag) {
-    for (const auto &entry : map)
-      if (!inputNames.contains(entry.getKey())) {
-        std::string known;
-        for (const auto &in : graph.input())
-          if (!initializers.count(in.name()))
-            known += (known.empty() ? "" : ", ") + in.name();
-        emitModelError(flag) << " names '" << entry.getKey()
-                             << "', which is not a graph input; inputs: "
-                             << known;
-        return false;
-      }
-    return true;
-  };
-  if (!checkNamed(options.inputShapes, "--input-shape") ||
-      !checkNamed(options.constantInputs, "--const-input"))
-    return failure();
-  for (const auto &entry : options.inputShapes)
-    if (!inputNames.contains(entry.getKey())) {
-      std::string known;
-      for (const auto &in : graph.input())
-        if (!initializers.count(in.name()))
-          known += (known.empty() ? "" : ", ") + in.name();
-      return emitModelError("--input-shape names '")
-             << entry.getKey() << "', which is not a graph input; inputs: "
-             << known;
-    }
 
   func.setFunctionType(FunctionType::get(ctx, argTypes, {}));
   Block *entry = func.addEntryBlock();
