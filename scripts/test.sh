@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
-# Builds autopar (once; later runs are incremental) and runs every test suite:
+# Installs what is missing, builds autopar (once; later runs are incremental)
+# and runs every test suite:
 # lit/FileCheck, GoogleTest, the ONNX conformance suite and the real-model
 # integration tests. Usage: scripts/test.sh [BUILD_DIR] (default: build)
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${1:-$root/build}"
+
+# Safe to repeat: only missing packages are installed.
+"$root/scripts/setup.sh"
 
 if [ ! -f "$build/build.ninja" ]; then
   cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
