@@ -1,0 +1,147 @@
+//===- CostModel.h - Time and memory of parallel execution ------*- C++ -*-===//
+//
+// The explicit, honest cost model of ARCHITECTURE.md principle 4:
+// - compute: a roofline (FLOPs vs bytes) with an efficiency curve for small
+//   problems;
+// - collectives: alpha-beta per link level with the ring/tree bus-bandwidth
+//   factors of nccl-tests (doc/PERFORMANCE.md), hierarchical when a group
+//   spans nodes;
+// - pipelines: GPipe and 1F1B, bubble (p-1)/m, stage imbalance;
+// - memory: parameters, gradients and AdamW states under mixed precision and
+//   ZeRO 0-3, activations in flight per schedule and recomputation.
+// Every constant names its source in CostModel.cpp and docs/cost-model.md.
+// This header has no MLIR dependency: the planner extracts FLOPs and bytes
+// from linalg ops (OpCost.h) and asks these functions for times.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef AUTOPAR_ANALYSIS_COSTMODEL_H
+#define AUTOPAR_ANALYSIS_COSTMODEL_H
+
+#include "autopar/Target/Cluster.h"
+
+#include "llvm/ADT/ArrayRef.h"
+
+#include <string>
+
+namespace autopar {
+
+//===----------------------------------------------------------------------===//
+// Compute
+//===----------------------------------------------------------------------===//
+
+/// The kind of work, which selects the efficiency curve.
+enum class ComputeKind {
+  Gemm,        ///< contractions (matmul, convolution): tensor cores / BLAS
+  Elementwise, ///< memory-bound kernels: elementwise, reductions, copies
+};
+
+struct ComputeCost {
+  double seconds = 0;
+  double flops = 0;
+  double bytes = 0;
+  /// Fraction of peak achieved for this problem size (from the curve).
+  double efficiency = 0;
+  bool memoryBound = false;
+};
+
+/// Time of one kernel doing `flops` and moving `bytes` of device memory, on
+/// one device of `cluster` in precision `p`. For GEMMs `minDim` is the
+/// smallest of M, N, K (small dims underuse the tensor cores); 0 if unknown.
+ComputeCost computeTime(const ClusterSpec &cluster, Precision p,
+                        ComputeKind kind, double flops, double bytes,
+                        double minDim = 0);
+
+//===----------------------------------------------------------------------===//
+// Collectives
+//===----------------------------------------------------------------------===//
+
+enum class Collective {
+  AllReduce,
+  AllGather,
+  ReduceScatter,
+  AllToAll,
+  Broadcast,
+  SendRecv,
+};
+llvm::StringRef collectiveName(Collective c);
+
+/// Where the ranks of one communication group sit.
+struct GroupPlacement {
+  int64_t size = 1;        ///< ranks in the group
+  int64_t ranksPerNode = 1; ///< of them, how many share one node
+  /// Groups of this size run concurrently on the same node and share its
+  /// NICs (e.g. the dp groups of the tp ranks of one node).
+  int64_t concurrentGroupsPerNode = 1;
+};
+
+struct CollectiveCost {
+  double seconds = 0;
+  /// Bytes one rank sends (nccl-tests' "bus bytes" = size * bus factor).
+  double busBytes = 0;
+  /// "ring", "tree", "hierarchical", "p2p".
+  std::string algorithm;
+};
+
+/// Time of one collective over a group. `bytes` is the size of the full
+/// buffer as nccl-tests counts it: the all-reduce buffer, the all-gather
+/// output, the reduce-scatter input, the all-to-all buffer, the broadcast
+/// buffer, the message of a send/recv.
+CollectiveCost collectiveTime(const ClusterSpec &cluster, Collective kind,
+                              double bytes, const GroupPlacement &group);
+
+//===----------------------------------------------------------------------===//
+// Pipelines
+//===----------------------------------------------------------------------===//
+
+enum class PipelineSchedule { GPipe, OneFOneB };
+llvm::StringRef scheduleName(PipelineSchedule s); ///< "gpipe", "1f1b"
+
+/// The ideal bubble fraction (p-1)/m of a balanced pipeline.
+double bubbleFraction(int64_t stages, int64_t microBatches);
+
+struct PipelineTime {
+  double seconds = 0;       ///< whole step, all micro-batches
+  double bubbleSeconds = 0; ///< idle time of the slowest stage
+};
+
+/// Time of `microBatches` micro-batches through stages whose per-micro-batch
+/// times (forward + backward) are `stageSeconds`, plus `p2pSeconds` per
+/// boundary crossing. With imbalance the slowest stage sets the pace.
+PipelineTime pipelineTime(llvm::ArrayRef<double> stageSeconds,
+                          int64_t microBatches, double p2pSeconds,
+                          PipelineSchedule schedule);
+
+/// Micro-batches whose activations one stage holds at its peak: m for GPipe,
+/// min(m, p - stage) for 1F1B.
+int64_t microBatchesInFlight(PipelineSchedule schedule, int64_t stages,
+                             int64_t stage, int64_t microBatches);
+
+//===----------------------------------------------------------------------===//
+// Memory
+//===----------------------------------------------------------------------===//
+
+/// Bytes of training state per rank for `parameters` parameters held by the
+/// rank before ZeRO (after tensor and pipeline splitting).
+struct TrainingStateBytes {
+  double parameters = 0;
+  double gradients = 0;
+  double optimizerStates = 0;
+};
+
+/// Mixed precision (bf16/fp16): 2-byte parameters and gradients, fp32 master
+/// weights and two fp32 AdamW moments (12 bytes); fp32: 4 + 4 + 8. ZeRO-1
+/// shards optimizer states over `dp`, ZeRO-2 also gradients, ZeRO-3 also
+/// parameters.
+TrainingStateBytes trainingStateBytes(double parameters, Precision p,
+                                      int64_t dp, int zeroStage);
+
+/// Bytes of inference weights per rank.
+double inferenceParameterBytes(double parameters, Precision p);
+
+/// Bytes per element of activations in precision `p`.
+double activationElementBytes(Precision p);
+
+} // namespace autopar
+
+#endif // AUTOPAR_ANALYSIS_COSTMODEL_H

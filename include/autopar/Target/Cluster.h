@@ -1,0 +1,103 @@
+//===- Cluster.h - The machines a plan runs on ------------------*- C++ -*-===//
+//
+// A cluster is `nodes` identical nodes of `gpusPerNode` devices joined by an
+// intra-node link (NVLink/NVSwitch or PCIe) and an inter-node network
+// (InfiniBand or Ethernet). Presets name real node types; every number in
+// them cites its datasheet (docs/clusters.md). `local:N` is N CPU ranks on
+// this machine.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef AUTOPAR_TARGET_CLUSTER_H
+#define AUTOPAR_TARGET_CLUSTER_H
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+#include <cstdint>
+#include <string>
+
+namespace autopar {
+
+/// Numeric precision of a plan's compute.
+enum class Precision { FP32, TF32, BF16, FP16 };
+/// "fp32", "tf32", "bf16", "fp16".
+llvm::StringRef precisionName(Precision p);
+/// Parses a precision name; false when unknown.
+bool parsePrecision(llvm::StringRef name, Precision &p);
+
+/// One accelerator (or, for local clusters, one CPU rank).
+struct DeviceSpec {
+  std::string name;            ///< e.g. "h100-sxm"
+  double memoryGiB = 0;        ///< usable device memory
+  /// Dense (no sparsity) peak TFLOP/s per precision; 0 when unsupported.
+  double peakTflopsFp32 = 0, peakTflopsTf32 = 0, peakTflopsBf16 = 0,
+         peakTflopsFp16 = 0;
+  double memoryGBytesPerS = 0; ///< device memory bandwidth
+  std::string arch;            ///< "sm_80", "sm_89", "sm_90"; "cpu" for local
+  std::string source;          ///< where the numbers come from (datasheet URL)
+
+  /// Dense peak for `p` in FLOP/s (not TFLOP/s).
+  double peakFlops(Precision p) const;
+  bool isCpu() const { return arch == "cpu"; }
+};
+
+/// A link inside a node: per device, per direction.
+struct IntraNodeLink {
+  std::string kind;          ///< "nvswitch", "nvlink", "pcie", "shm"
+  double gbytesPerS = 0;     ///< GB/s per device per direction
+  double latencyUs = 0;
+  std::string source;
+};
+
+/// The network between nodes.
+struct InterNodeLink {
+  std::string kind;          ///< "infiniband", "ethernet", "none"
+  double nicGbitsPerS = 0;   ///< per NIC per direction, gigabits
+  int64_t nicsPerNode = 0;
+  double latencyUs = 0;
+  std::string source;
+  /// Aggregate bandwidth of one node, bytes/s per direction.
+  double nodeBytesPerS() const { return nicGbitsPerS * 1e9 / 8 * nicsPerNode; }
+};
+
+/// A whole cluster.
+struct ClusterSpec {
+  std::string name;
+  int64_t nodes = 1;
+  int64_t gpusPerNode = 1;
+  DeviceSpec device;
+  IntraNodeLink intraNode;
+  InterNodeLink interNode;
+
+  int64_t worldSize() const { return nodes * gpusPerNode; }
+  bool isLocalCpu() const { return device.isCpu(); }
+  /// Default compute precision: bf16 on GPUs, fp32 on CPUs (INTERFACES.md).
+  Precision defaultPrecision() const;
+};
+
+/// Parses `--cluster`: a preset `NAME:COUNT` (`local:N` ranks, or a node type
+/// such as `dgx-h100:4` nodes) or the path of a JSON file (INTERFACES.md).
+/// Errors name the key, the value and why it is wrong.
+llvm::Expected<ClusterSpec> parseClusterSpec(llvm::StringRef spec);
+
+/// Parses a cluster from JSON text; `origin` names it in errors.
+llvm::Expected<ClusterSpec> parseClusterJson(llvm::StringRef json,
+                                             llvm::StringRef origin);
+
+/// The device presets (`"gpu": "a100-80gb"` in JSON) and node presets
+/// (`dgx-a100-80gb:NODES`), for listings and docs.
+llvm::ArrayRef<DeviceSpec> getDevicePresets();
+struct NodePreset {
+  std::string name;       ///< e.g. "dgx-h100"
+  std::string device;     ///< a device preset name
+  int64_t gpusPerNode;
+  IntraNodeLink intraNode;
+  InterNodeLink interNode;
+};
+llvm::ArrayRef<NodePreset> getNodePresets();
+
+} // namespace autopar
+
+#endif // AUTOPAR_TARGET_CLUSTER_H
