@@ -121,8 +121,8 @@ public:
   const ConstTensor *inputConstant(int64_t i) const;
   /// Like inputConstant, but reports an error naming `what` when the input is
   /// not known at import time (e.g. a Reshape target computed at run time).
-  llvm::FailureOr<const ConstTensor *> requireConstantInput(int64_t i,
-                                                            llvm::StringRef what);
+  llvm::FailureOr<const ConstTensor *>
+  requireConstantInput(int64_t i, llvm::StringRef what);
   /// True when every present input is known at import time.
   bool allInputsConstant() const;
 
@@ -252,6 +252,28 @@ inline mlir::Type getElementTypeOf(mlir::Value v) {
   return llvm::cast<mlir::RankedTensorType>(v.getType()).getElementType();
 }
 int64_t getNumElements(llvm::ArrayRef<int64_t> shape);
+
+//===----------------------------------------------------------------------===//
+// Reductions shared by the reduction, normalization and pooling converters
+// (Reduction.cpp).
+//===----------------------------------------------------------------------===//
+
+/// How a reduction combines elements; Mean is a Sum divided by the count.
+enum class ReductionKind { Sum, Mean, Max };
+
+/// Reduces `input` over `dims` (sorted, unique) with one `linalg.reduce` over
+/// an init filled with the identity (0, or the lowest value for Max); the
+/// result drops the reduced dims. `isUnsigned` selects unsigned integer
+/// max/division. With no dims the input is returned unchanged.
+mlir::Value createReduction(mlir::OpBuilder &b, mlir::Location loc,
+                            mlir::Value input, llvm::ArrayRef<int64_t> dims,
+                            ReductionKind kind, bool isUnsigned = false);
+
+/// Re-inserts the reduced `dims` (sorted positions in the unreduced shape) as
+/// size-1 dims with one `tensor.expand_shape` (keepdims).
+mlir::Value expandReducedDims(mlir::OpBuilder &b, mlir::Location loc,
+                              mlir::Value reduced,
+                              llvm::ArrayRef<int64_t> dims);
 
 } // namespace autopar::import
 
