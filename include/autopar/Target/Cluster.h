@@ -14,6 +14,7 @@
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
+#include "llvm/Support/JSON.h"
 
 #include <cstdint>
 #include <string>
@@ -74,6 +75,8 @@ struct ClusterSpec {
   int64_t worldSize() const { return nodes * gpusPerNode; }
   bool isLocalCpu() const { return device.isCpu(); }
   /// Default compute precision: bf16 on GPUs, fp32 on CPUs (INTERFACES.md).
+  /// GPUs without bf16 (V100, T4) default to fp16, the precision their
+  /// tensor cores run.
   Precision defaultPrecision() const;
 };
 
@@ -97,6 +100,31 @@ struct NodePreset {
   InterNodeLink interNode;
 };
 llvm::ArrayRef<NodePreset> getNodePresets();
+
+/// The preset named `name`, or null.
+const DeviceSpec *lookupDevicePreset(llvm::StringRef name);
+const NodePreset *lookupNodePreset(llvm::StringRef name);
+
+/// The cluster as JSON in the `--cluster` file format, the device spelled out
+/// as an object (with its `arch` and `source`), so that
+/// `parseClusterJson(clusterToJson(c))` gives `c` back.
+llvm::json::Value clusterToJson(const ClusterSpec &cluster);
+
+/// What `local:N` assumes about this machine. The FLOP rate and memory
+/// bandwidth are estimates from the core count, clock and vector ISA, to be
+/// replaced by what `bench/` measures.
+struct HostInfo {
+  int64_t physicalCores = 1;    ///< usable by this process (affinity)
+  double ghz = 0;               ///< maximum core clock
+  double fp32FlopsPerCycle = 0; ///< per core, from the vector ISA
+  std::string isa;              ///< "avx512", "avx2+fma", ...
+  double ramGiB = 0;            ///< physical memory
+  double memoryGBytesPerSPerCore = 0;
+};
+/// Reads this machine's cores, clock, ISA and memory.
+HostInfo detectHost();
+/// `ranks` CPU ranks sharing `host` evenly: one node, "shm" links, no network.
+ClusterSpec makeLocalCluster(int64_t ranks, const HostInfo &host);
 
 } // namespace autopar
 
