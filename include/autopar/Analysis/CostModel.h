@@ -9,7 +9,8 @@
 // - pipelines: GPipe and 1F1B, bubble (p-1)/m, stage imbalance;
 // - memory: parameters, gradients and AdamW states under mixed precision and
 //   ZeRO 0-3, activations in flight per schedule and recomputation.
-// Every constant names its source in CostModel.cpp and docs/cost-model.md.
+// Every constant names its source in lib/Analysis/*.cpp and
+// docs/cost-model.md.
 // This header has no MLIR dependency: the planner extracts FLOPs and bytes
 // from linalg ops (OpCost.h) and asks these functions for times.
 //
@@ -40,7 +41,9 @@ struct ComputeCost {
   double seconds = 0;
   double flops = 0;
   double bytes = 0;
-  /// Fraction of peak achieved for this problem size (from the curve).
+  /// Fraction of peak achieved for this problem size (from the curve), of
+  /// the roof that binds: eff(minDim) of the FLOP/s peak, or the memory
+  /// efficiency when `memoryBound`.
   double efficiency = 0;
   bool memoryBound = false;
 };
@@ -51,6 +54,25 @@ struct ComputeCost {
 ComputeCost computeTime(const ClusterSpec &cluster, Precision p,
                         ComputeKind kind, double flops, double bytes,
                         double minDim = 0);
+
+/// The efficiency constants of one class of device (GPU or CPU); each is an
+/// assumption until `bench/gpu/gemm_sweep.py` measures it
+/// (docs/cost-model.md).
+struct EfficiencyCurve {
+  /// Fraction of the dense peak that large GEMMs reach.
+  double gemmMax = 0;
+  /// The smallest GEMM dimension at which half of `gemmMax` is reached.
+  double gemmHalfDim = 0;
+  /// Fraction of the memory bandwidth that streaming kernels reach.
+  double memory = 0;
+  /// Where the numbers come from.
+  const char *source = "";
+};
+EfficiencyCurve efficiencyCurve(const DeviceSpec &device);
+
+/// gemmMax * minDim / (minDim + gemmHalfDim); gemmMax when minDim is 0
+/// (unknown).
+double gemmEfficiency(const DeviceSpec &device, double minDim);
 
 //===----------------------------------------------------------------------===//
 // Collectives
@@ -64,11 +86,13 @@ enum class Collective {
   Broadcast,
   SendRecv,
 };
+/// "all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast",
+/// "send_recv" (the names of the shard dialect's collectives).
 llvm::StringRef collectiveName(Collective c);
 
 /// Where the ranks of one communication group sit.
 struct GroupPlacement {
-  int64_t size = 1;        ///< ranks in the group
+  int64_t size = 1;         ///< ranks in the group
   int64_t ranksPerNode = 1; ///< of them, how many share one node
   /// Groups of this size run concurrently on the same node and share its
   /// NICs (e.g. the dp groups of the tp ranks of one node).
@@ -79,14 +103,27 @@ struct CollectiveCost {
   double seconds = 0;
   /// Bytes one rank sends (nccl-tests' "bus bytes" = size * bus factor).
   double busBytes = 0;
-  /// "ring", "tree", "hierarchical", "p2p".
+  /// "ring", "tree", "hierarchical", "p2p"; "none" for a group of one rank.
   std::string algorithm;
+  /// For "hierarchical": the algorithm of the inter-node phase, "ring" or
+  /// "tree"; empty otherwise.
+  std::string interNodeAlgorithm;
+  /// Of `seconds`, the part that does not depend on the size (the alpha
+  /// terms).
+  double latencySeconds = 0;
 };
+
+/// nccl-tests' bus-bandwidth factor of `kind` over `n` ranks
+/// (doc/PERFORMANCE.md): 2(n-1)/n all-reduce, (n-1)/n all-gather,
+/// reduce-scatter and all-to-all, 1 broadcast and send/recv.
+double busBandwidthFactor(Collective kind, int64_t n);
 
 /// Time of one collective over a group. `bytes` is the size of the full
 /// buffer as nccl-tests counts it: the all-reduce buffer, the all-gather
 /// output, the reduce-scatter input, the all-to-all buffer, the broadcast
-/// buffer, the message of a send/recv.
+/// buffer, the message of a send/recv. For a send/recv, `group` is the pair
+/// (size 2; ranksPerNode 2 when both share a node) and
+/// concurrentGroupsPerNode the sends leaving a node at once.
 CollectiveCost collectiveTime(const ClusterSpec &cluster, Collective kind,
                               double bytes, const GroupPlacement &group);
 
