@@ -10,9 +10,12 @@
 #include "autopar/Import/OnnxImporter.h"
 #include "autopar/Import/WeightLocator.h"
 #include "autopar/Target/Artifact.h"
+#include "autopar/Target/Cluster.h"
 #include "autopar/Target/CpuCodegen.h"
+#include "autopar/Transforms/Planner.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/InitAllDialects.h"
 #include "mlir/InitAllExtensions.h"
@@ -20,11 +23,11 @@
 #include "mlir/Target/LLVMIR/Dialect/All.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/Timer.h"
-#include "mlir/IR/Diagnostics.h"
 
 #include <chrono>
 
@@ -59,8 +62,8 @@ static cl::opt<int> dp("dp", cl::init(0), cl::desc("Pin data parallelism"),
                        cl::cat(category));
 static cl::opt<int> tp("tp", cl::init(0), cl::desc("Pin tensor parallelism"),
                        cl::cat(category));
-static cl::opt<int> pp("pp", cl::init(0),
-                       cl::desc("Pin pipeline parallelism"), cl::cat(category));
+static cl::opt<int> pp("pp", cl::init(0), cl::desc("Pin pipeline parallelism"),
+                       cl::cat(category));
 static cl::opt<int> zero("zero", cl::init(-1), cl::desc("Pin the ZeRO stage"),
                          cl::cat(category));
 static cl::opt<int> microBatchSize("micro-batch-size", cl::init(0),
@@ -77,30 +80,27 @@ static cl::opt<std::string> reportJson("report-json",
                                        cl::desc("Write the plan report here"),
                                        cl::value_desc("FILE"),
                                        cl::cat(category));
+static cl::opt<bool> explain("explain",
+                             cl::desc("Print each op's sharding decision with "
+                                      "its cost"),
+                             cl::cat(category));
 static cl::opt<std::string> outputDir("o", cl::desc("Artifact directory"),
                                       cl::value_desc("ARTIFACT_DIR"),
                                       cl::cat(category));
 static cl::opt<std::string>
-    dumpDir("dump-ir", cl::desc("Write the IR after each phase to DIR "
-                                "(imported.mlir, llvm-dialect.mlir, model.ll)"),
+    dumpDir("dump-ir",
+            cl::desc("Write the IR after each phase to DIR "
+                     "(imported.mlir, llvm-dialect.mlir, model.ll)"),
             cl::value_desc("DIR"), cl::cat(category));
-static cl::opt<std::string> targetCpu(
-    "target-cpu", cl::init("native"),
-    cl::desc("LLVM CPU name for CPU code (default: this machine's)"),
-    cl::cat(category));
+static cl::opt<std::string>
+    targetCpu("target-cpu", cl::init("native"),
+              cl::desc("LLVM CPU name for CPU code (default: this machine's)"),
+              cl::cat(category));
 
 static int fail(const llvm::Twine &message) {
   llvm::outs().flush();
   llvm::errs() << "autopar-compile: error: " << message << "\n";
   return 1;
-}
-
-/// World size of a `local:N` cluster spec.
-static std::optional<int64_t> parseLocalCluster(llvm::StringRef spec) {
-  int64_t n;
-  if (!spec.consume_front("local:") || spec.getAsInteger(10, n) || n < 1)
-    return std::nullopt;
-  return n;
 }
 
 static void writeIR(llvm::StringRef name, ModuleOp module) {
@@ -124,33 +124,54 @@ int main(int argc, char **argv) {
   auto start = std::chrono::steady_clock::now();
 
   // Validate the request before any work.
-  std::optional<int64_t> worldSize = parseLocalCluster(clusterSpec);
-  if (!worldSize)
-    return fail("--cluster '" + clusterSpec +
-                "' is not supported yet: this build compiles for local CPU "
-                "clusters, written local:N (GPU presets and JSON cluster "
-                "files arrive with the planner)");
-  if (*worldSize != 1)
-    return fail("--cluster " + clusterSpec +
-                ": plans for more than one rank need the planner and the "
-                "distributed runtime, which this build does not have yet; "
-                "use --cluster local:1");
-  if (mode != "infer")
-    return fail("--mode " + mode +
-                " is not supported yet; this build compiles --mode infer");
-  if (!precision.empty() && precision != "fp32")
+  auto cluster = autopar::parseClusterSpec(clusterSpec);
+  if (!cluster)
+    return fail(llvm::toString(cluster.takeError()));
+  autopar::PlanRequest request;
+  request.cluster = *cluster;
+  if (mode == "train")
+    request.mode = autopar::PlanMode::Training;
+  else if (mode != "infer")
+    return fail("--mode " + mode + " is not infer or train");
+  request.precision = cluster->defaultPrecision();
+  if (!precision.empty() &&
+      !autopar::parsePrecision(precision, request.precision))
+    return fail("--precision " + precision + " is not one of fp32, bf16, fp16");
+  if (cluster->isLocalCpu() && request.precision != autopar::Precision::FP32)
     return fail("--precision " + precision +
-                " is not supported on CPU clusters; use fp32 (the default)");
-  for (auto [name, value] : {std::pair<const char *, int>{"dp", dp},
-                             {"tp", tp},
-                             {"pp", pp}})
-    if (value > 1)
-      return fail(llvm::Twine("--") + name + "=" + llvm::Twine(value) +
-                  " needs a world size of at least " + llvm::Twine(value) +
-                  "; --cluster " + clusterSpec + " has 1 rank");
-  if (zero > 0 || microBatchSize > 0 || (!recompute.empty() && recompute != "none"))
-    return fail("--zero, --micro-batch-size and --recompute apply to "
-                "training plans, which this build does not compile yet");
+                " is not supported on CPU clusters (local:N); use fp32");
+  if (dp > 0)
+    request.pins.dp = dp;
+  if (tp > 0)
+    request.pins.tp = tp;
+  if (pp > 0)
+    request.pins.pp = pp;
+  if (zero >= 0)
+    request.pins.zeroStage = zero;
+  if (microBatchSize > 0)
+    request.pins.microBatchSize = microBatchSize;
+  if (!recompute.empty()) {
+    autopar::Recompute r;
+    if (!autopar::parseRecompute(recompute, r))
+      return fail("--recompute " + recompute +
+                  " is not one of none, selective, full");
+    request.pins.recompute = r;
+  }
+  request.modelName = llvm::sys::path::filename(modelPath).str();
+  // Code generation exists for one CPU rank, inference, so far; planning
+  // works for every cluster (--plan-only).
+  std::string codegenLimit;
+  if (!cluster->isLocalCpu())
+    codegenLimit = "GPU code generation is not implemented yet";
+  else if (cluster->worldSize() != 1)
+    codegenLimit = "running on more than one rank needs the distributed "
+                   "runtime, which is not implemented yet";
+  else if (request.mode == autopar::PlanMode::Training)
+    codegenLimit = "code generation for training is not implemented yet";
+  if (!planOnly && !codegenLimit.empty())
+    return fail("--cluster " + clusterSpec +
+                (mode == "train" ? " --mode train" : "") + ": " + codegenLimit +
+                "; use --plan-only to plan and report");
   if (!planOnly && outputDir.empty())
     return fail("no output directory: give -o ARTIFACT_DIR (or --plan-only)");
 
@@ -194,12 +215,20 @@ int main(int argc, char **argv) {
   if (failed(arguments))
     return 1;
 
-  // The single-rank plan. The planner replaces this with a searched one.
-  llvm::outs() << "autopar plan for " << modelPath << " on " << clusterSpec
-               << "\n"
-               << "  mode infer, precision fp32, world size 1\n"
-               << "  mesh dp=1 tp=1 pp=1, zero 0, 1 micro-batch, no "
-                  "recomputation\n";
+  auto plan = autopar::planProgram(main, request);
+  if (!plan)
+    return fail(llvm::toString(plan.takeError()));
+  autopar::printPlanTable(llvm::outs(), *plan, request);
+  if (explain)
+    autopar::printPlanExplanation(llvm::outs(), *plan);
+  if (!reportJson.empty()) {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(reportJson, ec);
+    if (ec)
+      return fail("cannot write " + reportJson + ": " + ec.message());
+    os << llvm::formatv("{0:2}", autopar::planReportJson(*plan, request))
+       << "\n";
+  }
   if (planOnly)
     return 0;
 
@@ -209,7 +238,8 @@ int main(int argc, char **argv) {
 
   llvm::outs().flush();
   if (failed(autopar::lowerToLLVMForCpu(*module)))
-    return fail("lowering " + modelPath + " to native code failed (see the "
+    return fail("lowering " + modelPath +
+                " to native code failed (see the "
                 "diagnostics above)");
   writeIR("llvm-dialect.mlir", *module);
 
@@ -230,15 +260,15 @@ int main(int argc, char **argv) {
   llvm::sys::fs::make_absolute(absModel);
   description.modelPath = std::string(absModel);
   description.cluster = clusterSpec;
-  description.worldSize = *worldSize;
+  description.worldSize = cluster->worldSize();
   description.arguments = std::move(*arguments);
-  if (failed(autopar::writeManifest(outputDir, std::move(description),
-                                    *weights, error)))
+  if (failed(autopar::writeManifest(outputDir, std::move(description), *weights,
+                                    error)))
     return fail(error);
 
-  double seconds = std::chrono::duration<double>(
-                       std::chrono::steady_clock::now() - start)
-                       .count();
+  double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
   llvm::outs() << "wrote " << outputDir << " (compiled in "
                << llvm::format("%.2f", seconds) << " s)\n";
   return 0;

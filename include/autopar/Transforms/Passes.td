@@ -42,4 +42,36 @@ def ApproximateMath : Pass<"autopar-approximate-math"> {
                            "mlir::vector::VectorDialect"];
 }
 
+def AutoparPlan : Pass<"autopar-plan", "mlir::ModuleOp"> {
+  let summary = "Choose a 3D-parallel plan and annotate the module with it";
+  let description = [{
+    Plans `@main` for a cluster (see Planner.h): data, tensor and pipeline
+    parallelism, ZeRO stage, micro-batches, recomputation, stage boundaries
+    and the tensor-parallel sharding of every op, chosen by predicted step
+    time under a memory limit. The module gets a `shard.grid @autopar_grid`
+    of shape dp x tp, `shard.shard` annotations (the inputs' batch split over
+    dp; each split op's parameters and result over tp) that upstream
+    `sharding-propagation` and `shard-partition` accept, an `autopar.plan`
+    dictionary and an `autopar.stage` on every op. Options pin parts of the
+    plan like `autopar-compile`'s flags; a plan that cannot exist is an
+    error saying why.
+  }];
+  let options = [
+    Option<"cluster", "cluster", "std::string", "\"local:1\"",
+           "Cluster: a preset (local:N, dgx-h100:NODES, ...) or JSON file">,
+    Option<"mode", "mode", "std::string", "\"infer\"", "infer or train">,
+    Option<"precision", "precision", "std::string", "\"\"",
+           "fp32, bf16 or fp16 (default: bf16 on GPUs, fp32 on CPUs)">,
+    Option<"dp", "dp", "int64_t", "0", "Pin data parallelism">,
+    Option<"tp", "tp", "int64_t", "0", "Pin tensor parallelism">,
+    Option<"pp", "pp", "int64_t", "0", "Pin pipeline parallelism">,
+    Option<"zero", "zero", "int64_t", "-1", "Pin the ZeRO stage">,
+    Option<"microBatchSize", "micro-batch-size", "int64_t", "0",
+           "Pin the micro-batch size">,
+    Option<"recompute", "recompute", "std::string", "\"\"",
+           "Pin recomputation: none, selective or full">,
+  ];
+  let dependentDialects = ["mlir::shard::ShardDialect"];
+}
+
 #endif // AUTOPAR_TRANSFORMS_PASSES

@@ -1,0 +1,154 @@
+//===- Planner.h - Automatic 3D-parallel plan search ------------*- C++ -*-===//
+//
+// Given an imported program (one `@main` of linalg on tensors), a global
+// batch and a cluster, the planner chooses data (dp), tensor (tp) and
+// pipeline (pp) parallelism, the ZeRO stage, micro-batch size and count,
+// activation recomputation, pipeline stage boundaries and the sharding of
+// every op, by predicting step time and memory with the cost model
+// (Analysis/CostModel.h). Search is hierarchical (ARCHITECTURE.md, principle
+// 5): the program is cut into segments where a single activation is live,
+// identical segments (repeated layers) are solved once, per-op sharding
+// within a segment is an exact dynamic program over the live tensors'
+// shardings derived from the ops' indexing maps (upstream ShardingInterface),
+// stage boundaries come from a balanced partition of segments, and grid
+// shapes, ZeRO stages, micro-batch sizes and recomputation are enumerated
+// around that.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef AUTOPAR_TRANSFORMS_PLANNER_H
+#define AUTOPAR_TRANSFORMS_PLANNER_H
+
+#include "autopar/Analysis/CostModel.h"
+#include "autopar/Target/Cluster.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/Support/Error.h"
+#include "llvm/Support/JSON.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace autopar {
+
+enum class PlanMode { Inference, Training };
+enum class Recompute { None, Selective, Full };
+llvm::StringRef recomputeName(Recompute r); ///< "none", "selective", "full"
+bool parseRecompute(llvm::StringRef name, Recompute &r);
+
+/// Parts of the plan the user fixed (`--dp`, `--tp`, ...).
+struct PlanPins {
+  std::optional<int64_t> dp, tp, pp;
+  std::optional<int> zeroStage;
+  std::optional<int64_t> microBatchSize;
+  std::optional<Recompute> recompute;
+};
+
+struct PlanRequest {
+  ClusterSpec cluster;
+  PlanMode mode = PlanMode::Inference;
+  Precision precision = Precision::FP32;
+  PlanPins pins;
+  /// Name of the model in reports.
+  std::string modelName;
+  /// How many runner-up plans to report.
+  int maxAlternatives = 4;
+};
+
+struct MemoryBreakdown {
+  double parameters = 0, gradients = 0, optimizerStates = 0, activations = 0,
+         communication = 0, other = 0;
+  double total() const {
+    return parameters + gradients + optimizerStates + activations +
+           communication + other;
+  }
+};
+
+struct StepBreakdown {
+  double compute = 0, exposedCommunication = 0, bubble = 0, optimizer = 0;
+};
+
+/// One pipeline stage: a contiguous range of segments.
+struct StagePlan {
+  int64_t firstSegment = 0, lastSegment = 0; ///< inclusive
+  int64_t onnxNodes = 0;
+  /// Layers (repeated segments) in the stage, as "first-last", for reports.
+  std::string layers;
+  double secondsPerMicroBatch = 0; ///< forward (+ backward when training)
+  MemoryBreakdown memory;
+};
+
+/// A fully specified plan and its predicted cost.
+struct PlanCandidate {
+  int64_t dp = 1, tp = 1, pp = 1;
+  int zeroStage = 0;
+  int64_t microBatchSize = 1, numMicroBatches = 1;
+  Recompute recompute = Recompute::None;
+  PipelineSchedule schedule = PipelineSchedule::OneFOneB;
+
+  double stepSeconds = 0;
+  StepBreakdown time;
+  /// Most loaded rank at its peak.
+  MemoryBreakdown memory;
+  bool fits = false;
+  std::vector<StagePlan> stages;
+  double tokensPerSecond = 0, tflopsPerGpu = 0, mfu = 0, bubbleFraction = 0;
+  /// For runner-ups: why this plan lost to the chosen one.
+  std::string whyNot;
+};
+
+/// The sharding chosen for one op, for `--explain` and annotations.
+struct OpDecision {
+  mlir::Operation *op = nullptr;
+  std::string name;       ///< the ONNX node name (the op's location)
+  std::string sharding;   ///< e.g. "split d1 over tp (result split dim 1)"
+  int64_t splitLoop = -1; ///< loop split over tp, -1 when replicated
+  /// Sharding over tp of each operand and of the result: a tensor dim (>= 0),
+  /// -1 replicated, -2 partial sum.
+  std::vector<int> operandShardings;
+  int resultSharding = -1;
+  double computeSeconds = 0, communicationSeconds = 0;
+};
+
+struct PlanResult {
+  PlanCandidate best;
+  std::vector<PlanCandidate> alternatives;
+  std::vector<OpDecision> decisions; ///< for the chosen tp, per op
+  /// Pipeline stage of every op of `@main`.
+  std::vector<std::pair<mlir::Operation *, int64_t>> opStages;
+  double searchSeconds = 0;
+  int64_t globalBatch = 1;
+  int64_t tokensPerStep = 1;
+  double parameters = 0;   ///< model parameters
+  double flopsPerStep = 0; ///< model FLOPs of one step (no recompute)
+  int64_t segments = 0, distinctSegments = 0;
+  int64_t candidatesEvaluated = 0;
+};
+
+/// Plans `main`. Errors say why no plan exists (pins that cannot work, a
+/// model that fits nowhere with the smallest memory any plan needed, ...).
+llvm::Expected<PlanResult> planProgram(mlir::func::FuncOp main,
+                                       const PlanRequest &request);
+
+/// The plan report of INTERFACES.md.
+llvm::json::Value planReportJson(const PlanResult &result,
+                                 const PlanRequest &request);
+
+/// The human-readable plan table printed by autopar-compile.
+void printPlanTable(llvm::raw_ostream &os, const PlanResult &result,
+                    const PlanRequest &request);
+
+/// Each op's sharding decision with its cost (`--explain`).
+void printPlanExplanation(llvm::raw_ostream &os, const PlanResult &result);
+
+/// Annotates `module` with the plan: a `shard.grid @autopar_grid` of shape
+/// dp x tp (x pp), `shard.shard` ops carrying each op's chosen sharding (for
+/// upstream `sharding-propagation` and `shard-partition`), the batch split of
+/// the inputs over dp, and `autopar.stage` on every op.
+void annotateModuleWithPlan(mlir::ModuleOp module, const PlanResult &result);
+
+} // namespace autopar
+
+#endif // AUTOPAR_TRANSFORMS_PLANNER_H

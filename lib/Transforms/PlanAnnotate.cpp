@@ -1,0 +1,119 @@
+//===- PlanAnnotate.cpp - The plan as shard dialect annotations -----------===//
+//
+// Writes the chosen plan into the module so that upstream
+// `sharding-propagation` and `shard-partition` can partition it: a grid of
+// shape dp x tp, the graph inputs' batch split over dp, each parameter's
+// split over tp as its consumer needs it, and each split op's result
+// sharding. Pipeline stages are `autopar.stage` attributes.
+//
+//===----------------------------------------------------------------------===//
+
+#include "autopar/Import/OnnxImporter.h"
+#include "autopar/Transforms/Planner.h"
+
+#include "mlir/Dialect/Shard/IR/ShardDialect.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "mlir/IR/Builders.h"
+
+using namespace mlir;
+namespace autopar {
+
+static constexpr llvm::StringLiteral kGridName = "autopar_grid";
+
+/// A `shard.sharding` splitting tensor dim `tpDim` over grid axis 1 (tp) and,
+/// when `dpBatch`, dim 0 over axis 0 (dp).
+static Value createSharding(OpBuilder &b, Location loc, int64_t rank, int tpDim,
+                            bool dpBatch) {
+  SmallVector<SmallVector<int16_t>> axes(std::max<int64_t>(rank, 0));
+  if (dpBatch && rank > 0)
+    axes[0].push_back(0);
+  if (tpDim >= 0 && tpDim < rank)
+    axes[tpDim].push_back(1);
+  // Trailing empty entries are dropped, as the shard dialect prints them.
+  while (!axes.empty() && axes.back().empty())
+    axes.pop_back();
+  SmallVector<shard::GridAxesAttr> attrs;
+  for (auto &a : axes)
+    attrs.push_back(shard::GridAxesAttr::get(b.getContext(), a));
+  return shard::ShardingOp::create(
+             b, loc, FlatSymbolRefAttr::get(b.getContext(), kGridName), attrs)
+      .getResult();
+}
+
+void annotateModuleWithPlan(ModuleOp module, const PlanResult &result) {
+  const PlanCandidate &best = result.best;
+  MLIRContext *ctx = module.getContext();
+  ctx->getOrLoadDialect<shard::ShardDialect>();
+  OpBuilder b(ctx);
+  b.setInsertionPointToStart(module.getBody());
+  shard::GridOp::create(b, module.getLoc(), kGridName,
+                        ArrayRef<int64_t>{best.dp, best.tp});
+  module->setAttr(
+      "autopar.plan",
+      b.getDictionaryAttr({
+          b.getNamedAttr("dp", b.getI64IntegerAttr(best.dp)),
+          b.getNamedAttr("tp", b.getI64IntegerAttr(best.tp)),
+          b.getNamedAttr("pp", b.getI64IntegerAttr(best.pp)),
+          b.getNamedAttr("zero_stage", b.getI64IntegerAttr(best.zeroStage)),
+          b.getNamedAttr("micro_batch_size",
+                         b.getI64IntegerAttr(best.microBatchSize)),
+          b.getNamedAttr("num_micro_batches",
+                         b.getI64IntegerAttr(best.numMicroBatches)),
+      }));
+
+  for (auto [op, stage] : result.opStages)
+    op->setAttr("autopar.stage", b.getI64IntegerAttr(stage));
+
+  // Graph inputs are split over dp along the batch.
+  auto main = module.lookupSymbol<func::FuncOp>("main");
+  if (main && best.dp > 1) {
+    b.setInsertionPointToStart(&main.getBody().front());
+    for (BlockArgument arg : main.getArguments()) {
+      if (!main.getArgAttr(arg.getArgNumber(), attrs::kInput))
+        continue;
+      auto type = dyn_cast<RankedTensorType>(arg.getType());
+      if (!type || type.getRank() == 0)
+        continue;
+      Value s = createSharding(b, arg.getLoc(), type.getRank(), -1, true);
+      auto annotated = shard::ShardOp::create(b, arg.getLoc(), arg, s,
+                                              /*annotate_for_users=*/true);
+      arg.replaceAllUsesExcept(annotated.getResult(), annotated);
+    }
+  }
+
+  // Split ops: their parameter operands and their results.
+  for (const OpDecision &d : result.decisions) {
+    if (d.splitLoop < 0 || best.tp <= 1)
+      continue;
+    Operation *op = d.op;
+    b.setInsertionPoint(op);
+    for (auto [k, operand] : llvm::enumerate(op->getOperands())) {
+      auto arg = dyn_cast<BlockArgument>(operand);
+      if (!arg || k >= d.operandShardings.size() || d.operandShardings[k] < 0)
+        continue;
+      auto owner = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp());
+      if (!owner || !owner.getArgAttr(arg.getArgNumber(), attrs::kParameter))
+        continue;
+      auto type = cast<RankedTensorType>(operand.getType());
+      Value s = createSharding(b, op->getLoc(), type.getRank(),
+                               d.operandShardings[k], false);
+      auto annotated = shard::ShardOp::create(b, op->getLoc(), operand, s,
+                                              /*annotate_for_users=*/true);
+      op->setOperand(k, annotated.getResult());
+    }
+    if (op->getNumResults() != 1 || d.resultSharding < 0)
+      continue;
+    Value res = op->getResult(0);
+    auto type = dyn_cast<RankedTensorType>(res.getType());
+    if (!type)
+      continue;
+    b.setInsertionPointAfter(op);
+    Value s = createSharding(b, op->getLoc(), type.getRank(), d.resultSharding,
+                             false);
+    auto annotated = shard::ShardOp::create(b, op->getLoc(), res, s,
+                                            /*annotate_for_users=*/false);
+    res.replaceAllUsesExcept(annotated.getResult(), annotated);
+  }
+}
+
+} // namespace autopar

@@ -1,0 +1,290 @@
+//===- PlanGraph.cpp - The program as the planner sees it -----------------===//
+//
+// Flattens `@main` into ops over numbered tensors, derives each op's
+// tensor-parallel options from its iteration domain and indexing maps (the
+// information upstream's ShardingInterface exposes for linalg ops), and cuts
+// the program into segments at points where a single activation is live:
+// the boundaries between transformer blocks (and between their attention and
+// MLP halves), or between the stages of a CNN.
+//
+//===----------------------------------------------------------------------===//
+
+#include "PlannerImpl.h"
+
+#include "autopar/Import/OnnxImporter.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "llvm/ADT/Hashing.h"
+#include "llvm/ADT/StringSet.h"
+
+using namespace mlir;
+namespace autopar::plan {
+
+std::string shardingName(TensorSharding s) {
+  if (s == kReplicated)
+    return "replicated";
+  if (s == kPartial)
+    return "partial sum";
+  return "split dim " + std::to_string(s);
+}
+
+static double tensorBytes(Type type) {
+  auto tensor = dyn_cast<RankedTensorType>(type);
+  if (!tensor || !tensor.hasStaticShape())
+    return 0;
+  unsigned bits = tensor.getElementType().getIntOrFloatBitWidth();
+  return double(tensor.getNumElements()) * std::max(1u, bits / 8);
+}
+
+/// Options of a linalg op: replicate, or split one loop whose range tp can
+/// divide later (divisibility is checked per tp in the search).
+static void linalgOptions(linalg::LinalgOp op, PlanOp &planOp) {
+  SmallVector<AffineMap> maps = op.getIndexingMapsArray();
+  SmallVector<utils::IteratorType> iterators = op.getIteratorTypesArray();
+  // Loops read through linalg.index would need offsets when split.
+  llvm::SmallDenseSet<int64_t> indexed;
+  op->walk([&](linalg::IndexOp index) { indexed.insert(index.getDim()); });
+
+  OpOption whole;
+  whole.operands.assign(op->getNumOperands(), kReplicated);
+  whole.wholeOperandOfSplitOp.assign(op->getNumOperands(), false);
+  planOp.options.push_back(whole);
+  planOp.loopRanges = op.getStaticLoopRanges();
+  planOp.isContraction = planOp.cost.kind == ComputeKind::Gemm;
+
+  for (int64_t loop = 0; loop < int64_t(iterators.size()); ++loop) {
+    if (indexed.contains(loop))
+      continue;
+    OpOption option;
+    option.splitLoop = loop;
+    bool valid = true;
+    for (auto [k, map] : llvm::enumerate(maps)) {
+      TensorSharding s = kReplicated;
+      for (unsigned j = 0; j < map.getNumResults(); ++j) {
+        AffineExpr e = map.getResult(j);
+        if (auto dim = dyn_cast<AffineDimExpr>(e)) {
+          if (dim.getPosition() == loop)
+            s = j;
+        } else if (e.isFunctionOfDim(loop)) {
+          valid = false; // e.g. a convolution's input window
+        }
+      }
+      option.operands.push_back(s);
+      option.wholeOperandOfSplitOp.push_back(s == kReplicated);
+    }
+    if (!valid)
+      continue;
+    // The result follows the (first) init operand's map.
+    int64_t init = op.getNumDpsInputs();
+    option.result = iterators[loop] == utils::IteratorType::reduction
+                        ? kPartial
+                        : option.operands[init];
+    // Reduction results that are not sums (max) still reduce across ranks;
+    // the cost is the same all-reduce.
+    planOp.options.push_back(option);
+  }
+}
+
+/// Options of ops that only move data: sharding passes through unchanged
+/// dims. `map[i]` is the result dim of operand dim i, or -1.
+static void passThroughOptions(Operation *op, ArrayRef<int64_t> map,
+                               PlanOp &planOp) {
+  if (op->getNumOperands() > 0)
+    if (auto t = dyn_cast<RankedTensorType>(op->getOperand(0).getType()))
+      planOp.loopRanges.assign(t.getShape().begin(), t.getShape().end());
+  OpOption whole;
+  whole.operands.assign(op->getNumOperands(), kReplicated);
+  whole.wholeOperandOfSplitOp.assign(op->getNumOperands(), false);
+  planOp.options.push_back(whole);
+  for (auto [i, j] : llvm::enumerate(map)) {
+    if (j < 0)
+      continue;
+    OpOption option = whole;
+    option.splitLoop = i;
+    option.operands[0] = i;
+    option.result = j;
+    planOp.options.push_back(option);
+  }
+}
+
+static void shapeOpOptions(Operation *op, PlanOp &planOp) {
+  if (auto expand = dyn_cast<tensor::ExpandShapeOp>(op)) {
+    SmallVector<int64_t> map;
+    for (const auto &group : expand.getReassociationIndices())
+      map.push_back(group.front());
+    return passThroughOptions(op, map, planOp);
+  }
+  if (auto collapse = dyn_cast<tensor::CollapseShapeOp>(op)) {
+    auto groups = collapse.getReassociationIndices();
+    SmallVector<int64_t> map(collapse.getSrcType().getRank(), -1);
+    for (auto [g, group] : llvm::enumerate(groups))
+      map[group.front()] = g;
+    return passThroughOptions(op, map, planOp);
+  }
+  if (auto slice = dyn_cast<tensor::ExtractSliceOp>(op)) {
+    auto srcShape = slice.getSourceType().getShape();
+    llvm::SmallBitVector dropped = slice.getDroppedDims();
+    SmallVector<int64_t> map(srcShape.size(), -1);
+    int64_t j = 0;
+    for (int64_t i = 0; i < int64_t(srcShape.size()); ++i) {
+      if (dropped.test(i))
+        continue;
+      bool full = slice.isDynamicOffset(i) == false &&
+                  slice.getStaticOffsets()[i] == 0 &&
+                  slice.getStaticSizes()[i] == srcShape[i] &&
+                  slice.getStaticStrides()[i] == 1;
+      if (full)
+        map[i] = j;
+      ++j;
+    }
+    return passThroughOptions(op, map, planOp);
+  }
+  passThroughOptions(op, {}, planOp);
+}
+
+static double numElements(ArrayRef<int64_t> shape) {
+  double n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+
+/// The ONNX node an op came from (its NameLoc), for counting nodes.
+static std::string onnxNodeName(Operation *op) {
+  if (auto name = dyn_cast<NameLoc>(op->getLoc()))
+    return name.getName().str();
+  return "";
+}
+
+FailureOr<ProgramGraph> buildProgramGraph(func::FuncOp main) {
+  ProgramGraph graph;
+  auto newValue = [&](Value v) {
+    ValueInfo info;
+    if (auto t = dyn_cast<RankedTensorType>(v.getType()))
+      info.shape.assign(t.getShape().begin(), t.getShape().end());
+    info.bytes = tensorBytes(v.getType());
+    graph.valueIds[v] = graph.values.size();
+    graph.values.push_back(info);
+    return graph.values.size() - 1;
+  };
+
+  bool sawInput = false;
+  for (unsigned i = 0; i < main.getNumArguments(); ++i) {
+    Value arg = main.getArgument(i);
+    int64_t id = newValue(arg);
+    ValueInfo &info = graph.values[id];
+    if (main.getArgAttr(i, attrs::kParameter)) {
+      info.isParameter = true;
+      double elements = info.bytes;
+      if (auto t = dyn_cast<RankedTensorType>(arg.getType()))
+        elements = t.getNumElements();
+      graph.parameterElements += elements;
+      graph.parameterBytes += info.bytes;
+    } else if (!sawInput && !info.shape.empty()) {
+      // The first graph input's leading dim is the global batch.
+      sawInput = true;
+      graph.globalBatch = std::max<int64_t>(1, info.shape.front());
+      auto t = cast<RankedTensorType>(arg.getType());
+      graph.tokensPerStep = isa<IntegerType>(t.getElementType())
+                                ? t.getNumElements()
+                                : graph.globalBatch;
+    }
+  }
+
+  for (Operation &op : main.getBody().front()) {
+    if (isa<func::ReturnOp>(op)) {
+      for (Value v : op.getOperands())
+        if (graph.valueIds.count(v))
+          graph.values[graph.valueIds[v]].isResult = true;
+      continue;
+    }
+    PlanOp planOp;
+    planOp.op = &op;
+    planOp.cost = getOpCost(&op);
+    planOp.free = !planOp.cost.executes;
+    bool activation = false;
+    for (Value operand : op.getOperands()) {
+      auto it = graph.valueIds.find(operand);
+      int64_t id = it == graph.valueIds.end() ? -1 : it->second;
+      planOp.operands.push_back(id);
+      if (id >= 0) {
+        graph.values[id].lastUse = graph.ops.size();
+        activation |=
+            graph.values[id].isActivation || graph.values[id].isParameter;
+      }
+    }
+    if (op.getNumResults() == 1) {
+      planOp.result = newValue(op.getResult(0));
+      graph.values[planOp.result].isActivation = activation;
+    }
+    if (auto linalgOp = dyn_cast<linalg::LinalgOp>(op))
+      linalgOptions(linalgOp, planOp);
+    else
+      shapeOpOptions(&op, planOp);
+    graph.forwardFlops += planOp.cost.flops;
+    graph.ops.push_back(std::move(planOp));
+  }
+
+  // Segments: cut after an op when its result is the only live activation.
+  int64_t start = 0;
+  llvm::SmallDenseSet<int64_t> live;
+  auto closeSegment = [&](int64_t last) {
+    Segment seg;
+    seg.first = start;
+    seg.last = last;
+    llvm::hash_code h = llvm::hash_value(last - start);
+    llvm::StringSet<> nodes;
+    for (int64_t i = start; i <= last; ++i) {
+      Operation *op = graph.ops[i].op;
+      h = llvm::hash_combine(h, op->getName().getStringRef());
+      for (Type t : op->getResultTypes())
+        h = llvm::hash_combine(h, mlir::hash_value(t));
+      for (Value v : op->getOperands())
+        h = llvm::hash_combine(h, mlir::hash_value(v.getType()));
+      for (int64_t id : graph.ops[i].operands)
+        if (id >= 0 && graph.values[id].isParameter)
+          seg.parameterElements += numElements(graph.values[id].shape);
+      std::string name = onnxNodeName(op);
+      if (!name.empty())
+        nodes.insert(name);
+    }
+    seg.signature = h;
+    seg.onnxNodes = nodes.size();
+    graph.segments.push_back(seg);
+    start = last + 1;
+  };
+  for (int64_t i = 0; i < int64_t(graph.ops.size()); ++i) {
+    const PlanOp &op = graph.ops[i];
+    for (int64_t id : op.operands)
+      if (id >= 0 && graph.values[id].lastUse == i &&
+          !graph.values[id].isResult)
+        live.erase(id);
+    if (op.result >= 0 && graph.values[op.result].isActivation &&
+        (graph.values[op.result].lastUse > i ||
+         graph.values[op.result].isResult))
+      live.insert(op.result);
+    bool cut = live.size() == 1 && op.result >= 0 && live.contains(op.result) &&
+               !op.free;
+    if (cut || i + 1 == int64_t(graph.ops.size()))
+      closeSegment(i);
+  }
+
+  // Identical segments are one distinct segment solved once; segments that
+  // repeat are the model's layers.
+  llvm::DenseMap<uint64_t, int64_t> ids, counts;
+  for (Segment &seg : graph.segments)
+    ++counts[seg.signature];
+  int64_t layer = 0;
+  for (Segment &seg : graph.segments) {
+    auto [it, inserted] = ids.try_emplace(seg.signature, ids.size());
+    seg.distinctId = it->second;
+    if (counts[seg.signature] > 1)
+      seg.layerIndex = layer++;
+  }
+  graph.distinctSegments = ids.size();
+  return graph;
+}
+
+} // namespace autopar::plan

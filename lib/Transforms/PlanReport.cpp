@@ -1,0 +1,171 @@
+//===- PlanReport.cpp - Plan report JSON, plan table, --explain -----------===//
+
+#include "PlannerImpl.h"
+
+#include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+namespace autopar {
+
+static llvm::json::Object memoryJson(const MemoryBreakdown &m) {
+  return llvm::json::Object{{"parameters", m.parameters},
+                            {"gradients", m.gradients},
+                            {"optimizer_states", m.optimizerStates},
+                            {"activations", m.activations},
+                            {"communication", m.communication},
+                            {"other", m.other}};
+}
+
+static llvm::json::Object predictedJson(const PlanCandidate &c) {
+  return llvm::json::Object{
+      {"step_time_s", c.stepSeconds},
+      {"tokens_per_s", c.tokensPerSecond},
+      {"tflops_per_gpu", c.tflopsPerGpu},
+      {"mfu", c.mfu},
+      {"bubble_fraction", c.bubbleFraction},
+      {"step_time_breakdown_s",
+       llvm::json::Object{
+           {"compute", c.time.compute},
+           {"exposed_communication", c.time.exposedCommunication},
+           {"bubble", c.time.bubble},
+           {"optimizer", c.time.optimizer}}},
+      {"memory_per_gpu_bytes", c.memory.total()},
+      {"memory_breakdown_bytes", memoryJson(c.memory)},
+      {"fits", c.fits}};
+}
+
+static llvm::json::Object meshJson(const PlanCandidate &c) {
+  return llvm::json::Object{{"dp", c.dp}, {"tp", c.tp}, {"pp", c.pp}};
+}
+
+llvm::json::Value planReportJson(const PlanResult &result,
+                                 const PlanRequest &request) {
+  const PlanCandidate &best = result.best;
+  llvm::json::Array stages;
+  for (auto [i, s] : llvm::enumerate(best.stages))
+    stages.push_back(llvm::json::Object{
+        {"stage", int64_t(i)},
+        {"layers", s.layers},
+        {"segments",
+         llvm::formatv("{0}-{1}", s.firstSegment, s.lastSegment).str()},
+        {"onnx_nodes", s.onnxNodes},
+        {"seconds_per_micro_batch", s.secondsPerMicroBatch},
+        {"memory_bytes", s.memory.total()},
+        {"memory_breakdown_bytes", memoryJson(s.memory)}});
+  llvm::json::Array alternatives;
+  for (const PlanCandidate &a : result.alternatives)
+    alternatives.push_back(
+        llvm::json::Object{{"mesh", meshJson(a)},
+                           {"zero_stage", a.zeroStage},
+                           {"micro_batch_size", a.microBatchSize},
+                           {"num_micro_batches", a.numMicroBatches},
+                           {"recompute", recomputeName(a.recompute)},
+                           {"predicted", predictedJson(a)},
+                           {"why_not", a.whyNot}});
+  const ClusterSpec &cluster = request.cluster;
+  return llvm::json::Object{
+      {"model", request.modelName},
+      {"mode", request.mode == PlanMode::Training ? "train" : "infer"},
+      {"precision", precisionName(request.precision)},
+      {"cluster", cluster.name},
+      {"device", cluster.device.name},
+      {"device_memory_bytes", cluster.device.memoryGiB * 1024.0 * 1024 * 1024},
+      {"world_size", cluster.worldSize()},
+      {"global_batch", result.globalBatch},
+      {"tokens_per_step", result.tokensPerStep},
+      {"parameters", result.parameters},
+      {"model_flops_per_step", result.flopsPerStep},
+      {"mesh", meshJson(best)},
+      {"zero_stage", best.zeroStage},
+      {"micro_batch_size", best.microBatchSize},
+      {"num_micro_batches", best.numMicroBatches},
+      {"recompute", recomputeName(best.recompute)},
+      {"schedule", scheduleName(best.schedule)},
+      {"stages", std::move(stages)},
+      {"predicted", predictedJson(best)},
+      {"search_time_s", result.searchSeconds},
+      {"search",
+       llvm::json::Object{
+           {"segments", result.segments},
+           {"distinct_segments", result.distinctSegments},
+           {"candidates_evaluated", result.candidatesEvaluated}}},
+      {"alternatives", std::move(alternatives)}};
+}
+
+static std::string gib(double bytes) {
+  return llvm::formatv("{0:F2} GiB", bytes / (1024.0 * 1024 * 1024)).str();
+}
+
+static std::string seconds(double s) {
+  if (s >= 1)
+    return llvm::formatv("{0:F3} s", s).str();
+  if (s >= 1e-3)
+    return llvm::formatv("{0:F3} ms", s * 1e3).str();
+  return llvm::formatv("{0:F1} us", s * 1e6).str();
+}
+
+void printPlanTable(llvm::raw_ostream &os, const PlanResult &result,
+                    const PlanRequest &request) {
+  const PlanCandidate &b = result.best;
+  const ClusterSpec &c = request.cluster;
+  os << llvm::formatv("autopar plan for {0} on {1} ({2} x {3} {4})\n",
+                      request.modelName, c.name, c.nodes, c.gpusPerNode,
+                      c.device.name);
+  os << llvm::formatv("  mode {0}, precision {1}, global batch {2} ({3} "
+                      "tokens), {4:F3}B parameters\n",
+                      request.mode == PlanMode::Training ? "train" : "infer",
+                      precisionName(request.precision), result.globalBatch,
+                      result.tokensPerStep, result.parameters / 1e9);
+  os << llvm::formatv("  mesh          dp={0} tp={1} pp={2}   zero {3}   "
+                      "micro-batch {4} x {5}   recompute {6}   schedule {7}\n",
+                      b.dp, b.tp, b.pp, b.zeroStage, b.microBatchSize,
+                      b.numMicroBatches, recomputeName(b.recompute),
+                      scheduleName(b.schedule));
+  os << llvm::formatv("  step time     {0}  (compute {1}, exposed comm {2}, "
+                      "bubble {3}, optimizer {4})\n",
+                      seconds(b.stepSeconds), seconds(b.time.compute),
+                      seconds(b.time.exposedCommunication),
+                      seconds(b.time.bubble), seconds(b.time.optimizer));
+  os << llvm::formatv("  throughput    {0:F1} tokens/s, {1:F1} TFLOP/s per "
+                      "device, MFU {2:P1}\n",
+                      b.tokensPerSecond, b.tflopsPerGpu, b.mfu);
+  const MemoryBreakdown &m = b.memory;
+  os << llvm::formatv("  memory/device {0} of {1:F1} GiB (params {2}, grads "
+                      "{3}, optimizer {4}, activations {5}, comm {6}, other "
+                      "{7})\n",
+                      gib(m.total()), c.device.memoryGiB, gib(m.parameters),
+                      gib(m.gradients), gib(m.optimizerStates),
+                      gib(m.activations), gib(m.communication), gib(m.other));
+  for (auto [i, s] : llvm::enumerate(b.stages))
+    os << llvm::formatv("  stage {0,-3}    segments {1}-{2}{3}, {4} ONNX "
+                        "nodes, {5} per micro-batch, {6}\n",
+                        i, s.firstSegment, s.lastSegment,
+                        s.layers.empty() ? "" : " (layers " + s.layers + ")",
+                        s.onnxNodes, seconds(s.secondsPerMicroBatch),
+                        gib(s.memory.total()));
+  os << llvm::formatv("  searched      {0} plans over {1} segments ({2} "
+                      "distinct) in {3}\n",
+                      result.candidatesEvaluated, result.segments,
+                      result.distinctSegments, seconds(result.searchSeconds));
+  if (!result.alternatives.empty())
+    os << "  runner-ups:\n";
+  for (const PlanCandidate &a : result.alternatives)
+    os << llvm::formatv("    dp={0} tp={1} pp={2} zero {3} mb {4} recompute "
+                        "{5}: {6}\n",
+                        a.dp, a.tp, a.pp, a.zeroStage, a.microBatchSize,
+                        recomputeName(a.recompute), a.whyNot);
+}
+
+void printPlanExplanation(llvm::raw_ostream &os, const PlanResult &result) {
+  os << "per-op decisions (tp=" << result.best.tp << ", micro-batch "
+     << result.best.microBatchSize << "):\n";
+  for (const OpDecision &d : result.decisions)
+    os << llvm::formatv("  {0,-40} {1,-24} {2,-44} compute {3}\n",
+                        d.name.empty() ? "<unnamed>" : d.name,
+                        d.op->getName().getStringRef(), d.sharding,
+                        seconds(d.computeSeconds));
+}
+
+} // namespace autopar

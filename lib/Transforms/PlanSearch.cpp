@@ -1,0 +1,634 @@
+//===- PlanSearch.cpp - Grid shapes, ZeRO, micro-batches, stages ----------===//
+//
+// Enumerates every (dp, tp, pp) grid that uses the cluster, every ZeRO stage,
+// micro-batch size and recomputation mode the pins allow; for each, stage
+// boundaries come from a balanced partition of the segments, and the plan's
+// step time and peak memory from the cost model. Segment solutions are
+// computed once per (distinct segment, tp) and re-evaluated per micro-batch
+// size; stage partitions are cached per (tp, micro-batch, recompute, pp).
+//
+//===----------------------------------------------------------------------===//
+
+#include "PlannerImpl.h"
+
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <chrono>
+#include <map>
+#include <set>
+
+using namespace mlir;
+namespace autopar {
+
+llvm::StringRef recomputeName(Recompute r) {
+  switch (r) {
+  case Recompute::None:
+    return "none";
+  case Recompute::Selective:
+    return "selective";
+  case Recompute::Full:
+    return "full";
+  }
+  return "";
+}
+
+bool parseRecompute(llvm::StringRef name, Recompute &r) {
+  if (name == "none")
+    r = Recompute::None;
+  else if (name == "selective")
+    r = Recompute::Selective;
+  else if (name == "full")
+    r = Recompute::Full;
+  else
+    return false;
+  return true;
+}
+
+namespace plan {
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024 * 1024;
+
+/// Device memory the runtime itself takes besides the plan's tensors: the
+/// CUDA context and cuBLASLt/NCCL workspaces. An assumption (about 1 GiB on
+/// recent GPUs) until `bench/gpu` measures it; none on CPU ranks.
+double runtimeReservedBytes(const ClusterSpec &cluster) {
+  return cluster.isLocalCpu() ? 0 : 1.0 * kGiB;
+}
+
+std::vector<int64_t> divisors(int64_t n) {
+  std::vector<int64_t> d;
+  for (int64_t i = 1; i * i <= n; ++i)
+    if (n % i == 0) {
+      d.push_back(i);
+      if (i != n / i)
+        d.push_back(n / i);
+    }
+  llvm::sort(d);
+  return d;
+}
+
+/// The planner's state for one request.
+class Search {
+public:
+  Search(const ProgramGraph &graph, const PlanRequest &request)
+      : graph(graph), request(request), cluster(request.cluster) {}
+
+  llvm::Expected<PlanResult> run();
+
+private:
+  struct StageSplit {
+    std::vector<std::pair<int64_t, int64_t>> ranges; // segment ranges
+    std::vector<double> seconds;                     // per micro-batch
+  };
+
+  GroupPlacement tpPlacement(int64_t tp) const {
+    GroupPlacement g;
+    g.size = tp;
+    g.ranksPerNode = std::min(tp, cluster.gpusPerNode);
+    g.concurrentGroupsPerNode =
+        std::max<int64_t>(1, cluster.gpusPerNode / g.ranksPerNode);
+    return g;
+  }
+  GroupPlacement dpPlacement(int64_t dp, int64_t tp) const {
+    GroupPlacement g;
+    g.size = dp;
+    g.ranksPerNode = std::clamp<int64_t>(cluster.gpusPerNode / tp, 1, dp);
+    g.concurrentGroupsPerNode = std::min(tp, cluster.gpusPerNode);
+    return g;
+  }
+  CostContext context(int64_t tp, int64_t microBatch) const {
+    CostContext ctx;
+    ctx.cluster = &cluster;
+    ctx.precision = request.precision;
+    ctx.mode = request.mode;
+    ctx.tpGroup = tpPlacement(tp);
+    ctx.batchScale = double(microBatch) / graph.globalBatch;
+    ctx.elementScale = activationElementBytes(request.precision) / 4;
+    return ctx;
+  }
+  const std::vector<SegmentCost> &segmentCosts(int64_t tp, int64_t microBatch);
+  double segmentSeconds(const SegmentCost &c, Recompute r) const;
+  const StageSplit &stages(int64_t tp, int64_t microBatch, Recompute r,
+                           int64_t pp);
+  PlanCandidate evaluate(int64_t dp, int64_t tp, int64_t pp, int zero,
+                         int64_t microBatch, Recompute r);
+  void explain(const PlanCandidate &best, PlanResult &result);
+
+  const ProgramGraph &graph;
+  const PlanRequest &request;
+  const ClusterSpec &cluster;
+  /// Options chosen per distinct segment, per tp.
+  std::map<std::pair<int64_t, int64_t>, std::vector<int>> solutions;
+  std::map<std::pair<int64_t, int64_t>, std::vector<SegmentCost>> costs;
+  std::map<std::tuple<int64_t, int64_t, int, int64_t>, StageSplit> splits;
+};
+
+const std::vector<SegmentCost> &Search::segmentCosts(int64_t tp,
+                                                     int64_t microBatch) {
+  auto key = std::make_pair(tp, microBatch);
+  auto it = costs.find(key);
+  if (it != costs.end())
+    return it->second;
+  CostContext ctx = context(tp, microBatch);
+  std::vector<SegmentCost> result;
+  std::vector<SegmentCost> byDistinct(graph.distinctSegments);
+  std::vector<bool> done(graph.distinctSegments, false);
+  for (const Segment &seg : graph.segments) {
+    if (!done[seg.distinctId]) {
+      auto solKey = std::make_pair(seg.distinctId, tp);
+      auto sol = solutions.find(solKey);
+      if (sol == solutions.end()) {
+        SegmentCost solved = solveSegment(graph, seg, tp, ctx);
+        solutions[solKey] = solved.choice;
+        byDistinct[seg.distinctId] = std::move(solved);
+      } else {
+        byDistinct[seg.distinctId] =
+            evaluateSegment(graph, seg, tp, ctx, sol->second);
+      }
+      done[seg.distinctId] = true;
+    }
+    result.push_back(byDistinct[seg.distinctId]);
+  }
+  return costs[key] = std::move(result);
+}
+
+double Search::segmentSeconds(const SegmentCost &c, Recompute r) const {
+  double t = c.forwardCompute + c.forwardComm;
+  if (request.mode == PlanMode::Training)
+    t += c.backwardCompute + c.backwardComm + c.recomputeCompute[int(r)];
+  return t;
+}
+
+/// Contiguous segment ranges for `pp` stages minimizing the slowest stage
+/// (binary search on the bottleneck, greedy fill).
+const Search::StageSplit &Search::stages(int64_t tp, int64_t microBatch,
+                                         Recompute r, int64_t pp) {
+  auto key = std::make_tuple(tp, microBatch, int(r), pp);
+  auto it = splits.find(key);
+  if (it != splits.end())
+    return it->second;
+  const std::vector<SegmentCost> &segs = segmentCosts(tp, microBatch);
+  int64_t n = segs.size();
+  std::vector<double> t(n);
+  double total = 0, largest = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    t[i] = segmentSeconds(segs[i], r);
+    total += t[i];
+    largest = std::max(largest, t[i]);
+  }
+  auto fill = [&](double cap, StageSplit *out) {
+    int64_t used = 0, first = 0;
+    double acc = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      // Leave at least one segment for each remaining stage.
+      bool mustCut = n - i == pp - used - 1 && used < pp - 1;
+      if (i > first && (acc + t[i] > cap || mustCut) && used < pp - 1) {
+        if (out) {
+          out->ranges.push_back({first, i - 1});
+          out->seconds.push_back(acc);
+        }
+        ++used;
+        first = i;
+        acc = 0;
+      }
+      acc += t[i];
+      if (acc > cap && i == first && cap < t[i])
+        return false;
+    }
+    if (out) {
+      out->ranges.push_back({first, n - 1});
+      out->seconds.push_back(acc);
+    }
+    return acc <= cap * (1 + 1e-9);
+  };
+  double lo = std::max(largest, total / pp), hi = total;
+  for (int iter = 0; iter < 40 && hi - lo > 1e-6 * hi; ++iter) {
+    double mid = (lo + hi) / 2;
+    if (fill(mid, nullptr))
+      hi = mid;
+    else
+      lo = mid;
+  }
+  StageSplit split;
+  fill(hi, &split);
+  return splits[key] = std::move(split);
+}
+
+PlanCandidate Search::evaluate(int64_t dp, int64_t tp, int64_t pp, int zero,
+                               int64_t microBatch, Recompute r) {
+  PlanCandidate c;
+  c.dp = dp;
+  c.tp = tp;
+  c.pp = pp;
+  c.zeroStage = zero;
+  c.microBatchSize = microBatch;
+  c.numMicroBatches = graph.globalBatch / dp / microBatch;
+  c.recompute = r;
+  c.schedule = PipelineSchedule::OneFOneB;
+  bool training = request.mode == PlanMode::Training;
+  const std::vector<SegmentCost> &segs = segmentCosts(tp, microBatch);
+  const StageSplit &split = stages(tp, microBatch, r, pp);
+  CostContext ctx = context(tp, microBatch);
+
+  // Pipeline boundaries: the activation handed on, point to point. Stages
+  // are dp*tp ranks apart, so they cross nodes once dp*tp fills a node.
+  double p2p = 0;
+  if (pp > 1) {
+    double bytes = 0;
+    for (const auto &range : split.ranges)
+      for (int64_t i = range.first; i <= range.second; ++i)
+        bytes =
+            std::max(bytes, segs[i].savedActivationBytes[int(Recompute::Full)]);
+    GroupPlacement pair;
+    pair.size = 2;
+    pair.ranksPerNode = dp * tp < cluster.gpusPerNode ? 2 : 1;
+    p2p = collectiveTime(cluster, Collective::SendRecv, bytes, pair).seconds;
+  }
+  PipelineTime pipe =
+      pipelineTime(split.seconds, c.numMicroBatches, p2p, c.schedule);
+
+  // Memory and data-parallel synchronization per stage; the most loaded
+  // stage is reported.
+  double worstMemory = -1, dpExposed = 0, optimizer = 0;
+  for (int64_t s = 0; s < int64_t(split.ranges.size()); ++s) {
+    StagePlan stage;
+    stage.firstSegment = split.ranges[s].first;
+    stage.lastSegment = split.ranges[s].second;
+    stage.secondsPerMicroBatch = split.seconds[s];
+    double params = 0, saved = 0, peakLive = 0, message = 0, lastBackward = 0;
+    int64_t firstLayer = -1, lastLayer = -1;
+    for (int64_t i = stage.firstSegment; i <= stage.lastSegment; ++i) {
+      params += segs[i].parameterElementsPerRank;
+      saved += segs[i].savedActivationBytes[int(r)];
+      peakLive = std::max(peakLive, segs[i].peakLiveBytes);
+      message = std::max(message, segs[i].largestMessageBytes);
+      lastBackward += segs[i].backwardCompute;
+      stage.onnxNodes += graph.segments[i].onnxNodes;
+      int64_t layer = graph.segments[i].layerIndex;
+      if (layer >= 0) {
+        if (firstLayer < 0)
+          firstLayer = layer;
+        lastLayer = layer;
+      }
+    }
+    if (firstLayer >= 0)
+      stage.layers = llvm::formatv("{0}-{1}", firstLayer, lastLayer).str();
+    MemoryBreakdown &m = stage.memory;
+    m.other = runtimeReservedBytes(cluster);
+    m.communication = 2 * message;
+    double dpComm = 0;
+    if (training) {
+      TrainingStateBytes state =
+          trainingStateBytes(params, request.precision, dp, zero);
+      m.parameters = state.parameters;
+      m.gradients = state.gradients;
+      m.optimizerStates = state.optimizerStates;
+      m.activations =
+          saved * microBatchesInFlight(c.schedule, pp, s, c.numMicroBatches);
+      // Gradients are reduced over dp once per step (reduce-scatter for
+      // ZeRO >= 2, all-reduce otherwise; ZeRO 1-2 then all-gather the
+      // updated parameters, ZeRO-3 gathers them for every micro-batch's
+      // forward and backward).
+      double gradBytes =
+          params * (request.precision == Precision::FP32 ? 4 : 2);
+      GroupPlacement dpGroup = dpPlacement(dp, tp);
+      if (dp > 1) {
+        auto t = [&](Collective k, double b) {
+          return collectiveTime(cluster, k, b, dpGroup).seconds;
+        };
+        if (zero == 0)
+          dpComm = t(Collective::AllReduce, gradBytes);
+        else
+          dpComm = t(Collective::ReduceScatter, gradBytes) +
+                   t(Collective::AllGather, gradBytes);
+        if (zero == 3)
+          dpComm += 2 * c.numMicroBatches * t(Collective::AllGather, gradBytes);
+        m.communication += gradBytes / std::max<int64_t>(1, dp); // bucket
+      }
+      // Overlapped with the last micro-batch's backward pass.
+      dpExposed = std::max(dpExposed, std::max(0.0, dpComm - lastBackward));
+      // AdamW reads and writes parameters, gradients, master weights and
+      // moments: memory-bound.
+      double owned = params / (zero >= 1 ? dp : 1);
+      double bytesPerParam = request.precision == Precision::FP32 ? 4 * 7 : 30;
+      optimizer =
+          std::max(optimizer, computeTime(cluster, request.precision,
+                                          ComputeKind::Elementwise, 12 * owned,
+                                          bytesPerParam * owned)
+                                  .seconds);
+    } else {
+      m.parameters = inferenceParameterBytes(params, request.precision);
+      m.activations = peakLive;
+    }
+    if (m.total() > worstMemory) {
+      worstMemory = m.total();
+      c.memory = m;
+    }
+    c.stages.push_back(std::move(stage));
+  }
+
+  c.time.bubble = pipe.bubbleSeconds;
+  double perMicroBatchComm = 0, perMicroBatchCompute = 0;
+  for (const auto &range : split.ranges) {
+    double comm = 0, comp = 0;
+    for (int64_t i = range.first; i <= range.second; ++i) {
+      comm += segs[i].forwardComm + (training ? segs[i].backwardComm : 0);
+      comp +=
+          segs[i].forwardCompute +
+          (training ? segs[i].backwardCompute + segs[i].recomputeCompute[int(r)]
+                    : 0);
+    }
+    if (comm + comp >= perMicroBatchComm + perMicroBatchCompute) {
+      perMicroBatchComm = comm;
+      perMicroBatchCompute = comp;
+    }
+  }
+  c.time.compute = perMicroBatchCompute * c.numMicroBatches;
+  c.time.exposedCommunication = perMicroBatchComm * c.numMicroBatches +
+                                dpExposed + (pp > 1 ? 2 * (pp - 1) * p2p : 0);
+  c.time.optimizer = optimizer;
+  c.stepSeconds = pipe.seconds + dpExposed + optimizer;
+  c.bubbleFraction = bubbleFraction(pp, c.numMicroBatches);
+  c.fits = c.memory.total() <= cluster.device.memoryGiB * kGiB;
+  double modelFlops = graph.forwardFlops * (training ? 3 : 1);
+  c.tokensPerSecond = graph.tokensPerStep / c.stepSeconds;
+  c.tflopsPerGpu = modelFlops / c.stepSeconds / cluster.worldSize() / 1e12;
+  double peak = cluster.device.peakFlops(request.precision);
+  c.mfu = peak > 0 ? c.tflopsPerGpu * 1e12 / peak : 0;
+  (void)ctx;
+  return c;
+}
+
+/// Seconds with a unit that keeps three significant digits.
+std::string formatSeconds(double s) {
+  if (s >= 1)
+    return llvm::formatv("{0:F3} s", s).str();
+  if (s >= 1e-3)
+    return llvm::formatv("{0:F3} ms", s * 1e3).str();
+  return llvm::formatv("{0:F1} us", s * 1e6).str();
+}
+
+/// Says why `loser` lost to `best`.
+std::string whyNot(const PlanCandidate &loser, const PlanCandidate &best,
+                   const ClusterSpec &cluster) {
+  if (!loser.fits)
+    return llvm::formatv("does not fit: needs {0:F1} GiB per GPU, {1:F1} GiB "
+                         "available",
+                         loser.memory.total() / kGiB, cluster.device.memoryGiB)
+        .str();
+  double slower = loser.stepSeconds / best.stepSeconds - 1;
+  struct Part {
+    const char *what;
+    double delta;
+  } parts[] = {
+      {"more compute per GPU (less parallel work, recomputation or "
+       "small-GEMM efficiency)",
+       loser.time.compute - best.time.compute},
+      {"more exposed communication",
+       loser.time.exposedCommunication - best.time.exposedCommunication},
+      {"a larger pipeline bubble", loser.time.bubble - best.time.bubble},
+      {"a slower optimizer step", loser.time.optimizer - best.time.optimizer},
+  };
+  const Part *worst = &parts[0];
+  for (const Part &p : parts)
+    if (p.delta > worst->delta)
+      worst = &p;
+  return llvm::formatv("predicted {0:P1} slower ({1} vs {2} per step), "
+                       "mostly {3} (+{4})",
+                       slower, formatSeconds(loser.stepSeconds),
+                       formatSeconds(best.stepSeconds), worst->what,
+                       formatSeconds(worst->delta))
+      .str();
+}
+
+void Search::explain(const PlanCandidate &best, PlanResult &result) {
+  const std::vector<SegmentCost> &segs =
+      segmentCosts(best.tp, best.microBatchSize);
+  CostContext ctx = context(best.tp, best.microBatchSize);
+  std::vector<int64_t> stageOfSegment(graph.segments.size(), 0);
+  for (auto [k, stage] : llvm::enumerate(best.stages))
+    for (int64_t s = stage.firstSegment; s <= stage.lastSegment; ++s)
+      stageOfSegment[s] = k;
+  for (auto [s, seg] : llvm::enumerate(graph.segments)) {
+    for (int64_t i = seg.first; i <= seg.last; ++i) {
+      const PlanOp &op = graph.ops[i];
+      result.opStages.push_back({op.op, stageOfSegment[s]});
+      if (op.free)
+        continue;
+      const OpOption &option = op.options[segs[s].choice[i - seg.first]];
+      OpDecision d;
+      d.op = op.op;
+      if (auto name = dyn_cast<NameLoc>(op.op->getLoc()))
+        d.name = name.getName().str();
+      d.splitLoop = option.splitLoop;
+      d.operandShardings.assign(option.operands.begin(), option.operands.end());
+      d.resultSharding = option.result;
+      if (option.splitLoop < 0) {
+        d.sharding = "replicated over tp";
+      } else {
+        d.sharding =
+            llvm::formatv("split loop d{0} over tp (result: {1})",
+                          option.splitLoop, shardingName(option.result))
+                .str();
+      }
+      d.computeSeconds = opComputeSeconds(graph, op, option, best.tp, ctx);
+      result.decisions.push_back(std::move(d));
+    }
+  }
+}
+
+llvm::Expected<PlanResult> Search::run() {
+  auto start = std::chrono::steady_clock::now();
+  int64_t world = cluster.worldSize();
+  int64_t batch = graph.globalBatch;
+  const PlanPins &pins = request.pins;
+  bool training = request.mode == PlanMode::Training;
+  auto error = [](const llvm::Twine &msg) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
+  };
+
+  // Pins that can never work, with the reason.
+  for (auto [name, value] :
+       {std::pair<const char *, std::optional<int64_t>>{"dp", pins.dp},
+        {"tp", pins.tp},
+        {"pp", pins.pp}})
+    if (value && (*value < 1 || world % *value != 0))
+      return error(llvm::formatv("--{0}={1} does not divide the world size "
+                                 "{2} of the cluster",
+                                 name, *value, world)
+                       .str());
+  if (pins.dp && batch % *pins.dp != 0)
+    return error(llvm::formatv("--dp={0} does not divide the global batch "
+                               "{1} (the leading dim of the first input)",
+                               *pins.dp, batch)
+                     .str());
+  if (pins.pp && *pins.pp > int64_t(graph.segments.size()))
+    return error(llvm::formatv("--pp={0}: the model has only {1} segments "
+                               "that can start a pipeline stage",
+                               *pins.pp, graph.segments.size())
+                     .str());
+  if (pins.zeroStage && (*pins.zeroStage < 0 || *pins.zeroStage > 3))
+    return error("--zero must be 0, 1, 2 or 3");
+  if (pins.zeroStage && *pins.zeroStage > 0 && !training)
+    return error("--zero applies to training (--mode train); inference keeps "
+                 "no gradients or optimizer states");
+  if (pins.recompute && *pins.recompute != Recompute::None && !training)
+    return error("--recompute applies to training (--mode train)");
+  if (pins.microBatchSize &&
+      (*pins.microBatchSize < 1 || batch % *pins.microBatchSize != 0))
+    return error(llvm::formatv("--micro-batch-size={0} does not divide the "
+                               "global batch {1}",
+                               *pins.microBatchSize, batch)
+                     .str());
+  if (pins.dp && pins.tp && pins.pp && *pins.dp * *pins.tp * *pins.pp != world)
+    return error(llvm::formatv("--dp={0} x --tp={1} x --pp={2} = {3}, but the "
+                               "cluster has {4} ranks",
+                               *pins.dp, *pins.tp, *pins.pp,
+                               *pins.dp * *pins.tp * *pins.pp, world)
+                     .str());
+
+  std::vector<PlanCandidate> all;
+  int64_t evaluated = 0;
+  for (int64_t tp : divisors(world)) {
+    if (pins.tp && tp != *pins.tp)
+      continue;
+    for (int64_t pp : divisors(world / tp)) {
+      if (pins.pp && pp != *pins.pp)
+        continue;
+      if (pp > int64_t(graph.segments.size()))
+        continue;
+      int64_t dp = world / tp / pp;
+      if (pins.dp && dp != *pins.dp)
+        continue;
+      if (batch % dp != 0)
+        continue;
+      for (int64_t mb : divisors(batch / dp)) {
+        if (pins.microBatchSize && mb != *pins.microBatchSize)
+          continue;
+        // Without a pipeline, micro-batching only adds steps (inference).
+        if (pp == 1 && !training && mb != batch / dp)
+          continue;
+        for (Recompute r :
+             {Recompute::None, Recompute::Selective, Recompute::Full}) {
+          if (!training && r != Recompute::None)
+            continue;
+          if (pins.recompute && r != *pins.recompute)
+            continue;
+          for (int zero = 0; zero <= 3; ++zero) {
+            if ((!training || dp == 1) && zero > 0)
+              continue;
+            if (pins.zeroStage && zero != *pins.zeroStage &&
+                !(dp == 1 && zero == 0))
+              continue;
+            all.push_back(evaluate(dp, tp, pp, zero, mb, r));
+            ++evaluated;
+          }
+        }
+      }
+    }
+  }
+  if (all.empty())
+    return error(llvm::formatv(
+                     "no plan matches the request: the global batch {0} must "
+                     "divide among the data-parallel ranks, the world size {1} "
+                     "must factor as dp x tp x pp with the pins given",
+                     batch, world)
+                     .str());
+
+  auto better = [](const PlanCandidate &a, const PlanCandidate &b) {
+    if (a.fits != b.fits)
+      return a.fits;
+    if (!a.fits)
+      return a.memory.total() < b.memory.total();
+    if (a.stepSeconds != b.stepSeconds)
+      return a.stepSeconds < b.stepSeconds;
+    return a.memory.total() < b.memory.total();
+  };
+  llvm::sort(all, better);
+  if (!all.front().fits) {
+    const PlanCandidate &least = all.front();
+    const MemoryBreakdown &m = least.memory;
+    return error(
+        llvm::formatv(
+            "the model fits on no plan for this cluster: the smallest "
+            "plan (dp={0} tp={1} pp={2} zero={3} micro-batch {4}, "
+            "recompute {5}) needs {6:F2} GiB per GPU but {7} has "
+            "{8:F1} GiB (parameters {9:F2}, gradients {10:F2}, "
+            "optimizer states {11:F2}, activations {12:F2}, "
+            "communication {13:F2}, other {14:F2} GiB); use more or "
+            "larger GPUs, a smaller batch, or --mode infer",
+            least.dp, least.tp, least.pp, least.zeroStage, least.microBatchSize,
+            recomputeName(least.recompute), m.total() / kGiB,
+            cluster.device.name, cluster.device.memoryGiB, m.parameters / kGiB,
+            m.gradients / kGiB, m.optimizerStates / kGiB, m.activations / kGiB,
+            m.communication / kGiB, m.other / kGiB)
+            .str());
+  }
+
+  PlanResult result;
+  result.best = all.front();
+  // Runner-ups: the best plan of each other grid shape first, so the list
+  // shows real alternatives rather than near-copies of the winner.
+  std::set<std::tuple<int64_t, int64_t, int64_t>> shapes = {
+      {result.best.dp, result.best.tp, result.best.pp}};
+  for (size_t i = 1; i < all.size() &&
+                     int(result.alternatives.size()) < request.maxAlternatives;
+       ++i) {
+    auto shape = std::make_tuple(all[i].dp, all[i].tp, all[i].pp);
+    if (!shapes.insert(shape).second)
+      continue;
+    PlanCandidate alt = all[i];
+    alt.whyNot = whyNot(alt, result.best, cluster);
+    result.alternatives.push_back(std::move(alt));
+  }
+  for (size_t i = 1; i < all.size() &&
+                     int(result.alternatives.size()) < request.maxAlternatives;
+       ++i) {
+    bool listed = false;
+    for (const PlanCandidate &a : result.alternatives)
+      listed |= a.dp == all[i].dp && a.tp == all[i].tp && a.pp == all[i].pp &&
+                a.zeroStage == all[i].zeroStage &&
+                a.microBatchSize == all[i].microBatchSize &&
+                a.recompute == all[i].recompute;
+    if (listed)
+      continue;
+    PlanCandidate alt = all[i];
+    alt.whyNot = whyNot(alt, result.best, cluster);
+    result.alternatives.push_back(std::move(alt));
+  }
+  explain(result.best, result);
+  result.globalBatch = batch;
+  result.tokensPerStep = graph.tokensPerStep;
+  result.parameters = graph.parameterElements;
+  result.flopsPerStep = graph.forwardFlops * (training ? 3 : 1);
+  result.segments = graph.segments.size();
+  result.distinctSegments = graph.distinctSegments;
+  result.candidatesEvaluated = evaluated;
+  result.searchSeconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
+  return result;
+}
+
+} // namespace
+} // namespace plan
+
+llvm::Expected<PlanResult> planProgram(func::FuncOp main,
+                                       const PlanRequest &request) {
+  auto start = std::chrono::steady_clock::now();
+  auto graph = plan::buildProgramGraph(main);
+  if (failed(graph))
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "cannot analyse the program for planning");
+  plan::Search search(*graph, request);
+  auto result = search.run();
+  if (result)
+    result->searchSeconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count();
+  return result;
+}
+
+} // namespace autopar

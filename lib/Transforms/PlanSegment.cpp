@@ -1,0 +1,333 @@
+//===- PlanSegment.cpp - Exact tensor-parallel sharding of a segment ------===//
+//
+// A dynamic program over the ops of a segment in program order. Its state is
+// the sharding of every live activation; each op picks one of its options
+// (replicate, or split one loop), paying its compute time and the
+// collectives that bring its operands to the shardings the option needs.
+// Transformer segments keep at most a handful of activations live, so the
+// state space stays small, and the result is exact for the cost model:
+// Megatron's column/row split of the MLP (split n, then split k with one
+// all-reduce of the partial sum) falls out of it rather than being written
+// in.
+//
+//===----------------------------------------------------------------------===//
+
+#include "PlannerImpl.h"
+
+#include "llvm/ADT/DenseMap.h"
+
+#include <map>
+
+using namespace mlir;
+namespace autopar::plan {
+
+static bool isSplit(TensorSharding s) { return s >= 0; }
+
+double opComputeSeconds(const ProgramGraph &graph, const PlanOp &op,
+                        const OpOption &option, int64_t tp,
+                        const CostContext &ctx) {
+  if (op.free || !op.cost.executes)
+    return 0;
+  double divide = option.splitLoop >= 0 ? tp : 1;
+  double flops = op.cost.flops * ctx.batchScale / divide;
+  double bytes = 0;
+  for (auto [k, id] : llvm::enumerate(op.operands)) {
+    if (id < 0)
+      continue;
+    const ValueInfo &v = graph.values[id];
+    double b = ctx.bytes(v);
+    if (k < option.operands.size() && isSplit(option.operands[k]))
+      b /= tp;
+    bytes += b;
+  }
+  if (op.result >= 0) {
+    double b = ctx.bytes(graph.values[op.result]);
+    bytes += isSplit(option.result) ? b / tp : b;
+  }
+  return computeTime(*ctx.cluster, ctx.precision, op.cost.kind, flops, bytes,
+                     op.cost.minDim)
+      .seconds;
+}
+
+double reshardSeconds(TensorSharding from, TensorSharding to, double bytes,
+                      const CostContext &ctx, bool backward) {
+  if (from == to || ctx.tpGroup.size <= 1)
+    return 0;
+  auto time = [&](Collective c) {
+    return collectiveTime(*ctx.cluster, c, bytes, ctx.tpGroup).seconds;
+  };
+  // Forward conversions and their gradients' (reverse) conversions.
+  if (from == kReplicated) // slicing is free; its gradient is gathered
+    return backward ? time(Collective::AllGather) : 0;
+  if (from == kPartial) {
+    if (to == kReplicated) // all-reduce; the gradient is just replicated
+      return backward ? 0 : time(Collective::AllReduce);
+    return backward ? time(Collective::AllGather)
+                    : time(Collective::ReduceScatter);
+  }
+  if (to == kReplicated)
+    return time(backward ? Collective::ReduceScatter : Collective::AllGather);
+  return time(Collective::AllToAll);
+}
+
+namespace {
+struct Entry {
+  double cost;
+  int64_t prev; // index of the state this came from
+  int option;   // option chosen for the op
+};
+/// One DP layer: states (sharding of each tracked value) and their entries.
+struct Layer {
+  std::vector<int64_t> slots; // tracked value ids
+  std::map<std::vector<int>, int64_t> index;
+  std::vector<std::vector<int>> keys;
+  std::vector<Entry> entries;
+  void add(std::vector<int> key, Entry e) {
+    auto [it, inserted] = index.try_emplace(key, entries.size());
+    if (inserted) {
+      keys.push_back(std::move(key));
+      entries.push_back(e);
+    } else if (e.cost < entries[it->second].cost) {
+      entries[it->second] = e;
+    }
+  }
+};
+/// Beyond this many states per op the cheapest are kept (never reached by
+/// the models tested; a guard against pathological graphs).
+constexpr size_t kMaxStates = 4096;
+} // namespace
+
+static bool optionFits(const PlanOp &op, const OpOption &option, int64_t tp) {
+  if (option.splitLoop < 0)
+    return true;
+  if (tp <= 1)
+    return false;
+  if (option.splitLoop >= int64_t(op.loopRanges.size()))
+    return false;
+  int64_t range = op.loopRanges[option.splitLoop];
+  return range >= tp && range % tp == 0;
+}
+
+SegmentCost solveSegment(const ProgramGraph &graph, const Segment &segment,
+                         int64_t tp, const CostContext &ctx) {
+  bool training = ctx.mode == PlanMode::Training;
+  auto tracked = [&](int64_t id) {
+    return id >= 0 && graph.values[id].isActivation;
+  };
+  auto liveAfter = [&](int64_t id, int64_t i) {
+    const ValueInfo &v = graph.values[id];
+    return v.lastUse > i || v.isResult;
+  };
+  auto convert = [&](TensorSharding from, TensorSharding to, double bytes) {
+    double c = reshardSeconds(from, to, bytes, ctx, /*backward=*/false);
+    if (training)
+      c += reshardSeconds(from, to, bytes, ctx, /*backward=*/true);
+    return c;
+  };
+  auto allReduce = [&](double bytes) {
+    return ctx.tpGroup.size <= 1
+               ? 0.0
+               : collectiveTime(*ctx.cluster, Collective::AllReduce, bytes,
+                                ctx.tpGroup)
+                     .seconds;
+  };
+
+  std::vector<Layer> layers(1);
+  layers[0].add({}, {0, -1, -1});
+  for (int64_t i = segment.first; i <= segment.last; ++i) {
+    const PlanOp &op = graph.ops[i];
+    Layer &cur = layers.back();
+    // Activations from before the segment enter replicated.
+    for (int64_t id : op.operands)
+      if (tracked(id) && !llvm::is_contained(cur.slots, id)) {
+        cur.slots.push_back(id);
+        for (auto &key : cur.keys)
+          key.push_back(kReplicated);
+        cur.index.clear();
+        for (auto [k, key] : llvm::enumerate(cur.keys))
+          cur.index[key] = k;
+      }
+    Layer next;
+    for (int64_t id : cur.slots)
+      if (liveAfter(id, i))
+        next.slots.push_back(id);
+    bool trackResult = tracked(op.result) && liveAfter(op.result, i);
+    if (trackResult)
+      next.slots.push_back(op.result);
+
+    for (int64_t s = 0; s < int64_t(cur.entries.size()); ++s) {
+      const std::vector<int> &key = cur.keys[s];
+      for (int o = 0; o < int(op.options.size()); ++o) {
+        const OpOption &option = op.options[o];
+        if (!optionFits(op, option, tp))
+          continue;
+        double cost =
+            cur.entries[s].cost +
+            opComputeSeconds(graph, op, option, tp, ctx) * (training ? 3 : 1);
+        for (auto [k, id] : llvm::enumerate(op.operands)) {
+          if (!tracked(id))
+            continue;
+          int64_t slot = llvm::find(cur.slots, id) - cur.slots.begin();
+          double bytes = ctx.bytes(graph.values[id]);
+          cost += convert(key[slot], option.operands[k], bytes);
+          if (training && option.splitLoop >= 0 &&
+              option.wholeOperandOfSplitOp[k])
+            cost += allReduce(bytes); // its gradient is a partial sum
+        }
+        std::vector<int> nextKey;
+        for (int64_t id : next.slots) {
+          if (id == op.result && trackResult) {
+            nextKey.push_back(option.result);
+            continue;
+          }
+          int64_t slot = llvm::find(cur.slots, id) - cur.slots.begin();
+          nextKey.push_back(key[slot]);
+        }
+        next.add(std::move(nextKey), {cost, s, o});
+      }
+    }
+    if (next.entries.size() > kMaxStates) {
+      std::vector<int64_t> order(next.entries.size());
+      for (size_t k = 0; k < order.size(); ++k)
+        order[k] = k;
+      std::partial_sort(order.begin(), order.begin() + kMaxStates, order.end(),
+                        [&](int64_t a, int64_t b) {
+                          return next.entries[a].cost < next.entries[b].cost;
+                        });
+      Layer pruned;
+      pruned.slots = next.slots;
+      for (size_t k = 0; k < kMaxStates; ++k)
+        pruned.add(next.keys[order[k]], next.entries[order[k]]);
+      next = std::move(pruned);
+    }
+    layers.push_back(std::move(next));
+  }
+
+  // The segment hands its live activations on replicated.
+  Layer &last = layers.back();
+  int64_t bestState = -1;
+  double bestCost = 0;
+  for (int64_t s = 0; s < int64_t(last.entries.size()); ++s) {
+    double cost = last.entries[s].cost;
+    for (auto [k, id] : llvm::enumerate(last.slots))
+      cost +=
+          convert(last.keys[s][k], kReplicated, ctx.bytes(graph.values[id]));
+    if (bestState < 0 || cost < bestCost) {
+      bestState = s;
+      bestCost = cost;
+    }
+  }
+
+  // Walk back to the chosen options, then account for them.
+  int64_t n = segment.last - segment.first + 1;
+  std::vector<int> choice(n, 0);
+  for (int64_t i = n, s = bestState; i > 0; --i) {
+    const Entry &e = layers[i].entries[s];
+    choice[i - 1] = e.option;
+    s = e.prev;
+  }
+  return evaluateSegment(graph, segment, tp, ctx, std::move(choice));
+}
+
+SegmentCost evaluateSegment(const ProgramGraph &graph, const Segment &segment,
+                            int64_t tp, const CostContext &ctx,
+                            std::vector<int> choice) {
+  bool training = ctx.mode == PlanMode::Training;
+  auto tracked = [&](int64_t id) {
+    return id >= 0 && graph.values[id].isActivation;
+  };
+  auto allReduce = [&](double bytes) {
+    return ctx.tpGroup.size <= 1
+               ? 0.0
+               : collectiveTime(*ctx.cluster, Collective::AllReduce, bytes,
+                                ctx.tpGroup)
+                     .seconds;
+  };
+  SegmentCost result;
+  result.choice = std::move(choice);
+  // Activations live past the segment's last op.
+  std::vector<int64_t> outputs;
+  for (int64_t i = segment.first; i <= segment.last; ++i) {
+    int64_t id = graph.ops[i].result;
+    if (tracked(id) &&
+        (graph.values[id].lastUse > segment.last || graph.values[id].isResult))
+      outputs.push_back(id);
+  }
+
+  // Replay the choices to split the cost into its parts.
+  llvm::DenseMap<int64_t, TensorSharding> state;
+  auto shardingOf = [&](int64_t id) {
+    auto it = state.find(id);
+    return it == state.end() ? kReplicated : it->second;
+  };
+  double maxValueBytes = 0;
+  for (int64_t i = segment.first; i <= segment.last; ++i) {
+    const PlanOp &op = graph.ops[i];
+    const OpOption &option = op.options[result.choice[i - segment.first]];
+    double fwd = opComputeSeconds(graph, op, option, tp, ctx);
+    result.forwardCompute += fwd;
+    if (training) {
+      result.backwardCompute += 2 * fwd;
+      result.recomputeCompute[int(Recompute::Full)] += fwd;
+      if (!op.isContraction)
+        result.recomputeCompute[int(Recompute::Selective)] += fwd;
+    }
+    for (auto [k, id] : llvm::enumerate(op.operands)) {
+      if (id < 0)
+        continue;
+      const ValueInfo &v = graph.values[id];
+      if (v.isParameter)
+        result.parameterElementsPerRank += [&] {
+          double e = 1;
+          for (int64_t d : v.shape)
+            e *= d;
+          return e;
+        }() / (isSplit(option.operands[k]) ? tp : 1);
+      if (!tracked(id))
+        continue;
+      double bytes = ctx.bytes(v);
+      TensorSharding from = shardingOf(id), to = option.operands[k];
+      double f = reshardSeconds(from, to, bytes, ctx, false);
+      double b = reshardSeconds(from, to, bytes, ctx, true);
+      if (f > 0 || b > 0)
+        result.largestMessageBytes =
+            std::max(result.largestMessageBytes, bytes);
+      result.forwardComm += f;
+      if (training) {
+        result.backwardComm += b;
+        if (option.splitLoop >= 0 && option.wholeOperandOfSplitOp[k]) {
+          result.backwardComm += allReduce(bytes);
+          result.largestMessageBytes =
+              std::max(result.largestMessageBytes, bytes);
+        }
+      }
+    }
+    if (op.result >= 0) {
+      state[op.result] = option.result;
+      const ValueInfo &v = graph.values[op.result];
+      double bytes = ctx.bytes(v) / (isSplit(option.result) ? tp : 1);
+      maxValueBytes = std::max(maxValueBytes, bytes);
+      if (v.isActivation && !op.free) {
+        result.savedActivationBytes[int(Recompute::None)] += bytes;
+        if (op.isContraction)
+          result.savedActivationBytes[int(Recompute::Selective)] += bytes;
+      }
+    }
+  }
+  // Handing the outputs on replicated.
+  for (int64_t id : outputs) {
+    double bytes = ctx.bytes(graph.values[id]);
+    result.forwardComm +=
+        reshardSeconds(shardingOf(id), kReplicated, bytes, ctx, false);
+    if (training)
+      result.backwardComm +=
+          reshardSeconds(shardingOf(id), kReplicated, bytes, ctx, true);
+    // The segment's input/output is what full recomputation keeps.
+    for (int r = 0; r < 3; ++r)
+      result.savedActivationBytes[r] += r == int(Recompute::Full) ? bytes : 0;
+  }
+  result.peakLiveBytes = 2 * maxValueBytes;
+  return result;
+}
+
+} // namespace autopar::plan

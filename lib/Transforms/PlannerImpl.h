@@ -1,0 +1,151 @@
+//===- PlannerImpl.h - Internals of the plan search -------------*- C++ -*-===//
+
+#ifndef AUTOPAR_LIB_TRANSFORMS_PLANNERIMPL_H
+#define AUTOPAR_LIB_TRANSFORMS_PLANNERIMPL_H
+
+#include "autopar/Analysis/OpCost.h"
+#include "autopar/Transforms/Planner.h"
+
+#include "mlir/IR/Value.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/SmallVector.h"
+
+#include <string>
+#include <vector>
+
+namespace autopar::plan {
+
+/// Sharding of one tensor over the tensor-parallel axis: split along a
+/// tensor dim (>= 0), replicated, or a partial sum awaiting reduction.
+using TensorSharding = int;
+constexpr TensorSharding kReplicated = -1;
+constexpr TensorSharding kPartial = -2;
+std::string shardingName(TensorSharding s);
+
+/// A tensor of the program.
+struct ValueInfo {
+  llvm::SmallVector<int64_t> shape;
+  double bytes = 0;
+  /// Depends on a parameter: its sharding matters. Other tensors (graph
+  /// inputs, constants, values computed from them) are available replicated
+  /// everywhere and can be sliced for free.
+  bool isActivation = false;
+  bool isParameter = false;
+  /// Index of the last op using it, -1 if unused (or a function result).
+  int64_t lastUse = -1;
+  bool isResult = false;
+};
+
+/// One way to run an op under tensor parallelism.
+struct OpOption {
+  int64_t splitLoop = -1; ///< loop split over tp; -1: replicated
+  /// Required sharding of each operand (kReplicated for non-tensors).
+  llvm::SmallVector<TensorSharding> operands;
+  TensorSharding result = kReplicated;
+  /// Operands that stay whole while the op is split: in training their
+  /// gradient is a partial sum to all-reduce.
+  llvm::SmallVector<bool> wholeOperandOfSplitOp;
+};
+
+struct PlanOp {
+  mlir::Operation *op = nullptr;
+  OpCost cost;
+  llvm::SmallVector<int64_t> operands; ///< value ids, -1 for non-tensors
+  int64_t result = -1;                 ///< value id, -1 if none
+  std::vector<OpOption> options;
+  /// Size of each splittable loop (for pass-through ops: the operand dims);
+  /// an option splitting loop d needs loopRanges[d] % tp == 0.
+  llvm::SmallVector<int64_t> loopRanges;
+  /// Contractions (matmul, convolution): kept under selective recompute.
+  bool isContraction = false;
+  /// Free shape ops (reshapes, empties, constants).
+  bool free = false;
+};
+
+/// Ops between two points where a single activation is live.
+struct Segment {
+  int64_t first = 0, last = 0; ///< op indices, inclusive
+  uint64_t signature = 0;
+  int64_t distinctId = 0;  ///< equal for identical (repeated) segments
+  int64_t layerIndex = -1; ///< index among the repeated segments, or -1
+  double parameterElements = 0;
+  int64_t onnxNodes = 0;
+};
+
+struct ProgramGraph {
+  std::vector<PlanOp> ops;
+  std::vector<ValueInfo> values;
+  llvm::DenseMap<mlir::Value, int64_t> valueIds;
+  std::vector<Segment> segments;
+  int64_t distinctSegments = 0;
+  int64_t globalBatch = 1;
+  int64_t tokensPerStep = 1;
+  double parameterElements = 0;
+  double parameterBytes = 0;
+  double forwardFlops = 0;
+};
+
+/// Builds the graph, the ops' sharding options and the segments of `main`.
+llvm::FailureOr<ProgramGraph> buildProgramGraph(mlir::func::FuncOp main);
+
+/// Cost of one segment for a given tp degree and micro-batch.
+struct SegmentCost {
+  double forwardCompute = 0, backwardCompute = 0;
+  double forwardComm = 0, backwardComm = 0;
+  /// Extra forward compute in the backward pass, per Recompute mode.
+  double recomputeCompute[3] = {0, 0, 0};
+  /// Activation bytes kept for the backward pass, per Recompute mode.
+  double savedActivationBytes[3] = {0, 0, 0};
+  /// Largest live set in inference.
+  double peakLiveBytes = 0;
+  /// Largest tensor communicated (sizes communication buffers).
+  double largestMessageBytes = 0;
+  double parameterElementsPerRank = 0;
+  std::vector<int> choice; ///< option per op of the segment
+};
+
+/// Context for costing ops.
+struct CostContext {
+  const ClusterSpec *cluster = nullptr;
+  Precision precision = Precision::FP32;
+  PlanMode mode = PlanMode::Inference;
+  GroupPlacement tpGroup;
+  /// Activations are scaled by microBatch / globalBatch.
+  double batchScale = 1;
+  /// The IR holds f32 (as exported); tensors of a bf16/fp16 plan take half
+  /// the bytes.
+  double elementScale = 1;
+
+  /// Bytes of `v` in this plan: activations per micro-batch, parameters
+  /// whole, both in the plan's precision.
+  double bytes(const ValueInfo &v) const {
+    return v.bytes * elementScale * (v.isParameter ? 1 : batchScale);
+  }
+};
+
+/// Solves the sharding of every op in `segment` exactly (dynamic program over
+/// the shardings of the live tensors). The segment's input and output are
+/// replicated over tp.
+SegmentCost solveSegment(const ProgramGraph &graph, const Segment &segment,
+                         int64_t tp, const CostContext &ctx);
+
+/// The cost of `segment` with the given option per op (from solveSegment),
+/// at the batch scale of `ctx`: re-evaluating a solution for another
+/// micro-batch size is cheap.
+SegmentCost evaluateSegment(const ProgramGraph &graph, const Segment &segment,
+                            int64_t tp, const CostContext &ctx,
+                            std::vector<int> choice);
+
+/// Forward time of `op` under `option` at tp degree `tp`.
+double opComputeSeconds(const ProgramGraph &graph, const PlanOp &op,
+                        const OpOption &option, int64_t tp,
+                        const CostContext &ctx);
+
+/// Time to convert a tensor of `bytes` from sharding `from` to `to`, forward
+/// and (training) backward.
+double reshardSeconds(TensorSharding from, TensorSharding to, double bytes,
+                      const CostContext &ctx, bool backward);
+
+} // namespace autopar::plan
+
+#endif // AUTOPAR_LIB_TRANSFORMS_PLANNERIMPL_H
