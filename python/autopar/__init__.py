@@ -9,6 +9,9 @@ Modules:
   autopar.compare    compare two directories of .npy outputs (CLI and function)
   autopar.onnx_data  ONNX TensorProto .pb files <-> NumPy arrays / .npy files
   autopar.tools      locate and run autopar-compile, autopar-run and the ORT reference
+  autopar.plan       load and validate the plan report (--report-json)
+  autopar.draw       the plan report as an HTML page with SVG pictures (CLI)
+  autopar.gpt_onnx   GPT decoder ONNX graphs of any size, weights external (CLI)
 """
 
-__all__ = ["compare", "models", "onnx_data", "tools"]
+__all__ = ["compare", "draw", "gpt_onnx", "models", "onnx_data", "plan", "tools"]
