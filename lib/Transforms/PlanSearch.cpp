@@ -257,10 +257,12 @@ PlanCandidate Search::evaluate(int64_t dp, int64_t tp, int64_t pp, int zero,
     stage.firstSegment = split.ranges[s].first;
     stage.lastSegment = split.ranges[s].second;
     stage.secondsPerMicroBatch = split.seconds[s];
-    double params = 0, saved = 0, peakLive = 0, message = 0, lastBackward = 0;
+    double params = 0, saved = 0, peakLive = 0, message = 0, lastBackward = 0,
+           tpGradBytes = 0;
     int64_t firstLayer = -1, lastLayer = -1;
     for (int64_t i = stage.firstSegment; i <= stage.lastSegment; ++i) {
       params += segs[i].parameterElementsPerRank;
+      tpGradBytes += segs[i].tpGradientSyncBytes;
       saved += segs[i].savedActivationBytes[int(r)];
       peakLive = std::max(peakLive, segs[i].peakLiveBytes);
       message = std::max(message, segs[i].largestMessageBytes);
@@ -307,6 +309,10 @@ PlanCandidate Search::evaluate(int64_t dp, int64_t tp, int64_t pp, int zero,
           dpComm += 2 * c.numMicroBatches * t(Collective::AllGather, gradBytes);
         m.communication += gradBytes / std::max<int64_t>(1, dp); // bucket
       }
+      if (tp > 1 && tpGradBytes > 0)
+        dpComm += collectiveTime(cluster, Collective::AllReduce, tpGradBytes,
+                                 tpPlacement(tp))
+                      .seconds;
       // Overlapped with the last micro-batch's backward pass.
       dpExposed = std::max(dpExposed, std::max(0.0, dpComm - lastBackward));
       // AdamW reads and writes parameters, gradients, master weights and
@@ -415,7 +421,8 @@ void Search::explain(const PlanCandidate &best, PlanResult &result) {
     for (int64_t i = seg.first; i <= seg.last; ++i) {
       const PlanOp &op = graph.ops[i];
       result.opStages.push_back({op.op, stageOfSegment[s]});
-      if (op.free)
+      // Ops on inputs and constants alone adapt to their users for free.
+      if (op.free || op.result < 0 || !graph.values[op.result].isActivation)
         continue;
       const OpOption &option = op.options[segs[s].choice[i - seg.first]];
       OpDecision d;

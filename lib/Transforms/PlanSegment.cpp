@@ -174,6 +174,14 @@ SegmentCost solveSegment(const ProgramGraph &graph, const Segment &segment,
               option.wholeOperandOfSplitOp[k])
             cost += allReduce(bytes); // its gradient is a partial sum
         }
+        // Whole weights of a split op: their gradient is all-reduced over tp
+        // (once per step; charged here as if per micro-batch, the
+        // conservative choice the DP has to make without knowing m).
+        if (training && option.splitLoop >= 0)
+          for (auto [k, id] : llvm::enumerate(op.operands))
+            if (id >= 0 && graph.values[id].isParameter &&
+                !isSplit(option.operands[k]))
+              cost += allReduce(ctx.bytes(graph.values[id]));
         std::vector<int> nextKey;
         for (int64_t id : next.slots) {
           if (id == op.result && trackResult) {
@@ -276,13 +284,19 @@ SegmentCost evaluateSegment(const ProgramGraph &graph, const Segment &segment,
       if (id < 0)
         continue;
       const ValueInfo &v = graph.values[id];
-      if (v.isParameter)
+      if (v.isParameter) {
         result.parameterElementsPerRank += [&] {
           double e = 1;
           for (int64_t d : v.shape)
             e *= d;
           return e;
         }() / (isSplit(option.operands[k]) ? tp : 1);
+        // A whole weight used by an op split over tp gets a partial
+        // gradient on each rank: summed over tp once per step.
+        if (training && option.splitLoop >= 0 &&
+            !isSplit(option.operands[k]))
+          result.tpGradientSyncBytes += ctx.bytes(v);
+      }
       if (!tracked(id))
         continue;
       double bytes = ctx.bytes(v);

@@ -101,6 +101,9 @@ struct SegmentCost {
   /// Largest tensor communicated (sizes communication buffers).
   double largestMessageBytes = 0;
   double parameterElementsPerRank = 0;
+  /// Gradient bytes of whole weights used by split ops: all-reduced over tp
+  /// once per step.
+  double tpGradientSyncBytes = 0;
   std::vector<int> choice; ///< option per op of the segment
 };
 
