@@ -504,7 +504,7 @@ llvm::Expected<PlanResult> Search::run() {
     for (int64_t pp : divisors(world / tp)) {
       if (pins.pp && pp != *pins.pp)
         continue;
-      if (pp > int64_t(graph.segments.size()))
+      if (pp > 1 && pp > int64_t(graph.segments.size()))
         continue;
       int64_t dp = world / tp / pp;
       if (pins.dp && dp != *pins.dp)
