@@ -57,9 +57,12 @@ collectArtifactArguments(func::FuncOp main) {
 
 static llvm::StringRef kindName(ArtifactArgument::Kind kind) {
   switch (kind) {
-  case ArtifactArgument::Kind::Parameter: return "parameter";
-  case ArtifactArgument::Kind::Input: return "input";
-  case ArtifactArgument::Kind::Output: return "output";
+  case ArtifactArgument::Kind::Parameter:
+    return "parameter";
+  case ArtifactArgument::Kind::Input:
+    return "input";
+  case ArtifactArgument::Kind::Output:
+    return "output";
   }
   return "";
 }
@@ -75,6 +78,11 @@ LogicalResult writeManifest(llvm::StringRef dir,
                              {"name", arg.name},
                              {"dtype", arg.dtype},
                              {"shape", llvm::json::Array(arg.shape)}};
+    if (arg.splitDim >= 0) {
+      entry["global_shape"] = llvm::json::Array(arg.globalShape);
+      entry["split"] =
+          llvm::json::Object{{"axis", "dp"}, {"dim", arg.splitDim}};
+    }
     if (arg.kind == ArtifactArgument::Kind::Parameter) {
       auto it = weights.find(arg.name);
       if (it == weights.end()) {
@@ -95,18 +103,30 @@ LogicalResult writeManifest(llvm::StringRef dir,
     arguments.push_back(std::move(entry));
   }
 
+  // Rank r sits at (dp, tp, pp) coordinates with tp innermost.
+  llvm::json::Array ranks;
+  for (int64_t r = 0; r < description.worldSize; ++r)
+    ranks.push_back(llvm::json::Object{
+        {"rank", r},
+        {"program", "stage0"},
+        {"coords",
+         llvm::json::Object{{"dp", (r / description.tp) % description.dp},
+                            {"tp", r % description.tp},
+                            {"pp", r / (description.tp * description.dp)}}}});
   llvm::json::Object manifest{
       {"format", "autopar-artifact"},
       {"version", 1},
       {"model", description.modelPath},
       {"cluster", description.cluster},
       {"world_size", description.worldSize},
-      {"programs",
-       llvm::json::Array{llvm::json::Object{{"name", "stage0"},
-                                            {"library", description.libraryName},
-                                            {"entry", "autopar_entry"}}}},
-      {"ranks", llvm::json::Array{llvm::json::Object{{"rank", 0},
-                                                     {"program", "stage0"}}}},
+      {"programs", llvm::json::Array{llvm::json::Object{
+                       {"name", "stage0"},
+                       {"library", description.libraryName},
+                       {"entry", "autopar_entry"}}}},
+      {"grid", llvm::json::Object{{"dp", description.dp},
+                                  {"tp", description.tp},
+                                  {"pp", description.pp}}},
+      {"ranks", std::move(ranks)},
       {"arguments", std::move(arguments)}};
 
   auto writeFile = [&](llvm::StringRef name,

@@ -163,9 +163,6 @@ int main(int argc, char **argv) {
   std::string codegenLimit;
   if (!cluster->isLocalCpu())
     codegenLimit = "GPU code generation is not implemented yet";
-  else if (cluster->worldSize() != 1)
-    codegenLimit = "running on more than one rank needs the distributed "
-                   "runtime, which is not implemented yet";
   else if (request.mode == autopar::PlanMode::Training)
     codegenLimit = "code generation for training is not implemented yet";
   if (!planOnly && !codegenLimit.empty())
@@ -232,6 +229,75 @@ int main(int argc, char **argv) {
   if (planOnly)
     return 0;
 
+  // Several ranks: this build executes data parallelism (each rank runs the
+  // program on its slice of the batch); tensor and pipeline parallel plans
+  // are planned but not yet executed.
+  autopar::PlanCandidate executable = plan->best;
+  if (executable.tp > 1 || executable.pp > 1) {
+    if ((request.pins.tp && *request.pins.tp > 1) ||
+        (request.pins.pp && *request.pins.pp > 1))
+      return fail("--tp/--pp > 1: executing tensor or pipeline parallel plans "
+                  "is not implemented yet; use --plan-only, or let autopar "
+                  "choose a data-parallel plan");
+    autopar::PlanRequest dpOnly = request;
+    dpOnly.pins.tp = 1;
+    dpOnly.pins.pp = 1;
+    auto replanned = autopar::planProgram(main, dpOnly);
+    if (!replanned)
+      return fail("the best plan needs tensor or pipeline parallelism, whose "
+                  "execution is not implemented yet, and no data-parallel "
+                  "plan exists: " +
+                  llvm::toString(replanned.takeError()));
+    executable = replanned->best;
+    llvm::outs() << llvm::formatv(
+        "  executing the best data-parallel plan instead (dp={0}, predicted "
+        "{1:F3} ms per step): tensor and pipeline parallel execution is not "
+        "implemented yet\n",
+        executable.dp, executable.stepSeconds * 1e3);
+  }
+  int64_t dpDegree = executable.dp;
+  if (dpDegree > 1) {
+    // Re-import for one rank's slice of the batch: every input and output
+    // must carry the batch as its leading dim.
+    int64_t batch = plan->globalBatch;
+    autopar::ImportOptions perRank = options;
+    for (const autopar::ArtifactArgument &arg : *arguments) {
+      if (arg.kind != autopar::ArtifactArgument::Kind::Input)
+        continue;
+      if (arg.shape.empty() || arg.shape[0] != batch)
+        return fail("input '" + arg.name +
+                    "' does not have the global batch (" + llvm::Twine(batch) +
+                    ") as its leading dim, so it cannot be split over " +
+                    llvm::Twine(dpDegree) + " data-parallel ranks");
+      llvm::SmallVector<int64_t> shape(arg.shape);
+      shape[0] /= dpDegree;
+      perRank.inputShapes[arg.name] = shape;
+    }
+    OwningOpRef<ModuleOp> rankModule =
+        autopar::importOnnxFile(&context, modelPath, perRank);
+    if (!rankModule)
+      return 1;
+    auto rankArgs = autopar::collectArtifactArguments(
+        rankModule->lookupSymbol<func::FuncOp>("main"));
+    if (failed(rankArgs))
+      return 1;
+    for (auto [global, local] : llvm::zip(*arguments, *rankArgs)) {
+      if (global.kind == autopar::ArtifactArgument::Kind::Parameter)
+        continue;
+      if (global.shape.empty() || local.shape.empty() ||
+          global.shape[0] != local.shape[0] * dpDegree ||
+          llvm::ArrayRef(global.shape).drop_front() !=
+              llvm::ArrayRef(local.shape).drop_front())
+        return fail("output '" + global.name +
+                    "' does not keep the batch as its leading dim, so "
+                    "data-parallel ranks cannot each compute a slice of it");
+      local.globalShape = global.shape;
+      local.splitDim = 0;
+    }
+    module = std::move(rankModule);
+    arguments = std::move(rankArgs);
+  }
+
   auto weights = autopar::locateInitializers(modelPath);
   if (!weights)
     return fail(llvm::toString(weights.takeError()));
@@ -261,6 +327,7 @@ int main(int argc, char **argv) {
   description.modelPath = std::string(absModel);
   description.cluster = clusterSpec;
   description.worldSize = cluster->worldSize();
+  description.dp = dpDegree;
   description.arguments = std::move(*arguments);
   if (failed(autopar::writeManifest(outputDir, std::move(description), *weights,
                                     error)))

@@ -29,6 +29,10 @@ struct ArtifactArgument {
   llvm::SmallVector<int64_t> shape;
   /// Where a parameter's bytes are.
   WeightSource source;
+  /// For inputs and outputs cut over data-parallel ranks: the shape of the
+  /// whole tensor and the dim it is cut along (-1: not cut).
+  llvm::SmallVector<int64_t> globalShape;
+  int64_t splitDim = -1;
 };
 
 /// What the manifest describes.
@@ -36,6 +40,8 @@ struct ArtifactDescription {
   std::string modelPath;
   std::string cluster;
   int64_t worldSize = 1;
+  /// The grid of the plan; every rank runs the one program today.
+  int64_t dp = 1, tp = 1, pp = 1;
   std::string libraryName = "stage0.so";
   std::vector<ArtifactArgument> arguments;
 };
