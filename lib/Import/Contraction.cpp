@@ -29,6 +29,45 @@ static Value matmul2d(OpBuilder &b, Location loc, Value lhs, Value rhs) {
       .getResult(0);
 }
 
+/// C[b..., m, n] += A[b..., m, k] * B[b..., k, n] as a linalg.generic whose
+/// leading loops are the batch dims.
+static Value batchedContraction(OpBuilder &b, Location loc, Value lhs,
+                                Value rhs, Value init) {
+  MLIRContext *ctx = b.getContext();
+  int64_t rank = getShape(init).size();
+  int64_t loops = rank + 1; // batch..., m, n, k
+  SmallVector<AffineExpr> batchDims;
+  for (int64_t i = 0; i < rank - 2; ++i)
+    batchDims.push_back(getAffineDimExpr(i, ctx));
+  AffineExpr m = getAffineDimExpr(rank - 2, ctx),
+             n = getAffineDimExpr(rank - 1, ctx),
+             k = getAffineDimExpr(rank, ctx);
+  auto map = [&](AffineExpr r, AffineExpr c) {
+    SmallVector<AffineExpr> e(batchDims);
+    e.push_back(r);
+    e.push_back(c);
+    return AffineMap::get(loops, 0, e, ctx);
+  };
+  SmallVector<utils::IteratorType> iterators(loops - 1,
+                                             utils::IteratorType::parallel);
+  iterators.push_back(utils::IteratorType::reduction);
+  bool isFloat = isa<FloatType>(getElementTypeOf(init));
+  return linalg::GenericOp::create(
+             b, loc, init.getType(), ValueRange{lhs, rhs}, ValueRange{init},
+             ArrayRef<AffineMap>{map(m, k), map(k, n), map(m, n)}, iterators,
+             [&](OpBuilder &nb, Location l, ValueRange args) {
+               Value prod =
+                   isFloat
+                       ? Value(arith::MulFOp::create(nb, l, args[0], args[1]))
+                       : Value(arith::MulIOp::create(nb, l, args[0], args[1]));
+               Value sum =
+                   isFloat ? Value(arith::AddFOp::create(nb, l, args[2], prod))
+                           : Value(arith::AddIOp::create(nb, l, args[2], prod));
+               linalg::YieldOp::create(nb, l, sum);
+             })
+      .getResult(0);
+}
+
 static LogicalResult convertMatMul(NodeContext &ctx) {
   OpBuilder &b = ctx.getBuilder();
   Location loc = ctx.getLoc();
@@ -72,32 +111,40 @@ static LogicalResult convertMatMul(NodeContext &ctx) {
   if (rb.empty() || getNumElements(rb) == 1) {
     // Shared 2-D rhs: fold every leading lhs dim into M.
     int64_t rows = getNumElements(ls) / k;
-    Value lhs2 = reshapeTensor(b, loc, broadcastTo(b, loc, lhs, [&] {
-                                 llvm::SmallVector<int64_t> s(*batch);
-                                 s.push_back(m);
-                                 s.push_back(k);
-                                 return s;
-                               }()),
-                               {getNumElements(*batch) * m, k});
+    Value lhs2 =
+        reshapeTensor(b, loc,
+                      broadcastTo(b, loc, lhs,
+                                  [&] {
+                                    llvm::SmallVector<int64_t> s(*batch);
+                                    s.push_back(m);
+                                    s.push_back(k);
+                                    return s;
+                                  }()),
+                      {getNumElements(*batch) * m, k});
     (void)rows;
     Value rhs2 = reshapeTensor(b, loc, rhs, {k, n});
     result = reshapeTensor(b, loc, matmul2d(b, loc, lhs2, rhs2), outShape);
   } else {
-    int64_t batchSize = getNumElements(*batch);
-    auto expand = [&](Value v, int64_t r, int64_t c) {
+    auto full = [&](Value v, int64_t r, int64_t c) {
       llvm::SmallVector<int64_t> s(*batch);
       s.push_back(r);
       s.push_back(c);
-      return reshapeTensor(b, loc, broadcastTo(b, loc, v, s),
-                           {batchSize, r, c});
+      return broadcastTo(b, loc, v, s);
     };
-    Value lhs3 = expand(lhs, m, k), rhs3 = expand(rhs, k, n);
+    Value lhsN = full(lhs, m, k), rhsN = full(rhs, k, n);
     Type et = getElementTypeOf(lhs);
-    Value init = zeros(b, loc, {batchSize, m, n}, et);
-    Value bmm = linalg::BatchMatmulOp::create(b, loc, ValueRange{lhs3, rhs3},
-                                              ValueRange{init})
-                    .getResult(0);
-    result = reshapeTensor(b, loc, bmm, outShape);
+    if (batch->size() == 1) {
+      Value init = zeros(b, loc, outShape, et);
+      result = linalg::BatchMatmulOp::create(b, loc, ValueRange{lhsN, rhsN},
+                                             ValueRange{init})
+                   .getResult(0);
+    } else {
+      // Several batch dims (attention: batch, heads) stay separate loops of
+      // one contraction, so that the planner can split the heads; the CPU
+      // backend folds them into one for its batched GEMM kernel.
+      result =
+          batchedContraction(b, loc, lhsN, rhsN, zeros(b, loc, outShape, et));
+    }
   }
   llvm::SmallVector<int64_t> finalShape(outShape);
   if (rhsVector)
@@ -121,7 +168,8 @@ static LogicalResult convertGemm(NodeContext &ctx) {
   // Transposed operands are expressed in the matmul's indexing maps rather
   // than materialized: weights stored as [N, K] (transB, every torch Linear)
   // are then read in place by the GEMM instead of copied every step.
-  bool transA = ctx.getIntAttr("transA", 0), transB = ctx.getIntAttr("transB", 0);
+  bool transA = ctx.getIntAttr("transA", 0),
+       transB = ctx.getIntAttr("transB", 0);
   Value a = ctx.input(0), bm = ctx.input(1);
   int64_t m = getShape(a)[transA ? 1 : 0], ka = getShape(a)[transA ? 0 : 1];
   int64_t kb = getShape(bm)[transB ? 1 : 0], n = getShape(bm)[transB ? 0 : 1];
@@ -147,8 +195,9 @@ static LogicalResult convertGemm(NodeContext &ctx) {
   double beta = ctx.getFloatAttr("beta", 1.0f);
   llvm::SmallVector<Value> operands{y};
   if (ctx.hasInput(2)) {
-    auto shape = broadcastShapes({llvm::SmallVector<int64_t>(getShape(y)),
-                                  llvm::SmallVector<int64_t>(ctx.inputShape(2))});
+    auto shape =
+        broadcastShapes({llvm::SmallVector<int64_t>(getShape(y)),
+                         llvm::SmallVector<int64_t>(ctx.inputShape(2))});
     if (failed(shape) || *shape != llvm::SmallVector<int64_t>(getShape(y)))
       return ctx.emitError("C cannot be broadcast to the result shape");
     operands.push_back(ctx.input(2));

@@ -33,6 +33,23 @@ def LowerContractionsToCpuKernels
   let dependentDialects = ["mlir::func::FuncDialect"];
 }
 
+def CollapseBatchedContractions
+    : Pass<"autopar-collapse-batched-contractions", "mlir::func::FuncOp"> {
+  let summary = "Fold the batch loops of N-D batched contractions into one "
+                "for linalg.batch_matmul";
+  let description = [{
+    The importer keeps every batch dim of a batched MatMul (attention's batch
+    and heads) as a loop of one `linalg.generic` contraction, so the planner
+    can split the heads. The CPU (and GPU) GEMM kernels take one batch dim:
+    this pass collapses the leading batch dims of such a contraction's
+    operands, emits `linalg.batch_matmul` and expands the result back.
+    Only contractions `C[b..., m, n] += A[b..., m, k] * B[b..., k, n]` with
+    a multiply-add body are rewritten.
+  }];
+  let dependentDialects = ["mlir::linalg::LinalgDialect",
+                           "mlir::tensor::TensorDialect"];
+}
+
 def EmitPackedEntry : Pass<"autopar-emit-packed-entry", "mlir::ModuleOp"> {
   let summary = "Add `void autopar_entry(void **args)`, the runtime's entry "
                 "point, calling the lowered `@main`";
