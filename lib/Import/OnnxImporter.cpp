@@ -32,9 +32,8 @@ using namespace mlir;
 namespace autopar {
 
 void registerImportDialects(DialectRegistry &registry) {
-  registry.insert<arith::ArithDialect, func::FuncDialect,
-                  linalg::LinalgDialect, math::MathDialect,
-                  tensor::TensorDialect>();
+  registry.insert<arith::ArithDialect, func::FuncDialect, linalg::LinalgDialect,
+                  math::MathDialect, tensor::TensorDialect>();
 }
 
 LogicalResult parseInputShapeFlag(llvm::StringRef flag, ImportOptions &options,
@@ -110,6 +109,8 @@ private:
   OpBuilder builder;
   int64_t opset = 1;
   llvm::StringMap<TensorValue> values;
+  /// Outputs of Constant nodes imported as parameters.
+  llvm::StringSet<> constantParameters;
 };
 
 std::string GraphImporter::describe(const onnx::NodeProto &node, int index) {
@@ -121,8 +122,8 @@ std::string GraphImporter::describe(const onnx::NodeProto &node, int index) {
 
 Value GraphImporter::materialize(TensorValue &tensor, Location loc) {
   if (!tensor.value && tensor.constant)
-    tensor.value = materializeConstant(
-        builder, loc, *tensor.constant, getElementType(ctx, tensor.dtype));
+    tensor.value = materializeConstant(builder, loc, *tensor.constant,
+                                       getElementType(ctx, tensor.dtype));
   return tensor.value;
 }
 
@@ -191,6 +192,24 @@ LogicalResult GraphImporter::declareArguments(func::FuncOp func) {
     tv.shape.assign(shape.begin(), shape.end());
   };
 
+  // Some exporters (Paddle2ONNX, old PyTorch) store weights in Constant
+  // nodes. Large floating-point ones are weights too: parameters, whose bytes
+  // the runtime maps from the file like an initializer's.
+  for (const onnx::NodeProto &node : graph.node()) {
+    if (node.op_type() != "Constant" || node.output_size() != 1 ||
+        node.attribute_size() != 1 || node.attribute(0).name() != "value" ||
+        !node.attribute(0).has_t())
+      continue;
+    const onnx::TensorProto &t = node.attribute(0).t();
+    llvm::SmallVector<int64_t> shape(t.dims().begin(), t.dims().end());
+    if (!isFloatDType(t.data_type()) || !getElementType(ctx, t.data_type()) ||
+        getNumElements(shape) <= options.maxFoldedInitializerElements ||
+        t.data_location() == onnx::TensorProto_DataLocation_EXTERNAL)
+      continue;
+    addArgument(node.output(0), t.data_type(), shape, attrs::kParameter);
+    constantParameters.insert(node.output(0));
+  }
+
   for (const onnx::TensorProto &init : graph.initializer()) {
     if (!used.contains(init.name()))
       continue;
@@ -229,9 +248,9 @@ LogicalResult GraphImporter::declareArguments(func::FuncOp func) {
         for (const auto &in : graph.input())
           if (!initializers.count(in.name()))
             known += (known.empty() ? "" : ", ") + in.name();
-        emitModelError(flag) << " names '" << entry.getKey()
-                             << "', which is not a graph input; inputs: "
-                             << known;
+        emitModelError(flag)
+            << " names '" << entry.getKey()
+            << "', which is not a graph input; inputs: " << known;
         return false;
       }
     return true;
@@ -254,8 +273,8 @@ LogicalResult GraphImporter::declareArguments(func::FuncOp func) {
       ConstTensor value;
       std::string error;
       if (failed(readNpyFile(frozen->second, value, error)))
-        return emitModelError("--const-input ") << input.name() << ": "
-                                                << error;
+        return emitModelError("--const-input ")
+               << input.name() << ": " << error;
       if (value.dtype != dtype)
         return emitModelError("--const-input ")
                << input.name() << ": " << frozen->second << " holds "
@@ -311,6 +330,10 @@ LogicalResult GraphImporter::convertNode(const onnx::NodeProto &node,
              << "' is not a graph input, an initializer or the output of an "
                 "earlier node (is the graph topologically sorted?)";
   }
+  // A Constant node whose value became a parameter is already bound.
+  if (node.op_type() == "Constant" && node.output_size() == 1 &&
+      constantParameters.contains(node.output(0)))
+    return success();
   const ConverterRegistry &registry = getConverterRegistry();
   auto it = registry.find(node.op_type());
   if (it == registry.end()) {
@@ -370,13 +393,13 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
     NamedAttribute attrs[] = {
         builder.getNamedAttr(attrs::kOutput,
                              builder.getStringAttr(output.name())),
-        builder.getNamedAttr(attrs::kDType, builder.getStringAttr(dtypeName(
-                                                it->second.dtype)))};
+        builder.getNamedAttr(
+            attrs::kDType, builder.getStringAttr(dtypeName(it->second.dtype)))};
     resultDicts.push_back(builder.getDictionaryAttr(attrs));
   }
   func::ReturnOp::create(builder, func.getLoc(), results);
-  func.setFunctionType(FunctionType::get(
-      ctx, func.getArgumentTypes(), ValueRange(results).getTypes()));
+  func.setFunctionType(FunctionType::get(ctx, func.getArgumentTypes(),
+                                         ValueRange(results).getTypes()));
   for (auto [i, dict] : llvm::enumerate(resultDicts))
     func.setResultAttrs(i, dict);
   return module;
@@ -494,9 +517,9 @@ FailureOr<int64_t> NodeContext::normalizeAxis(int64_t axis, int64_t rank,
                                               llvm::StringRef what) {
   if (axis < -rank || axis >= std::max<int64_t>(rank, 1))
     if (!(rank == 0 && (axis == 0 || axis == -1)))
-      return emitError(what) << " " << axis << " is out of range for rank "
-                             << rank << " (valid: [" << -rank << ", "
-                             << rank - 1 << "])";
+      return emitError(what)
+             << " " << axis << " is out of range for rank " << rank
+             << " (valid: [" << -rank << ", " << rank - 1 << "])";
   return axis < 0 ? axis + rank : axis;
 }
 
@@ -535,8 +558,7 @@ OwningOpRef<ModuleOp> importOnnxBuffer(MLIRContext *context,
     onnx::Status status =
         onnx::OnnxParser::Parse(model, std::string(buffer).c_str());
     if (!status.IsOK()) {
-      emitError(fileLoc) << bufferName
-                         << ": not valid ONNX text syntax: "
+      emitError(fileLoc) << bufferName << ": not valid ONNX text syntax: "
                          << status.ErrorMessage();
       return nullptr;
     }
@@ -544,8 +566,7 @@ OwningOpRef<ModuleOp> importOnnxBuffer(MLIRContext *context,
     google::protobuf::io::ArrayInputStream raw(buffer.data(), buffer.size());
     google::protobuf::io::CodedInputStream coded(&raw);
     coded.SetTotalBytesLimit(INT32_MAX);
-    if (!model.ParseFromCodedStream(&coded) ||
-        !coded.ConsumedEntireMessage()) {
+    if (!model.ParseFromCodedStream(&coded) || !coded.ConsumedEntireMessage()) {
       emitError(fileLoc)
           << bufferName
           << ": not a valid ONNX model (protobuf parse failed: the file is "
@@ -561,8 +582,7 @@ OwningOpRef<ModuleOp> importOnnxBuffer(MLIRContext *context,
   return importer.run();
 }
 
-OwningOpRef<ModuleOp> importOnnxFile(MLIRContext *context,
-                                     llvm::StringRef path,
+OwningOpRef<ModuleOp> importOnnxFile(MLIRContext *context, llvm::StringRef path,
                                      const ImportOptions &options) {
   auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
                                             /*RequiresNullTerminator=*/false);

@@ -11,6 +11,9 @@
 
 #include "llvm/ADT/SmallString.h"
 
+#include <optional>
+#include <tuple>
+
 #include "onnx/defs/parser.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -61,11 +64,20 @@ public:
   }
   void skip(uint32_t wireType) {
     switch (wireType) {
-    case 0: varint(); break;
-    case 1: p += 8; break;
-    case 2: bytes(); break;
-    case 5: p += 4; break;
-    default: error = true;
+    case 0:
+      varint();
+      break;
+    case 1:
+      p += 8;
+      break;
+    case 2:
+      bytes();
+      break;
+    case 5:
+      p += 4;
+      break;
+    default:
+      error = true;
     }
     if (p > end)
       error = true;
@@ -94,11 +106,25 @@ struct TensorInfo {
 
 int64_t elementSize(int32_t dataType) {
   switch (dataType) {
-  case 11: case 7: case 13: return 8; // double, int64, uint64
-  case 1: case 6: case 12: return 4;  // float, int32, uint32
-  case 10: case 16: case 5: case 4: return 2; // f16, bf16, int16, uint16
-  case 3: case 2: case 9: return 1;   // int8, uint8, bool
-  default: return 0;
+  case 11:
+  case 7:
+  case 13:
+    return 8; // double, int64, uint64
+  case 1:
+  case 6:
+  case 12:
+    return 4; // float, int32, uint32
+  case 10:
+  case 16:
+  case 5:
+  case 4:
+    return 2; // f16, bf16, int16, uint16
+  case 3:
+  case 2:
+  case 9:
+    return 1; // int8, uint8, bool
+  default:
+    return 0;
   }
 }
 
@@ -164,11 +190,45 @@ bool parseTensor(WireReader r, TensorInfo &t) {
 
 } // namespace
 
+/// Where the bytes of tensor `t` are.
+static WeightSource toSource(const TensorInfo &t, StringRef dir,
+                             StringRef absPath, StringRef data,
+                             bool copyBytes) {
+  WeightSource src;
+  int64_t size = elementSize(t.dataType);
+  int64_t expected = size * t.numElements;
+  if (t.external) {
+    SmallString<256> file(dir);
+    sys::path::append(file, t.location);
+    src.file = std::string(file);
+    src.offset = t.extOffset;
+    src.length = t.extLength >= 0 ? t.extLength : expected;
+  } else if (t.hasRaw || t.hasFixed) {
+    src.file = std::string(absPath);
+    src.offset = t.hasRaw ? t.rawOffset : t.fixedOffset;
+    src.length = t.hasRaw ? t.rawLength : t.fixedLength;
+    if (copyBytes) {
+      src.bytes = data.substr(src.offset, src.length).str();
+      src.file.clear();
+    }
+  } else {
+    // Varint-packed: decode to the element type's little-endian bytes.
+    src.bytes.resize(t.varints.size() * size);
+    for (size_t i = 0; i < t.varints.size(); ++i) {
+      uint64_t v = uint64_t(t.varints[i]);
+      std::memcpy(&src.bytes[i * size], &v, size);
+    }
+    src.length = src.bytes.size();
+  }
+  return src;
+}
+
 /// Walks the serialized model in `data`. With `copyBytes`, in-model data is
 /// returned as bytes rather than as ranges of the file `absPath`.
-static Expected<StringMap<WeightSource>>
-locateInBuffer(StringRef data, StringRef modelPath, StringRef absPath,
-               bool copyBytes) {
+static Expected<StringMap<WeightSource>> locateInBuffer(StringRef data,
+                                                        StringRef modelPath,
+                                                        StringRef absPath,
+                                                        bool copyBytes) {
   StringRef dir = sys::path::parent_path(absPath);
   const char *base = data.data();
   auto corrupt = [&] {
@@ -188,6 +248,51 @@ locateInBuffer(StringRef data, StringRef modelPath, StringRef absPath,
     auto [gb, ge] = model.bytes();
     WireReader graph(gb, ge, base);
     while (graph.next(field, wt)) {
+      if (field == 1 && wt == 2) {
+        // A Constant node's `value` tensor, named by the node's output.
+        auto [nb, ne] = graph.bytes();
+        WireReader node(nb, ne, base);
+        std::string opType, output;
+        std::optional<TensorInfo> value;
+        uint32_t f, w;
+        while (node.next(f, w)) {
+          if (f == 4 && w == 2) {
+            auto [b, e] = node.bytes();
+            opType.assign(b, e);
+          } else if (f == 2 && w == 2) {
+            auto [b, e] = node.bytes();
+            if (output.empty())
+              output.assign(b, e);
+          } else if (f == 5 && w == 2) {
+            auto [ab, ae] = node.bytes();
+            WireReader attr(ab, ae, base);
+            std::string name;
+            const char *tb = nullptr, *te = nullptr;
+            uint32_t af, aw;
+            while (attr.next(af, aw)) {
+              if (af == 1 && aw == 2) {
+                auto [b, e] = attr.bytes();
+                name.assign(b, e);
+              } else if (af == 5 && aw == 2) {
+                std::tie(tb, te) = attr.bytes();
+              } else {
+                attr.skip(aw);
+              }
+            }
+            if (name == "value" && tb) {
+              TensorInfo t;
+              if (!parseTensor(WireReader(tb, te, base), t))
+                return corrupt();
+              value = t;
+            }
+          } else {
+            node.skip(w);
+          }
+        }
+        if (opType == "Constant" && value && !output.empty())
+          result[output] = toSource(*value, dir, absPath, data, copyBytes);
+        continue;
+      }
       if (field != 5 || wt != 2) {
         graph.skip(wt);
         continue;
@@ -196,33 +301,7 @@ locateInBuffer(StringRef data, StringRef modelPath, StringRef absPath,
       TensorInfo t;
       if (!parseTensor(WireReader(tb, te, base), t))
         return corrupt();
-      WeightSource src;
-      int64_t size = elementSize(t.dataType);
-      int64_t expected = size * t.numElements;
-      if (t.external) {
-        SmallString<256> file(dir);
-        sys::path::append(file, t.location);
-        src.file = std::string(file);
-        src.offset = t.extOffset;
-        src.length = t.extLength >= 0 ? t.extLength : expected;
-      } else if (t.hasRaw || t.hasFixed) {
-        src.file = std::string(absPath);
-        src.offset = t.hasRaw ? t.rawOffset : t.fixedOffset;
-        src.length = t.hasRaw ? t.rawLength : t.fixedLength;
-        if (copyBytes) {
-          src.bytes = data.substr(src.offset, src.length).str();
-          src.file.clear();
-        }
-      } else {
-        // Varint-packed: decode to the element type's little-endian bytes.
-        src.bytes.resize(t.varints.size() * size);
-        for (size_t i = 0; i < t.varints.size(); ++i) {
-          uint64_t v = uint64_t(t.varints[i]);
-          std::memcpy(&src.bytes[i * size], &v, size);
-        }
-        src.length = src.bytes.size();
-      }
-      result[t.name] = std::move(src);
+      result[t.name] = toSource(t, dir, absPath, data, copyBytes);
     }
     if (graph.failed())
       return corrupt();
@@ -246,13 +325,12 @@ Expected<StringMap<WeightSource>> locateInitializers(StringRef modelPath) {
                           /*copyBytes=*/false);
   // The textual syntax has no byte ranges to map: serialize it and copy.
   onnx::ModelProto model;
-  onnx::Status status = onnx::OnnxParser::Parse(
-      model, (*buffer)->getBuffer().str().c_str());
+  onnx::Status status =
+      onnx::OnnxParser::Parse(model, (*buffer)->getBuffer().str().c_str());
   if (!status.IsOK())
-    return createStringError(inconvertibleErrorCode(),
-                             "%s: not valid ONNX text syntax: %s",
-                             modelPath.str().c_str(),
-                             status.ErrorMessage().c_str());
+    return createStringError(
+        inconvertibleErrorCode(), "%s: not valid ONNX text syntax: %s",
+        modelPath.str().c_str(), status.ErrorMessage().c_str());
   std::string serialized = model.SerializeAsString();
   return locateInBuffer(serialized, modelPath, absPath, /*copyBytes=*/true);
 }

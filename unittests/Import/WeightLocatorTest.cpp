@@ -146,3 +146,27 @@ TEST(WeightLocator, MissingFileIsAnError) {
   EXPECT_NE(llvm::toString(located.takeError()).find("cannot open"),
             std::string::npos);
 }
+
+TEST(WeightLocator, ConstantNodeValueIsNamedByItsOutput) {
+  // Paddle2ONNX stores weights in Constant nodes; they are located like
+  // initializers, under the node's output name.
+  TempDir dir;
+  onnx::ModelProto model;
+  onnx::NodeProto *node = model.mutable_graph()->add_node();
+  node->set_op_type("Constant");
+  node->add_output("conv1.w");
+  onnx::AttributeProto *attr = node->add_attribute();
+  attr->set_name("value");
+  attr->set_type(onnx::AttributeProto_AttributeType_TENSOR);
+  onnx::TensorProto *t = attr->mutable_t();
+  t->set_data_type(onnx::TensorProto_DataType_FLOAT);
+  t->add_dims(3);
+  float values[] = {1.0f, 2.0f, 3.0f};
+  t->set_raw_data(std::string(reinterpret_cast<char *>(values), 12));
+  save(model, dir.file("m.onnx"));
+  auto located = locateInitializers(dir.file("m.onnx"));
+  ASSERT_TRUE(bool(located)) << llvm::toString(located.takeError());
+  ASSERT_EQ(located->count("conv1.w"), 1u);
+  EXPECT_EQ(readRange((*located)["conv1.w"]),
+            std::string(reinterpret_cast<char *>(values), 12));
+}
