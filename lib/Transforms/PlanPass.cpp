@@ -39,40 +39,17 @@ struct AutoparPlanPass : autopar::impl::AutoparPlanBase<AutoparPlanPass> {
   }
 
   llvm::Expected<autopar::PlanRequest> buildRequest() {
-    auto error = [](const llvm::Twine &m) {
-      return llvm::createStringError(llvm::inconvertibleErrorCode(), m);
-    };
-    autopar::PlanRequest request;
-    auto spec = autopar::parseClusterSpec(cluster);
-    if (!spec)
-      return spec.takeError();
-    request.cluster = *spec;
-    if (mode == "train")
-      request.mode = autopar::PlanMode::Training;
-    else if (mode != "infer")
-      return error("mode '" + mode + "' is not infer or train");
-    request.precision = request.cluster.defaultPrecision();
-    if (!precision.empty() &&
-        !autopar::parsePrecision(precision, request.precision))
-      return error("precision '" + precision + "' is not fp32, bf16 or fp16");
-    if (dp > 0)
-      request.pins.dp = dp;
-    if (tp > 0)
-      request.pins.tp = tp;
-    if (pp > 0)
-      request.pins.pp = pp;
-    if (zero >= 0)
-      request.pins.zeroStage = zero;
-    if (microBatchSize > 0)
-      request.pins.microBatchSize = microBatchSize;
-    if (!recompute.empty()) {
-      autopar::Recompute r;
-      if (!autopar::parseRecompute(recompute, r))
-        return error("recompute '" + recompute +
-                     "' is not none, selective or full");
-      request.pins.recompute = r;
-    }
-    return request;
+    autopar::PlanFlags flags;
+    flags.cluster = cluster;
+    flags.mode = mode;
+    flags.precision = precision;
+    flags.recompute = recompute;
+    flags.dp = dp;
+    flags.tp = tp;
+    flags.pp = pp;
+    flags.zero = zero;
+    flags.microBatchSize = microBatchSize;
+    return autopar::buildPlanRequest(flags);
   }
 };
 } // namespace

@@ -45,6 +45,47 @@ bool parseRecompute(llvm::StringRef name, Recompute &r) {
   return true;
 }
 
+llvm::Expected<PlanRequest> buildPlanRequest(const PlanFlags &flags) {
+  auto error = [](const llvm::Twine &m) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), m);
+  };
+  PlanRequest request;
+  auto cluster = parseClusterSpec(flags.cluster);
+  if (!cluster)
+    return cluster.takeError();
+  request.cluster = *cluster;
+  if (flags.mode == "train")
+    request.mode = PlanMode::Training;
+  else if (flags.mode != "infer")
+    return error("--mode " + flags.mode + " is not infer or train");
+  request.precision = cluster->defaultPrecision();
+  if (!flags.precision.empty() &&
+      !parsePrecision(flags.precision, request.precision))
+    return error("--precision " + flags.precision +
+                 " is not one of fp32, bf16, fp16");
+  if (cluster->isLocalCpu() && request.precision != Precision::FP32)
+    return error("--precision " + flags.precision +
+                 " is not supported on CPU clusters (local:N); use fp32");
+  if (flags.dp > 0)
+    request.pins.dp = flags.dp;
+  if (flags.tp > 0)
+    request.pins.tp = flags.tp;
+  if (flags.pp > 0)
+    request.pins.pp = flags.pp;
+  if (flags.zero >= 0)
+    request.pins.zeroStage = flags.zero;
+  if (flags.microBatchSize > 0)
+    request.pins.microBatchSize = flags.microBatchSize;
+  if (!flags.recompute.empty()) {
+    Recompute r;
+    if (!parseRecompute(flags.recompute, r))
+      return error("--recompute " + flags.recompute +
+                   " is not one of none, selective, full");
+    request.pins.recompute = r;
+  }
+  return request;
+}
+
 namespace plan {
 namespace {
 

@@ -23,6 +23,14 @@ namespace autopar::plan {
 
 static bool isSplit(TensorSharding s) { return s >= 0; }
 
+/// An all-reduce over the tp group (a partial gradient or result).
+static double tpAllReduceSeconds(double bytes, const CostContext &ctx) {
+  if (ctx.tpGroup.size <= 1)
+    return 0;
+  return collectiveTime(*ctx.cluster, Collective::AllReduce, bytes, ctx.tpGroup)
+      .seconds;
+}
+
 double opComputeSeconds(const ProgramGraph &graph, const PlanOp &op,
                         const OpOption &option, int64_t tp,
                         const CostContext &ctx) {
@@ -124,13 +132,7 @@ SegmentCost solveSegment(const ProgramGraph &graph, const Segment &segment,
       c += reshardSeconds(from, to, bytes, ctx, /*backward=*/true);
     return c;
   };
-  auto allReduce = [&](double bytes) {
-    return ctx.tpGroup.size <= 1
-               ? 0.0
-               : collectiveTime(*ctx.cluster, Collective::AllReduce, bytes,
-                                ctx.tpGroup)
-                     .seconds;
-  };
+  auto allReduce = [&](double bytes) { return tpAllReduceSeconds(bytes, ctx); };
 
   std::vector<Layer> layers(1);
   layers[0].add({}, {0, -1, -1});
@@ -244,13 +246,7 @@ SegmentCost evaluateSegment(const ProgramGraph &graph, const Segment &segment,
   auto tracked = [&](int64_t id) {
     return id >= 0 && graph.values[id].isActivation;
   };
-  auto allReduce = [&](double bytes) {
-    return ctx.tpGroup.size <= 1
-               ? 0.0
-               : collectiveTime(*ctx.cluster, Collective::AllReduce, bytes,
-                                ctx.tpGroup)
-                     .seconds;
-  };
+  auto allReduce = [&](double bytes) { return tpAllReduceSeconds(bytes, ctx); };
   SegmentCost result;
   result.choice = std::move(choice);
   // Activations live past the segment's last op.
@@ -293,8 +289,7 @@ SegmentCost evaluateSegment(const ProgramGraph &graph, const Segment &segment,
         }() / (isSplit(option.operands[k]) ? tp : 1);
         // A whole weight used by an op split over tp gets a partial
         // gradient on each rank: summed over tp once per step.
-        if (training && option.splitLoop >= 0 &&
-            !isSplit(option.operands[k]))
+        if (training && option.splitLoop >= 0 && !isSplit(option.operands[k]))
           result.tpGradientSyncBytes += ctx.bytes(v);
       }
       if (!tracked(id))

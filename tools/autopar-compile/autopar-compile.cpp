@@ -124,39 +124,21 @@ int main(int argc, char **argv) {
   auto start = std::chrono::steady_clock::now();
 
   // Validate the request before any work.
-  auto cluster = autopar::parseClusterSpec(clusterSpec);
-  if (!cluster)
-    return fail(llvm::toString(cluster.takeError()));
-  autopar::PlanRequest request;
-  request.cluster = *cluster;
-  if (mode == "train")
-    request.mode = autopar::PlanMode::Training;
-  else if (mode != "infer")
-    return fail("--mode " + mode + " is not infer or train");
-  request.precision = cluster->defaultPrecision();
-  if (!precision.empty() &&
-      !autopar::parsePrecision(precision, request.precision))
-    return fail("--precision " + precision + " is not one of fp32, bf16, fp16");
-  if (cluster->isLocalCpu() && request.precision != autopar::Precision::FP32)
-    return fail("--precision " + precision +
-                " is not supported on CPU clusters (local:N); use fp32");
-  if (dp > 0)
-    request.pins.dp = dp;
-  if (tp > 0)
-    request.pins.tp = tp;
-  if (pp > 0)
-    request.pins.pp = pp;
-  if (zero >= 0)
-    request.pins.zeroStage = zero;
-  if (microBatchSize > 0)
-    request.pins.microBatchSize = microBatchSize;
-  if (!recompute.empty()) {
-    autopar::Recompute r;
-    if (!autopar::parseRecompute(recompute, r))
-      return fail("--recompute " + recompute +
-                  " is not one of none, selective, full");
-    request.pins.recompute = r;
-  }
+  autopar::PlanFlags flags;
+  flags.cluster = clusterSpec;
+  flags.mode = mode;
+  flags.precision = precision;
+  flags.recompute = recompute;
+  flags.dp = dp;
+  flags.tp = tp;
+  flags.pp = pp;
+  flags.zero = zero;
+  flags.microBatchSize = microBatchSize;
+  auto built = autopar::buildPlanRequest(flags);
+  if (!built)
+    return fail(llvm::toString(built.takeError()));
+  autopar::PlanRequest request = std::move(*built);
+  const autopar::ClusterSpec *cluster = &request.cluster;
   request.modelName = llvm::sys::path::filename(modelPath).str();
   // Code generation exists for one CPU rank, inference, so far; planning
   // works for every cluster (--plan-only).

@@ -127,6 +127,20 @@ struct PlanResult {
   int64_t candidatesEvaluated = 0;
 };
 
+/// The planning options as the tools spell them (`autopar-compile` flags,
+/// `autopar-plan` pass options); 0 / -1 / "" mean "not given".
+struct PlanFlags {
+  std::string cluster = "local:1";
+  std::string mode = "infer";
+  std::string precision;
+  std::string recompute;
+  int64_t dp = 0, tp = 0, pp = 0, zero = -1, microBatchSize = 0;
+};
+
+/// Validates the flags and builds the request: the cluster, the mode, the
+/// precision (default: the cluster's), the pins. Errors name the flag.
+llvm::Expected<PlanRequest> buildPlanRequest(const PlanFlags &flags);
+
 /// Plans `main`. Errors say why no plan exists (pins that cannot work, a
 /// model that fits nowhere with the smallest memory any plan needed, ...).
 llvm::Expected<PlanResult> planProgram(mlir::func::FuncOp main,
