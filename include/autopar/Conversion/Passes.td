@@ -50,6 +50,36 @@ def CollapseBatchedContractions
                            "mlir::tensor::TensorDialect"];
 }
 
+def LowerCollectivesToRuntime
+    : Pass<"autopar-lower-collectives-to-runtime", "mlir::ModuleOp"> {
+  let summary = "Lower shard collectives and grid queries to calls into the "
+                "autopar runtime";
+  let description = [{
+    After `shard-partition`, each rank's program talks to the others through
+    `shard.all_reduce`, `shard.all_gather`, `shard.reduce_scatter` and
+    `shard.all_to_all` on tensors, and asks where it sits with
+    `shard.process_multi_index` / `shard.grid_shape`. Upstream's
+    `convert-shard-to-mpi` lowers only all-reduce and targets MPI alone; the
+    runtime implements every collective behind one interface (MPI on CPUs,
+    NCCL on GPUs), so this pass lowers them to its C entry points
+    (`autopar_rt_<op>_<type>`, docs/design/artifact.md):
+
+    - each collective becomes `bufferization.to_buffer` of its operand, a
+      fresh result buffer, a call taking both as unranked memrefs with the
+      grid axis (and gather/scatter/split/concat dims) as `i64`, and
+      `bufferization.to_tensor` of the result, so one-shot bufferization
+      proceeds as usual;
+    - `shard.grid_shape` becomes constants, `shard.process_multi_index` a
+      call to `autopar_rt_grid_coord(axis)`.
+
+    Collectives over several grid axes at once are reported as errors.
+  }];
+  let dependentDialects = ["mlir::func::FuncDialect",
+                           "mlir::memref::MemRefDialect",
+                           "mlir::bufferization::BufferizationDialect",
+                           "mlir::arith::ArithDialect"];
+}
+
 def EmitPackedEntry : Pass<"autopar-emit-packed-entry", "mlir::ModuleOp"> {
   let summary = "Add `void autopar_entry(void **args)`, the runtime's entry "
                 "point, calling the lowered `@main`";

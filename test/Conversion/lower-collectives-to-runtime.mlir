@@ -1,0 +1,62 @@
+// RUN: autopar-opt %s --split-input-file --verify-diagnostics --autopar-lower-collectives-to-runtime | FileCheck %s
+
+// Each collective becomes: its operand as a buffer, a fresh result buffer, a
+// runtime call taking both as unranked memrefs plus the grid axis and dims,
+// and the result buffer as a tensor again.
+// CHECK-DAG: func.func private @autopar_rt_all_reduce_f32(memref<*xf32>, memref<*xf32>, i64) attributes {llvm.emit_c_interface}
+// CHECK-DAG: func.func private @autopar_rt_all_gather_f32(memref<*xf32>, memref<*xf32>, i64, i64) attributes {llvm.emit_c_interface}
+// CHECK-DAG: func.func private @autopar_rt_reduce_scatter_f32(memref<*xf32>, memref<*xf32>, i64, i64) attributes {llvm.emit_c_interface}
+// CHECK-DAG: func.func private @autopar_rt_all_to_all_f32(memref<*xf32>, memref<*xf32>, i64, i64, i64) attributes {llvm.emit_c_interface}
+// CHECK-DAG: func.func private @autopar_rt_all_reduce_max_i64(memref<*xi64>, memref<*xi64>, i64) attributes {llvm.emit_c_interface}
+// CHECK-DAG: func.func private @autopar_rt_grid_coord(i64) -> i64
+// CHECK-LABEL: func.func @collectives
+// CHECK-SAME: (%[[X:.*]]: tensor<4x8xf32>, %[[I:.*]]: tensor<4xi64>)
+// CHECK: %[[IN:.*]] = bufferization.to_buffer %[[X]] read_only : tensor<4x8xf32> to memref<4x8xf32>
+// CHECK: %[[OUT:.*]] = memref.alloc() : memref<4x8xf32>
+// CHECK: %[[INU:.*]] = memref.cast %[[IN]] : memref<4x8xf32> to memref<*xf32>
+// CHECK: %[[OUTU:.*]] = memref.cast %[[OUT]] : memref<4x8xf32> to memref<*xf32>
+// CHECK: %[[TP:.*]] = arith.constant 1 : i64
+// CHECK: call @autopar_rt_all_reduce_f32(%[[INU]], %[[OUTU]], %[[TP]])
+// CHECK: %[[SUM:.*]] = bufferization.to_tensor %[[OUT]] restrict writable : memref<4x8xf32> to tensor<4x8xf32>
+// CHECK: memref.alloc() : memref<4x32xf32>
+// CHECK: call @autopar_rt_all_gather_f32(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) : (memref<*xf32>, memref<*xf32>, i64, i64) -> ()
+// CHECK: memref.alloc() : memref<1x8xf32>
+// CHECK: call @autopar_rt_reduce_scatter_f32
+// CHECK: memref.alloc() : memref<1x32xf32>
+// CHECK: call @autopar_rt_all_to_all_f32
+// CHECK: call @autopar_rt_all_reduce_max_i64
+// CHECK: %[[C:.*]] = call @autopar_rt_grid_coord(%{{.*}}) : (i64) -> i64
+// CHECK: %[[CI:.*]] = arith.index_cast %[[C]] : i64 to index
+// CHECK: %[[N:.*]] = arith.constant 4 : index
+// CHECK: return %[[SUM]], {{.*}}, %[[CI]], %[[N]]
+shard.grid @grid(shape = 2x4)
+func.func @collectives(%x: tensor<4x8xf32>, %i: tensor<4xi64>)
+    -> (tensor<4x8xf32>, tensor<4x32xf32>, tensor<1x8xf32>, tensor<1x32xf32>, tensor<4xi64>, index, index) {
+  %0 = shard.all_reduce %x on @grid grid_axes = [1] : tensor<4x8xf32> -> tensor<4x8xf32>
+  %1 = shard.all_gather %x on @grid grid_axes = [1] gather_axis = 1 : tensor<4x8xf32> -> tensor<4x32xf32>
+  %2 = shard.reduce_scatter %x on @grid grid_axes = [1] scatter_axis = 0 : tensor<4x8xf32> -> tensor<1x8xf32>
+  %3 = shard.all_to_all %x on @grid grid_axes = [1] split_axis = 0 concat_axis = 1 : tensor<4x8xf32> -> tensor<1x32xf32>
+  %4 = shard.all_reduce %i on @grid grid_axes = [1] reduction = max : tensor<4xi64> -> tensor<4xi64>
+  %5 = shard.process_multi_index on @grid axes = [1] : index
+  %6 = shard.grid_shape @grid axes = [1] : index
+  return %0, %1, %2, %3, %4, %5, %6 : tensor<4x8xf32>, tensor<4x32xf32>, tensor<1x8xf32>, tensor<1x32xf32>, tensor<4xi64>, index, index
+}
+
+// -----
+
+// One communicator per grid axis: a collective over two axes is an error.
+shard.grid @grid2(shape = 2x4)
+func.func @two_axes(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  // expected-error @below {{collectives over 2 grid axes at once are not supported}}
+  %0 = shard.all_reduce %x on @grid2 grid_axes = [0, 1] : tensor<4x8xf32> -> tensor<4x8xf32>
+  return %0 : tensor<4x8xf32>
+}
+
+// -----
+
+shard.grid @grid3(shape = 4)
+func.func @f16(%x: tensor<4x8xf16>) -> tensor<4x8xf16> {
+  // expected-error @below {{all_reduce of 'tensor<4x8xf16>' is not supported (static f32, f64, i32 or i64 tensors)}}
+  %0 = shard.all_reduce %x on @grid3 grid_axes = [0] : tensor<4x8xf16> -> tensor<4x8xf16>
+  return %0 : tensor<4x8xf16>
+}
