@@ -7,6 +7,8 @@
 
 #include "autopar/runtime/CrashReport.h"
 
+#include "autopar/runtime/Fatal.h"
+
 #include <csignal>
 #include <cstring>
 #include <unistd.h>
@@ -62,7 +64,7 @@ void report(int signal) {
 } // namespace
 
 void installCrashReport(const std::string &what) {
-  std::string text = "autopar-run: error: " + what + " crashed (";
+  std::string text = errorPrefix() + what + " crashed (";
   std::strncpy(prefix, text.c_str(), sizeof(prefix) - 1);
 
   stack_t stack{};

@@ -86,7 +86,7 @@ public:
     return integer(member(object, where, key), join(where, key), minimum);
   }
 
-  static std::string join(const std::string &where, const char *key) {
+  static std::string join(const std::string &where, const std::string &key) {
     return where.empty() ? key : where + "." + key;
   }
 
@@ -107,8 +107,73 @@ private:
   const std::string &path;
 };
 
+Shape parseShape(const ManifestReader &reader, const json &value,
+                 const std::string &where, const char *key) {
+  const json &dims = reader.array(value, where, key);
+  Shape shape;
+  for (size_t i = 0; i < dims.size(); ++i)
+    shape.push_back(reader.integer(
+        dims[i], ManifestReader::join(where, ManifestReader::index(key, i)),
+        0));
+  return shape;
+}
+
+GridAxis parseAxis(const ManifestReader &reader, const json &object,
+                   const std::string &where) {
+  std::string name = reader.string(object, where, "axis");
+  std::optional<GridAxis> axis = parseGridAxis(name);
+  if (!axis)
+    reader.fail(where + ".axis",
+                "is \"" + name + "\", expected \"dp\", \"tp\" or \"pp\"");
+  return *axis;
+}
+
+/// The optional "split" and "global_shape" of an argument (see artifact.md).
+void parseDistribution(const ManifestReader &reader, const json &value,
+                       const std::string &where, const GridVector &grid,
+                       ArgumentDesc &arg) {
+  if (value.contains("split")) {
+    std::string at = where + ".split";
+    if (arg.kind == ArgumentKind::Parameter)
+      reader.fail(at, "is not allowed on parameters: every rank maps the "
+                      "whole of '" +
+                          arg.name + "'");
+    const json &split = reader.object(value, where, "split");
+    SplitDesc desc;
+    desc.axis = parseAxis(reader, split, at);
+    desc.dim = reader.integer(split, at, "dim", 0);
+    if (desc.dim >= static_cast<int64_t>(arg.shape.size()))
+      reader.fail(at + ".dim", "is " + std::to_string(desc.dim) + ", but '" +
+                                   arg.name + "' has rank " +
+                                   std::to_string(arg.shape.size()));
+    arg.split = desc;
+  }
+  Shape expected = arg.shape;
+  std::string how;
+  if (arg.split) {
+    int64_t parts = grid[static_cast<size_t>(arg.split->axis)];
+    expected[arg.split->dim] *= parts;
+    how = " (shape " + formatShape(arg.shape) + " with dim " +
+          std::to_string(arg.split->dim) + " times " + std::to_string(parts) +
+          ", the size of grid axis " +
+          std::string(gridAxisName(arg.split->axis)) + ")";
+  }
+  if (value.contains("global_shape")) {
+    Shape given = parseShape(reader, value, where, "global_shape");
+    if (given != expected)
+      reader.fail(where + ".global_shape",
+                  "is " + formatShape(given) + ", but '" + arg.name +
+                      "' needs " + formatShape(expected) +
+                      (arg.split ? how : " (its shape, as it is not split)"));
+  }
+  arg.globalShape = expected;
+  byteSize(arg.dtype, arg.globalShape,
+           reader.filePath() + ": '" + where + ".global_shape' ('" + arg.name +
+               "')");
+}
+
 ArgumentDesc parseArgument(const ManifestReader &reader, const json &value,
-                           const std::string &where) {
+                           const std::string &where, const GridVector &grid) {
   if (!value.is_object())
     reader.fail(where,
                 "must be an object, got " + ManifestReader::describe(value));
@@ -133,12 +198,10 @@ ArgumentDesc parseArgument(const ManifestReader &reader, const json &value,
                 "is \"" + dtype + "\", expected one of " + allDTypeNames());
   arg.dtype = *parsed;
 
-  const json &shape = reader.array(value, where, "shape");
-  for (size_t i = 0; i < shape.size(); ++i)
-    arg.shape.push_back(reader.integer(
-        shape[i], where + "." + ManifestReader::index("shape", i), 0));
+  arg.shape = parseShape(reader, value, where, "shape");
   byteSize(arg.dtype, arg.shape,
            reader.filePath() + ": '" + where + "' ('" + arg.name + "')");
+  parseDistribution(reader, value, where, grid, arg);
 
   bool hasSource = value.contains("source");
   if (arg.kind == ArgumentKind::Parameter) {
@@ -206,7 +269,28 @@ Manifest parseManifest(std::string_view text, const std::string &path) {
                 " (use autopar-run and autopar-compile from the same build)");
   manifest.model = reader.string(root, "", "model");
   manifest.cluster = reader.string(root, "", "cluster");
-  manifest.worldSize = reader.integer(root, "", "world_size", 1);
+  // Optional since multi-rank artifacts: absent means one rank.
+  if (root.contains("world_size"))
+    manifest.worldSize = reader.integer(root, "", "world_size", 1);
+  manifest.grid = {manifest.worldSize, 1, 1};
+  if (root.contains("grid")) {
+    const json &grid = reader.object(root, "", "grid");
+    for (GridAxis axis : {GridAxis::DP, GridAxis::TP, GridAxis::PP})
+      manifest.grid[static_cast<size_t>(axis)] = reader.integer(
+          grid, "grid", std::string(gridAxisName(axis)).c_str(), 1);
+    const GridVector &g = manifest.grid;
+    int64_t product = 0;
+    bool overflow = __builtin_mul_overflow(g[0], g[1], &product) ||
+                    __builtin_mul_overflow(product, g[2], &product);
+    if (overflow || product != manifest.worldSize)
+      reader.fail("grid",
+                  "is dp " + std::to_string(g[0]) + " x tp " +
+                      std::to_string(g[1]) + " x pp " + std::to_string(g[2]) +
+                      " = " +
+                      (overflow ? "too many" : std::to_string(product)) +
+                      " ranks, but world_size is " +
+                      std::to_string(manifest.worldSize));
+  }
 
   const json &programs = reader.array(root, "", "programs");
   if (programs.empty())
@@ -229,6 +313,9 @@ Manifest parseManifest(std::string_view text, const std::string &path) {
   const json &ranks = reader.array(root, "", "ranks");
   manifest.ranks.resize(static_cast<size_t>(manifest.worldSize));
   std::vector<bool> seen(manifest.ranks.size(), false);
+  // With explicit coordinates: which rank sits at each grid point.
+  std::vector<int64_t> owners(manifest.ranks.size(), -1);
+  bool ranksHaveCoords = false;
   for (size_t i = 0; i < ranks.size(); ++i) {
     std::string where = ManifestReader::index("ranks", i);
     if (!ranks[i].is_object())
@@ -246,7 +333,32 @@ Manifest parseManifest(std::string_view text, const std::string &path) {
     if (!programNames.count(program))
       reader.fail(where + ".program",
                   "names program '" + program + "', which 'programs' lacks");
-    manifest.ranks[static_cast<size_t>(rank)] = RankDesc{rank, program};
+    GridVector coords = defaultCoordsOf(manifest.grid, rank);
+    bool hasCoords = ranks[i].is_object() && ranks[i].contains("coords");
+    if (i == 0)
+      ranksHaveCoords = hasCoords;
+    else if (hasCoords != ranksHaveCoords)
+      reader.fail(where, "must have \"coords\" if and only if ranks[0] has");
+    if (hasCoords) {
+      const json &object = reader.object(ranks[i], where, "coords");
+      for (GridAxis axis : {GridAxis::DP, GridAxis::TP, GridAxis::PP}) {
+        std::string key(gridAxisName(axis));
+        size_t a = static_cast<size_t>(axis);
+        coords[a] = reader.integer(object, where + ".coords", key.c_str(), 0);
+        if (coords[a] >= manifest.grid[a])
+          reader.fail(where + ".coords." + key,
+                      "is " + std::to_string(coords[a]) + ", but grid axis " +
+                          key + " has " + std::to_string(manifest.grid[a]) +
+                          " rank" + (manifest.grid[a] == 1 ? "" : "s"));
+      }
+      int64_t point = defaultRankOf(manifest.grid, coords);
+      if (owners[static_cast<size_t>(point)] >= 0)
+        reader.fail(where + ".coords",
+                    "repeats the coordinates of rank " +
+                        std::to_string(owners[static_cast<size_t>(point)]));
+      owners[static_cast<size_t>(point)] = rank;
+    }
+    manifest.ranks[static_cast<size_t>(rank)] = RankDesc{rank, program, coords};
   }
   for (size_t rank = 0; rank < seen.size(); ++rank)
     if (!seen[rank])
@@ -258,7 +370,8 @@ Manifest parseManifest(std::string_view text, const std::string &path) {
   std::set<std::pair<ArgumentKind, std::string>> argumentNames;
   for (size_t i = 0; i < arguments.size(); ++i) {
     std::string where = ManifestReader::index("arguments", i);
-    ArgumentDesc arg = parseArgument(reader, arguments[i], where);
+    ArgumentDesc arg =
+        parseArgument(reader, arguments[i], where, manifest.grid);
     if (!argumentNames.insert({arg.kind, arg.name}).second)
       reader.fail(where + ".name", "repeats " +
                                        std::string(argumentKindName(arg.kind)) +

@@ -6,6 +6,7 @@
 #include "autopar/runtime/Npy.h"
 
 #include <cstring>
+#include <filesystem>
 
 namespace autopar::runtime {
 
@@ -15,6 +16,14 @@ std::string tensorFileName(const std::string &name) {
     if (c == '/')
       c = '_';
   return file + ".npy";
+}
+
+void createDirectory(const std::string &dir) {
+  std::error_code error;
+  std::filesystem::create_directories(dir, error);
+  if (error || !std::filesystem::is_directory(dir))
+    throw Error("cannot create directory " + dir + ": " +
+                (error ? error.message() : "a file is in the way"));
 }
 
 void readTensorFile(const std::string &path, const ArgumentDesc &arg,

@@ -1,25 +1,36 @@
 //===- autopar-run.cpp - Execute an autopar artifact ----------------------===//
 //
 // autopar-run ARTIFACT_DIR [--inputs DIR] [--outputs DIR] [--steps N]
-//                          [--seed N]
+//                          [--seed N] [--timeout SECONDS] [--comm-stats]
 //
 // Started once per rank by mpirun / srun, or alone for a single rank. The
 // user-facing contract is docs INTERFACES.md ("autopar-run"); the artifact
 // format is docs/design/artifact.md.
 //
+// Order of events: the world size from the launcher's environment is checked
+// against the manifest on every rank before MPI exists (so a mismatch is
+// reported by every rank, not raced by an MPI_Abort); then MPI is
+// initialized (more than one rank only), and from there on any error ends
+// every rank through MPI_Abort.
+//
 //===----------------------------------------------------------------------===//
 
+#include "autopar/runtime/Communicator.h"
 #include "autopar/runtime/CpuBlas.h"
 #include "autopar/runtime/CrashReport.h"
+#include "autopar/runtime/Distribution.h"
 #include "autopar/runtime/Error.h"
+#include "autopar/runtime/Fatal.h"
+#include "autopar/runtime/MpiCommunicator.h"
 #include "autopar/runtime/Session.h"
+#include "autopar/runtime/Watchdog.h"
 #include "autopar/runtime/World.h"
 
-#include <malloc.h>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <malloc.h>
 #include <new>
 #include <optional>
 #include <string>
@@ -32,6 +43,7 @@ namespace {
 
 const char *const Usage =
     R"(usage: autopar-run ARTIFACT_DIR [--inputs DIR] [--outputs DIR] [--steps N] [--seed N]
+                   [--timeout SECONDS] [--comm-stats]
 
 Runs an artifact written by autopar-compile. Launch one process per rank with
 mpirun or srun, or a single process for a single-rank artifact; the number of
@@ -39,11 +51,19 @@ processes must equal the artifact's world_size.
 
 options:
   --inputs DIR    read each graph input from DIR/<input name>.npy; dtype and
-                  shape must match the artifact exactly (bfloat16 as uint16)
+                  shape must match the artifact's global tensor exactly
+                  (bfloat16 as uint16); rank 0 reads, every rank gets its block
   --outputs DIR   rank 0 writes each graph output to DIR/<output name>.npy
                   (DIR is created); random inputs are written there as well
-  --steps N       run N steps (default 1), printing the time of each
+  --steps N       run N steps (default 1), printing the time of each (the
+                  slowest rank's)
   --seed N        seed of the random inputs (default 0)
+  --timeout S     end every rank with an error if a step, or a collective
+                  outside the steps, takes longer than S seconds (default:
+                  $AUTOPAR_TIMEOUT_S, else 300 with more than one rank and
+                  none with one; 0 disables it)
+  --comm-stats    print calls, bus bytes and seconds of the collectives, per
+                  grid axis and operation
   -h, --help      print this help
 
 Without --inputs, inputs are drawn at random, reproducibly from the seed and
@@ -52,14 +72,41 @@ in [0, 10) (so that token ids and labels stay in range), bools 0 or 1.
 A '/' in a tensor name becomes '_' in its file name.
 )";
 
+/// The watchdog's timeout with more than one rank, unless set.
+constexpr double DefaultTimeoutSeconds = 300;
+
 struct Options {
   std::string artifactDir;
   std::optional<std::string> inputsDir;
   std::optional<std::string> outputsDir;
   int64_t steps = 1;
   uint64_t seed = 0;
+  /// From --timeout or AUTOPAR_TIMEOUT_S.
+  std::optional<double> timeoutSeconds;
+  bool commStats = false;
   bool help = false;
 };
+
+/// A number of seconds: a non-negative decimal number.
+double parseSeconds(const std::string &source, const std::string &text) {
+  size_t used = 0;
+  double value = -1;
+  bool ok =
+      !text.empty() && ((text[0] >= '0' && text[0] <= '9') || text[0] == '.');
+  if (ok) {
+    try {
+      value = std::stod(text, &used);
+    } catch (...) {
+      ok = false;
+    }
+  }
+  if (!ok || used != text.size() || !(value >= 0) || value > 1e9)
+    throw Error(source +
+                " expects a number of seconds (0 disables the "
+                "timeout), got '" +
+                text + "'");
+  return value;
+}
 
 uint64_t parseNumber(const std::string &option, const std::string &text,
                      uint64_t minimum) {
@@ -92,6 +139,10 @@ Options parseOptions(int argc, char **argv) {
       positional.push_back(arg);
       continue;
     }
+    if (arg == "--comm-stats") {
+      options.commStats = true;
+      continue;
+    }
     // Accept both "--steps 3" and "--steps=3".
     std::string name = arg, value;
     bool hasValue = false;
@@ -101,7 +152,7 @@ Options parseOptions(int argc, char **argv) {
       hasValue = true;
     }
     if (name != "--inputs" && name != "--outputs" && name != "--steps" &&
-        name != "--seed")
+        name != "--seed" && name != "--timeout")
       throw Error("unknown option '" + arg + "' (see --help)");
     if (!hasValue) {
       if (i + 1 >= argc)
@@ -114,6 +165,8 @@ Options parseOptions(int argc, char **argv) {
       options.outputsDir = value;
     else if (name == "--steps")
       options.steps = static_cast<int64_t>(parseNumber(name, value, 1));
+    else if (name == "--timeout")
+      options.timeoutSeconds = parseSeconds(name, value);
     else
       options.seed = parseNumber(name, value, 0);
   }
@@ -123,6 +176,9 @@ Options parseOptions(int argc, char **argv) {
     throw Error("expected one ARTIFACT_DIR, got '" + positional[0] + "' and '" +
                 positional[1] + "' (see --help)");
   options.artifactDir = positional[0];
+  if (!options.timeoutSeconds)
+    if (const char *env = std::getenv("AUTOPAR_TIMEOUT_S"))
+      options.timeoutSeconds = parseSeconds("AUTOPAR_TIMEOUT_S", env);
   return options;
 }
 
@@ -142,69 +198,224 @@ void useFasterBlasKernels(char **argv) {
   execv("/proc/self/exe", argv);
 }
 
-int run(const Options &options) {
-  WorldInfo world = detectWorld();
-  std::unique_ptr<Session> session = Session::open(options.artifactDir, world);
-  const Manifest &manifest = session->getManifest();
-  bool leader = world.rank == 0;
-  if (leader)
-    std::printf("autopar-run: %s: world_size %lld, program '%s' (%s)\n",
-                options.artifactDir.c_str(),
-                static_cast<long long>(manifest.worldSize),
-                manifest.programForRank(world.rank).name.c_str(),
-                describeBlas().c_str());
+std::string describeGrid(const Manifest &manifest) {
+  const GridVector &g = manifest.grid;
+  return "dp " + std::to_string(g[0]) + " x tp " + std::to_string(g[1]) +
+         " x pp " + std::to_string(g[2]);
+}
 
-  if (options.inputsDir) {
-    session->readInputs(*options.inputsDir);
-  } else {
-    session->randomizeInputs(options.seed);
+void printThroughput(double totalMs, double firstMs, int64_t steps) {
+  double meanMs = totalMs / static_cast<double>(steps);
+  std::printf("throughput: %.3f steps/s (mean %.3f ms over %lld steps",
+              meanMs > 0 ? 1000.0 / meanMs : 0.0, meanMs,
+              static_cast<long long>(steps));
+  if (steps > 1) {
+    // The first step also pays for page faults on the mapped weights.
+    double steadyMs = (totalMs - firstMs) / static_cast<double>(steps - 1);
+    std::printf("; %.3f steps/s after the first",
+                steadyMs > 0 ? 1000.0 / steadyMs : 0.0);
+  }
+  std::printf(")\n");
+}
+
+/// Prints the --comm-stats table on rank 0: each number is the maximum over
+/// the ranks.
+void printCommStats(Communicator &comm, bool leader) {
+  double values[NumCommStatValues];
+  flattenCommStats(comm.getStats(), values);
+  comm.maxOverWorld(values, NumCommStatValues);
+  if (leader)
+    std::fputs(formatCommStats(unflattenCommStats(values)).c_str(), stdout);
+}
+
+/// The watchdog the options ask for, or null.
+std::unique_ptr<Watchdog> makeWatchdog(const Options &options,
+                                       const WorldInfo &world) {
+  double timeout = options.timeoutSeconds.value_or(
+      world.size > 1 ? DefaultTimeoutSeconds : 0.0);
+  if (timeout <= 0)
+    return nullptr;
+  return std::make_unique<Watchdog>(timeout);
+}
+
+/// Distributes the inputs, runs the steps, collects the outputs.
+void runSession(const Options &options, const WorldInfo &world,
+                Session &session, Communicator &comm, Watchdog *dog) {
+  comm.setWatchdog(dog);
+  setActiveCommunicator(&comm);
+  const Manifest &loaded = session.getManifest();
+  bool leader = world.rank == 0;
+  if (leader) {
+    std::printf("autopar-run: %s: world_size %lld", options.artifactDir.c_str(),
+                static_cast<long long>(loaded.worldSize));
+    if (world.size > 1)
+      std::printf(" (%s)", describeGrid(loaded).c_str());
+    std::printf(", program '%s' (%s)\n",
+                loaded.programForRank(world.rank).name.c_str(),
+                describeBlas().c_str());
+  }
+
+  InputSource source;
+  source.dir = options.inputsDir;
+  source.seed = options.seed;
+  if (!options.inputsDir) {
+    source.writeRandomTo = options.outputsDir;
     if (leader)
       std::printf("autopar-run: random inputs (seed %llu)\n",
                   static_cast<unsigned long long>(options.seed));
-    if (leader && options.outputsDir)
-      session->writeInputs(*options.outputsDir);
   }
+  distributeInputs(session, comm, dog, source);
 
-  const ProgramDesc &program = manifest.programForRank(world.rank);
+  const ProgramDesc &program = loaded.programForRank(world.rank);
   installCrashReport("program '" + program.name + "' (" + program.library +
                      ")");
   using Clock = std::chrono::steady_clock;
   double totalMs = 0, firstMs = 0;
   for (int64_t step = 1; step <= options.steps; ++step) {
     setCrashReportStep(step);
-    Clock::time_point start = Clock::now();
-    session->runStep();
-    double ms =
-        std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+    std::string name = "step " + std::to_string(step);
+    double ms = 0;
+    {
+      Watchdog::Scope scope(dog, name);
+      Clock::time_point start = Clock::now();
+      session.runStep();
+      ms = std::chrono::duration<double, std::milli>(Clock::now() - start)
+               .count();
+    }
+    if (world.size > 1) {
+      // A step takes as long as its slowest rank.
+      Watchdog::Scope scope(dog, "timing of " + name,
+                            /*waiting=*/true);
+      comm.maxOverWorld(&ms, 1);
+    }
     totalMs += ms;
     if (step == 1)
       firstMs = ms;
     if (leader) {
-      std::printf("step %lld/%lld: %.3f ms\n", static_cast<long long>(step),
+      std::printf("step %lld/%lld: %.3f ms", static_cast<long long>(step),
                   static_cast<long long>(options.steps), ms);
+      if (world.size > 1)
+        std::printf(" (slowest of %lld ranks)",
+                    static_cast<long long>(world.size));
+      std::printf("\n");
       std::fflush(stdout);
     }
   }
   removeCrashReport();
-  if (leader) {
-    double meanMs = totalMs / static_cast<double>(options.steps);
-    std::printf("throughput: %.3f steps/s (mean %.3f ms over %lld steps",
-                meanMs > 0 ? 1000.0 / meanMs : 0.0, meanMs,
-                static_cast<long long>(options.steps));
-    if (options.steps > 1) {
-      // The first step also pays for page faults on the mapped weights.
-      double steadyMs =
-          (totalMs - firstMs) / static_cast<double>(options.steps - 1);
-      std::printf("; %.3f steps/s after the first",
-                  steadyMs > 0 ? 1000.0 / steadyMs : 0.0);
-    }
-    std::printf(")\n");
+  if (leader)
+    printThroughput(totalMs, firstMs, options.steps);
+
+  if (options.outputsDir) {
+    collectOutputs(session, comm, dog, *options.outputsDir);
+    if (leader)
+      std::printf("autopar-run: wrote outputs to %s\n",
+                  options.outputsDir->c_str());
+  }
+  if (options.commStats) {
+    Watchdog::Scope scope(dog, "collecting --comm-stats", /*waiting=*/true);
+    printCommStats(comm, leader);
+  }
+  std::fflush(stdout);
+  setActiveCommunicator(nullptr);
+  comm.setWatchdog(nullptr);
+}
+
+/// Loading failed on some rank, and every rank knows it.
+struct LoadFailed : Error {
+  using Error::Error;
+};
+
+/// Loads this rank's part of the artifact. Under MPI, the ranks then agree:
+/// if any failed, each failed rank reports its own error, rank 0 names the
+/// failed ranks, and all exit with status 1 after MPI_Finalize, so that
+/// every message gets out (an MPI_Abort would race them).
+std::unique_ptr<Session> loadOnEveryRank(const Options &options,
+                                         const WorldInfo &world,
+                                         const MpiEnvironment &mpi,
+                                         Watchdog *dog) {
+  Watchdog::Scope loading(dog, "loading the artifact");
+  std::unique_ptr<Session> session;
+  std::string error;
+  try {
+    Manifest manifest = Session::readArtifactManifest(options.artifactDir);
+    session = Session::open(std::move(manifest), options.artifactDir, world);
+  } catch (const std::bad_alloc &) {
+    error = "out of memory";
+  } catch (const std::exception &failure) {
+    error = failure.what();
+  }
+  std::vector<int64_t> failed;
+  {
+    Watchdog::Scope scope(dog, "the check that every rank loaded it",
+                          /*waiting=*/true);
+    failed = mpi.ranksWhere(!error.empty());
+  }
+  if (failed.empty())
+    return session;
+  if (!error.empty())
+    throw LoadFailed(error);
+  if (world.rank == 0) {
+    std::string list;
+    for (size_t i = 0; i < failed.size() && i < 8; ++i)
+      list += (i ? ", " : "") + std::to_string(failed[i]);
+    if (failed.size() > 8)
+      list += ", ...";
+    throw LoadFailed("stopping: " + std::to_string(failed.size()) + " rank" +
+                (failed.size() == 1 ? "" : "s") + " (" + list +
+                ") failed to load the artifact (see their messages)");
+  }
+  throw LoadFailed(""); // Quiet: rank 0 and the failed ranks have spoken.
+}
+
+int run(const Options &options) {
+  WorldInfo world = detectWorld();
+  if (world.size == 1) {
+    std::unique_ptr<Watchdog> dog = makeWatchdog(options, world);
+    LocalCommunicator comm;
+    std::unique_ptr<Session> session =
+        Session::open(options.artifactDir, world);
+    runSession(options, world, *session, comm, dog.get());
+    return 0;
   }
 
-  if (leader && options.outputsDir) {
-    session->writeOutputs(*options.outputsDir);
-    std::printf("autopar-run: wrote outputs to %s\n",
-                options.outputsDir->c_str());
+  setErrorRank(world.rank);
+  MpiEnvironment mpi(world);
+  shareBlasThreads(mpi.ranksOnThisNode());
+  // Objects destroyed in reverse order: the session and its program first,
+  // then the communicator, then the watchdog; MPI last.
+  std::unique_ptr<Watchdog> dog = makeWatchdog(options, world);
+  std::unique_ptr<Session> session;
+  try {
+    session = loadOnEveryRank(options, world, mpi, dog.get());
+  } catch (const LoadFailed &error) {
+    // Every rank knows that loading failed: leave together, without abort.
+    if (*error.what())
+      std::fprintf(stderr, "%s%s\n", errorPrefix().c_str(), error.what());
+    return 1;
+  } catch (const std::exception &error) {
+    fatalError(error.what()); // The agreement itself failed.
+  }
+  // From here on an error ends every rank at once (fatalError: MPI_Abort),
+  // since the others may be waiting for this one in a collective. It must
+  // not unwind past the MpiEnvironment, whose MPI_Finalize would wait for
+  // them.
+  try {
+    const Manifest &manifest = session->getManifest();
+    std::vector<GridVector> coords;
+    for (const RankDesc &rank : manifest.ranks)
+      coords.push_back(rank.coords);
+    std::unique_ptr<MpiCommunicator> comm;
+    {
+      Watchdog::Scope scope(dog.get(), "creating the axis communicators",
+                            /*waiting=*/true);
+      comm = MpiCommunicator::create(manifest.grid, std::move(coords));
+    }
+    runSession(options, world, *session, *comm, dog.get());
+    session.reset();
+  } catch (const std::bad_alloc &) {
+    fatalError("out of memory");
+  } catch (const std::exception &error) {
+    fatalError(error.what());
   }
   return 0;
 }
@@ -220,6 +431,17 @@ static void keepTemporariesOnTheHeap() {
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
 }
 
+/// Reports an error that reached main. Once MPI is up, the other ranks may
+/// be waiting for this one in a collective: end them all (MPI_Abort).
+/// Before that, every rank reports on its own and exits with status 1.
+static int fail(const std::string &message) {
+  if (MpiEnvironment::isInitialized())
+    fatalError(message);
+  std::fflush(stdout);
+  std::fprintf(stderr, "%s%s\n", errorPrefix().c_str(), message.c_str());
+  return 1;
+}
+
 int main(int argc, char **argv) {
   keepTemporariesOnTheHeap();
   try {
@@ -231,11 +453,10 @@ int main(int argc, char **argv) {
     useFasterBlasKernels(argv);
     return run(options);
   } catch (const std::bad_alloc &) {
-    std::fprintf(stderr, "autopar-run: error: out of memory\n");
+    return fail("out of memory");
   } catch (const std::exception &error) {
-    std::fprintf(stderr, "autopar-run: error: %s\n", error.what());
+    return fail(error.what());
   } catch (...) {
-    std::fprintf(stderr, "autopar-run: error: unknown failure\n");
+    return fail("unknown failure");
   }
-  return 1;
 }

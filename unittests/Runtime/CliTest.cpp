@@ -182,21 +182,8 @@ TEST_F(CliTest, RejectsInputsOfTheWrongTypeOrShape) {
               "inputs directory " + work.file("nowhere") + " does not exist");
 }
 
-TEST_F(CliTest, RejectsAWorldSizeMismatchOnEveryRank) {
-  for (const char *rank : {"0", "1"}) {
-    CommandResult result =
-        run(shellQuote(artifact.path()),
-            std::string("OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_RANK=") + rank);
-    expectError(result, "the artifact was compiled for world_size 1");
-    EXPECT_NE(result.err.find("the launcher started 2 processes (from "
-                              "OMPI_COMM_WORLD_SIZE/OMPI_COMM_WORLD_RANK)"),
-              std::string::npos)
-        << result.err;
-  }
-  expectError(run(shellQuote(artifact.path()), "SLURM_NTASKS=4 SLURM_PROCID=3"),
-              "the launcher started 4 processes (from "
-              "SLURM_NTASKS/SLURM_PROCID)");
-
+TEST_F(CliTest, RejectsAWorldSizeMismatch) {
+  // Multi-rank launches are tested under mpirun (MpiCliTest).
   manifest["world_size"] = 2;
   manifest["ranks"].push_back({{"rank", 1}, {"program", "stage0"}});
   saveManifest();
@@ -204,8 +191,32 @@ TEST_F(CliTest, RejectsAWorldSizeMismatchOnEveryRank) {
               "compiled for world_size 2 (" + artifact.file("manifest.json") +
                   "), but autopar-run was started as a single process "
                   "without a launcher; launch it with mpirun -np 2");
-  expectError(run(shellQuote(artifact.path()), "PMI_SIZE=2 PMI_RANK=1"),
-              "this autopar-run runs single-rank artifacts only");
+  // A launcher of one process: a world of one, not started with MPI.
+  expectError(run(shellQuote(artifact.path()),
+                  "OMPI_COMM_WORLD_SIZE=1 OMPI_COMM_WORLD_RANK=0"),
+              "compiled for world_size 2 (" + artifact.file("manifest.json") +
+                  "), but the launcher started 1 process (from "
+                  "OMPI_COMM_WORLD_SIZE/OMPI_COMM_WORLD_RANK)");
+}
+
+TEST_F(CliTest, RefusesALauncherOfAnotherMpi) {
+  // Launcher variables without a launcher: to this autopar-run's MPI each
+  // process is alone, as under another MPI's mpiexec. Every process says so.
+  for (const char *rank : {"0", "1"}) {
+    CommandResult result =
+        run(shellQuote(artifact.path()),
+            std::string("OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_RANK=") + rank);
+    expectError(result, std::string("rank ") + rank +
+                            ": MPI says this is rank 0 of 1, but the "
+                            "launcher's environment (OMPI_COMM_WORLD_SIZE/"
+                            "OMPI_COMM_WORLD_RANK) says rank " +
+                            rank +
+                            " of 2; autopar-run was built with another "
+                            "MPI than the one that launched it");
+  }
+  expectError(run(shellQuote(artifact.path()), "PMI_SIZE=4 PMI_RANK=3"),
+              "rank 3: MPI says this is rank 0 of 1, but the launcher's "
+              "environment (PMI_SIZE/PMI_RANK) says rank 3 of 4");
 }
 
 TEST_F(CliTest, ReportsBadArtifacts) {
@@ -269,7 +280,7 @@ TEST_F(CliTest, NamesTheProgramAndStepThatCrashed) {
 
 TEST_F(CliTest, ExportsTheKernels) {
   // The stage library leaves the kernels undefined: autopar-run must export
-  // all four, or real artifacts fail to load.
+  // all of them, or real artifacts fail to load.
   CommandResult result =
       runCommand("nm -D --defined-only " + shellQuote(AUTOPAR_RUN_PATH));
   ASSERT_EQ(result.exitCode, 0) << result.err;
@@ -278,6 +289,16 @@ TEST_F(CliTest, ExportsTheKernels) {
                              "_mlir_ciface_autopar_cpu_conv2d_nchw_f32",
                              "_mlir_ciface_autopar_cpu_conv2d_ngchw_f32"})
     EXPECT_NE(result.out.find(symbol), std::string::npos) << symbol;
+  // And every collective entry point (artifact.md) for every element type.
+  for (const char *type : {"f32", "f64", "i32", "i64"})
+    for (const char *op :
+         {"all_reduce", "all_reduce_max", "all_gather", "reduce_scatter",
+          "all_to_all", "broadcast", "send", "recv"}) {
+      std::string symbol =
+          std::string("_mlir_ciface_autopar_rt_") + op + "_" + type + "\n";
+      EXPECT_NE(result.out.find(symbol), std::string::npos) << symbol;
+    }
+  EXPECT_NE(result.out.find("autopar_rt_grid_coord\n"), std::string::npos);
 }
 
 TEST_F(CliTest, ParsesTheCommandLine) {
@@ -298,6 +319,21 @@ TEST_F(CliTest, ParsesTheCommandLine) {
               "--seed expects an integer of at least 0, got '-1'");
   expectError(run(shellQuote(artifact.path()) + " --outputs"),
               "--outputs expects a value");
+  expectError(run(shellQuote(artifact.path()) + " --timeout -1"),
+              "--timeout expects a number of seconds (0 disables the "
+              "timeout), got '-1'");
+  expectError(run(shellQuote(artifact.path()), "AUTOPAR_TIMEOUT_S=soon"),
+              "AUTOPAR_TIMEOUT_S expects a number of seconds (0 disables the "
+              "timeout), got 'soon'");
+  // A single rank may have a watchdog too. --comm-stats counts the input's
+  // "broadcast" to the one rank, which moves no byte.
+  CommandResult watched = run(shellQuote(artifact.path()) +
+                              " --timeout=2.5 --comm-stats --steps 2");
+  EXPECT_EQ(watched.exitCode, 0) << watched.err;
+  EXPECT_NE(watched.out.find("  world  broadcast                1          "
+                             "      0 "),
+            std::string::npos)
+      << watched.out;
 }
 
 TEST_F(CliTest, ReportsAnUnwritableOutputsDirectory) {

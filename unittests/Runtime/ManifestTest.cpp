@@ -90,8 +90,8 @@ TEST(ManifestTest, IgnoresUnknownKeysAndAcceptsScalars) {
 }
 
 TEST(ManifestTest, ReportsEachMissingTopLevelKey) {
-  for (const char *key : {"format", "version", "model", "cluster", "world_size",
-                          "programs", "ranks", "arguments"}) {
+  for (const char *key : {"format", "version", "model", "cluster", "programs",
+                          "ranks", "arguments"}) {
     json manifest = exampleManifest();
     manifest.erase(key);
     expectError(manifest, std::string("missing key '") + key + "'");
@@ -186,6 +186,116 @@ TEST(ManifestTest, ChecksRanksAndNames) {
   manifest = exampleManifest();
   manifest["arguments"].push_back(manifest["arguments"][1]);
   expectError(manifest, "'arguments[3].name' repeats input name 'x'");
+}
+
+/// The data-parallel example of docs/design/artifact.md, on \p ranks ranks.
+json dataParallelManifest(int ranks) {
+  json manifest = exampleManifest();
+  manifest["world_size"] = ranks;
+  manifest["grid"] = {{"dp", ranks}, {"tp", 1}, {"pp", 1}};
+  manifest["ranks"] = json::array();
+  for (int r = 0; r < ranks; ++r)
+    manifest["ranks"].push_back(
+        {{"rank", r},
+         {"program", "stage0"},
+         {"coords", {{"dp", r}, {"tp", 0}, {"pp", 0}}}});
+  manifest["arguments"][1]["global_shape"] = {2 * ranks, 8};
+  manifest["arguments"][1]["split"] = {{"axis", "dp"}, {"dim", 0}};
+  manifest["arguments"][2]["global_shape"] = {2 * ranks, 4};
+  manifest["arguments"][2]["split"] = {{"axis", "dp"}, {"dim", 0}};
+  return manifest;
+}
+
+TEST(ManifestTest, ParsesGridCoordinatesAndSplits) {
+  Manifest parsed = parseManifest(dataParallelManifest(4).dump(), Path);
+  EXPECT_EQ(parsed.worldSize, 4);
+  EXPECT_EQ(parsed.grid, (GridVector{4, 1, 1}));
+  EXPECT_EQ(parsed.ranks[3].coords, (GridVector{3, 0, 0}));
+  const ArgumentDesc &x = parsed.arguments[1];
+  EXPECT_EQ(x.shape, (Shape{2, 8}));
+  EXPECT_EQ(x.globalShape, (Shape{8, 8}));
+  ASSERT_TRUE(x.split);
+  EXPECT_EQ(x.split->axis, GridAxis::DP);
+  EXPECT_EQ(x.split->dim, 0);
+  // Parameters are whole on every rank.
+  EXPECT_FALSE(parsed.arguments[0].split);
+  EXPECT_EQ(parsed.arguments[0].globalShape, (Shape{4, 8}));
+}
+
+TEST(ManifestTest, DefaultsToOneRankAndWholeTensors) {
+  json manifest = exampleManifest();
+  manifest.erase("world_size");
+  Manifest parsed = parseManifest(manifest.dump(), Path);
+  EXPECT_EQ(parsed.worldSize, 1);
+  EXPECT_EQ(parsed.grid, (GridVector{1, 1, 1}));
+  EXPECT_EQ(parsed.ranks[0].coords, (GridVector{0, 0, 0}));
+  EXPECT_EQ(parsed.arguments[1].globalShape, parsed.arguments[1].shape);
+  EXPECT_FALSE(parsed.arguments[1].split);
+
+  // Without "grid", the ranks form one dp axis; without "coords", a grid's
+  // ranks are numbered tp fastest, then dp, then pp; "global_shape" follows
+  // from "split".
+  manifest = dataParallelManifest(4);
+  manifest.erase("grid");
+  for (json &rank : manifest["ranks"])
+    rank.erase("coords");
+  manifest["arguments"][1].erase("global_shape");
+  parsed = parseManifest(manifest.dump(), Path);
+  EXPECT_EQ(parsed.grid, (GridVector{4, 1, 1}));
+  EXPECT_EQ(parsed.ranks[2].coords, (GridVector{2, 0, 0}));
+  EXPECT_EQ(parsed.arguments[1].globalShape, (Shape{8, 8}));
+
+  manifest["grid"] = {{"dp", 1}, {"tp", 2}, {"pp", 2}};
+  manifest["arguments"][2].erase("global_shape");
+  parsed = parseManifest(manifest.dump(), Path);
+  EXPECT_EQ(parsed.arguments[2].globalShape, (Shape{2, 4})); // dp has 1 rank
+  EXPECT_EQ(parsed.ranks[1].coords, (GridVector{0, 1, 0}));
+  EXPECT_EQ(parsed.ranks[2].coords, (GridVector{0, 0, 1}));
+}
+
+TEST(ManifestTest, ReportsBadGridsCoordinatesAndSplits) {
+  struct Case {
+    const char *pointer;
+    json value;
+    const char *expected;
+  } cases[] = {
+      {"/grid/tp", 2,
+       "'grid' is dp 4 x tp 2 x pp 1 = 8 ranks, but world_size is 4"},
+      {"/grid/pp", 0, "'grid.pp' must be at least 1, got 0"},
+      {"/grid", 4, "'grid' must be an object"},
+      {"/ranks/1/coords/dp", 4,
+       "'ranks[1].coords.dp' is 4, but grid axis dp has 4 ranks"},
+      {"/ranks/1/coords/dp", 0,
+       "'ranks[1].coords' repeats the coordinates of rank 0"},
+      {"/ranks/1/coords", json::array(), "'ranks[1].coords' must be an object"},
+      {"/arguments/1/split/axis", "cp",
+       "'arguments[1].split.axis' is \"cp\", expected \"dp\", \"tp\" or "
+       "\"pp\""},
+      {"/arguments/1/split/dim", 2,
+       "'arguments[1].split.dim' is 2, but 'x' has rank 2"},
+      {"/arguments/1/global_shape", json{8, 4},
+       "'arguments[1].global_shape' is [8, 4], but 'x' needs [8, 8] (shape "
+       "[2, 8] with dim 0 times 4, the size of grid axis dp)"},
+      {"/arguments/0/split", json{{"axis", "dp"}, {"dim", 0}},
+       "'arguments[0].split' is not allowed on parameters"},
+      {"/arguments/0/global_shape", json{8, 8},
+       "'arguments[0].global_shape' is [8, 8], but 'fc.weight' needs [4, 8] "
+       "(its shape, as it is not split)"},
+  };
+  for (const Case &c : cases) {
+    json manifest = dataParallelManifest(4);
+    manifest[json::json_pointer(c.pointer)] = c.value;
+    SCOPED_TRACE(c.pointer);
+    expectError(manifest, c.expected);
+  }
+  json manifest = dataParallelManifest(4);
+  manifest["ranks"][2].erase("coords");
+  expectError(manifest,
+              "'ranks[2]' must have \"coords\" if and only if ranks[0] has");
+  manifest = dataParallelManifest(4);
+  manifest["ranks"][0].erase("coords");
+  expectError(manifest,
+              "'ranks[1]' must have \"coords\" if and only if ranks[0] has");
 }
 
 TEST(ManifestTest, ReportsInvalidJson) {

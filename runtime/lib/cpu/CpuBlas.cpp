@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
 
 namespace autopar::runtime {
 
@@ -40,6 +41,15 @@ std::optional<std::string> preferredOpenBlasCoreType() {
 #else
   return std::nullopt;
 #endif
+}
+
+void shareBlasThreads(int64_t ranksOnNode) {
+  if (ranksOnNode <= 1 || std::getenv("OPENBLAS_NUM_THREADS") ||
+      std::getenv("OMP_NUM_THREADS"))
+    return;
+  int threads = openblas_get_num_threads();
+  openblas_set_num_threads(
+      std::max(1, threads / static_cast<int>(ranksOnNode)));
 }
 
 std::string describeBlas() {

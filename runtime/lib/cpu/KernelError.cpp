@@ -2,18 +2,14 @@
 
 #include "KernelError.h"
 
-#include <cstdio>
-#include <cstdlib>
+#include "autopar/runtime/Fatal.h"
 
 namespace autopar::runtime::cpu {
 
 void kernelFatal(const char *kernel, const std::string &message) {
-  std::fflush(stdout);
-  std::fprintf(stderr, "autopar-run: error: %s: %s\n", kernel, message.c_str());
-  std::fflush(stderr);
-  // _Exit: other threads (OpenBLAS workers) may still be running; skip the
-  // static destructors they could race with.
-  std::_Exit(1);
+  // fatalError exits without running static destructors (OpenBLAS worker
+  // threads may still be running) and, under MPI, ends the other ranks too.
+  fatalError(std::string(kernel) + ": " + message);
 }
 
 } // namespace autopar::runtime::cpu

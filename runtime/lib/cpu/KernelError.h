@@ -7,9 +7,10 @@
 
 namespace autopar::runtime::cpu {
 
-/// Reports a kernel called with inconsistent arguments and exits with status 1.
+/// Reports a kernel called with inconsistent arguments and ends the run
+/// (fatalError: exit status 1, or MPI_Abort in a multi-rank run).
 /// Kernels run inside generated code, which has no unwind tables to throw
-/// through, so this is the one place the runtime exits instead of throwing.
+/// through, so it ends the run instead of throwing.
 [[noreturn]] void kernelFatal(const char *kernel, const std::string &message);
 
 } // namespace autopar::runtime::cpu

@@ -12,6 +12,7 @@
 #ifndef AUTOPAR_RUNTIME_CPUBLAS_H
 #define AUTOPAR_RUNTIME_CPUBLAS_H
 
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -23,6 +24,11 @@ namespace autopar::runtime {
 /// the variable only when it is loaded, so using the answer takes a fresh
 /// process (autopar-run re-executes itself).
 std::optional<std::string> preferredOpenBlasCoreType();
+
+/// Gives this process 1/\p ranksOnNode of OpenBLAS's threads (at least one),
+/// so that the ranks sharing a node do not oversubscribe its cores. Does
+/// nothing if OPENBLAS_NUM_THREADS or OMP_NUM_THREADS is set: the user chose.
+void shareBlasThreads(int64_t ranksOnNode);
 
 /// "OpenBLAS <core>, <n> threads", for autopar-run's banner.
 std::string describeBlas();

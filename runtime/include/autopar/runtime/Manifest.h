@@ -11,6 +11,7 @@
 #define AUTOPAR_RUNTIME_MANIFEST_H
 
 #include "autopar/runtime/DType.h"
+#include "autopar/runtime/Grid.h"
 #include "autopar/runtime/Tensor.h"
 
 #include <cstdint>
@@ -38,12 +39,26 @@ struct TensorSource {
   int64_t length = 0;
 };
 
+/// How a global tensor is cut among the ranks: into equal contiguous blocks
+/// along dimension `dim`, one per coordinate of grid axis `axis`; a rank gets
+/// the block of its coordinate on that axis.
+struct SplitDesc {
+  GridAxis axis = GridAxis::DP;
+  int64_t dim = 0;
+};
+
 /// One argument of the entry point.
 struct ArgumentDesc {
   ArgumentKind kind = ArgumentKind::Input;
   std::string name;
   DType dtype = DType::Float32;
+  /// What the rank's program takes.
   Shape shape;
+  /// What the user's .npy files hold: `shape`, or with the split dimension
+  /// multiplied by the size of the split axis.
+  Shape globalShape;
+  /// Present only for split inputs and outputs.
+  std::optional<SplitDesc> split;
   /// Present exactly for parameters.
   std::optional<TensorSource> source;
 };
@@ -56,10 +71,12 @@ struct ProgramDesc {
   std::string entry;
 };
 
-/// Which program a rank runs.
+/// Which program a rank runs, and where it sits in the grid.
 struct RankDesc {
   int64_t rank = 0;
   std::string program;
+  /// Its coordinate on each grid axis, indexed by GridAxis.
+  GridVector coords{};
 };
 
 /// A parsed, validated manifest.json.
@@ -70,6 +87,9 @@ struct Manifest {
   std::string model;
   std::string cluster;
   int64_t worldSize = 1;
+  /// Ranks per grid axis, indexed by GridAxis; their product is worldSize.
+  /// Without a "grid" key: {worldSize, 1, 1}.
+  GridVector grid{1, 1, 1};
   std::vector<ProgramDesc> programs;
   /// One entry per rank 0..worldSize-1, sorted by rank.
   std::vector<RankDesc> ranks;

@@ -12,7 +12,6 @@
 #include "autopar/runtime/HostBuffer.h"
 #include "autopar/runtime/Manifest.h"
 #include "autopar/runtime/Program.h"
-#include "autopar/runtime/RandomInputs.h"
 #include "autopar/runtime/WeightMap.h"
 #include "autopar/runtime/World.h"
 
@@ -26,33 +25,33 @@ namespace autopar::runtime {
 /// A loaded artifact, ready to run steps on this rank.
 class Session {
 public:
-  /// Reads ARTIFACT/manifest.json, checks that \p world matches the artifact's
-  /// world_size, loads this rank's program, maps its parameters and allocates
-  /// (zeroed) input and output buffers. Throws Error on any problem.
+  /// Reads ARTIFACT/manifest.json (after checking that ARTIFACT is a
+  /// directory). Throws Error.
+  static Manifest readArtifactManifest(const std::string &artifactDir);
+
+  /// Loads this rank's program, maps its parameters and allocates (zeroed)
+  /// buffers for its inputs and outputs (of their per-rank `shape`). Checks
+  /// \p world against the manifest first (checkWorldSize). Throws Error on
+  /// any problem.
+  static std::unique_ptr<Session> open(Manifest manifest,
+                                       const std::string &artifactDir,
+                                       const WorldInfo &world);
+  /// readArtifactManifest, then the above.
   static std::unique_ptr<Session> open(const std::string &artifactDir,
                                        const WorldInfo &world);
 
   const Manifest &getManifest() const { return manifest; }
   const WorldInfo &getWorld() const { return world; }
 
-  /// Reads every graph input from DIR/<input name>.npy.
-  void readInputs(const std::string &dir);
-  /// Fills every graph input with reproducible random values.
-  void randomizeInputs(uint64_t seed, const RandomInputPolicy &policy = {});
-  /// Writes every graph input to DIR/<input name>.npy; creates DIR.
-  void writeInputs(const std::string &dir) const;
-  /// Writes every graph output to DIR/<output name>.npy; creates DIR.
-  void writeOutputs(const std::string &dir) const;
-
   /// Runs the entry point once.
   void runStep();
 
-  /// The buffer bound to arguments[index] (for tests and tools).
+  /// The buffer bound to arguments[index]: the rank's block of an input or
+  /// output (see Distribution.h for moving whole tensors in and out).
   void *argumentData(size_t index) const { return args[index]; }
 
 private:
   Session(Manifest manifest, std::string artifactDir, WorldInfo world);
-  void writeTensors(ArgumentKind kind, const std::string &dir) const;
 
   Manifest manifest;
   std::string artifactDir;
@@ -64,6 +63,12 @@ private:
   /// The entry's argument array: one pointer per manifest argument.
   std::vector<void *> args;
 };
+
+/// Refuses a world the artifact was not compiled for: throws Error, saying
+/// how to launch it, unless \p world has the manifest's world_size. Every
+/// rank runs this check on its own (before MPI is initialized), so every rank
+/// reports a mismatch.
+void checkWorldSize(const Manifest &manifest, const WorldInfo &world);
 
 } // namespace autopar::runtime
 

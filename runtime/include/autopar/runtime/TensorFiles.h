@@ -18,6 +18,10 @@ namespace autopar::runtime {
 /// '_' because ONNX tensor names (e.g. "/head/Gemm_output_0") may contain it.
 std::string tensorFileName(const std::string &name);
 
+/// Creates directory \p dir and its parents, if missing; throws Error if that
+/// fails or a file is in the way.
+void createDirectory(const std::string &dir);
+
 /// Reads \p path into \p data (byteSize of \p arg bytes). Throws Error naming
 /// the tensor and the file, with the expected and actual dtype and shape, if
 /// the file does not hold exactly \p arg's dtype (bfloat16 as uint16) and

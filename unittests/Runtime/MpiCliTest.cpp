@@ -1,0 +1,457 @@
+//===- MpiCliTest.cpp - autopar-run on several ranks under mpirun ---------===//
+//
+// Hand-built multi-rank artifacts (stage libraries from Inputs/*.c) run by
+// the real autopar-run under mpirun on 1, 2 and 4 ranks:
+//  - data parallelism: scattering a split input and gathering a split
+//    output gives what one rank computes on the whole batch;
+//  - every collective entry point called from a stage, against references
+//    computed here from the global inputs;
+//  - a wrong number of ranks is reported by every rank;
+//  - faults: a rank that fails, hangs or is killed ends every rank, with a
+//    message naming it, well within the timeout.
+//
+//===----------------------------------------------------------------------===//
+
+#include "autopar/runtime/Npy.h"
+
+#include "TestUtil.h"
+
+#include "gtest/gtest.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <unistd.h>
+
+using namespace autopar::runtime;
+using namespace autopar::runtime::test;
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr int K = 8, N = 4, Batch = 8;
+
+class MpiCliTest : public ::testing::Test {
+protected:
+  void SetUp() override {
+    for (int i = 0; i < N * K; ++i)
+      weight.push_back(0.25f * static_cast<float>(i % 7) - 0.5f);
+    for (int j = 0; j < N; ++j)
+      bias.push_back(static_cast<float>(j));
+    writeFile(artifact.file("weights.bin"), bytesOf(weight) + bytesOf(bias));
+  }
+
+  /// The manifest of a dp-only artifact of \p ranks ranks running \p library.
+  json manifestFor(int ranks, const std::string &library) {
+    json manifest = {{"format", "autopar-artifact"},
+                     {"version", 1},
+                     {"model", "test.onnx"},
+                     {"cluster", "local:" + std::to_string(ranks)},
+                     {"world_size", ranks},
+                     {"grid", {{"dp", ranks}, {"tp", 1}, {"pp", 1}}},
+                     {"programs",
+                      {{{"name", "stage0"},
+                        {"library", library},
+                        {"entry", "autopar_entry"}}}},
+                     {"ranks", json::array()},
+                     {"arguments", json::array()}};
+    for (int r = 0; r < ranks; ++r)
+      manifest["ranks"].push_back(
+          {{"rank", r},
+           {"program", "stage0"},
+           {"coords", {{"dp", r}, {"tp", 0}, {"pp", 0}}}});
+    return manifest;
+  }
+
+  static json argument(const char *kind, const char *name, const char *dtype,
+                       std::vector<int64_t> shape) {
+    return {{"kind", kind}, {"name", name}, {"dtype", dtype}, {"shape", shape}};
+  }
+
+  /// \p arg split over dp along \p dim into \p ranks blocks.
+  static json split(json arg, int dim, int ranks) {
+    std::vector<int64_t> global = arg["shape"];
+    global[dim] *= ranks;
+    arg["global_shape"] = global;
+    arg["split"] = {{"axis", "dp"}, {"dim", dim}};
+    return arg;
+  }
+
+  /// Writes ARTIFACT/<ranks>/ running stage library \p stage with
+  /// \p arguments after the two parameters of linear_add.
+  std::string writeArtifact(int ranks, const std::string &stage,
+                            const json &arguments, bool parameters) {
+    std::string dir = artifact.file(std::to_string(ranks) + "-" + stage);
+    fs::create_directories(dir);
+    fs::copy_file(std::string(AUTOPAR_TEST_STAGE_DIR) + "/" + stage + ".so",
+                  dir + "/stage0.so", fs::copy_options::overwrite_existing);
+    json manifest = manifestFor(ranks, "stage0.so");
+    if (parameters) {
+      json w = argument("parameter", "fc.weight", "float32", {N, K});
+      w["source"] = {
+          {"file", "../weights.bin"}, {"offset", 0}, {"length", 128}};
+      json b = argument("parameter", "fc.bias", "float32", {N});
+      b["source"] = {
+          {"file", "../weights.bin"}, {"offset", 128}, {"length", 16}};
+      manifest["arguments"].push_back(w);
+      manifest["arguments"].push_back(b);
+    }
+    for (const json &arg : arguments)
+      manifest["arguments"].push_back(arg);
+    writeFile(dir + "/manifest.json", manifest.dump(2));
+    return dir;
+  }
+
+  /// The data-parallel linear layer of dp_linear.c on \p ranks ranks.
+  std::string dpLinear(int ranks) {
+    int rows = Batch / ranks;
+    return writeArtifact(
+        ranks, "dp_linear_" + std::to_string(ranks),
+        {split(argument("input", "x", "float32", {rows, K}), 0, ranks),
+         split(argument("output", "y", "float32", {rows, N}), 0, ranks)},
+        /*parameters=*/true);
+  }
+
+  /// mpirun -np \p ranks autopar-run ARGS, with \p env before it.
+  CommandResult mpirun(int ranks, const std::string &args,
+                       const std::string &env = "") {
+    std::string flags = " --oversubscribe";
+    if (geteuid() == 0)
+      flags += " --allow-run-as-root";
+    Clock::time_point start = Clock::now();
+    CommandResult result = runCommand(
+        "ulimit -c 0; env -u OMPI_COMM_WORLD_SIZE -u PMI_SIZE -u SLURM_NTASKS "
+        "-u SLURM_STEP_NUM_TASKS OPENBLAS_NUM_THREADS=1 " +
+        env + " " + shellQuote(AUTOPAR_MPIEXEC) + flags + " -np " +
+        std::to_string(ranks) + " " + shellQuote(AUTOPAR_RUN_PATH) + " " +
+        args);
+    seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    return result;
+  }
+
+  template <typename T>
+  std::vector<T> readTensor(const std::string &path, DType dtype,
+                            const Shape &shape) {
+    NpyArray array = readNpy(path);
+    EXPECT_EQ(array.dtype, dtype) << path;
+    EXPECT_EQ(array.shape, shape) << path;
+    std::vector<T> values(array.data.size() / sizeof(T));
+    std::memcpy(values.data(), array.data.data(), array.data.size());
+    return values;
+  }
+
+  std::vector<float> readFloats(const std::string &path, const Shape &shape) {
+    return readTensor<float>(path, DType::Float32, shape);
+  }
+
+  /// Expects every process id written by fault.c under \p dir to be gone.
+  void expectNoSurvivors(const std::string &dir, int ranks) {
+    for (int r = 0; r < ranks; ++r) {
+      std::ifstream file(dir + "/" + std::to_string(r) + ".pid");
+      int pid = 0;
+      if (!(file >> pid))
+        continue; // That rank never reached its step.
+      // A zombie (not reaped by a container's init) has exited too.
+      std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+      std::string text;
+      std::getline(stat, text);
+      size_t paren = text.rfind(')');
+      bool alive = paren != std::string::npos && paren + 2 < text.size() &&
+                   text[paren + 2] != 'Z';
+      EXPECT_FALSE(alive) << "rank " << r << " (pid " << pid
+                          << ") still runs: " << text;
+      if (alive)
+        kill(pid, SIGKILL);
+    }
+  }
+
+  using Clock = std::chrono::steady_clock;
+  TempDir artifact, work;
+  std::vector<float> weight, bias;
+  /// Wall time of the last mpirun.
+  double seconds = 0;
+};
+
+TEST_F(MpiCliTest, DataParallelRunsMatchOneRank) {
+  std::string alone = work.file("alone");
+  CommandResult reference =
+      runCommand("env -u OMPI_COMM_WORLD_SIZE -u PMI_SIZE -u SLURM_NTASKS "
+                 "-u SLURM_STEP_NUM_TASKS " +
+                 shellQuote(AUTOPAR_RUN_PATH) + " " + shellQuote(dpLinear(1)) +
+                 " --outputs " + shellQuote(alone));
+  ASSERT_EQ(reference.exitCode, 0) << reference.out << reference.err;
+  std::vector<float> x = readFloats(alone + "/x.npy", {Batch, K});
+  std::vector<float> y = readFloats(alone + "/y.npy", {Batch, N});
+  for (int i = 0; i < Batch; ++i)
+    for (int j = 0; j < N; ++j) {
+      double expected = bias[j];
+      for (int p = 0; p < K; ++p)
+        expected += double(x[i * K + p]) * weight[j * K + p];
+      ASSERT_NEAR(y[i * N + j], expected, 1e-5) << i << "," << j;
+    }
+
+  for (int ranks : {1, 2, 4}) {
+    SCOPED_TRACE(std::to_string(ranks) + " ranks");
+    std::string out = work.file("out" + std::to_string(ranks));
+    CommandResult result =
+        mpirun(ranks, shellQuote(dpLinear(ranks)) + " --steps 2 --outputs " +
+                          shellQuote(out));
+    ASSERT_EQ(result.exitCode, 0) << result.out << result.err;
+    EXPECT_EQ(result.err, "");
+    // Only rank 0 speaks.
+    EXPECT_EQ(std::count(result.out.begin(), result.out.end(), '\n'), 6)
+        << result.out;
+    if (ranks > 1)
+      EXPECT_NE(result.out.find("world_size " + std::to_string(ranks) +
+                                " (dp " + std::to_string(ranks) +
+                                " x tp 1 x pp 1)"),
+                std::string::npos)
+          << result.out;
+    EXPECT_NE(result.out.find("step 2/2: "), std::string::npos) << result.out;
+    // The same seed draws the same global inputs on any number of ranks.
+    EXPECT_EQ(readFile(out + "/x.npy"), readFile(alone + "/x.npy"));
+    std::vector<float> yRanks = readFloats(out + "/y.npy", {Batch, N});
+    for (size_t i = 0; i < y.size(); ++i)
+      ASSERT_NEAR(yRanks[i], y[i], 1e-6) << i;
+  }
+
+  // Global inputs from files reach the right ranks.
+  fs::create_directories(work.file("in"));
+  std::vector<float> given(Batch * K);
+  for (int i = 0; i < Batch * K; ++i)
+    given[i] = static_cast<float>(i % 11) / 4.0f;
+  writeNpy(work.file("in/x.npy"), DType::Float32, {Batch, K}, given.data());
+  std::string out = work.file("from-files");
+  CommandResult result = mpirun(4, shellQuote(dpLinear(4)) + " --inputs " +
+                                       shellQuote(work.file("in")) +
+                                       " --outputs " + shellQuote(out));
+  ASSERT_EQ(result.exitCode, 0) << result.out << result.err;
+  std::vector<float> fromFiles = readFloats(out + "/y.npy", {Batch, N});
+  for (int i = 0; i < Batch; ++i)
+    for (int j = 0; j < N; ++j) {
+      double expected = bias[j];
+      for (int p = 0; p < K; ++p)
+        expected += double(given[i * K + p]) * weight[j * K + p];
+      ASSERT_NEAR(fromFiles[i * N + j], expected, 1e-5) << i << "," << j;
+    }
+}
+
+/// Element (i, j) of a row-major [rows, cols] matrix.
+template <typename T> T at(const std::vector<T> &m, int cols, int i, int j) {
+  return m[static_cast<size_t>(i * cols + j)];
+}
+
+TEST_F(MpiCliTest, CollectiveEntryPointsMatchReferences) {
+  const int C = 8;
+  for (int p : {1, 2, 4}) {
+    SCOPED_TRACE(std::to_string(p) + " ranks");
+    const int R = Batch / p;
+    json args = {
+        split(argument("input", "x", "float32", {R, C}), 0, p),
+        split(argument("input", "ids", "int64", {R, C}), 0, p),
+        split(argument("input", "col", "float32", {Batch, C / p}), 1, p),
+        argument("output", "sum", "float32", {R, C}),
+        argument("output", "max", "float32", {R, C}),
+        argument("output", "sum_t", "float32", {C, R}),
+        argument("output", "cat0", "float32", {Batch, C}),
+        argument("output", "cat1", "float32", {R, C * p}),
+        split(argument("output", "part", "float32", {R, C / p}), 1, p),
+        split(argument("output", "a2a", "float32", {Batch, C / p}), 1, p),
+        argument("output", "bcast", "float32", {R, C}),
+        split(argument("output", "ring", "float32", {R, C}), 0, p),
+        argument("output", "ids_sum", "int64", {R, C}),
+        argument("output", "col_cat", "float32", {Batch, C})};
+    std::string dir = writeArtifact(p, "collectives_" + std::to_string(p), args,
+                                    /*parameters=*/false);
+    std::string out = work.file("collectives" + std::to_string(p));
+    CommandResult result =
+        mpirun(p, shellQuote(dir) + " --steps 2 --comm-stats --outputs " +
+                      shellQuote(out));
+    ASSERT_EQ(result.exitCode, 0) << result.out << result.err;
+
+    std::vector<float> x = readFloats(out + "/x.npy", {Batch, C});
+    std::vector<int64_t> ids =
+        readTensor<int64_t>(out + "/ids.npy", DType::Int64, {Batch, C});
+    std::vector<float> col = readFloats(out + "/col.npy", {Batch, C});
+    // Block q of x: rows [q*R, (q+1)*R).
+    auto block = [&](int q, int i, int j) { return at(x, C, q * R + i, j); };
+    std::vector<float> sum = readFloats(out + "/sum.npy", {R, C}),
+                       max = readFloats(out + "/max.npy", {R, C}),
+                       sumT = readFloats(out + "/sum_t.npy", {C, R}),
+                       cat0 = readFloats(out + "/cat0.npy", {Batch, C}),
+                       cat1 = readFloats(out + "/cat1.npy", {R, C * p}),
+                       part = readFloats(out + "/part.npy", {R, C}),
+                       a2a = readFloats(out + "/a2a.npy", {Batch, C}),
+                       bcast = readFloats(out + "/bcast.npy", {R, C}),
+                       ring = readFloats(out + "/ring.npy", {Batch, C}),
+                       colCat = readFloats(out + "/col_cat.npy", {Batch, C});
+    std::vector<int64_t> idsSum =
+        readTensor<int64_t>(out + "/ids_sum.npy", DType::Int64, {R, C});
+    for (int i = 0; i < R; ++i) {
+      for (int j = 0; j < C; ++j) {
+        double expectedSum = 0;
+        float expectedMax = block(0, i, j);
+        int64_t expectedIds = 0;
+        for (int q = 0; q < p; ++q) {
+          expectedSum += block(q, i, j);
+          expectedMax = std::max(expectedMax, block(q, i, j));
+          expectedIds += at(ids, C, q * R + i, j);
+        }
+        EXPECT_NEAR(at(sum, C, i, j), expectedSum, 1e-5) << "sum " << i << j;
+        EXPECT_EQ(at(max, C, i, j), expectedMax) << "max " << i << j;
+        EXPECT_NEAR(at(sumT, R, j, i), expectedSum, 1e-5) << "sum_t";
+        EXPECT_NEAR(at(part, C, i, j), expectedSum, 1e-5) << "part";
+        EXPECT_EQ(at(idsSum, C, i, j), expectedIds) << "ids_sum";
+        EXPECT_EQ(at(bcast, C, i, j), block(p - 1, i, j)) << "bcast";
+        for (int q = 0; q < p; ++q)
+          EXPECT_EQ(at(cat1, C * p, i, q * C + j), block(q, i, j)) << "cat1";
+      }
+    }
+    EXPECT_EQ(cat0, x);
+    EXPECT_EQ(a2a, x);
+    EXPECT_EQ(colCat, col);
+    for (int q = 0; q < p; ++q)
+      for (int i = 0; i < R; ++i)
+        for (int j = 0; j < C; ++j)
+          EXPECT_EQ(at(ring, C, q * R + i, j), block((q + p - 1) % p, i, j))
+              << "ring block " << q;
+
+    // Two steps of 4 all_reduce calls each; one send and one recv a step.
+    EXPECT_NE(result.out.find("dp     all_reduce               8"),
+              std::string::npos)
+        << result.out;
+    if (p > 1)
+      EXPECT_NE(result.out.find("dp     send                     2"),
+                std::string::npos)
+          << result.out;
+  }
+}
+
+TEST_F(MpiCliTest, EveryRankReportsAWrongWorldSize) {
+  std::string dir = dpLinear(2);
+  CommandResult result = mpirun(4, shellQuote(dir));
+  EXPECT_NE(result.exitCode, 0);
+  for (int r = 0; r < 4; ++r)
+    EXPECT_NE(result.err.find("autopar-run: error: rank " + std::to_string(r) +
+                              ": the artifact was compiled for world_size 2 (" +
+                              dir +
+                              "/manifest.json), but the launcher "
+                              "started 4 processes"),
+              std::string::npos)
+        << "rank " << r << ":\n"
+        << result.err;
+}
+
+TEST_F(MpiCliTest, ALoadErrorOnOneRankStopsAll) {
+  // Rank 2's program is missing: it says so, rank 0 names it, all exit.
+  std::string dir = dpLinear(4);
+  json manifest = json::parse(readFile(dir + "/manifest.json"));
+  manifest["programs"].push_back({{"name", "stage1"},
+                                  {"library", "missing.so"},
+                                  {"entry", "autopar_entry"}});
+  manifest["ranks"][2]["program"] = "stage1";
+  writeFile(dir + "/manifest.json", manifest.dump());
+  CommandResult result = mpirun(4, shellQuote(dir) + " --timeout 30");
+  EXPECT_NE(result.exitCode, 0);
+  EXPECT_NE(result.err.find("autopar-run: error: rank 2: cannot load program "
+                            "library " +
+                            dir + "/missing.so"),
+            std::string::npos)
+      << result.err;
+  EXPECT_NE(result.err.find("autopar-run: error: rank 0: stopping: 1 rank (2) "
+                            "failed to load the artifact"),
+            std::string::npos)
+      << result.err;
+  EXPECT_LT(seconds, 15);
+}
+
+TEST_F(MpiCliTest, ABadInputOnRankZeroStopsAll) {
+  fs::create_directories(work.file("in"));
+  std::vector<double> wide(Batch * K, 0.5);
+  writeNpy(work.file("in/x.npy"), DType::Float64, {Batch, K}, wide.data());
+  CommandResult result =
+      mpirun(4, shellQuote(dpLinear(4)) + " --timeout 30 --inputs " +
+                    shellQuote(work.file("in")));
+  EXPECT_NE(result.exitCode, 0);
+  EXPECT_NE(result.err.find("autopar-run: error: rank 0: input 'x': " +
+                            work.file("in/x.npy") +
+                            " holds float64 [8, 8], expected float32 [8, 8]"),
+            std::string::npos)
+      << result.err;
+  EXPECT_LT(seconds, 15); // MPI_Abort, not the watchdog.
+}
+
+/// The fault stage on \p ranks ranks: y = all_reduce(x), [2, 8] per rank.
+class MpiFaultTest : public MpiCliTest {
+protected:
+  std::string faultArtifact(int ranks) {
+    return writeArtifact(
+        ranks, "fault",
+        {split(argument("input", "x", "float32", {2, 8}), 0, ranks),
+         argument("output", "y", "float32", {2, 8})},
+        /*parameters=*/false);
+  }
+  std::string faultEnv(const char *fault, int rank) {
+    fs::create_directories(work.file("pids"));
+    return std::string("AUTOPAR_TEST_FAULT=") + fault +
+           " AUTOPAR_TEST_FAULT_RANK=" + std::to_string(rank) +
+           " AUTOPAR_TEST_PID_DIR=" + shellQuote(work.file("pids"));
+  }
+};
+
+TEST_F(MpiFaultTest, RunsWithoutAFault) {
+  CommandResult result = mpirun(2, shellQuote(faultArtifact(2)) + " --steps 3");
+  EXPECT_EQ(result.exitCode, 0) << result.out << result.err;
+}
+
+TEST_F(MpiFaultTest, AHungRankIsNamedAndEveryRankEnds) {
+  const double timeout = 2;
+  CommandResult result =
+      mpirun(4, shellQuote(faultArtifact(4)) + " --timeout 2 --steps 3",
+             faultEnv("hang", 1));
+  EXPECT_NE(result.exitCode, 0);
+  // Rank 1 is busy in its own code, the others wait for it in the
+  // all_reduce and allow a second more: rank 1 reports first.
+  EXPECT_NE(result.err.find("autopar-run: error: rank 1: timed out after 2 s "
+                            "in step 1\n"),
+            std::string::npos)
+      << result.err;
+  EXPECT_LT(seconds, timeout + 5);
+  expectNoSurvivors(work.file("pids"), 4);
+}
+
+TEST_F(MpiFaultTest, TheTimeoutComesFromTheEnvironmentToo) {
+  CommandResult result = mpirun(2, shellQuote(faultArtifact(2)),
+                                faultEnv("hang", 0) + " AUTOPAR_TIMEOUT_S=1");
+  EXPECT_NE(result.exitCode, 0);
+  EXPECT_NE(result.err.find("autopar-run: error: rank 0: timed out after 1 s "
+                            "in step 1\n"),
+            std::string::npos)
+      << result.err;
+  EXPECT_LT(seconds, 1 + 5);
+  expectNoSurvivors(work.file("pids"), 2);
+}
+
+TEST_F(MpiFaultTest, AKilledRankEndsEveryRank) {
+  const double timeout = 5;
+  CommandResult result = mpirun(
+      4, shellQuote(faultArtifact(4)) + " --timeout 5", faultEnv("kill", 3));
+  EXPECT_NE(result.exitCode, 0);
+  // Rank 3 could not speak; the launcher (or, failing that, the watchdog of
+  // a rank waiting for it) names it.
+  bool named =
+      result.err.find("rank 3") != std::string::npos ||
+      result.err.find("timed out after 5 s in step 1, waiting in all_reduce "
+                      "on axis dp") != std::string::npos;
+  EXPECT_TRUE(named) << result.err;
+  EXPECT_LT(seconds, timeout + 5);
+  expectNoSurvivors(work.file("pids"), 4);
+}
+
+} // namespace
