@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # The main job on the bundled default: a GPT-style decoder (defined in
-# python/autopar/models.py, exported with PyTorch) is compiled for a local CPU
-# cluster, run, and its outputs are checked against onnxruntime's.
+# python/autopar/models.py, exported with PyTorch) is planned and compiled for
+# a local CPU cluster of 2 ranks (default), run on them under mpirun, and its
+# outputs are checked against onnxruntime's.
 # Usage: scripts/quickstart.sh [--cluster local:N] [--steps N]
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-cluster="local:1"
+cluster="local:2"
 steps=5
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -37,7 +38,7 @@ echo "== running on $ranks rank(s)"
 launcher=()
 if [ "$ranks" != 1 ]; then
   launcher=(mpirun --oversubscribe -np "$ranks")
-  [ "$(id -u)" = 0 ] && launcher+=(--allow-run-as-root)
+  if [ "$(id -u)" = 0 ]; then launcher+=(--allow-run-as-root); fi
 fi
 rm -rf "$work/autopar.out" "$work/ort.out"
 "${launcher[@]}" "$build/bin/autopar-run" "$work/gpt.artifact" \
