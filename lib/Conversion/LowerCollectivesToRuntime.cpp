@@ -52,6 +52,11 @@ struct LowerCollectivesToRuntimePass
     for (Operation *op : worklist)
       if (failed(lower(op, symbols)))
         return signalPassFailure();
+    // With every query lowered the grids are unused; the LLVM lowering
+    // would not know them.
+    for (auto grid : llvm::make_early_inc_range(module.getOps<shard::GridOp>()))
+      if (SymbolTable::symbolKnownUseEmpty(grid, module))
+        grid.erase();
   }
 
   /// Declares (once) a private runtime function; memref-taking ones use the

@@ -81,7 +81,7 @@ LogicalResult writeManifest(llvm::StringRef dir,
     if (arg.splitDim >= 0) {
       entry["global_shape"] = llvm::json::Array(arg.globalShape);
       entry["split"] =
-          llvm::json::Object{{"axis", "dp"}, {"dim", arg.splitDim}};
+          llvm::json::Object{{"axis", arg.splitAxis}, {"dim", arg.splitDim}};
     }
     if (arg.kind == ArtifactArgument::Kind::Parameter) {
       auto it = weights.find(arg.name);

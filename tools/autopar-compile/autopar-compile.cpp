@@ -12,14 +12,18 @@
 #include "autopar/Target/Artifact.h"
 #include "autopar/Target/Cluster.h"
 #include "autopar/Target/CpuCodegen.h"
+#include "autopar/Transforms/Passes.h"
 #include "autopar/Transforms/Planner.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/InitAllDialects.h"
 #include "mlir/InitAllExtensions.h"
 #include "mlir/InitAllPasses.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
 #include "mlir/Target/LLVMIR/Dialect/All.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
@@ -115,8 +119,107 @@ static void writeIR(llvm::StringRef name, ModuleOp module) {
     module.print(os);
 }
 
+/// Partitions one data-parallel replica's program over `tp` ranks: plans the
+/// per-op sharding for a tp group, annotates it, keeps inputs and outputs
+/// replicated, runs upstream `sharding-propagation` and `shard-partition`,
+/// and lowers the collectives to runtime calls. Records each argument's
+/// local block in `arguments`.
+static LogicalResult
+partitionTensorParallel(ModuleOp module, int64_t tp,
+                        const autopar::PlanRequest &request,
+                        std::vector<autopar::ArtifactArgument> &arguments) {
+  auto main = module.lookupSymbol<func::FuncOp>("main");
+  autopar::PlanRequest tpRequest = request;
+  tpRequest.cluster.nodes = 1;
+  tpRequest.cluster.gpusPerNode = tp;
+  tpRequest.pins = {};
+  tpRequest.pins.dp = 1;
+  tpRequest.pins.tp = tp;
+  tpRequest.pins.pp = 1;
+  auto plan = autopar::planProgram(main, tpRequest);
+  if (!plan) {
+    llvm::errs() << "autopar-compile: error: "
+                 << llvm::toString(plan.takeError()) << "\n";
+    return failure();
+  }
+  autopar::annotateModuleWithPlan(module, *plan);
+
+  // Graph inputs and outputs stay whole on every tp rank.
+  MLIRContext *ctx = module.getContext();
+  OpBuilder b(ctx);
+  auto replicated = [&](Location loc) {
+    return shard::ShardingOp::create(
+               b, loc, FlatSymbolRefAttr::get(ctx, "autopar_grid"),
+               ArrayRef<shard::GridAxesAttr>{})
+        .getResult();
+  };
+  b.setInsertionPointToStart(&main.getBody().front());
+  for (BlockArgument arg : main.getArguments()) {
+    if (!main.getArgAttr(arg.getArgNumber(), autopar::attrs::kInput))
+      continue;
+    auto annotated =
+        shard::ShardOp::create(b, arg.getLoc(), arg, replicated(arg.getLoc()),
+                               /*annotate_for_users=*/true);
+    arg.replaceAllUsesExcept(annotated.getResult(), annotated);
+  }
+  auto ret = cast<func::ReturnOp>(main.getBody().front().getTerminator());
+  b.setInsertionPoint(ret);
+  for (OpOperand &operand : ret->getOpOperands()) {
+    auto annotated = shard::ShardOp::create(b, ret.getLoc(), operand.get(),
+                                            replicated(ret.getLoc()),
+                                            /*annotate_for_users=*/false);
+    operand.set(annotated.getResult());
+  }
+
+  llvm::SmallVector<llvm::SmallVector<int64_t>> global;
+  for (Type t : main.getArgumentTypes())
+    global.push_back(
+        llvm::SmallVector<int64_t>(cast<RankedTensorType>(t).getShape()));
+
+  PassManager pm = PassManager::on<ModuleOp>(ctx);
+  if (failed(
+          parsePassPipeline("func.func(sharding-propagation,shard-partition),"
+                            "autopar-lower-collectives-to-runtime,canonicalize",
+                            pm)) ||
+      failed(pm.run(module)))
+    return failure();
+
+  main = module.lookupSymbol<func::FuncOp>("main");
+  for (auto [i, type] : llvm::enumerate(main.getArgumentTypes())) {
+    auto local = cast<RankedTensorType>(type).getShape();
+    autopar::ArtifactArgument &arg = arguments[i];
+    if (local == llvm::ArrayRef(global[i]))
+      continue;
+    for (int64_t d = 0; d < int64_t(local.size()); ++d)
+      if (local[d] != global[i][d]) {
+        if (arg.kind != autopar::ArtifactArgument::Kind::Parameter) {
+          llvm::errs() << "autopar-compile: error: input '" << arg.name
+                       << "' was split over tp; inputs must stay whole\n";
+          return failure();
+        }
+        arg.globalShape = global[i];
+        arg.splitDim = d;
+        arg.splitAxis = "tp";
+        arg.shape.assign(local.begin(), local.end());
+        break;
+      }
+  }
+  for (auto [k, type] : llvm::enumerate(main.getResultTypes())) {
+    autopar::ArtifactArgument &out = arguments[main.getNumArguments() + k];
+    if (cast<RankedTensorType>(type).getShape() != llvm::ArrayRef(out.shape)) {
+      llvm::errs() << "autopar-compile: error: output '" << out.name
+                   << "' is not whole after partitioning\n";
+      return failure();
+    }
+  }
+  return success();
+}
+
 int main(int argc, char **argv) {
   llvm::InitLLVM y(argc, argv);
+  registerAllPasses();
+  autopar::registerAutoparConversionPasses();
+  autopar::registerAutoparTransformsPasses();
   cl::HideUnrelatedOptions(category);
   cl::ParseCommandLineOptions(
       argc, argv,
@@ -215,27 +318,25 @@ int main(int argc, char **argv) {
   // program on its slice of the batch); tensor and pipeline parallel plans
   // are planned but not yet executed.
   autopar::PlanCandidate executable = plan->best;
-  if (executable.tp > 1 || executable.pp > 1) {
-    if ((request.pins.tp && *request.pins.tp > 1) ||
-        (request.pins.pp && *request.pins.pp > 1))
-      return fail("--tp/--pp > 1: executing tensor or pipeline parallel plans "
-                  "is not implemented yet; use --plan-only, or let autopar "
-                  "choose a data-parallel plan");
-    autopar::PlanRequest dpOnly = request;
-    dpOnly.pins.tp = 1;
-    dpOnly.pins.pp = 1;
-    auto replanned = autopar::planProgram(main, dpOnly);
+  if (executable.pp > 1) {
+    if (request.pins.pp && *request.pins.pp > 1)
+      return fail("--pp > 1: executing pipeline parallel plans is not "
+                  "implemented yet; use --plan-only, or let autopar choose "
+                  "a plan without pipeline stages");
+    autopar::PlanRequest noPipeline = request;
+    noPipeline.pins.pp = 1;
+    auto replanned = autopar::planProgram(main, noPipeline);
     if (!replanned)
-      return fail("the best plan needs tensor or pipeline parallelism, whose "
-                  "execution is not implemented yet, and no data-parallel "
-                  "plan exists: " +
+      return fail("the best plan needs pipeline parallelism, whose execution "
+                  "is not implemented yet, and no plan without stages "
+                  "exists: " +
                   llvm::toString(replanned.takeError()));
     executable = replanned->best;
     llvm::outs() << llvm::formatv(
-        "  executing the best data-parallel plan instead (dp={0}, predicted "
-        "{1:F3} ms per step): tensor and pipeline parallel execution is not "
-        "implemented yet\n",
-        executable.dp, executable.stepSeconds * 1e3);
+        "  executing the best plan without pipeline stages instead (dp={0} "
+        "tp={1}, predicted {2:F3} ms per step): pipeline parallel execution "
+        "is not implemented yet\n",
+        executable.dp, executable.tp, executable.stepSeconds * 1e3);
   }
   int64_t dpDegree = executable.dp;
   if (dpDegree > 1) {
@@ -280,6 +381,12 @@ int main(int argc, char **argv) {
     arguments = std::move(rankArgs);
   }
 
+  int64_t tpDegree = executable.tp;
+  if (tpDegree > 1 &&
+      failed(partitionTensorParallel(*module, tpDegree, request, *arguments)))
+    return fail("partitioning " + modelPath + " over " + llvm::Twine(tpDegree) +
+                " tensor-parallel ranks failed (see the diagnostics above)");
+
   auto weights = autopar::locateInitializers(modelPath);
   if (!weights)
     return fail(llvm::toString(weights.takeError()));
@@ -310,6 +417,7 @@ int main(int argc, char **argv) {
   description.cluster = clusterSpec;
   description.worldSize = cluster->worldSize();
   description.dp = dpDegree;
+  description.tp = tpDegree;
   description.arguments = std::move(*arguments);
   if (failed(autopar::writeManifest(outputDir, std::move(description), *weights,
                                     error)))

@@ -33,6 +33,8 @@ struct ArtifactArgument {
   /// whole tensor and the dim it is cut along (-1: not cut).
   llvm::SmallVector<int64_t> globalShape;
   int64_t splitDim = -1;
+  /// The grid axis the tensor is cut over: "dp" or "tp".
+  std::string splitAxis = "dp";
 };
 
 /// What the manifest describes.
