@@ -131,18 +131,22 @@ void collectOutputs(Session &session, Communicator &comm, Watchdog *watchdog,
                 arg.dtype, Root, CommScope::World);
     if (!root)
       continue;
-    // Ranks that differ in other coordinates hold copies of the same block:
-    // take each block from the first rank that has it.
+    // Ranks that differ in other coordinates hold copies of the same block
+    // (a dp-split output is replicated over tp, a tp-split one over dp):
+    // take block c from the rank at coordinate c on the split axis and 0 on
+    // the others, the only one there is for each block.
     HostBuffer global(blocks.blockBytes() * static_cast<size_t>(parts));
-    std::vector<bool> done(static_cast<size_t>(parts), false);
     for (int64_t r = 0; r < comm.worldSize(); ++r) {
-      int64_t block = comm.coordsOf(r)[static_cast<size_t>(arg.split->axis)];
-      if (done[static_cast<size_t>(block)])
+      const GridVector &coords = comm.coordsOf(r);
+      bool representative = true;
+      for (size_t a = 0; a < coords.size(); ++a)
+        if (a != static_cast<size_t>(arg.split->axis) && coords[a] != 0)
+          representative = false;
+      if (!representative)
         continue;
-      done[static_cast<size_t>(block)] = true;
-      blocks.unpack(static_cast<const char *>(stage.data()) +
-                        r * blocks.blockBytes(),
-                    block, global.data());
+      blocks.unpack(
+          static_cast<const char *>(stage.data()) + r * blocks.blockBytes(),
+          coords[static_cast<size_t>(arg.split->axis)], global.data());
     }
     writeTensorFile(path, globalOf(arg), global.data());
   }

@@ -134,11 +134,22 @@ void parseDistribution(const ManifestReader &reader, const json &value,
                        ArgumentDesc &arg) {
   if (value.contains("split")) {
     std::string at = where + ".split";
-    if (arg.kind == ArgumentKind::Parameter)
-      reader.fail(at, "is not allowed on parameters: every rank maps the "
-                      "whole of '" +
-                          arg.name + "'");
-    const json &split = reader.object(value, where, "split");
+    const json *splitValue = &value["split"];
+    // One split per tensor: a list of several (a block over dp and tp at
+    // once) is not supported yet; a list of one is that one.
+    if (splitValue->is_array()) {
+      if (splitValue->size() != 1)
+        reader.fail(at, "lists " + std::to_string(splitValue->size()) +
+                            " splits of '" + arg.name +
+                            "', but autopar-run supports exactly one split "
+                            "per tensor (one axis, one dimension)");
+      splitValue = &(*splitValue)[0];
+      at += "[0]";
+    }
+    if (!splitValue->is_object())
+      reader.fail(at, "must be an object, got " +
+                          ManifestReader::describe(*splitValue));
+    const json &split = *splitValue;
     SplitDesc desc;
     desc.axis = parseAxis(reader, split, at);
     desc.dim = reader.integer(split, at, "dim", 0);

@@ -86,7 +86,9 @@ std::unique_ptr<Session> Session::open(Manifest manifest,
   for (size_t i = 0; i < arguments.size(); ++i) {
     const ArgumentDesc &arg = arguments[i];
     if (arg.kind == ArgumentKind::Parameter) {
-      session->args.push_back(session->weights.get(arg));
+      session->args.push_back(session->weights.get(
+          arg,
+          session->manifest.ranks[static_cast<size_t>(world.rank)].coords));
       continue;
     }
     std::string what =

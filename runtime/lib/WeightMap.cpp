@@ -3,11 +3,13 @@
 #include "autopar/runtime/WeightMap.h"
 
 #include "autopar/runtime/Error.h"
+#include "autopar/runtime/TensorLayout.h"
 
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
 #include <filesystem>
+#include <optional>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -71,7 +73,7 @@ MappedFile &WeightMap::mapFile(const std::string &resolvedPath) {
   return *slot;
 }
 
-void *WeightMap::get(const ArgumentDesc &arg) {
+void *WeightMap::get(const ArgumentDesc &arg, const GridVector &coords) {
   std::string what = "parameter '" + arg.name + "'";
   if (!arg.source)
     throw Error(what + " has no source");
@@ -81,12 +83,42 @@ void *WeightMap::get(const ArgumentDesc &arg) {
                              ? file.string()
                              : (fs::path(artifactDir) / file).string();
 
-  int64_t expected = byteSize(arg.dtype, arg.shape, what);
+  // The source holds the whole tensor; a split parameter's rank takes one
+  // block of it (the manifest parser checked global_shape against shape).
+  const Shape &whole =
+      arg.split && !arg.globalShape.empty() ? arg.globalShape : arg.shape;
+  int64_t expected = byteSize(arg.dtype, whole, what);
   if (source.length != expected)
     throw Error(what + ": source length " + std::to_string(source.length) +
-                " bytes does not match its type " +
-                formatTensorType(arg.dtype, arg.shape) + " (" +
-                std::to_string(expected) + " bytes), in " + resolved);
+                " bytes does not match its " +
+                (arg.split ? "global type " : "type ") +
+                formatTensorType(arg.dtype, whole) + " (" +
+                std::to_string(expected) + " bytes" +
+                (arg.split ? "; the source holds the whole tensor, of which "
+                             "each rank takes a block " +
+                                 formatShape(arg.shape)
+                           : std::string()) +
+                "), in " + resolved);
+
+  int64_t block = 0, parts = 1;
+  std::optional<BlockSplit> blocks;
+  if (arg.split) {
+    size_t axis = static_cast<size_t>(arg.split->axis);
+    block = coords[axis];
+    if (arg.shape.size() != whole.size() || arg.split->dim < 0 ||
+        arg.split->dim >= static_cast<int64_t>(whole.size()) ||
+        arg.shape[arg.split->dim] == 0 ||
+        whole[arg.split->dim] % arg.shape[arg.split->dim] != 0)
+      throw Error(what + ": global shape " + formatShape(whole) +
+                  " is not a whole number of blocks " + formatShape(arg.shape) +
+                  " along dim " + std::to_string(arg.split->dim));
+    parts = whole[arg.split->dim] / arg.shape[arg.split->dim];
+    if (block < 0 || block >= parts)
+      throw Error(what + ": coordinate " + std::to_string(block) + " on axis " +
+                  std::string(gridAxisName(arg.split->axis)) +
+                  " is outside its " + std::to_string(parts) + " blocks");
+    blocks.emplace(whole, arg.split->dim, parts, dtypeSize(arg.dtype), what);
+  }
 
   MappedFile *mapped;
   try {
@@ -102,18 +134,31 @@ void *WeightMap::get(const ArgumentDesc &arg) {
                 std::to_string(offset + length) + ") lie outside " + resolved +
                 " (" + std::to_string(size) + " bytes)");
 
-  if (length == 0) { // Nothing to read; still hand out a valid address.
+  uint8_t *bytes = mapped->data() + offset;
+  size_t blockLength = static_cast<size_t>(length);
+  if (blocks) {
+    blockLength = blocks->blockBytes();
+    if (!blocks->blocksAreContiguous()) {
+      // A block along an inner dimension is strided in the file: copy it
+      // once, at load, into dense aligned memory.
+      alignedCopies.emplace_back(blockLength);
+      if (blockLength > 0)
+        blocks->pack(bytes, block, alignedCopies.back().data());
+      return alignedCopies.back().data();
+    }
+    bytes += static_cast<size_t>(block) * blockLength;
+  }
+
+  if (blockLength == 0) { // Nothing to read; still hand out a valid address.
     alignedCopies.emplace_back(0);
     return alignedCopies.back().data();
   }
-  uint8_t *bytes = mapped->data() + offset;
   // Raw data inside an .onnx file sits at whatever offset protobuf put it. An
   // element at a misaligned address is undefined behaviour for the generated
   // code, so such a parameter is copied (the only case where one is).
   if (reinterpret_cast<uintptr_t>(bytes) % dtypeSize(arg.dtype) != 0) {
-    alignedCopies.emplace_back(static_cast<size_t>(length));
-    std::memcpy(alignedCopies.back().data(), bytes,
-                static_cast<size_t>(length));
+    alignedCopies.emplace_back(blockLength);
+    std::memcpy(alignedCopies.back().data(), bytes, blockLength);
     return alignedCopies.back().data();
   }
   return bytes;

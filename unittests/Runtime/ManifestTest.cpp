@@ -217,9 +217,62 @@ TEST(ManifestTest, ParsesGridCoordinatesAndSplits) {
   ASSERT_TRUE(x.split);
   EXPECT_EQ(x.split->axis, GridAxis::DP);
   EXPECT_EQ(x.split->dim, 0);
-  // Parameters are whole on every rank.
+  // Parameters without a split are whole on every rank.
   EXPECT_FALSE(parsed.arguments[0].split);
   EXPECT_EQ(parsed.arguments[0].globalShape, (Shape{4, 8}));
+}
+
+/// The data-parallel example on a grid of dp 2 x tp 2, with fc.weight split
+/// over tp along \p dim.
+json tensorParallelManifest(int dim) {
+  json manifest = dataParallelManifest(4);
+  manifest["grid"] = {{"dp", 2}, {"tp", 2}, {"pp", 1}};
+  for (int r = 0; r < 4; ++r)
+    manifest["ranks"][r]["coords"] = {{"dp", r / 2}, {"tp", r % 2}, {"pp", 0}};
+  manifest["arguments"][1]["global_shape"] = {4, 8};
+  manifest["arguments"][2]["global_shape"] = {4, 4};
+  json &weight = manifest["arguments"][0];
+  weight["shape"] = dim == 0 ? json{2, 8} : json{4, 4};
+  weight["global_shape"] = {4, 8};
+  weight["split"] = {{"axis", "tp"}, {"dim", dim}};
+  return manifest;
+}
+
+TEST(ManifestTest, ParsesSplitParameters) {
+  for (int dim : {0, 1}) {
+    SCOPED_TRACE(dim);
+    Manifest parsed = parseManifest(tensorParallelManifest(dim).dump(), Path);
+    const ArgumentDesc &weight = parsed.arguments[0];
+    ASSERT_TRUE(weight.split);
+    EXPECT_EQ(weight.split->axis, GridAxis::TP);
+    EXPECT_EQ(weight.split->dim, dim);
+    EXPECT_EQ(weight.globalShape, (Shape{4, 8}));
+    EXPECT_EQ(weight.source->length, 128); // the whole tensor
+  }
+  // A list of one split is that split.
+  json manifest = tensorParallelManifest(1);
+  manifest["arguments"][0]["split"] =
+      json::array({manifest["arguments"][0]["split"]});
+  EXPECT_EQ(parseManifest(manifest.dump(), Path).arguments[0].split->dim, 1);
+}
+
+TEST(ManifestTest, ReportsInconsistentParameterSplits) {
+  json manifest = tensorParallelManifest(1);
+  manifest["arguments"][0]["global_shape"] = {4, 4};
+  expectError(manifest, "'arguments[0].global_shape' is [4, 4], but "
+                        "'fc.weight' needs [4, 8] (shape [4, 4] with dim 1 "
+                        "times 2, the size of grid axis tp)");
+  manifest = tensorParallelManifest(1);
+  manifest["arguments"][0]["global_shape"] = {2, 8}; // other dims must agree
+  expectError(manifest, "'arguments[0].global_shape' is [2, 8], but "
+                        "'fc.weight' needs [4, 8]");
+  manifest = tensorParallelManifest(0);
+  manifest["arguments"][0]["global_shape"] = {4, 8, 1};
+  expectError(manifest, "'arguments[0].global_shape' is [4, 8, 1], but "
+                        "'fc.weight' needs [4, 8]");
+  manifest = tensorParallelManifest(0);
+  manifest["arguments"][0]["split"]["axis"] = "xp";
+  expectError(manifest, "'arguments[0].split.axis' is \"xp\"");
 }
 
 TEST(ManifestTest, DefaultsToOneRankAndWholeTensors) {
@@ -276,8 +329,14 @@ TEST(ManifestTest, ReportsBadGridsCoordinatesAndSplits) {
       {"/arguments/1/global_shape", json{8, 4},
        "'arguments[1].global_shape' is [8, 4], but 'x' needs [8, 8] (shape "
        "[2, 8] with dim 0 times 4, the size of grid axis dp)"},
-      {"/arguments/0/split", json{{"axis", "dp"}, {"dim", 0}},
-       "'arguments[0].split' is not allowed on parameters"},
+      {"/arguments/0/split", json{{"axis", "dp"}, {"dim", 2}},
+       "'arguments[0].split.dim' is 2, but 'fc.weight' has rank 2"},
+      {"/arguments/1/split",
+       json::array(
+           {{{"axis", "dp"}, {"dim", 0}}, {{"axis", "tp"}, {"dim", 1}}}),
+       "'arguments[1].split' lists 2 splits of 'x', but autopar-run supports "
+       "exactly one split per tensor"},
+      {"/arguments/1/split", 3, "'arguments[1].split' must be an object"},
       {"/arguments/0/global_shape", json{8, 8},
        "'arguments[0].global_shape' is [8, 8], but 'fc.weight' needs [4, 8] "
        "(its shape, as it is not split)"},

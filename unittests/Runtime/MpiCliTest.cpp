@@ -6,6 +6,8 @@
 //    output gives what one rank computes on the whole batch;
 //  - every collective entry point called from a stage, against references
 //    computed here from the global inputs;
+//  - tensor parallelism (grid dp x tp): parameters split over tp, each rank
+//    mapping its block, outputs replicated over tp or split over it;
 //  - a wrong number of ranks is reported by every rank;
 //  - faults: a rank that fails, hangs or is killed ends every rank, with a
 //    message naming it, well within the timeout.
@@ -22,6 +24,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstring>
 #include <filesystem>
@@ -331,6 +334,154 @@ TEST_F(MpiCliTest, CollectiveEntryPointsMatchReferences) {
                 std::string::npos)
           << result.out;
   }
+}
+
+/// The tensor-parallel MLP of tp_mlp.c on a grid of \p dp x \p tp ranks.
+class MpiTensorParallelTest : public MpiCliTest {
+protected:
+  static constexpr int H = 8;
+
+  void SetUp() override {
+    MpiCliTest::SetUp();
+    for (int k = 0; k < K; ++k)
+      for (int j = 0; j < H; ++j)
+        a.push_back(static_cast<float>(k * H + j));
+    for (int i = 0; i < H; ++i)
+      for (int n = 0; n < N; ++n)
+        b.push_back(static_cast<float>(100 + i * N + n));
+    writeFile(artifact.file("tp.bin"), bytesOf(a) + bytesOf(b));
+  }
+
+  /// \p arg cut over grid axis \p axis (of \p parts ranks) along \p dim.
+  static json splitOn(json arg, const char *axis, int dim, int parts) {
+    std::vector<int64_t> global = arg["shape"];
+    global[dim] *= parts;
+    arg["global_shape"] = global;
+    arg["split"] = {{"axis", axis}, {"dim", dim}};
+    return arg;
+  }
+
+  /// The artifact; with \p dpFastest, explicit coordinates that put dp
+  /// (not tp) on neighbouring ranks, otherwise none (the default order).
+  std::string tpArtifact(int dp, int tp, bool dpFastest) {
+    int ranks = dp * tp, rows = Batch / dp, hb = H / tp;
+    std::string grid = std::to_string(dp) + "x" + std::to_string(tp);
+    std::string dir =
+        artifact.file("tp-" + grid + (dpFastest ? "-dp-fastest" : ""));
+    fs::create_directories(dir);
+    fs::copy_file(std::string(AUTOPAR_TEST_STAGE_DIR) + "/tp_mlp_" + grid +
+                      ".so",
+                  dir + "/stage0.so", fs::copy_options::overwrite_existing);
+    json manifest = manifestFor(ranks, "stage0.so");
+    manifest["grid"] = {{"dp", dp}, {"tp", tp}, {"pp", 1}};
+    for (int r = 0; r < ranks; ++r) {
+      if (dpFastest)
+        manifest["ranks"][r]["coords"] = {
+            {"dp", r % dp}, {"tp", r / dp}, {"pp", 0}};
+      else
+        manifest["ranks"][r].erase("coords");
+    }
+    json wa =
+        splitOn(argument("parameter", "a", "float32", {K, hb}), "tp", 1, tp);
+    wa["source"] = {
+        {"file", "../tp.bin"}, {"offset", 0}, {"length", K * H * 4}};
+    json wb =
+        splitOn(argument("parameter", "b", "float32", {hb, N}), "tp", 0, tp);
+    wb["source"] = {
+        {"file", "../tp.bin"}, {"offset", K * H * 4}, {"length", H * N * 4}};
+    manifest["arguments"] = {
+        wa,
+        wb,
+        splitOn(argument("input", "x", "float32", {rows, K}), "dp", 0, dp),
+        splitOn(argument("output", "y", "float32", {rows, N}), "dp", 0, dp),
+        splitOn(argument("output", "h", "float32", {rows, H}), "dp", 0, dp),
+        splitOn(argument("output", "hp", "float32", {rows, hb}), "tp", 1, tp),
+        splitOn(argument("output", "a_blk", "float32", {K, hb}), "tp", 1, tp),
+        splitOn(argument("output", "b_blk", "float32", {hb, N}), "tp", 0, tp)};
+    writeFile(dir + "/manifest.json", manifest.dump(2));
+    return dir;
+  }
+
+  std::vector<float> a, b;
+};
+
+TEST_F(MpiTensorParallelTest, SplitParametersAndOutputsMatchReferences) {
+  struct Case {
+    int dp, tp;
+    bool dpFastest;
+  } cases[] = {{1, 1, false}, {1, 2, false}, {2, 2, false}, {2, 2, true}};
+  for (const Case &c : cases) {
+    int ranks = c.dp * c.tp, rows = Batch / c.dp;
+    std::string name = std::to_string(c.dp) + "x" + std::to_string(c.tp) +
+                       (c.dpFastest ? "-dp-fastest" : "");
+    SCOPED_TRACE("grid " + name);
+    std::string out = work.file("tp-" + name);
+    CommandResult result =
+        mpirun(ranks, shellQuote(tpArtifact(c.dp, c.tp, c.dpFastest)) +
+                          " --steps 2 --outputs " + shellQuote(out));
+    ASSERT_EQ(result.exitCode, 0) << result.out << result.err;
+    EXPECT_EQ(result.err, "");
+    if (ranks > 1)
+      EXPECT_NE(result.out.find("(dp " + std::to_string(c.dp) + " x tp " +
+                                std::to_string(c.tp) + " x pp 1)"),
+                std::string::npos)
+          << result.out;
+
+    std::vector<float> x = readFloats(out + "/x.npy", {Batch, K});
+    std::vector<double> h(Batch * H, 0.0), y(Batch * N, 0.0);
+    for (int i = 0; i < Batch; ++i)
+      for (int j = 0; j < H; ++j)
+        for (int k = 0; k < K; ++k)
+          h[i * H + j] += double(x[i * K + k]) * a[k * H + j];
+    for (int i = 0; i < Batch; ++i)
+      for (int n = 0; n < N; ++n)
+        for (int j = 0; j < H; ++j)
+          y[i * N + n] += h[i * H + j] * b[j * N + n];
+
+    std::vector<float> gotY = readFloats(out + "/y.npy", {Batch, N});
+    std::vector<float> gotH = readFloats(out + "/h.npy", {Batch, H});
+    std::vector<float> gotHp = readFloats(out + "/hp.npy", {rows, H});
+    for (int i = 0; i < Batch * N; ++i)
+      ASSERT_NEAR(gotY[i], y[i], 1e-3 * (1 + std::abs(y[i]))) << "y " << i;
+    for (int i = 0; i < Batch * H; ++i)
+      ASSERT_NEAR(gotH[i], h[i], 1e-4 * (1 + std::abs(h[i]))) << "h " << i;
+    // A tp-split output comes from the ranks of dp coordinate 0: its rows
+    // are the first block of the batch.
+    for (int i = 0; i < rows * H; ++i)
+      ASSERT_NEAR(gotHp[i], h[i], 1e-4 * (1 + std::abs(h[i]))) << "hp " << i;
+    EXPECT_EQ(readFloats(out + "/a_blk.npy", {K, H}), a);
+    EXPECT_EQ(readFloats(out + "/b_blk.npy", {H, N}), b);
+  }
+}
+
+TEST_F(MpiTensorParallelTest, EveryRankReportsInconsistentSplitMetadata) {
+  std::string dir = tpArtifact(1, 2, false);
+  json manifest = json::parse(readFile(dir + "/manifest.json"));
+  manifest["arguments"][1]["global_shape"] = {4, N}; // [4, 4] is one block
+  writeFile(dir + "/manifest.json", manifest.dump());
+  CommandResult result = mpirun(2, shellQuote(dir) + " --timeout 30");
+  EXPECT_NE(result.exitCode, 0);
+  for (int r = 0; r < 2; ++r)
+    EXPECT_NE(result.err.find("autopar-run: error: rank " + std::to_string(r) +
+                              ": " + dir +
+                              "/manifest.json: 'arguments[1].global_shape' is "
+                              "[4, 4], but 'b' needs [8, 4] (shape [4, 4] "
+                              "with dim 0 times 2, the size of grid axis tp)"),
+              std::string::npos)
+        << "rank " << r << ":\n"
+        << result.err;
+
+  // The source holds the whole tensor: a length of one block is refused.
+  manifest = json::parse(readFile(dir + "/manifest.json"));
+  manifest["arguments"][1].erase("global_shape");
+  manifest["arguments"][1]["source"]["length"] = 64;
+  writeFile(dir + "/manifest.json", manifest.dump());
+  result = mpirun(2, shellQuote(dir) + " --timeout 30");
+  EXPECT_NE(result.exitCode, 0);
+  EXPECT_NE(result.err.find("parameter 'b': source length 64 bytes does not "
+                            "match its global type float32 [8, 4] (128 bytes"),
+            std::string::npos)
+      << result.err;
 }
 
 TEST_F(MpiCliTest, EveryRankReportsAWrongWorldSize) {

@@ -54,10 +54,12 @@ struct ArgumentDesc {
   DType dtype = DType::Float32;
   /// What the rank's program takes.
   Shape shape;
-  /// What the user's .npy files hold: `shape`, or with the split dimension
-  /// multiplied by the size of the split axis.
+  /// The whole tensor (what the user's .npy files and a parameter's source
+  /// hold): `shape`, or with the split dimension multiplied by the size of
+  /// the split axis.
   Shape globalShape;
-  /// Present only for split inputs and outputs.
+  /// Present only for split tensors (inputs, outputs, and parameters of
+  /// which each rank takes a block; their source holds `globalShape`).
   std::optional<SplitDesc> split;
   /// Present exactly for parameters.
   std::optional<TensorSource> source;

@@ -47,9 +47,15 @@ public:
 
   /// A pointer to the bytes of parameter \p arg. Throws Error naming the
   /// parameter and the file if the file cannot be mapped, the byte range lies
-  /// outside it, or the length does not match the parameter's dtype and shape.
-  /// The pointer stays valid for the WeightMap's lifetime.
-  void *get(const ArgumentDesc &arg);
+  /// outside it, or the length does not match the parameter's dtype and
+  /// (global) shape. The pointer stays valid for the WeightMap's lifetime.
+  ///
+  /// A split parameter's source holds the whole tensor (`globalShape`); the
+  /// result is the block of the rank at \p coords (its coordinate on the
+  /// split axis): a pointer into the mapping when the block is contiguous
+  /// (split along dim 0, or only size-1 dims before it) and aligned to the
+  /// element size, otherwise a dense copy made here, once.
+  void *get(const ArgumentDesc &arg, const GridVector &coords = {});
 
   /// Number of distinct files mapped so far.
   size_t numMappedFiles() const { return files.size(); }
@@ -60,7 +66,8 @@ private:
   std::string artifactDir;
   /// Keyed by canonical path, so each file is mapped once.
   std::map<std::string, std::unique_ptr<MappedFile>> files;
-  /// Parameters whose offset is not aligned to their element size, copied.
+  /// Parameters whose offset is not aligned to their element size, and
+  /// blocks of split parameters that are strided in their file, copied.
   std::vector<HostBuffer> alignedCopies;
 };
 
