@@ -338,6 +338,47 @@ int main(int argc, char **argv) {
         "is not implemented yet\n",
         executable.dp, executable.tp, executable.stepSeconds * 1e3);
   }
+  // Tensor parallelism needs every op on the way to have a partitioning
+  // rule (upstream has none for reshapes yet): try it on a copy first and
+  // fall back to the best data-parallel plan, saying why.
+  if (executable.tp > 1) {
+    OwningOpRef<ModuleOp> trial = module->clone();
+    std::vector<autopar::ArtifactArgument> trialArgs = *arguments;
+    std::string reason;
+    LogicalResult partitioned = success();
+    {
+      ScopedDiagnosticHandler collect(&context, [&](Diagnostic &diag) {
+        if (reason.empty() && diag.getSeverity() == DiagnosticSeverity::Error)
+          reason = diag.str();
+        return success();
+      });
+      partitioned =
+          partitionTensorParallel(*trial, executable.tp, request, trialArgs);
+    }
+    if (failed(partitioned)) {
+      if (request.pins.tp && *request.pins.tp > 1)
+        return fail("--tp " + llvm::Twine(*request.pins.tp) +
+                    ": this program cannot be partitioned over tensor-"
+                    "parallel ranks yet: " +
+                    reason);
+      autopar::PlanRequest dpOnly = request;
+      dpOnly.pins.tp = 1;
+      dpOnly.pins.pp = 1;
+      auto replanned = autopar::planProgram(main, dpOnly);
+      if (!replanned)
+        return fail("the best plan needs tensor parallelism, which this "
+                    "program cannot be partitioned for yet (" +
+                    reason + "), and no data-parallel plan exists: " +
+                    llvm::toString(replanned.takeError()));
+      executable = replanned->best;
+      llvm::outs() << llvm::formatv(
+          "  executing the best data-parallel plan instead (dp={0}, "
+          "predicted {1:F3} ms per step): tensor-parallel partitioning "
+          "failed: {2}\n",
+          executable.dp, executable.stepSeconds * 1e3, reason);
+    }
+  }
+
   int64_t dpDegree = executable.dp;
   if (dpDegree > 1) {
     // Re-import for one rank's slice of the batch: every input and output
