@@ -13,6 +13,7 @@
 #include "autopar/Target/Cluster.h"
 #include "autopar/Target/CpuCodegen.h"
 #include "autopar/Transforms/Passes.h"
+#include "autopar/Transforms/ShardingModels.h"
 #include "autopar/Transforms/Planner.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -273,6 +274,7 @@ int main(int argc, char **argv) {
   registerAllDialects(registry);
   registerAllExtensions(registry);
   registerAllToLLVMIRTranslations(registry);
+  autopar::registerShardingModels(registry);
   MLIRContext context(registry);
   // Importer messages name the file and node themselves; print them plainly.
   ScopedDiagnosticHandler handler(&context, [](Diagnostic &diag) {

@@ -9,6 +9,7 @@
 #include "autopar/Conversion/Passes.h"
 #include "autopar/Import/OnnxImporter.h"
 #include "autopar/Transforms/Passes.h"
+#include "autopar/Transforms/ShardingModels.h"
 
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/MLIRContext.h"
@@ -78,6 +79,7 @@ int main(int argc, char **argv) {
   registerAllDialects(registry);
   registerAllExtensions(registry);
   autopar::registerImportDialects(registry);
+  autopar::registerShardingModels(registry);
 
   auto [inputFilename, outputFilename] =
       registerAndParseCLIOptions(argc, argv, "autopar optimizer driver",

@@ -1,0 +1,128 @@
+//===- ShardingModels.cpp - ShardingInterface for reshapes ----------------===//
+//
+// A reshape's "loops" are the dims of its higher-rank side; the lower-rank
+// side reads, for each reassociation group, the group's first (outermost)
+// dim. Splitting that dim over grid axes splits the whole group the same way
+// in both shapes, so propagation and partitioning follow upstream's default
+// rules through these maps. Splitting an inner dim of a group would
+// interleave the blocks: such options are refused, and the sharding is
+// resolved outside the reshape instead.
+//
+//===----------------------------------------------------------------------===//
+
+#include "autopar/Transforms/ShardingModels.h"
+
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "mlir/Dialect/Shard/Interfaces/ShardingInterface.h"
+#include "mlir/Dialect/Shard/Interfaces/ShardingInterfaceImpl.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/IR/IRMapping.h"
+
+using namespace mlir;
+using namespace mlir::shard;
+
+namespace {
+
+template <typename ReshapeOp>
+struct ReshapeShardingModel
+    : public ShardingInterface::ExternalModel<ReshapeShardingModel<ReshapeOp>,
+                                              ReshapeOp> {
+  static constexpr bool kExpands =
+      std::is_same_v<ReshapeOp, tensor::ExpandShapeOp>;
+
+  static RankedTensorType highRankType(Operation *op) {
+    return cast<RankedTensorType>(kExpands ? op->getResult(0).getType()
+                                           : op->getOperand(0).getType());
+  }
+
+  SmallVector<utils::IteratorType> getLoopIteratorTypes(Operation *op) const {
+    return SmallVector<utils::IteratorType>(highRankType(op).getRank(),
+                                            utils::IteratorType::parallel);
+  }
+
+  SmallVector<AffineMap> getIndexingMaps(Operation *op) const {
+    MLIRContext *ctx = op->getContext();
+    int64_t loops = highRankType(op).getRank();
+    SmallVector<AffineExpr> firsts;
+    for (const ReassociationIndices &group :
+         cast<ReshapeOp>(op).getReassociationIndices())
+      firsts.push_back(getAffineDimExpr(group.front(), ctx));
+    AffineMap high = AffineMap::getMultiDimIdentityMap(loops, ctx);
+    AffineMap low = AffineMap::get(loops, 0, firsts, ctx);
+    // Operand maps, then result maps.
+    return kExpands ? SmallVector<AffineMap>{low, high}
+                    : SmallVector<AffineMap>{high, low};
+  }
+
+  FailureOr<ShardingOption>
+  getShardingOption(Operation *op, ArrayRef<Sharding> operandShardings,
+                    ArrayRef<Sharding> resultShardings) const {
+    FailureOr<ShardingOption> option = shard::detail::defaultGetShardingOption(
+        op, operandShardings, resultShardings);
+    if (failed(option))
+      return failure();
+    // Only the outermost dim of a group may be split, evenly.
+    RankedTensorType high = highRankType(op);
+    SymbolTableCollection symbols;
+    for (const ReassociationIndices &group :
+         cast<ReshapeOp>(op).getReassociationIndices()) {
+      for (auto [k, dim] : llvm::enumerate(group)) {
+        if (dim >= int64_t(option->shardingArray.size()) ||
+            option->shardingArray[dim].empty())
+          continue;
+        if (k != 0 || !option->grid)
+          return failure();
+        GridOp grid = shard::getGrid(op, option->grid, symbols);
+        if (!grid)
+          return failure();
+        int64_t parts = 1;
+        for (GridAxis axis : option->shardingArray[dim])
+          parts *= grid.getShape()[axis];
+        if (high.isDynamicDim(dim) || high.getDimSize(dim) % parts != 0)
+          return failure();
+      }
+    }
+    return option;
+  }
+
+  LogicalResult partition(Operation *op, ArrayRef<Value> partitionedOperands,
+                          ArrayRef<Sharding> operandShardings,
+                          ArrayRef<Sharding> resultShardings,
+                          IRMapping &partitionMap,
+                          SymbolTableCollection &symbolTable,
+                          OpBuilder &builder) const {
+    auto reshape = cast<ReshapeOp>(op);
+    Value result;
+    if constexpr (kExpands) {
+      auto type = cast<RankedTensorType>(op->getResult(0).getType());
+      if (resultShardings[0]) {
+        GridOp grid =
+            shard::getGrid(op, resultShardings[0].getGridAttr(), symbolTable);
+        type = cast<RankedTensorType>(
+            shard::shardType(type, grid, resultShardings[0]));
+      }
+      result = tensor::ExpandShapeOp::create(builder, op->getLoc(), type,
+                                             partitionedOperands[0],
+                                             reshape.getReassociationIndices());
+    } else {
+      result = tensor::CollapseShapeOp::create(
+          builder, op->getLoc(), partitionedOperands[0],
+          reshape.getReassociationIndices());
+    }
+    partitionMap.map(op->getResult(0), result);
+    partitionMap.map(op, result.getDefiningOp());
+    return success();
+  }
+};
+
+} // namespace
+
+void autopar::registerShardingModels(DialectRegistry &registry) {
+  registry.addExtension(+[](MLIRContext *ctx, tensor::TensorDialect *) {
+    tensor::ExpandShapeOp::attachInterface<
+        ReshapeShardingModel<tensor::ExpandShapeOp>>(*ctx);
+    tensor::CollapseShapeOp::attachInterface<
+        ReshapeShardingModel<tensor::CollapseShapeOp>>(*ctx);
+  });
+}
