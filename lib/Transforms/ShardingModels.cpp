@@ -5,8 +5,8 @@
 // dim. Splitting that dim over grid axes splits the whole group the same way
 // in both shapes, so propagation and partitioning follow upstream's default
 // rules through these maps. Splitting an inner dim of a group would
-// interleave the blocks: such options are refused, and the sharding is
-// resolved outside the reshape instead.
+// interleave the blocks: then the reshape runs replicated and its operand is
+// gathered first.
 //
 //===----------------------------------------------------------------------===//
 
@@ -62,25 +62,33 @@ struct ReshapeShardingModel
         op, operandShardings, resultShardings);
     if (failed(option))
       return failure();
-    // Only the outermost dim of a group may be split, evenly.
+    // Only the outermost dim of a group may be split, evenly; otherwise the
+    // reshape runs replicated and its operand is gathered first (returning
+    // failure instead would leave the op unannotated for shard-partition).
     RankedTensorType high = highRankType(op);
     SymbolTableCollection symbols;
+    auto replicate = [&]() {
+      for (auto &axes : option->shardingArray)
+        axes.clear();
+    };
     for (const ReassociationIndices &group :
          cast<ReshapeOp>(op).getReassociationIndices()) {
       for (auto [k, dim] : llvm::enumerate(group)) {
         if (dim >= int64_t(option->shardingArray.size()) ||
             option->shardingArray[dim].empty())
           continue;
-        if (k != 0 || !option->grid)
-          return failure();
-        GridOp grid = shard::getGrid(op, option->grid, symbols);
-        if (!grid)
-          return failure();
+        GridOp grid = option->grid
+                          ? shard::getGrid(op, option->grid, symbols)
+                          : GridOp();
         int64_t parts = 1;
-        for (GridAxis axis : option->shardingArray[dim])
-          parts *= grid.getShape()[axis];
-        if (high.isDynamicDim(dim) || high.getDimSize(dim) % parts != 0)
-          return failure();
+        if (grid)
+          for (GridAxis axis : option->shardingArray[dim])
+            parts *= grid.getShape()[axis];
+        if (k != 0 || !grid || high.isDynamicDim(dim) ||
+            high.getDimSize(dim) % parts != 0) {
+          replicate();
+          return option;
+        }
       }
     }
     return option;

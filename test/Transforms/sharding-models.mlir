@@ -18,3 +18,19 @@ func.func @heads(%x: tensor<2x8x64xf32>) -> tensor<2x8x64xf32> {
   %r = shard.shard %c to %s : tensor<2x8x64xf32>
   return %r : tensor<2x8x64xf32>
 }
+
+// -----
+
+// Splitting an inner dim of a group would interleave the blocks: the reshape
+// runs replicated and the split tensor is gathered first.
+// CHECK-LABEL: func.func @inner_dim
+// CHECK-SAME: (%[[X:.*]]: tensor<4x8xf32>)
+// CHECK: %[[G:.*]] = shard.all_gather %[[X]] on @grid2 grid_axes = [0] gather_axis = 1 : tensor<4x8xf32> -> tensor<4x16xf32>
+// CHECK: tensor.collapse_shape {{.*}} : tensor<4x16xf32> into tensor<64xf32>
+shard.grid @grid2(shape = 2)
+func.func @inner_dim(%x: tensor<4x16xf32>) -> tensor<64xf32> {
+  %s = shard.sharding @grid2 split_axes = [[], [0]] : !shard.sharding
+  %xs = shard.shard %x to %s : tensor<4x16xf32>
+  %c = tensor.collapse_shape %xs [[0, 1]] : tensor<4x16xf32> into tensor<64xf32>
+  return %c : tensor<64xf32>
+}
