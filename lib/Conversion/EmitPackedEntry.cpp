@@ -39,7 +39,8 @@ struct EmitPackedEntryPass
           << "' attribute listing its arguments' static shapes";
       return signalPassFailure();
     }
-    // Each memref argument expands to: ptr, ptr, i64 offset, R sizes, R strides.
+    // Each memref argument expands to: ptr, ptr, i64 offset, R sizes, R
+    // strides.
     int64_t expected = 0;
     for (Attribute a : shapes)
       expected += 3 + 2 * cast<DenseI64ArrayAttr>(a).size();
@@ -55,8 +56,7 @@ struct EmitPackedEntryPass
     // program would interpose with (or be mistaken for) the program's own.
     if (main.getName() == "main") {
       if (failed(SymbolTable::replaceAllSymbolUses(
-              main, StringAttr::get(&getContext(), "autopar_program"),
-              module)))
+              main, StringAttr::get(&getContext(), "autopar_program"), module)))
         return signalPassFailure();
       SymbolTable::setSymbolName(main, "autopar_program");
     }
@@ -108,7 +108,6 @@ struct EmitPackedEntryPass
     }
     LLVM::CallOp::create(b, loc, main, args);
     LLVM::ReturnOp::create(b, loc, ValueRange{});
-
   }
 };
 

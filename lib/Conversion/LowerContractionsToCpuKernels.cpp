@@ -46,9 +46,9 @@ void replaceWithKernelCall(RewriterBase &rewriter, Operation *op,
       auto layout = StridedLayoutAttr::get(
           rewriter.getContext(), ShapedType::kDynamic,
           SmallVector<int64_t>(rank, ShapedType::kDynamic));
-      auto dynType = MemRefType::get(
-          SmallVector<int64_t>(rank, ShapedType::kDynamic),
-          type.getElementType(), layout);
+      auto dynType =
+          MemRefType::get(SmallVector<int64_t>(rank, ShapedType::kDynamic),
+                          type.getElementType(), layout);
       argTypes.push_back(dynType);
       args.push_back(
           memref::CastOp::create(rewriter, op->getLoc(), dynType, v));
@@ -69,8 +69,7 @@ void replaceWithKernelCall(RewriterBase &rewriter, Operation *op,
   rewriter.replaceOpWithNewOp<func::CallOp>(op, callee, args);
 }
 
-template <typename OpTy>
-bool hasDefaultMaps(OpTy op) {
+template <typename OpTy> bool hasDefaultMaps(OpTy op) {
   auto defaults = OpTy::getDefaultIndexingMaps(op.getContext());
   return op.getIndexingMapsArray() == SmallVector<AffineMap>(defaults);
 }
@@ -132,8 +131,7 @@ SmallVector<Value> convOperands(PatternRewriter &rewriter, ConvOp op) {
   return operands;
 }
 
-template <typename ConvOp>
-struct ConvToKernel : OpRewritePattern<ConvOp> {
+template <typename ConvOp> struct ConvToKernel : OpRewritePattern<ConvOp> {
   ConvToKernel(MLIRContext *ctx, StringRef kernel)
       : OpRewritePattern<ConvOp>(ctx), kernel(kernel) {}
   LogicalResult matchAndRewrite(ConvOp op,

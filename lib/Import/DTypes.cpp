@@ -37,42 +37,69 @@ bool isBoolDType(OnnxDType t) { return t == onnx::TensorProto_DataType_BOOL; }
 
 std::string dtypeName(OnnxDType t) {
   switch (t) {
-  case onnx::TensorProto_DataType_FLOAT: return "float32";
-  case onnx::TensorProto_DataType_DOUBLE: return "float64";
-  case onnx::TensorProto_DataType_FLOAT16: return "float16";
-  case onnx::TensorProto_DataType_BFLOAT16: return "bfloat16";
-  case onnx::TensorProto_DataType_INT8: return "int8";
-  case onnx::TensorProto_DataType_INT16: return "int16";
-  case onnx::TensorProto_DataType_INT32: return "int32";
-  case onnx::TensorProto_DataType_INT64: return "int64";
-  case onnx::TensorProto_DataType_UINT8: return "uint8";
-  case onnx::TensorProto_DataType_UINT16: return "uint16";
-  case onnx::TensorProto_DataType_UINT32: return "uint32";
-  case onnx::TensorProto_DataType_UINT64: return "uint64";
-  case onnx::TensorProto_DataType_BOOL: return "bool";
-  case onnx::TensorProto_DataType_STRING: return "string";
-  case onnx::TensorProto_DataType_COMPLEX64: return "complex64";
-  case onnx::TensorProto_DataType_COMPLEX128: return "complex128";
-  default: return "<type " + std::to_string(t) + ">";
+  case onnx::TensorProto_DataType_FLOAT:
+    return "float32";
+  case onnx::TensorProto_DataType_DOUBLE:
+    return "float64";
+  case onnx::TensorProto_DataType_FLOAT16:
+    return "float16";
+  case onnx::TensorProto_DataType_BFLOAT16:
+    return "bfloat16";
+  case onnx::TensorProto_DataType_INT8:
+    return "int8";
+  case onnx::TensorProto_DataType_INT16:
+    return "int16";
+  case onnx::TensorProto_DataType_INT32:
+    return "int32";
+  case onnx::TensorProto_DataType_INT64:
+    return "int64";
+  case onnx::TensorProto_DataType_UINT8:
+    return "uint8";
+  case onnx::TensorProto_DataType_UINT16:
+    return "uint16";
+  case onnx::TensorProto_DataType_UINT32:
+    return "uint32";
+  case onnx::TensorProto_DataType_UINT64:
+    return "uint64";
+  case onnx::TensorProto_DataType_BOOL:
+    return "bool";
+  case onnx::TensorProto_DataType_STRING:
+    return "string";
+  case onnx::TensorProto_DataType_COMPLEX64:
+    return "complex64";
+  case onnx::TensorProto_DataType_COMPLEX128:
+    return "complex128";
+  default:
+    return "<type " + std::to_string(t) + ">";
   }
 }
 
 Type getElementType(MLIRContext *ctx, OnnxDType t) {
   switch (t) {
-  case onnx::TensorProto_DataType_FLOAT: return Float32Type::get(ctx);
-  case onnx::TensorProto_DataType_DOUBLE: return Float64Type::get(ctx);
-  case onnx::TensorProto_DataType_FLOAT16: return Float16Type::get(ctx);
-  case onnx::TensorProto_DataType_BFLOAT16: return BFloat16Type::get(ctx);
+  case onnx::TensorProto_DataType_FLOAT:
+    return Float32Type::get(ctx);
+  case onnx::TensorProto_DataType_DOUBLE:
+    return Float64Type::get(ctx);
+  case onnx::TensorProto_DataType_FLOAT16:
+    return Float16Type::get(ctx);
+  case onnx::TensorProto_DataType_BFLOAT16:
+    return BFloat16Type::get(ctx);
   case onnx::TensorProto_DataType_INT8:
-  case onnx::TensorProto_DataType_UINT8: return IntegerType::get(ctx, 8);
+  case onnx::TensorProto_DataType_UINT8:
+    return IntegerType::get(ctx, 8);
   case onnx::TensorProto_DataType_INT16:
-  case onnx::TensorProto_DataType_UINT16: return IntegerType::get(ctx, 16);
+  case onnx::TensorProto_DataType_UINT16:
+    return IntegerType::get(ctx, 16);
   case onnx::TensorProto_DataType_INT32:
-  case onnx::TensorProto_DataType_UINT32: return IntegerType::get(ctx, 32);
+  case onnx::TensorProto_DataType_UINT32:
+    return IntegerType::get(ctx, 32);
   case onnx::TensorProto_DataType_INT64:
-  case onnx::TensorProto_DataType_UINT64: return IntegerType::get(ctx, 64);
-  case onnx::TensorProto_DataType_BOOL: return IntegerType::get(ctx, 1);
-  default: return nullptr;
+  case onnx::TensorProto_DataType_UINT64:
+    return IntegerType::get(ctx, 64);
+  case onnx::TensorProto_DataType_BOOL:
+    return IntegerType::get(ctx, 1);
+  default:
+    return nullptr;
   }
 }
 
@@ -80,18 +107,23 @@ int64_t dtypeSize(OnnxDType t) {
   switch (t) {
   case onnx::TensorProto_DataType_DOUBLE:
   case onnx::TensorProto_DataType_INT64:
-  case onnx::TensorProto_DataType_UINT64: return 8;
+  case onnx::TensorProto_DataType_UINT64:
+    return 8;
   case onnx::TensorProto_DataType_FLOAT:
   case onnx::TensorProto_DataType_INT32:
-  case onnx::TensorProto_DataType_UINT32: return 4;
+  case onnx::TensorProto_DataType_UINT32:
+    return 4;
   case onnx::TensorProto_DataType_FLOAT16:
   case onnx::TensorProto_DataType_BFLOAT16:
   case onnx::TensorProto_DataType_INT16:
-  case onnx::TensorProto_DataType_UINT16: return 2;
+  case onnx::TensorProto_DataType_UINT16:
+    return 2;
   case onnx::TensorProto_DataType_INT8:
   case onnx::TensorProto_DataType_UINT8:
-  case onnx::TensorProto_DataType_BOOL: return 1;
-  default: return 0;
+  case onnx::TensorProto_DataType_BOOL:
+    return 1;
+  default:
+    return 0;
   }
 }
 
@@ -118,14 +150,22 @@ ConstTensor ConstTensor::zeros(OnnxDType dtype, llvm::ArrayRef<int64_t> shape) {
 /// Wraps `v` to the range of integer type `t`, as a C conversion does.
 static int64_t wrapToType(OnnxDType t, int64_t v) {
   switch (t) {
-  case onnx::TensorProto_DataType_INT8: return static_cast<int8_t>(v);
-  case onnx::TensorProto_DataType_UINT8: return static_cast<uint8_t>(v);
-  case onnx::TensorProto_DataType_INT16: return static_cast<int16_t>(v);
-  case onnx::TensorProto_DataType_UINT16: return static_cast<uint16_t>(v);
-  case onnx::TensorProto_DataType_INT32: return static_cast<int32_t>(v);
-  case onnx::TensorProto_DataType_UINT32: return static_cast<uint32_t>(v);
-  case onnx::TensorProto_DataType_BOOL: return v != 0;
-  default: return v;
+  case onnx::TensorProto_DataType_INT8:
+    return static_cast<int8_t>(v);
+  case onnx::TensorProto_DataType_UINT8:
+    return static_cast<uint8_t>(v);
+  case onnx::TensorProto_DataType_INT16:
+    return static_cast<int16_t>(v);
+  case onnx::TensorProto_DataType_UINT16:
+    return static_cast<uint16_t>(v);
+  case onnx::TensorProto_DataType_INT32:
+    return static_cast<int32_t>(v);
+  case onnx::TensorProto_DataType_UINT32:
+    return static_cast<uint32_t>(v);
+  case onnx::TensorProto_DataType_BOOL:
+    return v != 0;
+  default:
+    return v;
   }
 }
 
@@ -294,8 +334,8 @@ LogicalResult readTensorProto(const onnx::TensorProto &tensor,
     if (failed(checkCount(tensor.int32_data_size())))
       return failure();
     for (int64_t i = 0; i < n; ++i)
-      result.floats[i] = decodeHalf(tensor.data_type(),
-                                    static_cast<uint16_t>(tensor.int32_data(i)));
+      result.floats[i] = decodeHalf(
+          tensor.data_type(), static_cast<uint16_t>(tensor.int32_data(i)));
     return success();
   default: // INT32, INT16, INT8, UINT16, UINT8, BOOL.
     if (failed(checkCount(tensor.int32_data_size())))

@@ -20,8 +20,8 @@ namespace {
 
 /// Builds the scalar result from the operand elements. `dtype` is the ONNX
 /// type of the (first) operand, for signedness.
-using BodyFn = std::function<Value(OpBuilder &, Location, ValueRange,
-                                   OnnxDType dtype)>;
+using BodyFn =
+    std::function<Value(OpBuilder &, Location, ValueRange, OnnxDType dtype)>;
 using HostFloatFn = std::function<double(llvm::ArrayRef<double>)>;
 using HostIntFn = std::function<int64_t(llvm::ArrayRef<int64_t>)>;
 
@@ -31,7 +31,8 @@ constexpr int64_t kMaxHostFoldElements = 4096;
 /// Evaluates an elementwise op over constant operands on the host.
 static ConstTensor foldOnHost(llvm::ArrayRef<const ConstTensor *> operands,
                               llvm::ArrayRef<int64_t> shape,
-                              OnnxDType resultType, const HostFloatFn &hostFloat,
+                              OnnxDType resultType,
+                              const HostFloatFn &hostFloat,
                               const HostIntFn &hostInt, bool useFloat) {
   ConstTensor result = ConstTensor::zeros(resultType, shape);
   int64_t rank = shape.size();
@@ -48,7 +49,8 @@ static ConstTensor foldOnHost(llvm::ArrayRef<const ConstTensor *> operands,
     for (auto [k, op] : llvm::enumerate(operands)) {
       int64_t offset = rank - op->shape.size(), flat = 0;
       for (size_t j = 0; j < op->shape.size(); ++j)
-        flat = flat * op->shape[j] + (op->shape[j] == 1 ? 0 : index[offset + j]);
+        flat =
+            flat * op->shape[j] + (op->shape[j] == 1 ? 0 : index[offset + j]);
       fargs[k] = op->getDouble(flat);
       iargs[k] = op->getInt(flat);
     }
@@ -62,11 +64,12 @@ static ConstTensor foldOnHost(llvm::ArrayRef<const ConstTensor *> operands,
 
 /// Converts an elementwise node: `operandIdx` lists the inputs taking part;
 /// `resultType` is the ONNX result type (defaults to the first operand's).
-static LogicalResult
-convertElementwise(NodeContext &ctx, llvm::ArrayRef<int64_t> operandIdx,
-                   const BodyFn &body, std::optional<OnnxDType> resultType,
-                   const HostFloatFn &hostFloat = nullptr,
-                   const HostIntFn &hostInt = nullptr) {
+static LogicalResult convertElementwise(NodeContext &ctx,
+                                        llvm::ArrayRef<int64_t> operandIdx,
+                                        const BodyFn &body,
+                                        std::optional<OnnxDType> resultType,
+                                        const HostFloatFn &hostFloat = nullptr,
+                                        const HostIntFn &hostInt = nullptr) {
   llvm::SmallVector<llvm::SmallVector<int64_t>> shapes;
   for (int64_t i : operandIdx)
     shapes.push_back(llvm::SmallVector<int64_t>(ctx.inputShape(i)));
@@ -228,8 +231,7 @@ static Value minBody(OpBuilder &b, Location loc, Value x, Value y,
 }
 
 /// Max/Min: variadic, with broadcasting.
-template <bool IsMax>
-static LogicalResult convertMaxMin(NodeContext &ctx) {
+template <bool IsMax> static LogicalResult convertMaxMin(NodeContext &ctx) {
   llvm::SmallVector<int64_t> idx = allInputs(ctx);
   if (idx.empty())
     return ctx.emitError("needs at least one input");
@@ -308,8 +310,8 @@ static LogicalResult convertGreaterOrEqual(NodeContext &ctx) {
 }
 
 template <typename Op>
-static LogicalResult convertLogical(NodeContext &ctx,
-                                    std::function<int64_t(int64_t, int64_t)> f) {
+static LogicalResult
+convertLogical(NodeContext &ctx, std::function<int64_t(int64_t, int64_t)> f) {
   for (int64_t i : {0, 1})
     if (!isBoolDType(ctx.inputDType(i)))
       return ctx.emitError("operands must be bool, got ")
@@ -322,12 +324,12 @@ static LogicalResult convertLogical(NodeContext &ctx,
       std::nullopt, nullptr, [f](auto a) { return f(a[0], a[1]); });
 }
 static LogicalResult convertAnd(NodeContext &ctx) {
-  return convertLogical<arith::AndIOp>(ctx,
-                                       [](int64_t x, int64_t y) { return x & y; });
+  return convertLogical<arith::AndIOp>(
+      ctx, [](int64_t x, int64_t y) { return x & y; });
 }
 static LogicalResult convertOr(NodeContext &ctx) {
-  return convertLogical<arith::OrIOp>(ctx,
-                                      [](int64_t x, int64_t y) { return x | y; });
+  return convertLogical<arith::OrIOp>(
+      ctx, [](int64_t x, int64_t y) { return x | y; });
 }
 static LogicalResult convertNot(NodeContext &ctx) {
   if (!isBoolDType(ctx.inputDType(0)))
@@ -382,21 +384,24 @@ static Value fconst(OpBuilder &b, Location loc, Value like, double v) {
 
 static LogicalResult convertExp(NodeContext &ctx) {
   return convertFloatUnary(
-      ctx, [](OpBuilder &b, Location l, Value x) -> Value {
+      ctx,
+      [](OpBuilder &b, Location l, Value x) -> Value {
         return math::ExpOp::create(b, l, x);
       },
       [](auto a) { return std::exp(a[0]); });
 }
 static LogicalResult convertLog(NodeContext &ctx) {
   return convertFloatUnary(
-      ctx, [](OpBuilder &b, Location l, Value x) -> Value {
+      ctx,
+      [](OpBuilder &b, Location l, Value x) -> Value {
         return math::LogOp::create(b, l, x);
       },
       [](auto a) { return std::log(a[0]); });
 }
 static LogicalResult convertSqrt(NodeContext &ctx) {
   return convertFloatUnary(
-      ctx, [](OpBuilder &b, Location l, Value x) -> Value {
+      ctx,
+      [](OpBuilder &b, Location l, Value x) -> Value {
         return math::SqrtOp::create(b, l, x);
       },
       [](auto a) { return std::sqrt(a[0]); });
@@ -413,7 +418,8 @@ static LogicalResult convertErf(NodeContext &ctx) {
 }
 static LogicalResult convertReciprocal(NodeContext &ctx) {
   return convertFloatUnary(
-      ctx, [](OpBuilder &b, Location l, Value x) -> Value {
+      ctx,
+      [](OpBuilder &b, Location l, Value x) -> Value {
         return arith::DivFOp::create(b, l, fconst(b, l, x, 1.0), x);
       },
       [](auto a) { return 1.0 / a[0]; });
@@ -423,7 +429,8 @@ static LogicalResult convertSigmoid(NodeContext &ctx) {
     Value negX = arith::NegFOp::create(b, l, x);
     Value e = math::ExpOp::create(b, l, negX);
     Value one = fconst(b, l, x, 1.0);
-    return arith::DivFOp::create(b, l, one, arith::AddFOp::create(b, l, one, e));
+    return arith::DivFOp::create(b, l, one,
+                                 arith::AddFOp::create(b, l, one, e));
   });
 }
 
@@ -454,12 +461,13 @@ static LogicalResult convertHardSwish(NodeContext &ctx) {
 }
 static LogicalResult convertLeakyRelu(NodeContext &ctx) {
   double alpha = ctx.getFloatAttr("alpha", 0.01f);
-  return convertFloatUnary(ctx, [=](OpBuilder &b, Location l, Value x) -> Value {
-    Value isNeg = arith::CmpFOp::create(b, l, arith::CmpFPredicate::OLT, x,
-                                        fconst(b, l, x, 0.0));
-    Value scaled = arith::MulFOp::create(b, l, x, fconst(b, l, x, alpha));
-    return arith::SelectOp::create(b, l, isNeg, scaled, x);
-  });
+  return convertFloatUnary(
+      ctx, [=](OpBuilder &b, Location l, Value x) -> Value {
+        Value isNeg = arith::CmpFOp::create(b, l, arith::CmpFPredicate::OLT, x,
+                                            fconst(b, l, x, 0.0));
+        Value scaled = arith::MulFOp::create(b, l, x, fconst(b, l, x, alpha));
+        return arith::SelectOp::create(b, l, isNeg, scaled, x);
+      });
 }
 
 static LogicalResult convertRelu(NodeContext &ctx) {
@@ -496,8 +504,7 @@ static LogicalResult convertNeg(NodeContext &ctx) {
         return arith::SubIOp::create(
             b, l, createScalarConstant(b, l, a[0].getType(), 0), a[0]);
       },
-      std::nullopt, [](auto a) { return -a[0]; },
-      [](auto a) { return -a[0]; });
+      std::nullopt, [](auto a) { return -a[0]; }, [](auto a) { return -a[0]; });
 }
 
 /// Clip: bounds from inputs 1 and 2 (opset >= 11) or min/max attributes.
@@ -513,14 +520,14 @@ static LogicalResult convertClip(NodeContext &ctx) {
                          : std::numeric_limits<float>::max();
       return createFilledTensor(
           b, loc, {}, elementType,
-          createScalarConstant(b, loc, elementType, ctx.getFloatAttr(attr, def)));
+          createScalarConstant(b, loc, elementType,
+                               ctx.getFloatAttr(attr, def)));
     }
     if (ctx.hasInput(idx))
       return ctx.input(idx);
-    Value v = isMin ? createLowestValue(b, loc, elementType,
-                                        isUnsignedIntDType(t))
-                    : createHighestValue(b, loc, elementType,
-                                         isUnsignedIntDType(t));
+    Value v =
+        isMin ? createLowestValue(b, loc, elementType, isUnsignedIntDType(t))
+              : createHighestValue(b, loc, elementType, isUnsignedIntDType(t));
     return createFilledTensor(b, loc, {}, elementType, v);
   };
   Value lo = bound(1, "min", true), hi = bound(2, "max", false);

@@ -94,7 +94,8 @@ LogicalResult readNpyFile(llvm::StringRef path, ConstTensor &result,
     return failure();
   }
   llvm::StringRef shapeText = headerValue(header, "shape");
-  shapeText = shapeText.drop_front().take_until([](char c) { return c == ')'; });
+  shapeText =
+      shapeText.drop_front().take_until([](char c) { return c == ')'; });
   llvm::SmallVector<llvm::StringRef> parts;
   shapeText.split(parts, ',', -1, /*KeepEmpty=*/false);
   llvm::SmallVector<int64_t> shape;

@@ -7,8 +7,8 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/ExecutionEngine/OptUtils.h"
-#include "mlir/InitAllPasses.h"
 #include "mlir/IR/BuiltinTypes.h"
+#include "mlir/InitAllPasses.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
@@ -79,12 +79,11 @@ static LogicalResult recordArgumentShapes(ModuleOp module) {
   SmallVector<Attribute> shapes;
   for (Type t : main.getArgumentTypes()) {
     auto memref = dyn_cast<MemRefType>(t);
-    if (!memref || !memref.hasStaticShape() ||
-        !memref.getLayout().isIdentity())
+    if (!memref || !memref.hasStaticShape() || !memref.getLayout().isIdentity())
       return main.emitError("argument type ")
              << t << " is not a static, row-major memref";
-    shapes.push_back(DenseI64ArrayAttr::get(module.getContext(),
-                                            memref.getShape()));
+    shapes.push_back(
+        DenseI64ArrayAttr::get(module.getContext(), memref.getShape()));
   }
   main->setAttr(kArgShapesAttr, ArrayAttr::get(module.getContext(), shapes));
   return success();
@@ -156,9 +155,8 @@ LogicalResult emitSharedLibrary(ModuleOp module, llvm::StringRef soPath,
   llvmModule->setDataLayout(machine->createDataLayout());
   llvmModule->setTargetTriple(triple);
 
-  auto optimize =
-      makeOptimizingTransformer(options.optLevel, /*sizeLevel=*/0,
-                                machine.get());
+  auto optimize = makeOptimizingTransformer(options.optLevel, /*sizeLevel=*/0,
+                                            machine.get());
   if (llvm::Error err = optimize(llvmModule.get())) {
     error = "LLVM optimization failed: " + llvm::toString(std::move(err));
     return failure();
@@ -196,11 +194,11 @@ LogicalResult emitSharedLibrary(ModuleOp module, llvm::StringRef soPath,
     return failure();
   }
   std::string out = soPath.str();
-  llvm::SmallVector<llvm::StringRef> args = {*cc,   "-shared", "-o",
-                                             out,   objPath,   "-lm"};
+  llvm::SmallVector<llvm::StringRef> args = {*cc, "-shared", "-o",
+                                             out, objPath,   "-lm"};
   std::string execError;
-  int rc = llvm::sys::ExecuteAndWait(*cc, args, std::nullopt, {}, 0, 0,
-                                     &execError);
+  int rc =
+      llvm::sys::ExecuteAndWait(*cc, args, std::nullopt, {}, 0, 0, &execError);
   llvm::sys::fs::remove(objPath);
   if (rc != 0) {
     error = "linking " + out + " with " + *cc + " failed" +

@@ -77,9 +77,8 @@ struct ReshapeShardingModel
         if (dim >= int64_t(option->shardingArray.size()) ||
             option->shardingArray[dim].empty())
           continue;
-        GridOp grid = option->grid
-                          ? shard::getGrid(op, option->grid, symbols)
-                          : GridOp();
+        GridOp grid =
+            option->grid ? shard::getGrid(op, option->grid, symbols) : GridOp();
         int64_t parts = 1;
         if (grid)
           for (GridAxis axis : option->shardingArray[dim])

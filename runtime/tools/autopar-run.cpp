@@ -361,8 +361,8 @@ std::unique_ptr<Session> loadOnEveryRank(const Options &options,
     if (failed.size() > 8)
       list += ", ...";
     throw LoadFailed("stopping: " + std::to_string(failed.size()) + " rank" +
-                (failed.size() == 1 ? "" : "s") + " (" + list +
-                ") failed to load the artifact (see their messages)");
+                     (failed.size() == 1 ? "" : "s") + " (" + list +
+                     ") failed to load the artifact (see their messages)");
   }
   throw LoadFailed(""); // Quiet: rank 0 and the failed ranks have spoken.
 }

@@ -13,8 +13,8 @@
 #include "autopar/Target/Cluster.h"
 #include "autopar/Target/CpuCodegen.h"
 #include "autopar/Transforms/Passes.h"
-#include "autopar/Transforms/ShardingModels.h"
 #include "autopar/Transforms/Planner.h"
+#include "autopar/Transforms/ShardingModels.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"

@@ -81,9 +81,8 @@ int main(int argc, char **argv) {
   autopar::registerImportDialects(registry);
   autopar::registerShardingModels(registry);
 
-  auto [inputFilename, outputFilename] =
-      registerAndParseCLIOptions(argc, argv, "autopar optimizer driver",
-                                 registry);
+  auto [inputFilename, outputFilename] = registerAndParseCLIOptions(
+      argc, argv, "autopar optimizer driver", registry);
   llvm::StringRef input = inputFilename;
   if (!input.ends_with(".onnx") && !input.ends_with(".onnxtxt"))
     return asMainReturnCode(

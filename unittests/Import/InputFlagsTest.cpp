@@ -42,8 +42,8 @@ TEST(InputShapeFlag, RejectsMalformed) {
 TEST(ConstInputFlag, ParsesAndRejects) {
   ImportOptions options;
   std::string error;
-  ASSERT_TRUE(succeeded(parseConstInputFlag("shape=/tmp/s.npy", options,
-                                            error)));
+  ASSERT_TRUE(
+      succeeded(parseConstInputFlag("shape=/tmp/s.npy", options, error)));
   EXPECT_EQ(options.constantInputs["shape"], "/tmp/s.npy");
   EXPECT_TRUE(failed(parseConstInputFlag("shape", options, error)));
   EXPECT_NE(error.find("NAME=FILE.npy"), std::string::npos) << error;

@@ -1,4 +1,5 @@
-//===- Artifact.h - The directory autopar-compile writes ---------*- C++ -*-===//
+//===- Artifact.h - The directory autopar-compile writes ---------*- C++
+//-*-===//
 //
 // See docs/design/artifact.md for the format. The runtime reads it without
 // any LLVM/MLIR, so the manifest is plain JSON.

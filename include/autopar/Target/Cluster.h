@@ -30,8 +30,8 @@ bool parsePrecision(llvm::StringRef name, Precision &p);
 
 /// One accelerator (or, for local clusters, one CPU rank).
 struct DeviceSpec {
-  std::string name;            ///< e.g. "h100-sxm"
-  double memoryGiB = 0;        ///< usable device memory
+  std::string name;     ///< e.g. "h100-sxm"
+  double memoryGiB = 0; ///< usable device memory
   /// Dense (no sparsity) peak TFLOP/s per precision; 0 when unsupported.
   double peakTflopsFp32 = 0, peakTflopsTf32 = 0, peakTflopsBf16 = 0,
          peakTflopsFp16 = 0;
@@ -46,16 +46,16 @@ struct DeviceSpec {
 
 /// A link inside a node: per device, per direction.
 struct IntraNodeLink {
-  std::string kind;          ///< "nvswitch", "nvlink", "pcie", "shm"
-  double gbytesPerS = 0;     ///< GB/s per device per direction
+  std::string kind;      ///< "nvswitch", "nvlink", "pcie", "shm"
+  double gbytesPerS = 0; ///< GB/s per device per direction
   double latencyUs = 0;
   std::string source;
 };
 
 /// The network between nodes.
 struct InterNodeLink {
-  std::string kind;          ///< "infiniband", "ethernet", "none"
-  double nicGbitsPerS = 0;   ///< per NIC per direction, gigabits
+  std::string kind;        ///< "infiniband", "ethernet", "none"
+  double nicGbitsPerS = 0; ///< per NIC per direction, gigabits
   int64_t nicsPerNode = 0;
   double latencyUs = 0;
   std::string source;
@@ -93,8 +93,8 @@ llvm::Expected<ClusterSpec> parseClusterJson(llvm::StringRef json,
 /// (`dgx-a100-80gb:NODES`), for listings and docs.
 llvm::ArrayRef<DeviceSpec> getDevicePresets();
 struct NodePreset {
-  std::string name;       ///< e.g. "dgx-h100"
-  std::string device;     ///< a device preset name
+  std::string name;   ///< e.g. "dgx-h100"
+  std::string device; ///< a device preset name
   int64_t gpusPerNode;
   IntraNodeLink intraNode;
   InterNodeLink interNode;
