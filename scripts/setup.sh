@@ -16,7 +16,7 @@ APT_PACKAGES=(
   libonnx-dev libonnx-testdata libprotobuf-dev protobuf-compiler
   # CPU BLAS used for contractions, MPI for multi-rank runs.
   libopenblas-dev openmpi-bin libopenmpi-dev
-  # Unit tests.
+  # Unit tests; JSON for the runtime's manifest reader.
   libgtest-dev googletest nlohmann-json3-dev
   # Python side: model export with PyTorch, numpy for .npy, onnx for checks.
   python3 python3-numpy python3-onnx python3-torch python3-torchvision
