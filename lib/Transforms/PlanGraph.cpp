@@ -144,13 +144,6 @@ static void shapeOpOptions(Operation *op, PlanOp &planOp) {
   passThroughOptions(op, {}, planOp);
 }
 
-static double numElements(ArrayRef<int64_t> shape) {
-  double n = 1;
-  for (int64_t d : shape)
-    n *= d;
-  return n;
-}
-
 /// The ONNX node an op came from (its NameLoc), for counting nodes.
 static std::string onnxNodeName(Operation *op) {
   if (auto name = dyn_cast<NameLoc>(op->getLoc()))

@@ -98,7 +98,7 @@ static std::string gib(double bytes) {
   return llvm::formatv("{0:F2} GiB", bytes / (1024.0 * 1024 * 1024)).str();
 }
 
-static std::string seconds(double s) {
+std::string plan::formatSeconds(double s) {
   if (s >= 1)
     return llvm::formatv("{0:F3} s", s).str();
   if (s >= 1e-3)
@@ -125,9 +125,11 @@ void printPlanTable(llvm::raw_ostream &os, const PlanResult &result,
                       scheduleName(b.schedule));
   os << llvm::formatv("  step time     {0}  (compute {1}, exposed comm {2}, "
                       "bubble {3}, optimizer {4})\n",
-                      seconds(b.stepSeconds), seconds(b.time.compute),
-                      seconds(b.time.exposedCommunication),
-                      seconds(b.time.bubble), seconds(b.time.optimizer));
+                      plan::formatSeconds(b.stepSeconds),
+                      plan::formatSeconds(b.time.compute),
+                      plan::formatSeconds(b.time.exposedCommunication),
+                      plan::formatSeconds(b.time.bubble),
+                      plan::formatSeconds(b.time.optimizer));
   os << llvm::formatv("  throughput    {0:F1} tokens/s, {1:F1} TFLOP/s per "
                       "device, MFU {2:P1}\n",
                       b.tokensPerSecond, b.tflopsPerGpu, b.mfu);
@@ -139,16 +141,17 @@ void printPlanTable(llvm::raw_ostream &os, const PlanResult &result,
                       gib(m.gradients), gib(m.optimizerStates),
                       gib(m.activations), gib(m.communication), gib(m.other));
   for (auto [i, s] : llvm::enumerate(b.stages))
-    os << llvm::formatv("  stage {0,-3}    segments {1}-{2}{3}, {4} ONNX "
-                        "nodes, {5} per micro-batch, {6}\n",
-                        i, s.firstSegment, s.lastSegment,
-                        s.layers.empty() ? "" : " (layers " + s.layers + ")",
-                        s.onnxNodes, seconds(s.secondsPerMicroBatch),
-                        gib(s.memory.total()));
+    os << llvm::formatv(
+        "  stage {0,-3}    segments {1}-{2}{3}, {4} ONNX "
+        "nodes, {5} per micro-batch, {6}\n",
+        i, s.firstSegment, s.lastSegment,
+        s.layers.empty() ? "" : " (layers " + s.layers + ")", s.onnxNodes,
+        plan::formatSeconds(s.secondsPerMicroBatch), gib(s.memory.total()));
   os << llvm::formatv("  searched      {0} plans over {1} segments ({2} "
                       "distinct) in {3}\n",
                       result.candidatesEvaluated, result.segments,
-                      result.distinctSegments, seconds(result.searchSeconds));
+                      result.distinctSegments,
+                      plan::formatSeconds(result.searchSeconds));
   if (!result.alternatives.empty())
     os << "  runner-ups:\n";
   for (const PlanCandidate &a : result.alternatives)
@@ -165,7 +168,7 @@ void printPlanExplanation(llvm::raw_ostream &os, const PlanResult &result) {
     os << llvm::formatv("  {0,-40} {1,-24} {2,-44} compute {3}\n",
                         d.name.empty() ? "<unnamed>" : d.name,
                         d.op->getName().getStringRef(), d.sharding,
-                        seconds(d.computeSeconds));
+                        plan::formatSeconds(d.computeSeconds));
 }
 
 } // namespace autopar

@@ -408,15 +408,6 @@ PlanCandidate Search::evaluate(int64_t dp, int64_t tp, int64_t pp, int zero,
   return c;
 }
 
-/// Seconds with a unit that keeps three significant digits.
-std::string formatSeconds(double s) {
-  if (s >= 1)
-    return llvm::formatv("{0:F3} s", s).str();
-  if (s >= 1e-3)
-    return llvm::formatv("{0:F3} ms", s * 1e3).str();
-  return llvm::formatv("{0:F1} us", s * 1e6).str();
-}
-
 /// Says why `loser` lost to `best`.
 std::string whyNot(const PlanCandidate &loser, const PlanCandidate &best,
                    const ClusterSpec &cluster) {

@@ -281,12 +281,8 @@ SegmentCost evaluateSegment(const ProgramGraph &graph, const Segment &segment,
         continue;
       const ValueInfo &v = graph.values[id];
       if (v.isParameter) {
-        result.parameterElementsPerRank += [&] {
-          double e = 1;
-          for (int64_t d : v.shape)
-            e *= d;
-          return e;
-        }() / (isSplit(option.operands[k]) ? tp : 1);
+        result.parameterElementsPerRank +=
+            numElements(v.shape) / (isSplit(option.operands[k]) ? tp : 1);
         // A whole weight used by an op split over tp gets a partial
         // gradient on each rank: summed over tp once per step.
         if (training && option.splitLoop >= 0 && !isSplit(option.operands[k]))

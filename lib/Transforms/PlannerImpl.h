@@ -22,6 +22,17 @@ constexpr TensorSharding kReplicated = -1;
 constexpr TensorSharding kPartial = -2;
 std::string shardingName(TensorSharding s);
 
+/// Number of elements of a static shape (as double: counts reach 1e12).
+inline double numElements(llvm::ArrayRef<int64_t> shape) {
+  double n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+
+/// Seconds with a unit that keeps three significant digits ("3.042 ms").
+std::string formatSeconds(double s);
+
 /// A tensor of the program.
 struct ValueInfo {
   llvm::SmallVector<int64_t> shape;
