@@ -2,6 +2,7 @@
 //
 // autopar-run ARTIFACT_DIR [--inputs DIR] [--outputs DIR] [--steps N]
 //                          [--seed N] [--timeout SECONDS] [--comm-stats]
+//                          [--comm-stats-json FILE]
 //
 // Started once per rank by mpirun / srun, or alone for a single rank. The
 // user-facing contract is docs INTERFACES.md ("autopar-run"); the artifact
@@ -26,9 +27,11 @@
 #include "autopar/runtime/Watchdog.h"
 #include "autopar/runtime/World.h"
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <malloc.h>
 #include <new>
@@ -64,6 +67,12 @@ options:
                   none with one; 0 disables it)
   --comm-stats    print calls, bus bytes and seconds of the collectives, per
                   grid axis and operation
+  --comm-stats-json FILE
+                  rank 0 also writes those figures (maxima over the ranks,
+                  all steps together) to FILE as JSON:
+                  {"steps": N, "collectives": {axis: {op: {"calls",
+                  "bus_bytes", "seconds"}}}}, the shape of the plan report's
+                  "predicted_collectives"
   -h, --help      print this help
 
 Without --inputs, inputs are drawn at random, reproducibly from the seed and
@@ -84,6 +93,7 @@ struct Options {
   /// From --timeout or AUTOPAR_TIMEOUT_S.
   std::optional<double> timeoutSeconds;
   bool commStats = false;
+  std::optional<std::string> commStatsJson;
   bool help = false;
 };
 
@@ -152,7 +162,7 @@ Options parseOptions(int argc, char **argv) {
       hasValue = true;
     }
     if (name != "--inputs" && name != "--outputs" && name != "--steps" &&
-        name != "--seed" && name != "--timeout")
+        name != "--seed" && name != "--timeout" && name != "--comm-stats-json")
       throw Error("unknown option '" + arg + "' (see --help)");
     if (!hasValue) {
       if (i + 1 >= argc)
@@ -167,6 +177,8 @@ Options parseOptions(int argc, char **argv) {
       options.steps = static_cast<int64_t>(parseNumber(name, value, 1));
     else if (name == "--timeout")
       options.timeoutSeconds = parseSeconds(name, value);
+    else if (name == "--comm-stats-json")
+      options.commStatsJson = value;
     else
       options.seed = parseNumber(name, value, 0);
   }
@@ -218,14 +230,28 @@ void printThroughput(double totalMs, double firstMs, int64_t steps) {
   std::printf(")\n");
 }
 
-/// Prints the --comm-stats table on rank 0: each number is the maximum over
-/// the ranks.
-void printCommStats(Communicator &comm, bool leader) {
+/// Prints the --comm-stats table and writes --comm-stats-json on rank 0:
+/// each number is the maximum over the ranks.
+void reportCommStats(Communicator &comm, bool leader, const Options &options) {
   double values[NumCommStatValues];
   flattenCommStats(comm.getStats(), values);
   comm.maxOverWorld(values, NumCommStatValues);
-  if (leader)
-    std::fputs(formatCommStats(unflattenCommStats(values)).c_str(), stdout);
+  if (!leader)
+    return;
+  CommStats stats = unflattenCommStats(values);
+  if (options.commStats)
+    std::fputs(formatCommStats(stats).c_str(), stdout);
+  if (options.commStatsJson) {
+    std::FILE *file = std::fopen(options.commStatsJson->c_str(), "w");
+    if (!file)
+      throw Error("cannot write --comm-stats-json " + *options.commStatsJson +
+                  ": " + std::strerror(errno));
+    std::string json = formatCommStatsJson(stats, options.steps);
+    bool ok = std::fwrite(json.data(), 1, json.size(), file) == json.size();
+    ok &= std::fclose(file) == 0;
+    if (!ok)
+      throw Error("cannot write --comm-stats-json " + *options.commStatsJson);
+  }
 }
 
 /// The watchdog the options ask for, or null.
@@ -311,9 +337,9 @@ void runSession(const Options &options, const WorldInfo &world,
       std::printf("autopar-run: wrote outputs to %s\n",
                   options.outputsDir->c_str());
   }
-  if (options.commStats) {
+  if (options.commStats || options.commStatsJson) {
     Watchdog::Scope scope(dog, "collecting --comm-stats", /*waiting=*/true);
-    printCommStats(comm, leader);
+    reportCommStats(comm, leader, options);
   }
   std::fflush(stdout);
   setActiveCommunicator(nullptr);
