@@ -36,6 +36,20 @@ static llvm::json::Object predictedJson(const PlanCandidate &c) {
       {"fits", c.fits}};
 }
 
+/// {axis: {op: {calls, bus_bytes}}}: what `autopar-run --comm-stats-json`
+/// measures, in the same shape.
+static llvm::json::Object collectivesJson(const PlanCandidate &c) {
+  llvm::json::Object axes;
+  for (const CollectiveVolume &v : c.collectives) {
+    llvm::json::Value &axis = axes[v.axis];
+    if (!axis.getAsObject())
+      axis = llvm::json::Object{};
+    (*axis.getAsObject())[v.op] =
+        llvm::json::Object{{"calls", v.calls}, {"bus_bytes", v.busBytes}};
+  }
+  return axes;
+}
+
 static llvm::json::Object meshJson(const PlanCandidate &c) {
   return llvm::json::Object{{"dp", c.dp}, {"tp", c.tp}, {"pp", c.pp}};
 }
@@ -85,6 +99,7 @@ llvm::json::Value planReportJson(const PlanResult &result,
       {"schedule", scheduleName(best.schedule)},
       {"stages", std::move(stages)},
       {"predicted", predictedJson(best)},
+      {"predicted_collectives", collectivesJson(best)},
       {"search_time_s", result.searchSeconds},
       {"search",
        llvm::json::Object{

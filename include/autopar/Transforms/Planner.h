@@ -80,6 +80,17 @@ struct StagePlan {
   MemoryBreakdown memory;
 };
 
+/// One collective operation on one grid axis, over one step on one rank, as
+/// the runtime counts it (`autopar-run --comm-stats`): the number of calls
+/// and their bus bytes (nccl-tests' definition; see the runtime's
+/// Communicator.h). For each axis and operation, the busiest rank's figures.
+struct CollectiveVolume {
+  std::string axis; ///< "dp", "tp" or "pp"
+  std::string op;   ///< "all_reduce", "all_gather", ..., "send", "recv"
+  double calls = 0;
+  double busBytes = 0;
+};
+
 /// A fully specified plan and its predicted cost.
 struct PlanCandidate {
   int64_t dp = 1, tp = 1, pp = 1;
@@ -95,6 +106,8 @@ struct PlanCandidate {
   bool fits = false;
   std::vector<StagePlan> stages;
   double tokensPerSecond = 0, tflopsPerGpu = 0, mfu = 0, bubbleFraction = 0;
+  /// The collectives of one step (filled for the chosen plan).
+  std::vector<CollectiveVolume> collectives;
   /// For runner-ups: why this plan lost to the chosen one.
   std::string whyNot;
 };
