@@ -16,9 +16,16 @@ The last line printed is `P passed, F failed`; exit status 1 if anything failed.
   test/Integration/run_models.py --models gpt,bert -v
   test/Integration/run_models.py --reference          # ORT stands in for autopar
   test/Integration/run_models.py --cluster local:2 --launcher 'mpirun -np 2'
+  test/Integration/run_models.py --cluster local:2 --launcher 'mpirun -np 2' --check-comm
+
+--check-comm: the compile writes its plan report, the run its measured collectives
+(autopar-run --comm-stats-json), and every (axis, operation) must have exactly the
+predicted number of calls and bus bytes (the runtime's own traffic, scattering inputs and
+gathering outputs, is on the "world" scope and not part of the plan).
 """
 
 import argparse
+import json
 import os
 import shlex
 import sys
@@ -51,6 +58,9 @@ def run_model(name, args, log):
                                    shape_flags=" ".join(shlex.quote(f) for f in model.shape_flag_list()),
                                    cluster=args.cluster, steps=1)
     cmd = tools.format_cmd(args.compile_cmd, **values)
+    report, comm = os.path.join(work, "report.json"), os.path.join(work, "comm-stats.json")
+    if args.check_comm:
+        cmd += ["--report-json", report]
     log(f"$ {' '.join(shlex.quote(c) for c in cmd)}")
     r = tools.run_cmd(cmd, timeout=args.timeout, env=env)
     compile_s = r.seconds
@@ -61,6 +71,8 @@ def run_model(name, args, log):
 
     os.makedirs(out, exist_ok=True)
     cmd = shlex.split(args.launcher) + tools.format_cmd(args.run_cmd, **values)
+    if args.check_comm:
+        cmd += ["--comm-stats-json", comm]
     log(f"$ {' '.join(shlex.quote(c) for c in cmd)}")
     r = tools.run_cmd(cmd, timeout=args.timeout, env=env)
     if args.verbose and (r.stdout or r.stderr):
@@ -73,6 +85,16 @@ def run_model(name, args, log):
     if not all(x.ok for x in results):
         return False, "compare", compare.first_failure(results), compile_s
     worst = max(x.metric for x in results)
+    if args.check_comm:
+        with open(report) as f, open(comm) as g:
+            predicted, measured = json.load(f), json.load(g)
+        mismatches = compare.compare_collectives(predicted, measured)
+        for m in mismatches:
+            log(f"  communication: {m}")
+        if mismatches:
+            return False, "communication", mismatches[0], compile_s
+        return True, "", f"max rel error {worst:.2e}; collectives as predicted " \
+            f"({compare.describe_collectives(predicted)})", compile_s
     return True, "", f"max rel error {worst:.2e}", compile_s
 
 
@@ -96,6 +118,9 @@ def main(argv=None):
                    help="run command template (default: %(default)s)")
     p.add_argument("--reference", action="store_true",
                    help="use onnxruntime instead of autopar, to check the harness")
+    p.add_argument("--check-comm", action="store_true",
+                   help="also check that the collectives each rank issued (autopar-run --comm-stats-json) "
+                        "are exactly those the plan report predicted (calls and bus bytes per axis and op)")
     p.add_argument("-v", "--verbose", action="store_true", help="print commands, tool output and tables")
     args = p.parse_args(argv)
     if args.reference:
