@@ -121,6 +121,15 @@ std::string plan::formatSeconds(double s) {
   return llvm::formatv("{0:F1} us", s * 1e6).str();
 }
 
+/// A count with a unit that keeps it readable: "1.01T", "124.4M", "8.4K".
+static std::string formatCount(double n) {
+  for (auto [scale, unit] : {std::pair{1e12, "T"}, {1e9, "B"}, {1e6, "M"},
+                             {1e3, "K"}})
+    if (n >= scale)
+      return llvm::formatv("{0:F2}{1}", n / scale, unit).str();
+  return llvm::formatv("{0}", int64_t(n)).str();
+}
+
 void printPlanTable(llvm::raw_ostream &os, const PlanResult &result,
                     const PlanRequest &request) {
   const PlanCandidate &b = result.best;
@@ -129,10 +138,10 @@ void printPlanTable(llvm::raw_ostream &os, const PlanResult &result,
                       request.modelName, c.name, c.nodes, c.gpusPerNode,
                       c.device.name);
   os << llvm::formatv("  mode {0}, precision {1}, global batch {2} ({3} "
-                      "tokens), {4:F3}B parameters\n",
+                      "tokens), {4} parameters\n",
                       request.mode == PlanMode::Training ? "train" : "infer",
                       precisionName(request.precision), result.globalBatch,
-                      result.tokensPerStep, result.parameters / 1e9);
+                      result.tokensPerStep, formatCount(result.parameters));
   os << llvm::formatv("  mesh          dp={0} tp={1} pp={2}   zero {3}   "
                       "micro-batch {4} x {5}   recompute {6}   schedule {7}\n",
                       b.dp, b.tp, b.pp, b.zeroStage, b.microBatchSize,
