@@ -360,7 +360,7 @@ PlanCandidate Search::evaluate(int64_t dp, int64_t tp, int64_t pp, int zero,
 
   // Memory and data-parallel synchronization per stage; the most loaded
   // stage is reported.
-  double worstMemory = -1, dpExposed = 0, optimizer = 0;
+  double worstMemory = -1, dpExposed = 0, zero3Exposed = 0, optimizer = 0;
   for (int64_t s = 0; s < int64_t(split.ranges.size()); ++s) {
     StagePlan stage;
     stage.firstSegment = split.ranges[s].first;
@@ -398,25 +398,47 @@ PlanCandidate Search::evaluate(int64_t dp, int64_t tp, int64_t pp, int zero,
       m.optimizerStates = state.optimizerStates;
       m.activations =
           saved * microBatchesInFlight(c.schedule, pp, s, c.numMicroBatches);
-      // Gradients are reduced over dp once per step (reduce-scatter for
-      // ZeRO >= 2, all-reduce otherwise; ZeRO 1-2 then all-gather the
-      // updated parameters, ZeRO-3 gathers them for every micro-batch's
-      // forward and backward).
-      double gradBytes =
-          params * (request.precision == Precision::FP32 ? 4 : 2);
+      // Gradients are reduced over dp: ZeRO 0 all-reduces them once per
+      // step, ZeRO 1-2 reduce-scatter them and all-gather the updated
+      // parameters; all overlapped with the last micro-batch's backward.
+      // ZeRO-3 keeps only its shard of parameters and gradients, so every
+      // layer's parameters are gathered before its forward and again before
+      // its backward, and its gradients reduce-scattered after it, in every
+      // micro-batch: each prefetched while the layer before computes, so
+      // only what a layer's compute cannot hide is exposed, and every
+      // collective pays its latency.
+      double elementBytes = request.precision == Precision::FP32 ? 4 : 2;
+      double gradBytes = params * elementBytes;
       GroupPlacement dpGroup = dpPlacement(dp, tp);
       if (dp > 1) {
         auto t = [&](Collective k, double b) {
           return collectiveTime(cluster, k, b, dpGroup).seconds;
         };
-        if (zero == 0)
+        if (zero == 0) {
           dpComm = t(Collective::AllReduce, gradBytes);
-        else
+        } else if (zero < 3) {
           dpComm = t(Collective::ReduceScatter, gradBytes) +
                    t(Collective::AllGather, gradBytes);
-        if (zero == 3)
-          dpComm += 2 * c.numMicroBatches * t(Collective::AllGather, gradBytes);
-        m.communication += gradBytes / std::max<int64_t>(1, dp); // bucket
+          m.communication += gradBytes / dp; // bucket
+        } else {
+          double perMicroBatch = 0, largestLayer = 0;
+          for (int64_t i = stage.firstSegment; i <= stage.lastSegment; ++i) {
+            double bytes = segs[i].parameterElementsPerRank * elementBytes;
+            if (bytes <= 0)
+              continue;
+            double gather = t(Collective::AllGather, bytes);
+            perMicroBatch +=
+                std::max(0.0, gather - segs[i].forwardCompute) +
+                std::max(0.0, gather + t(Collective::ReduceScatter, bytes) -
+                                  segs[i].backwardCompute -
+                                  segs[i].recomputeCompute[int(r)]);
+            largestLayer = std::max(largestLayer, bytes);
+          }
+          zero3Exposed =
+              std::max(zero3Exposed, perMicroBatch * c.numMicroBatches);
+          // The layer in use and the one being prefetched, gathered whole.
+          m.communication += 2 * largestLayer;
+        }
       }
       if (tp > 1 && tpGradBytes > 0)
         dpComm += collectiveTime(cluster, Collective::AllReduce, tpGradBytes,
@@ -462,9 +484,10 @@ PlanCandidate Search::evaluate(int64_t dp, int64_t tp, int64_t pp, int zero,
   }
   c.time.compute = perMicroBatchCompute * c.numMicroBatches;
   c.time.exposedCommunication = perMicroBatchComm * c.numMicroBatches +
-                                dpExposed + (pp > 1 ? 2 * (pp - 1) * p2p : 0);
+                                dpExposed + zero3Exposed +
+                                (pp > 1 ? 2 * (pp - 1) * p2p : 0);
   c.time.optimizer = optimizer;
-  c.stepSeconds = pipe.seconds + dpExposed + optimizer;
+  c.stepSeconds = pipe.seconds + dpExposed + zero3Exposed + optimizer;
   c.bubbleFraction = bubbleFraction(pp, c.numMicroBatches);
   c.fits = c.memory.total() <= cluster.device.memoryGiB * kGiB;
   double modelFlops = graph.forwardFlops * (training ? 3 : 1);
@@ -521,13 +544,23 @@ std::vector<CollectiveVolume> Search::collectiveVolume(const PlanCandidate &c) {
       double gradBytes = params * elementBytes;
       if (c.zeroStage == 0) {
         dp.add(Collective::AllReduce, gradBytes);
-      } else {
+      } else if (c.zeroStage < 3) {
         dp.add(Collective::ReduceScatter, gradBytes);
         dp.add(Collective::AllGather, gradBytes);
+      } else {
+        // Per layer and micro-batch: gather for the forward and for the
+        // backward, reduce-scatter the gradients.
+        for (int64_t i = first; i <= last; ++i) {
+          double bytes = segs[i].parameterElementsPerRank * elementBytes;
+          if (bytes <= 0)
+            continue;
+          for (int64_t m = 0; m < c.numMicroBatches; ++m) {
+            dp.add(Collective::AllGather, bytes);
+            dp.add(Collective::AllGather, bytes);
+            dp.add(Collective::ReduceScatter, bytes);
+          }
+        }
       }
-      if (c.zeroStage == 3)
-        for (int64_t m = 0; m < 2 * c.numMicroBatches; ++m)
-          dp.add(Collective::AllGather, gradBytes);
       keepTally("dp", dp, c.dp);
     }
     // Pipeline boundaries: the activation handed to the next stage per
