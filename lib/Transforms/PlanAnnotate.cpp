@@ -62,7 +62,7 @@ void annotateModuleWithPlan(ModuleOp module, const PlanResult &result) {
       }));
 
   for (auto [op, stage] : result.opStages)
-    op->setAttr("autopar.stage", b.getI64IntegerAttr(stage));
+    op->setAttr(attrs::kStage, b.getI64IntegerAttr(stage));
 
   // Graph inputs are split over dp along the batch.
   auto main = module.lookupSymbol<func::FuncOp>("main");
