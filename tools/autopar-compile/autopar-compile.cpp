@@ -344,15 +344,15 @@ int main(int argc, char **argv) {
                     ": this program cannot be partitioned over tensor-"
                     "parallel ranks yet: " +
                     reason);
-      autopar::PlanRequest dpOnly = request;
-      dpOnly.pins.tp = 1;
-      if (!dpOnly.pins.pp)
-        dpOnly.pins.pp = 1;
-      auto replanned = autopar::planProgram(main, dpOnly);
+      // Pipeline stages need no partitioning rules: the planner may choose
+      // them instead.
+      autopar::PlanRequest noTensor = request;
+      noTensor.pins.tp = 1;
+      auto replanned = autopar::planProgram(main, noTensor);
       if (!replanned)
         return fail("the best plan needs tensor parallelism, which this "
                     "program cannot be partitioned for yet (" +
-                    reason + "), and no data-parallel plan exists: " +
+                    reason + "), and no plan without it exists: " +
                     llvm::toString(replanned.takeError()));
       executable = replanned->best;
       llvm::outs() << llvm::formatv(
