@@ -262,14 +262,16 @@ ArgumentDesc parseArgument(const ManifestReader &reader, const json &value,
                                            arg.name + "' is of kind \"" + kind +
                                            "\"");
 
-  bool microBatched = pipeline && (arg.kind == ArgumentKind::Input ||
-                                   arg.kind == ArgumentKind::Output);
+  bool microBatched =
+      pipeline && pipeline->microBatches > 1 &&
+      (arg.kind == ArgumentKind::Input || arg.kind == ArgumentKind::Output);
   if (microBatched) {
     if (arg.shape.empty() || arg.shape[0] != pipeline->microBatchSize)
       reader.fail(where + ".shape",
                   "is " + formatShape(arg.shape) + ", but '" + arg.name +
-                      "', an " + kind +
-                      " of a pipeline, must hold one micro-batch of " +
+                      "', an " + kind + " of a pipeline of " +
+                      std::to_string(pipeline->microBatches) +
+                      " micro-batches, must hold one micro-batch of " +
                       std::to_string(pipeline->microBatchSize) +
                       " along dim 0 (pipeline.micro_batch_size)");
     if (__builtin_mul_overflow(arg.shape[0], pipeline->microBatches,

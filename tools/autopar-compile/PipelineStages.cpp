@@ -28,13 +28,15 @@ buildPipelineStages(MLIRContext &context, llvm::StringRef modelPath,
                  llvm::Twine(globalBatch));
 
   // The stage programs run one micro-batch at a time: import the model at
-  // that batch size.
+  // that batch size. Only a batch that is cut needs to lead every input and
+  // output.
+  bool cut = plan.numMicroBatches > 1 || plan.dp > 1;
   ImportOptions perMicroBatch = options;
   llvm::StringMap<const ArtifactArgument *> wholeInputs, wholeOutputs;
   for (const ArtifactArgument &arg : globalArguments) {
     if (arg.kind == ArtifactArgument::Kind::Output)
       wholeOutputs[arg.name] = &arg;
-    if (arg.kind != ArtifactArgument::Kind::Input)
+    if (arg.kind != ArtifactArgument::Kind::Input || !cut)
       continue;
     wholeInputs[arg.name] = &arg;
     if (arg.shape.empty() || arg.shape[0] != globalBatch)
@@ -74,7 +76,7 @@ buildPipelineStages(MLIRContext &context, llvm::StringRef modelPath,
                    " has an unexpected signature (see the diagnostics above)");
     for (ArtifactArgument &arg : *args) {
       bool input = arg.kind == ArtifactArgument::Kind::Input;
-      if (!input && arg.kind != ArtifactArgument::Kind::Output)
+      if (!cut || (!input && arg.kind != ArtifactArgument::Kind::Output))
         continue;
       const ArtifactArgument *whole =
           (input ? wholeInputs : wholeOutputs).lookup(arg.name);

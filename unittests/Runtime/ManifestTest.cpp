@@ -418,6 +418,19 @@ TEST(ManifestTest, ParsesPipelines) {
   EXPECT_EQ(sent.rankShape, sent.shape);
   EXPECT_EQ(parsed.programs[1].arguments[1].kind, ArgumentKind::ActivationIn);
 
+  // With one micro-batch, inputs and outputs are as without a pipeline: a
+  // scalar output, an input whose dim 0 is the replica's batch.
+  json one = pipelineManifest();
+  one["pipeline"]["micro_batches"] = 1;
+  one["programs"][0]["arguments"][1]["shape"] = {4, 8};
+  json &y = one["programs"][1]["arguments"][2];
+  y["shape"] = json::array();
+  y.erase("split");
+  y.erase("global_shape");
+  parsed = parseManifest(one.dump(), Path);
+  EXPECT_EQ(parsed.programs[0].arguments[1].rankShape, (Shape{4, 8}));
+  EXPECT_EQ(parsed.programs[1].arguments[2].rankShape, Shape{});
+
   // A program without its own list takes the top-level one.
   json manifest = pipelineManifest();
   manifest["grid"] = {{"dp", 4}, {"tp", 1}, {"pp", 1}};
@@ -467,7 +480,8 @@ TEST(ManifestTest, ReportsBadPipelines) {
        "but 'x' is of kind \"input\""},
       {"/programs/0/arguments/1/shape", json{4, 8},
        "'programs[0].arguments[1].shape' is [4, 8], but 'x', an input of a "
-       "pipeline, must hold one micro-batch of 2 along dim 0"},
+       "pipeline of 2 micro-batches, must hold one micro-batch of 2 along dim "
+       "0"},
       {"/programs/0/arguments/1/global_shape", json{4, 8},
        "'programs[0].arguments[1].global_shape' is [4, 8], but 'x' needs [8, "
        "8] (shape [2, 8] with dim 0 times 2, the micro-batches, with dim 0 "

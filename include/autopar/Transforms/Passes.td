@@ -96,8 +96,10 @@ def SplitPipelineStages : Pass<"autopar-split-pipeline-stages",
     rather than sent. A graph output that is an argument or a constant
     comes from stage 0.
 
-    Errors: an op without `autopar.stage`, or one that uses a value computed
-    in a later stage (stages must not decrease along def-use chains).
+    Errors: an op without `autopar.stage`, one that uses a value computed
+    in a later stage (stages must not decrease along def-use chains), and a
+    value other than a statically shaped tensor that crosses a stage
+    boundary.
   }];
 }
 

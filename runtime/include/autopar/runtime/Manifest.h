@@ -63,8 +63,8 @@ struct ArgumentDesc {
   /// What the rank's program takes (per call).
   Shape shape;
   /// What the rank holds: `shape`, except for the inputs and outputs of a
-  /// pipeline, whose dim 0 holds `micro_batches` blocks of `shape`, one per
-  /// call (micro-batch), in order.
+  /// pipeline with several micro-batches, whose dim 0 holds `micro_batches`
+  /// blocks of `shape`, one per call (micro-batch), in order.
   Shape rankShape;
   /// The whole tensor (what the user's .npy files and a parameter's source
   /// hold): `rankShape`, or with the split dimension multiplied by the size
@@ -105,7 +105,7 @@ struct PipelineDesc {
   /// Calls of each stage's program per step; the rank's inputs and outputs
   /// hold one micro-batch per call along dim 0.
   int64_t microBatches = 1;
-  /// Dim 0 of every input and output `shape`.
+  /// Dim 0 of every input and output `shape` when microBatches > 1.
   int64_t microBatchSize = 1;
   ScheduleKind schedule = ScheduleKind::OneFOneB;
 };
