@@ -23,15 +23,16 @@ std::string resolve(const std::string &artifactDir, const std::string &file) {
 /// Two tensors of one kind must not share a file in --inputs / --outputs.
 void checkFileNames(const Manifest &manifest, ArgumentKind kind) {
   std::map<std::string, std::string> owners;
-  for (const ArgumentDesc &arg : manifest.arguments) {
-    if (arg.kind != kind)
-      continue;
-    auto [it, inserted] = owners.emplace(tensorFileName(arg.name), arg.name);
-    if (!inserted)
-      throw Error(manifest.path + ": " + std::string(argumentKindName(kind)) +
-                  "s '" + it->second + "' and '" + arg.name +
-                  "' would both be stored as " + it->first);
-  }
+  for (const ProgramDesc &program : manifest.programs)
+    for (const ArgumentDesc &arg : program.arguments) {
+      if (arg.kind != kind)
+        continue;
+      auto [it, inserted] = owners.emplace(tensorFileName(arg.name), arg.name);
+      if (!inserted && it->second != arg.name)
+        throw Error(manifest.path + ": " + std::string(argumentKindName(kind)) +
+                    "s '" + it->second + "' and '" + arg.name +
+                    "' would both be stored as " + it->first);
+    }
 }
 
 } // namespace
@@ -77,29 +78,75 @@ std::unique_ptr<Session> Session::open(Manifest manifest,
 
   std::unique_ptr<Session> session(
       new Session(std::move(manifest), artifactDir, world));
-  const ProgramDesc &program = session->manifest.programForRank(world.rank);
+  const Manifest &loaded = session->manifest;
+  const ProgramDesc &program = loaded.programForRank(world.rank);
+  session->programDesc = &program;
   session->program =
       CpuProgram::load(resolve(artifactDir, program.library), program.entry);
 
-  const std::vector<ArgumentDesc> &arguments = session->manifest.arguments;
+  const GridVector &coords =
+      loaded.ranks[static_cast<size_t>(world.rank)].coords;
+  const std::vector<ArgumentDesc> &arguments = program.arguments;
   session->buffers.resize(arguments.size());
+  session->microBatchBytes.assign(arguments.size(), 0);
   for (size_t i = 0; i < arguments.size(); ++i) {
     const ArgumentDesc &arg = arguments[i];
     if (arg.kind == ArgumentKind::Parameter) {
-      session->args.push_back(session->weights.get(
-          arg,
-          session->manifest.ranks[static_cast<size_t>(world.rank)].coords));
+      session->bases.push_back(session->weights.get(arg, coords));
       continue;
     }
     std::string what =
         std::string(argumentKindName(arg.kind)) + " '" + arg.name + "'";
-    session->buffers[i] =
-        HostBuffer(static_cast<size_t>(byteSize(arg.dtype, arg.shape, what)));
-    session->args.push_back(session->buffers[i].data());
+    session->buffers[i] = HostBuffer(
+        static_cast<size_t>(byteSize(arg.dtype, arg.rankShape, what)));
+    session->bases.push_back(session->buffers[i].data());
+    if (arg.rankShape != arg.shape)
+      session->microBatchBytes[i] =
+          static_cast<size_t>(byteSize(arg.dtype, arg.shape, what));
   }
+  session->args = session->bases;
+  // Inference: forward steps only, in which GPipe and 1F1B agree.
+  if (const std::optional<PipelineDesc> &pipeline = loaded.pipeline)
+    session->schedule =
+        pipelineSchedule(pipeline->schedule, pipeline->stages, program.stage,
+                         pipeline->microBatches, /*withBackward=*/false);
+  else
+    session->schedule = {PipelineStep{0, StepPhase::Forward}};
   return session;
 }
 
-void Session::runStep() { program->run(args.data()); }
+std::optional<size_t> Session::findArgument(ArgumentKind kind,
+                                            const std::string &name) const {
+  const std::vector<ArgumentDesc> &arguments = getArguments();
+  for (size_t i = 0; i < arguments.size(); ++i)
+    if (arguments[i].kind == kind && arguments[i].name == name)
+      return i;
+  return std::nullopt;
+}
+
+void Session::runStep(Communicator &comm) {
+  const std::vector<ArgumentDesc> &arguments = getArguments();
+  auto exchange = [&](ArgumentKind kind) {
+    for (size_t i = 0; i < arguments.size(); ++i) {
+      const ArgumentDesc &arg = arguments[i];
+      if (arg.kind != kind)
+        continue;
+      int64_t count = numElements(arg.shape, arg.name);
+      if (kind == ArgumentKind::ActivationIn)
+        comm.recv(args[i], count, arg.dtype, arg.peerStage, CommScope::PP);
+      else
+        comm.send(args[i], count, arg.dtype, arg.peerStage, CommScope::PP);
+    }
+  };
+  for (const PipelineStep &step : schedule) {
+    for (size_t i = 0; i < args.size(); ++i)
+      if (microBatchBytes[i])
+        args[i] = static_cast<char *>(bases[i]) +
+                  static_cast<size_t>(step.microBatch) * microBatchBytes[i];
+    exchange(ArgumentKind::ActivationIn);
+    program->run(args.data());
+    exchange(ArgumentKind::ActivationOut);
+  }
+}
 
 } // namespace autopar::runtime

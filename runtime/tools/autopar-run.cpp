@@ -279,6 +279,13 @@ void runSession(const Options &options, const WorldInfo &world,
     std::printf(", program '%s' (%s)\n",
                 loaded.programForRank(world.rank).name.c_str(),
                 describeBlas().c_str());
+    if (const std::optional<PipelineDesc> &pipeline = loaded.pipeline)
+      std::printf("autopar-run: pipeline of %lld stages, %lld micro-batches "
+                  "of %lld per step, %s schedule (forward only)\n",
+                  static_cast<long long>(pipeline->stages),
+                  static_cast<long long>(pipeline->microBatches),
+                  static_cast<long long>(pipeline->microBatchSize),
+                  std::string(scheduleKindName(pipeline->schedule)).c_str());
   }
 
   InputSource source;
@@ -304,7 +311,7 @@ void runSession(const Options &options, const WorldInfo &world,
     {
       Watchdog::Scope scope(dog, name);
       Clock::time_point start = Clock::now();
-      session.runStep();
+      session.runStep(comm);
       ms = std::chrono::duration<double, std::milli>(Clock::now() - start)
                .count();
     }

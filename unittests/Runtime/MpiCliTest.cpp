@@ -29,6 +29,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <unistd.h>
 
 using namespace autopar::runtime;
@@ -480,6 +481,136 @@ TEST_F(MpiTensorParallelTest, EveryRankReportsInconsistentSplitMetadata) {
   EXPECT_NE(result.exitCode, 0);
   EXPECT_NE(result.err.find("parameter 'b': source length 64 bytes does not "
                             "match its global type float32 [8, 4] (128 bytes"),
+            std::string::npos)
+      << result.err;
+}
+
+/// The three-stage pipeline of pipe_stage.c on dp x 3 ranks: each replica
+/// runs 4 micro-batches of 2 rows per step.
+class MpiPipelineTest : public MpiCliTest {
+protected:
+  static constexpr int MB = 2, C = 4, Stages = 3, MicroBatches = 4;
+
+  std::string pipelineArtifact(int dp, const std::string &schedule) {
+    int ranks = dp * Stages, rows = MB * MicroBatches * dp;
+    std::string dir =
+        artifact.file("pipe-" + std::to_string(dp) + "-" + schedule);
+    fs::create_directories(dir);
+    json manifest = manifestFor(ranks, "unused.so");
+    manifest["grid"] = {{"dp", dp}, {"tp", 1}, {"pp", Stages}};
+    manifest["pipeline"] = {{"stages", Stages},
+                            {"micro_batches", MicroBatches},
+                            {"micro_batch_size", MB},
+                            {"schedule", schedule}};
+    manifest.erase("arguments");
+    auto tensor = [&](const char *kind, const char *name) {
+      json arg = argument(kind, name, "float32", {MB, C});
+      if (dp > 1)
+        arg = split(arg, 0, dp);
+      arg["global_shape"] = {rows, C};
+      return arg;
+    };
+    auto activation = [&](const char *kind, const char *name, int peer) {
+      json arg = argument(kind, name, "float32", {MB, C});
+      arg["peer_stage"] = peer;
+      return arg;
+    };
+    json arguments[Stages] = {
+        {tensor("input", "x"), activation("activation_out", "a", 1),
+         activation("activation_out", "b", 1), tensor("output", "early")},
+        {activation("activation_in", "a", 0),
+         activation("activation_in", "b", 0),
+         activation("activation_out", "c", 2),
+         activation("activation_out", "b", 2)},
+        {tensor("input", "x"), activation("activation_in", "c", 1),
+         activation("activation_in", "b", 1), tensor("output", "y")}};
+    manifest["programs"] = json::array();
+    for (int s = 0; s < Stages; ++s) {
+      std::string name = "stage" + std::to_string(s);
+      fs::copy_file(std::string(AUTOPAR_TEST_STAGE_DIR) + "/pipe_stage" +
+                        std::to_string(s) + ".so",
+                    dir + "/" + name + ".so",
+                    fs::copy_options::overwrite_existing);
+      manifest["programs"].push_back({{"name", name},
+                                      {"library", name + ".so"},
+                                      {"entry", "autopar_entry"},
+                                      {"arguments", arguments[s]}});
+    }
+    for (int r = 0; r < ranks; ++r)
+      manifest["ranks"][r] = {
+          {"rank", r},
+          {"program", "stage" + std::to_string(r / dp)},
+          {"coords", {{"dp", r % dp}, {"tp", 0}, {"pp", r / dp}}}};
+    writeFile(dir + "/manifest.json", manifest.dump(2));
+    return dir;
+  }
+
+  /// The calls and bus bytes of one --comm-stats line, e.g. "pp recv".
+  static std::pair<int64_t, double> commStat(const std::string &out,
+                                             const std::string &axis,
+                                             const std::string &op) {
+    std::istringstream lines(out);
+    std::string line;
+    while (std::getline(lines, line)) {
+      std::istringstream words(line);
+      std::string a, o;
+      int64_t calls = 0;
+      double bytes = 0;
+      if (words >> a >> o >> calls >> bytes && a == axis && o == op)
+        return {calls, bytes};
+    }
+    return {0, 0};
+  }
+};
+
+TEST_F(MpiPipelineTest, StagesPassEveryMicroBatchAlong) {
+  struct Case {
+    int dp;
+    const char *schedule;
+  } cases[] = {{1, "1f1b"}, {2, "gpipe"}};
+  for (const Case &c : cases) {
+    int rows = MB * MicroBatches * c.dp;
+    SCOPED_TRACE("dp " + std::to_string(c.dp) + ", " + c.schedule);
+    std::string out = work.file("pipe-out-" + std::to_string(c.dp));
+    CommandResult result =
+        mpirun(c.dp * Stages, shellQuote(pipelineArtifact(c.dp, c.schedule)) +
+                                  " --steps 2 --comm-stats --outputs " +
+                                  shellQuote(out));
+    ASSERT_EQ(result.exitCode, 0) << result.out << result.err;
+    EXPECT_EQ(result.err, "");
+    EXPECT_NE(result.out.find("x pp 3)"), std::string::npos) << result.out;
+
+    std::vector<float> x = readFloats(out + "/x.npy", {rows, C});
+    std::vector<float> y = readFloats(out + "/y.npy", {rows, C});
+    std::vector<float> early = readFloats(out + "/early.npy", {rows, C});
+    for (size_t i = 0; i < x.size(); ++i) {
+      ASSERT_FLOAT_EQ(y[i], (2 * x[i] + 1) * (x[i] + 1) + x[i]) << i;
+      ASSERT_EQ(early[i], -x[i]) << i;
+    }
+    // Per step and micro-batch, stages 1 and 2 each receive two
+    // activations of MB x C floats, and stages 0 and 1 send two.
+    int64_t calls = 2 * MicroBatches * 2;
+    EXPECT_EQ(commStat(result.out, "pp", "recv"),
+              std::make_pair(calls, double(calls * MB * C * 4)))
+        << result.out;
+    EXPECT_EQ(commStat(result.out, "pp", "send"),
+              std::make_pair(calls, double(calls * MB * C * 4)))
+        << result.out;
+  }
+}
+
+TEST_F(MpiPipelineTest, AMissingStageLibraryIsReported) {
+  std::string dir = pipelineArtifact(1, "1f1b");
+  fs::remove(dir + "/stage2.so");
+  CommandResult result = mpirun(Stages, shellQuote(dir) + " --timeout 30");
+  EXPECT_NE(result.exitCode, 0);
+  EXPECT_NE(result.err.find("autopar-run: error: rank 2: cannot load program "
+                            "library " +
+                            dir + "/stage2.so"),
+            std::string::npos)
+      << result.err;
+  EXPECT_NE(result.err.find("autopar-run: error: rank 0: stopping: 1 rank (2) "
+                            "failed to load the artifact"),
             std::string::npos)
       << result.err;
 }

@@ -176,6 +176,13 @@ void printPlanExplanation(llvm::raw_ostream &os, const PlanResult &result);
 /// the inputs over dp, and `autopar.stage` on every op.
 void annotateModuleWithPlan(mlir::ModuleOp module, const PlanResult &result);
 
+/// Sets `autopar.stage` on every op of `main` to the stage `plan` gives the
+/// op's segment. `main` may be another import of the planned model, for one
+/// micro-batch instead of the global batch, as long as it cuts into the same
+/// segments; an error says when it does not.
+llvm::Error assignPipelineStages(mlir::func::FuncOp main,
+                                 const PlanCandidate &plan);
+
 } // namespace autopar
 
 #endif // AUTOPAR_TRANSFORMS_PLANNER_H
