@@ -32,6 +32,7 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/JSON.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/Timer.h"
@@ -309,18 +310,45 @@ int main(int argc, char **argv) {
   autopar::printPlanTable(llvm::outs(), *plan, request);
   if (explain)
     autopar::printPlanExplanation(llvm::outs(), *plan);
-  if (!reportJson.empty()) {
+  // The report describes the plan that runs: when the best plan cannot be
+  // executed and another is, the report is that one's, and says why.
+  auto writeReport = [&](const autopar::PlanResult &result,
+                         const autopar::PlanRequest &forRequest,
+                         llvm::json::Array fallbacks) -> bool {
+    if (reportJson.empty())
+      return true;
     std::error_code ec;
     llvm::raw_fd_ostream os(reportJson, ec);
-    if (ec)
-      return fail("cannot write " + reportJson + ": " + ec.message());
-    os << llvm::formatv("{0:2}", autopar::planReportJson(*plan, request))
-       << "\n";
-  }
+    if (ec) {
+      fail("cannot write " + reportJson + ": " + ec.message());
+      return false;
+    }
+    llvm::json::Value report = autopar::planReportJson(result, forRequest);
+    if (!fallbacks.empty())
+      (*report.getAsObject())["fallbacks"] = std::move(fallbacks);
+    os << llvm::formatv("{0:2}", report) << "\n";
+    return true;
+  };
   if (planOnly)
-    return 0;
+    return writeReport(*plan, request, {}) ? 0 : 1;
 
   autopar::PlanCandidate executable = plan->best;
+  std::optional<autopar::PlanResult> executedPlan;
+  std::optional<autopar::PlanRequest> executedRequest;
+  llvm::json::Array fallbacks;
+  auto fellBack = [&](autopar::PlanResult replanned,
+                      const autopar::PlanRequest &replanRequest,
+                      llvm::StringRef reason) {
+    fallbacks.push_back(llvm::json::Object{
+        {"from_mesh", llvm::json::Object{{"dp", executable.dp},
+                                         {"tp", executable.tp},
+                                         {"pp", executable.pp}}},
+        {"from_step_time_s", executable.stepSeconds},
+        {"reason", reason.str()}});
+    executable = replanned.best;
+    executedPlan = std::move(replanned);
+    executedRequest = replanRequest;
+  };
   // Tensor parallelism needs every op on the way to have a partitioning
   // rule (upstream has none for reshapes yet): try it on a copy first and
   // fall back to the best plan without it, saying why.
@@ -354,7 +382,8 @@ int main(int argc, char **argv) {
                     "program cannot be partitioned for yet (" +
                     reason + "), and no plan without it exists: " +
                     llvm::toString(replanned.takeError()));
-      executable = replanned->best;
+      fellBack(std::move(*replanned), noTensor,
+               "tensor-parallel partitioning failed: " + reason);
       llvm::outs() << llvm::formatv(
           "  executing the best plan without tensor parallelism instead "
           "(dp={0} pp={1}, predicted {2:F3} ms per step): tensor-parallel "
@@ -384,13 +413,18 @@ int main(int argc, char **argv) {
                     "cannot run as (" +
                     reason + "), and no plan without them exists: " +
                     llvm::toString(replanned.takeError()));
-      executable = replanned->best;
+      fellBack(std::move(*replanned), noPipeline, reason);
       llvm::outs() << llvm::formatv(
           "  executing the best plan without pipeline stages instead (dp={0} "
           "tp={1}, predicted {2:F3} ms per step): {3}\n",
           executable.dp, executable.tp, executable.stepSeconds * 1e3, reason);
     }
   }
+
+  if (!writeReport(executedPlan ? *executedPlan : *plan,
+                   executedRequest ? *executedRequest : request,
+                   std::move(fallbacks)))
+    return 1;
 
   int64_t dpDegree = executable.dp;
   if (dpDegree > 1 && programs.empty()) {
