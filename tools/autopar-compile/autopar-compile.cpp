@@ -445,7 +445,7 @@ int main(int argc, char **argv) {
     return fail("cannot create " + outputDir + ": " + ec.message());
   llvm::SmallString<256> soPath(outputDir);
   llvm::sys::path::append(soPath, "stage0.so");
-  autopar::CpuCodegenOptions codegen;
+  autopar::SharedLibraryOptions codegen;
   codegen.cpu = targetCpu;
   if (!dumpDir.empty())
     codegen.llvmIRPath = dumpDir + "/model.ll";
