@@ -33,6 +33,30 @@ def LowerContractionsToCpuKernels
   let dependentDialects = ["mlir::func::FuncDialect"];
 }
 
+def LowerContractionsToCudaKernels
+    : Pass<"autopar-lower-contractions-to-cuda-kernels", "mlir::ModuleOp"> {
+  let summary = "Replace matmuls on memrefs with calls to the runtime's "
+                "cuBLASLt-backed GEMM kernels";
+  let description = [{
+    The GPU counterpart of `autopar-lower-contractions-to-cpu-kernels`, with
+    the same patterns and call convention (docs/design/gpu-backend.md). Runs
+    after bufferization. Rewrites:
+
+    - `linalg.matmul` (default maps, or A or B transposed) into
+      `call @autopar_cuda_matmul_<a>_<c>(%A, %B, %C)`, a transposed operand
+      passed as a `memref.transpose` view;
+    - `linalg.batch_matmul` (default maps) into
+      `call @autopar_cuda_batch_matmul_<a>_<c>`;
+
+    where A and B share the element type `<a>` (`f32`, `bf16` or `f16`) and
+    C has type `<c>` (`f32`, or `<a>`); the kernels accumulate in fp32 into
+    C (`C += A * B`). There are no convolution kernels: convolutions reach
+    the GEMMs through `autopar-conv-to-im2col-gemm` before bufferization.
+    Other contractions keep their linalg form and become GPU loops.
+  }];
+  let dependentDialects = ["mlir::func::FuncDialect"];
+}
+
 def CollapseBatchedContractions
     : Pass<"autopar-collapse-batched-contractions", "mlir::func::FuncOp"> {
   let summary = "Fold the batch loops of N-D batched contractions into one "
