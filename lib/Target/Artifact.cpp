@@ -113,21 +113,29 @@ LogicalResult writeManifest(llvm::StringRef dir,
          llvm::json::Object{{"dp", (r / description.tp) % description.dp},
                             {"tp", r % description.tp},
                             {"pp", r / (description.tp * description.dp)}}}});
+  llvm::json::Object program{{"name", "stage0"},
+                             {"library", description.libraryName},
+                             {"entry", "autopar_entry"}};
+  if (!description.deviceCode.empty())
+    program["device_code"] = llvm::json::Array(description.deviceCode);
   llvm::json::Object manifest{
       {"format", "autopar-artifact"},
       {"version", 1},
       {"model", description.modelPath},
       {"cluster", description.cluster},
       {"world_size", description.worldSize},
-      {"programs", llvm::json::Array{llvm::json::Object{
-                       {"name", "stage0"},
-                       {"library", description.libraryName},
-                       {"entry", "autopar_entry"}}}},
+      {"programs", llvm::json::Array{std::move(program)}},
       {"grid", llvm::json::Object{{"dp", description.dp},
                                   {"tp", description.tp},
                                   {"pp", description.pp}}},
       {"ranks", std::move(ranks)},
       {"arguments", std::move(arguments)}};
+
+  if (description.target)
+    manifest["target"] =
+        llvm::json::Object{{"kind", description.target->kind},
+                           {"arch", description.target->arch},
+                           {"precision", description.target->precision}};
 
   auto writeFile = [&](llvm::StringRef name,
                        llvm::function_ref<void(llvm::raw_ostream &)> body) {

@@ -1,8 +1,8 @@
 //===- autopar-compile.cpp - ONNX model in, plan and artifact out ---------===//
 //
-// The user-facing compiler driver (INTERFACES.md). Today it compiles for one
-// CPU rank (`--cluster local:1`); the planner and the distributed and GPU
-// backends extend the same driver.
+// The user-facing compiler driver (INTERFACES.md). It plans for any cluster
+// and generates code for CPU ranks (`local:N`, CpuCodegen) and NVIDIA GPUs
+// (GPU presets and cluster files, GpuCodegen), for inference.
 //
 //===----------------------------------------------------------------------===//
 
@@ -12,6 +12,7 @@
 #include "autopar/Target/Artifact.h"
 #include "autopar/Target/Cluster.h"
 #include "autopar/Target/CpuCodegen.h"
+#include "autopar/Target/GpuCodegen.h"
 #include "autopar/Transforms/Passes.h"
 #include "autopar/Transforms/Planner.h"
 #include "autopar/Transforms/ShardingModels.h"
@@ -99,8 +100,15 @@ static cl::opt<std::string>
             cl::value_desc("DIR"), cl::cat(category));
 static cl::opt<std::string>
     targetCpu("target-cpu", cl::init("native"),
-              cl::desc("LLVM CPU name for CPU code (default: this machine's)"),
+              cl::desc("LLVM CPU name for CPU code, and for the host code of "
+                       "GPU programs (default: this machine's)"),
               cl::cat(category));
+static cl::opt<std::string>
+    cudaPath("cuda-path",
+             cl::desc("CUDA toolkit root, whose bin/ptxas assembles GPU "
+                      "kernels (default: $CUDA_HOME, $CUDA_PATH, the toolkit "
+                      "found at build time, or ptxas on PATH)"),
+             cl::value_desc("DIR"), cl::cat(category));
 
 static int fail(const llvm::Twine &message) {
   llvm::outs().flush();
@@ -244,17 +252,49 @@ int main(int argc, char **argv) {
   autopar::PlanRequest request = std::move(*built);
   const autopar::ClusterSpec *cluster = &request.cluster;
   request.modelName = llvm::sys::path::filename(modelPath).str();
-  // Code generation exists for one CPU rank, inference, so far; planning
-  // works for every cluster (--plan-only).
-  std::string codegenLimit;
-  if (!cluster->isLocalCpu())
-    codegenLimit = "GPU code generation is not implemented yet";
-  else if (request.mode == autopar::PlanMode::Training)
-    codegenLimit = "code generation for training is not implemented yet";
-  if (!planOnly && !codegenLimit.empty())
+  // Code generation exists for inference, on CPU ranks and NVIDIA GPUs;
+  // planning works for every request (--plan-only).
+  bool gpu = !cluster->isLocalCpu();
+  if (!planOnly && request.mode == autopar::PlanMode::Training)
     return fail("--cluster " + clusterSpec +
-                (mode == "train" ? " --mode train" : "") + ": " + codegenLimit +
-                "; use --plan-only to plan and report");
+                " --mode train: code generation "
+                "for training is not implemented yet; use --plan-only to "
+                "plan and report");
+  // The precision the generated code computes in. GPU code is generated in
+  // fp32 so far (bf16/fp16 storage is later work): the default, bf16, falls
+  // back with a note; asking for it explicitly is an error.
+  autopar::Precision codePrecision = autopar::Precision::FP32;
+  if (gpu && !planOnly &&
+      (request.precision == autopar::Precision::BF16 ||
+       request.precision == autopar::Precision::FP16)) {
+    if (!precision.empty())
+      return fail("--precision " + precision +
+                  ": GPU code generation supports fp32 only so far; use "
+                  "--precision fp32");
+    llvm::outs() << "note: generating fp32 GPU code (bf16/fp16 code "
+                    "generation is not implemented yet); the plan below "
+                    "assumes "
+                 << autopar::precisionName(request.precision) << "\n";
+  }
+  autopar::GpuTarget gpuTarget;
+  if (gpu && !planOnly) {
+    // Check the device target before any work: an unknown architecture or
+    // a missing toolkit would otherwise fail after the whole lowering.
+    gpuTarget.arch = cluster->device.arch;
+    if (gpuTarget.arch.empty())
+      return fail("--cluster " + clusterSpec + ": the GPU '" +
+                  cluster->device.name +
+                  "' has no architecture; give \"arch\" (e.g. \"sm_90\") "
+                  "in the cluster file's gpu object to generate code for it");
+    if (auto features = autopar::getPtxFeatures(gpuTarget.arch); !features)
+      return fail("--cluster " + clusterSpec + ": " +
+                  llvm::toString(features.takeError()));
+    auto toolkit = autopar::findCudaToolkit(cudaPath);
+    if (!toolkit)
+      return fail("--cluster " + clusterSpec + " (GPU code generation): " +
+                  llvm::toString(toolkit.takeError()));
+    gpuTarget.cudaPath = *toolkit;
+  }
   if (!planOnly && outputDir.empty())
     return fail("no output directory: give -o ARTIFACT_DIR (or --plan-only)");
 
@@ -435,14 +475,24 @@ int main(int argc, char **argv) {
     return fail(llvm::toString(weights.takeError()));
 
   llvm::outs().flush();
-  if (failed(autopar::lowerToLLVMForCpu(*module)))
-    return fail("lowering " + modelPath +
-                " to native code failed (see the "
-                "diagnostics above)");
+  LogicalResult lowered = gpu ? autopar::lowerToLLVMForGpu(*module, gpuTarget)
+                              : autopar::lowerToLLVMForCpu(*module);
+  if (failed(lowered))
+    return fail("lowering " + modelPath + " to " +
+                (gpu ? "GPU code for " + gpuTarget.arch : "native code") +
+                " failed (see the diagnostics above)");
   writeIR("llvm-dialect.mlir", *module);
 
   if (std::error_code ec = llvm::sys::fs::create_directories(outputDir))
     return fail("cannot create " + outputDir + ": " + ec.message());
+  std::vector<std::string> deviceCode;
+  if (gpu) {
+    auto written =
+        autopar::writeDeviceCode(*module, outputDir, "stage0", gpuTarget.arch);
+    if (!written)
+      return fail(llvm::toString(written.takeError()));
+    deviceCode = std::move(*written);
+  }
   llvm::SmallString<256> soPath(outputDir);
   llvm::sys::path::append(soPath, "stage0.so");
   autopar::SharedLibraryOptions codegen;
@@ -462,6 +512,11 @@ int main(int argc, char **argv) {
   description.dp = dpDegree;
   description.tp = tpDegree;
   description.arguments = std::move(*arguments);
+  if (gpu) {
+    description.target = autopar::ArtifactTarget{
+        "cuda", gpuTarget.arch, autopar::precisionName(codePrecision).str()};
+    description.deviceCode = std::move(deviceCode);
+  }
   if (failed(autopar::writeManifest(outputDir, std::move(description), *weights,
                                     error)))
     return fail(error);

@@ -38,6 +38,13 @@ struct ArtifactArgument {
   std::string splitAxis = "dp";
 };
 
+/// The device the programs run on (manifest `target`); absent means CPU.
+struct ArtifactTarget {
+  std::string kind;      ///< "cuda"
+  std::string arch;      ///< "sm_90"
+  std::string precision; ///< "fp32", "bf16", "fp16"
+};
+
 /// What the manifest describes.
 struct ArtifactDescription {
   std::string modelPath;
@@ -46,6 +53,10 @@ struct ArtifactDescription {
   /// The grid of the plan; every rank runs the one program today.
   int64_t dp = 1, tp = 1, pp = 1;
   std::string libraryName = "stage0.so";
+  /// GPU programs: the target, and the kernel objects (cubins) written next
+  /// to the library, relative to the artifact directory.
+  std::optional<ArtifactTarget> target;
+  std::vector<std::string> deviceCode;
   std::vector<ArtifactArgument> arguments;
 };
 
