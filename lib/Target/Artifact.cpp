@@ -96,6 +96,8 @@ LogicalResult writeManifest(llvm::StringRef dir,
         source.offset = constants.size();
         constants += source.bytes;
       }
+      if (!arg.sourceDtype.empty())
+        entry["source_dtype"] = arg.sourceDtype;
       entry["source"] = llvm::json::Object{{"file", source.file},
                                            {"offset", source.offset},
                                            {"length", source.length}};

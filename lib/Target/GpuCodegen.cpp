@@ -90,9 +90,18 @@ llvm::Expected<std::string> findCudaToolkit(llvm::StringRef explicitPath) {
 
 std::string getGpuLoweringPipeline(const GpuTarget &target,
                                    llvm::StringRef ptxFeatures) {
+  // bf16/fp16: demote what fusion left materialized, then fuse the
+  // conversions into the kernels next to them.
+  std::string mixedPrecision;
+  if (target.precision == "bf16" || target.precision == "fp16")
+    mixedPrecision = llvm::formatv(",autopar-mixed-precision{{type={0}},"
+                                   "autopar-fuse-elementwise,cse,canonicalize",
+                                   target.precision == "bf16" ? "bf16" : "f16")
+                         .str();
   // Why each step (docs/design/gpu-backend.md has the long version):
   // - tensors: as on CPU, plus convolutions become im2col + GEMM, since the
-  //   runtime's only contraction kernels are cuBLASLt GEMMs;
+  //   runtime's only contraction kernels are cuBLASLt GEMMs; with bf16/fp16
+  //   parameters and activations are stored in that type;
   // - bufferize as on CPU: dense row-major arguments, results as
   //   out-params, temporaries freed;
   // - GEMMs become calls to the runtime's cuBLASLt kernels;
@@ -107,7 +116,8 @@ std::string getGpuLoweringPipeline(const GpuTarget &target,
   // - the host code is lowered to the LLVM dialect as on CPU.
   return llvm::formatv(
       "func.func(canonicalize,autopar-collapse-batched-contractions,"
-      "autopar-conv-to-im2col-gemm,autopar-fuse-elementwise,cse,canonicalize),"
+      "autopar-conv-to-im2col-gemm,autopar-fuse-elementwise,cse,canonicalize"
+      "{4}),"
       "one-shot-bufferize{{bufferize-function-boundaries "
       "function-boundary-type-conversion=identity-layout-map},"
       "buffer-results-to-out-params{{hoist-static-allocs=true "
@@ -145,10 +155,12 @@ std::string getGpuLoweringPipeline(const GpuTarget &target,
       "convert-func-to-llvm,"
       "convert-cf-to-llvm,"
       "reconcile-unrealized-casts",
-      target.blockSize, target.arch, ptxFeatures, target.cudaPath);
+      target.blockSize, target.arch, ptxFeatures, target.cudaPath,
+      mixedPrecision);
 }
 
-LogicalResult lowerToLLVMForGpu(ModuleOp module, const GpuTarget &target) {
+LogicalResult lowerToLLVMForGpu(ModuleOp module, const GpuTarget &target,
+                                std::vector<std::string> *argumentDTypes) {
   MLIRContext *ctx = module.getContext();
   DialectRegistry registry;
   // gpu-module-to-binary serializes through the NVVM target attribute; the
@@ -167,8 +179,17 @@ LogicalResult lowerToLLVMForGpu(ModuleOp module, const GpuTarget &target) {
   // The pipeline is split where @main's memref types are recorded.
   llvm::StringRef text = pipeline;
   size_t split = text.find("autopar-lower-contractions-to-cuda-kernels");
+  auto inspect = [&](func::FuncOp main) {
+    if (!argumentDTypes || !main)
+      return;
+    argumentDTypes->clear();
+    for (unsigned i = 0; i < main.getNumArguments(); ++i) {
+      auto dtype = main.getArgAttrOfType<StringAttr>(i, "autopar.dtype");
+      argumentDTypes->push_back(dtype ? dtype.str() : "");
+    }
+  };
   return lowerWithPackedEntry(module, text.substr(0, split).rtrim(','),
-                              text.substr(split));
+                              text.substr(split), inspect);
 }
 
 llvm::Expected<std::vector<std::string>>

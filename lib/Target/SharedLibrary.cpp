@@ -59,8 +59,10 @@ static LogicalResult recordArgumentShapes(ModuleOp module) {
   return success();
 }
 
-LogicalResult lowerWithPackedEntry(ModuleOp module, llvm::StringRef bufferize,
-                                   llvm::StringRef lower) {
+LogicalResult
+lowerWithPackedEntry(ModuleOp module, llvm::StringRef bufferize,
+                     llvm::StringRef lower,
+                     llvm::function_ref<void(func::FuncOp)> inspect) {
   registerLoweringPasses();
   MLIRContext *ctx = module.getContext();
   auto pm1 = PassManager::on<ModuleOp>(ctx);
@@ -68,6 +70,8 @@ LogicalResult lowerWithPackedEntry(ModuleOp module, llvm::StringRef bufferize,
     return failure();
   if (failed(recordArgumentShapes(module)))
     return failure();
+  if (inspect)
+    inspect(module.lookupSymbol<func::FuncOp>("main"));
   auto pm2 = PassManager::on<ModuleOp>(ctx);
   if (failed(parsePassPipeline(lower, pm2)))
     return failure();

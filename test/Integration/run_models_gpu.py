@@ -11,7 +11,9 @@ For each model (default mlp,gpt):
      autopar_cuda_*, autopar_rt_*) and libc (docs/design/gpu-backend.md);
   2. if a GPU is usable (nvidia-smi -L lists one): compile it for one GPU of this
      machine's architecture in fp32, run it with autopar-run, and compare every output
-     with onnxruntime's exactly as test/Integration/run_models.py does (--tol).
+     with onnxruntime's exactly as test/Integration/run_models.py does (--tol); then
+     the same in bf16 (parameters and activations in bf16, f32 arithmetic), within
+     --bf16-tol.
 Without a usable GPU, step 2 is skipped: the script prints
 "skipped: no usable NVIDIA GPU" and exits 77 (ctest's SKIP_RETURN_CODE) if step 1
 passed. Exit status 1 if anything failed.
@@ -183,7 +185,9 @@ def main(argv=None):
     p.add_argument("--scale-batch", type=int, default=8,
                    help="step 1 scales the global batch to a multiple of this (the GPUs of "
                         "--cluster, default %(default)s)")
-    p.add_argument("--tol", type=float, default=1e-4, help="max |out-ref| / max |ref|")
+    p.add_argument("--tol", type=float, default=1e-4, help="max |out-ref| / max |ref| in fp32")
+    p.add_argument("--bf16-tol", type=float, default=5e-2,
+                   help="the same for bf16 (default %(default)s; bf16 keeps 8 significant bits)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--timeout", type=float, default=600)
     p.add_argument("--no-run", action="store_true", help="step 1 only, even with a GPU")
@@ -232,20 +236,22 @@ def main(argv=None):
         return 2
     os.makedirs(args.work_dir, exist_ok=True)
     cluster = one_gpu_cluster(os.path.join(args.work_dir, f"one-{arch}.json"), arch)
-    # The same harness as the CPU integration tests, on one GPU, in fp32 (the
-    # comparison tolerance is for fp32).
-    run_args = argparse.Namespace(
-        work_dir=args.work_dir, cluster=cluster, launcher="", tol=args.tol, seed=args.seed,
-        timeout=args.timeout, verbose=args.verbose, build_dir=args.build_dir,
-        compile_cmd=tools.DEFAULT_COMPILE_CMD + " --precision fp32",
-        run_cmd=tools.DEFAULT_RUN_CMD)
+    # The same harness as the CPU integration tests, on one GPU: fp32 (the
+    # CPU tests' tolerance), then bf16.
     passed = 0
-    for n in names:
-        ok, stage, msg, _ = run_models.run_model(n, run_args, log)
-        passed += ok
-        failed += not ok
-        print(f"{'PASS' if ok else 'FAIL'} {n} (on {arch}): {'' if ok else f'[{stage}] '}{msg}",
-              flush=True)
+    for precision, tol in (("fp32", args.tol), ("bf16", args.bf16_tol)):
+        run_args = argparse.Namespace(
+            work_dir=os.path.join(args.work_dir, precision), cluster=cluster, launcher="",
+            tol=tol, seed=args.seed, timeout=args.timeout, verbose=args.verbose,
+            build_dir=args.build_dir,
+            compile_cmd=tools.DEFAULT_COMPILE_CMD + f" --precision {precision}",
+            run_cmd=tools.DEFAULT_RUN_CMD)
+        for n in names:
+            ok, stage, msg, _ = run_models.run_model(n, run_args, log)
+            passed += ok
+            failed += not ok
+            print(f"{'PASS' if ok else 'FAIL'} {n} ({precision} on {arch}): "
+                  f"{'' if ok else f'[{stage}] '}{msg}", flush=True)
     print(f"{passed} passed on {arch}, {failed} failed")
     return 1 if failed else 0
 

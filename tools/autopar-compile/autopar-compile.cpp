@@ -260,22 +260,13 @@ int main(int argc, char **argv) {
                 " --mode train: code generation "
                 "for training is not implemented yet; use --plan-only to "
                 "plan and report");
-  // The precision the generated code computes in. GPU code is generated in
-  // fp32 so far (bf16/fp16 storage is later work): the default, bf16, falls
-  // back with a note; asking for it explicitly is an error.
+  // The precision the generated code stores parameters and activations in
+  // (GPU: bf16/fp16 with f32 arithmetic; TF32 is not used, so tf32 plans run
+  // fp32 GEMMs).
   autopar::Precision codePrecision = autopar::Precision::FP32;
-  if (gpu && !planOnly &&
-      (request.precision == autopar::Precision::BF16 ||
-       request.precision == autopar::Precision::FP16)) {
-    if (!precision.empty())
-      return fail("--precision " + precision +
-                  ": GPU code generation supports fp32 only so far; use "
-                  "--precision fp32");
-    llvm::outs() << "note: generating fp32 GPU code (bf16/fp16 code "
-                    "generation is not implemented yet); the plan below "
-                    "assumes "
-                 << autopar::precisionName(request.precision) << "\n";
-  }
+  if (gpu && (request.precision == autopar::Precision::BF16 ||
+              request.precision == autopar::Precision::FP16))
+    codePrecision = request.precision;
   autopar::GpuTarget gpuTarget;
   if (gpu && !planOnly) {
     // Check the device target before any work: an unknown architecture or
@@ -294,6 +285,7 @@ int main(int argc, char **argv) {
       return fail("--cluster " + clusterSpec + " (GPU code generation): " +
                   llvm::toString(toolkit.takeError()));
     gpuTarget.cudaPath = *toolkit;
+    gpuTarget.precision = autopar::precisionName(codePrecision).str();
   }
   if (!planOnly && outputDir.empty())
     return fail("no output directory: give -o ARTIFACT_DIR (or --plan-only)");
@@ -475,13 +467,24 @@ int main(int argc, char **argv) {
     return fail(llvm::toString(weights.takeError()));
 
   llvm::outs().flush();
-  LogicalResult lowered = gpu ? autopar::lowerToLLVMForGpu(*module, gpuTarget)
-                              : autopar::lowerToLLVMForCpu(*module);
+  std::vector<std::string> loweredDTypes;
+  LogicalResult lowered =
+      gpu ? autopar::lowerToLLVMForGpu(*module, gpuTarget, &loweredDTypes)
+          : autopar::lowerToLLVMForCpu(*module);
   if (failed(lowered))
     return fail("lowering " + modelPath + " to " +
                 (gpu ? "GPU code for " + gpuTarget.arch : "native code") +
                 " failed (see the diagnostics above)");
   writeIR("llvm-dialect.mlir", *module);
+
+  // Parameters the GPU code stores in bf16/fp16: the manifest gives their
+  // new dtype, and the model's as source_dtype (the runtime converts).
+  for (auto [arg, dtype] : llvm::zip(*arguments, loweredDTypes))
+    if (arg.kind == autopar::ArtifactArgument::Kind::Parameter &&
+        !dtype.empty() && dtype != arg.dtype) {
+      arg.sourceDtype = arg.dtype;
+      arg.dtype = dtype;
+    }
 
   if (std::error_code ec = llvm::sys::fs::create_directories(outputDir))
     return fail("cannot create " + outputDir + ": " + ec.message());

@@ -30,6 +30,10 @@ struct ArtifactArgument {
   llvm::SmallVector<int64_t> shape;
   /// Where a parameter's bytes are.
   WeightSource source;
+  /// The type of those bytes when it differs from `dtype` (a float32 model
+  /// parameter stored as bfloat16 on a GPU: the runtime converts it), else
+  /// empty.
+  std::string sourceDtype;
   /// For inputs and outputs cut over data-parallel ranks: the shape of the
   /// whole tensor and the dim it is cut along (-1: not cut).
   llvm::SmallVector<int64_t> globalShape;

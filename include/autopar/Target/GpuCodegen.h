@@ -32,6 +32,9 @@ struct GpuTarget {
   std::string cudaPath;
   /// Threads per block of the generated kernels.
   int64_t blockSize = 256;
+  /// Storage type of parameters and activations: "fp32", or "bf16"/"fp16"
+  /// (f32 arithmetic, f32 accumulation; autopar-mixed-precision).
+  std::string precision = "fp32";
 };
 
 /// The NVPTX feature selecting the PTX ISA version `arch` needs (the oldest
@@ -53,9 +56,12 @@ std::string getGpuLoweringPipeline(const GpuTarget &target,
 /// Lowers `module` in place: host code in the LLVM dialect with
 /// `autopar_entry`, kernels in `gpu.binary` ops. Registers the LLVM IR
 /// translations the result needs (GPU, NVVM) with the module's context, so
-/// that `emitSharedLibrary` can translate it.
-mlir::LogicalResult lowerToLLVMForGpu(mlir::ModuleOp module,
-                                      const GpuTarget &target);
+/// that `emitSharedLibrary` can translate it. `argumentDTypes`, if given,
+/// receives the `autopar.dtype` of each argument of the lowered `@main`
+/// (parameters stored in bf16/f16 differ from the model's).
+mlir::LogicalResult
+lowerToLLVMForGpu(mlir::ModuleOp module, const GpuTarget &target,
+                  std::vector<std::string> *argumentDTypes = nullptr);
 
 /// Writes the object of every `gpu.binary` in `module` to
 /// `dir/device/<program>.<arch>.cubin` (with one binary) or

@@ -13,7 +13,9 @@
 #ifndef AUTOPAR_TARGET_SHAREDLIBRARY_H
 #define AUTOPAR_TARGET_SHAREDLIBRARY_H
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/ADT/StringRef.h"
 
 #include <string>
@@ -28,10 +30,12 @@ void registerLoweringPasses();
 /// the static shape of each memref argument of `@main` for the packed entry,
 /// runs `lower` (which must reach the LLVM dialect) and adds
 /// `autopar_entry`. `@main`'s arguments after bufferization must be static,
-/// row-major memrefs.
-mlir::LogicalResult lowerWithPackedEntry(mlir::ModuleOp module,
-                                         llvm::StringRef bufferize,
-                                         llvm::StringRef lower);
+/// row-major memrefs. `inspect`, if given, sees the bufferized `@main` (the
+/// last point where its signature and argument attributes are still there).
+mlir::LogicalResult
+lowerWithPackedEntry(mlir::ModuleOp module, llvm::StringRef bufferize,
+                     llvm::StringRef lower,
+                     llvm::function_ref<void(mlir::func::FuncOp)> inspect = {});
 
 /// Options for the host code.
 struct SharedLibraryOptions {
