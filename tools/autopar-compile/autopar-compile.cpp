@@ -152,6 +152,18 @@ partitionTensorParallel(ModuleOp module, int64_t tp,
     return failure();
   }
   autopar::annotateModuleWithPlan(module, *plan);
+  // A plan that splits nothing (small ops on fast GPUs: every op replicated)
+  // leaves the program as it is on every tp rank. Upstream's partitioning
+  // crashes on a program whose only shardings are the replicated ones added
+  // below, so there is nothing to run it for.
+  bool splitsSomething = false;
+  main.walk([&](shard::ShardOp) { splitsSomething = true; });
+  if (!splitsSomething) {
+    for (shard::GridOp grid :
+         llvm::make_early_inc_range(module.getOps<shard::GridOp>()))
+      grid.erase();
+    return success();
+  }
 
   // Graph inputs and outputs stay whole on every tp rank.
   MLIRContext *ctx = module.getContext();
