@@ -1,6 +1,8 @@
 # -*- Python -*- lit configuration for autopar's FileCheck tests.
 
 import os
+import shutil
+import subprocess
 
 import lit.formats
 from lit.llvm import llvm_config
@@ -27,3 +29,34 @@ llvm_config.add_tool_substitutions(
     ["autopar-opt", "autopar-compile", "autopar-run"], tool_dirs)
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.with_environment("PATH", config.autopar_tools_dir, append_path=True)
+
+# GPU features. `cuda-toolkit`: ptxas is there, so GPU code generation (and
+# the tests that compile for a GPU cluster and inspect the cubins) can run.
+# `cuda-gpu`: an NVIDIA device is usable, so tests may run kernels.
+def find_cuda_toolkit():
+    for root in (config.autopar_cuda_path, os.environ.get("CUDA_HOME", ""),
+                 os.environ.get("CUDA_PATH", ""), "/usr/local/cuda"):
+        if root and os.access(os.path.join(root, "bin", "ptxas"), os.X_OK):
+            return root
+    ptxas = shutil.which("ptxas")
+    return os.path.dirname(os.path.dirname(ptxas)) if ptxas else None
+
+
+def nvidia_gpu_usable():
+    smi = shutil.which("nvidia-smi")
+    if not smi:
+        return False
+    try:
+        r = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return r.returncode == 0 and "GPU" in r.stdout
+
+
+cuda_toolkit = find_cuda_toolkit()
+if cuda_toolkit:
+    config.available_features.add("cuda-toolkit")
+    config.substitutions.append(("%cuda_path", cuda_toolkit))
+    llvm_config.with_environment("CUDA_HOME", cuda_toolkit)
+if nvidia_gpu_usable():
+    config.available_features.add("cuda-gpu")

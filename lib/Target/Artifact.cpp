@@ -121,6 +121,8 @@ LogicalResult writeManifest(llvm::StringRef dir,
           known = sources.try_emplace(arg.name, source).first;
         }
         const WeightSource &source = known->second;
+        if (!arg.sourceDtype.empty())
+          entry["source_dtype"] = arg.sourceDtype;
         entry["source"] = llvm::json::Object{{"file", source.file},
                                              {"offset", source.offset},
                                              {"length", source.length}};
@@ -142,6 +144,8 @@ LogicalResult writeManifest(llvm::StringRef dir,
     llvm::json::Object entry{{"name", program.name},
                              {"library", program.library},
                              {"entry", "autopar_entry"}};
+    if (!program.deviceCode.empty())
+      entry["device_code"] = llvm::json::Array(program.deviceCode);
     if (pipelined)
       entry["arguments"] = std::move(*args);
     else
@@ -181,6 +185,12 @@ LogicalResult writeManifest(llvm::StringRef dir,
         {"micro_batches", description.pipeline->microBatches},
         {"micro_batch_size", description.pipeline->microBatchSize},
         {"schedule", description.pipeline->schedule}};
+
+  if (description.target)
+    manifest["target"] =
+        llvm::json::Object{{"kind", description.target->kind},
+                           {"arch", description.target->arch},
+                           {"precision", description.target->precision}};
 
   auto writeFile = [&](llvm::StringRef name,
                        llvm::function_ref<void(llvm::raw_ostream &)> body) {

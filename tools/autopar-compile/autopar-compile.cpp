@@ -1,8 +1,8 @@
 //===- autopar-compile.cpp - ONNX model in, plan and artifact out ---------===//
 //
-// The user-facing compiler driver (INTERFACES.md). Today it compiles for one
-// CPU rank (`--cluster local:1`); the planner and the distributed and GPU
-// backends extend the same driver.
+// The user-facing compiler driver (INTERFACES.md). It plans for any cluster
+// and generates code for CPU ranks (`local:N`, CpuCodegen) and NVIDIA GPUs
+// (GPU presets and cluster files, GpuCodegen), for inference.
 //
 //===----------------------------------------------------------------------===//
 
@@ -14,6 +14,7 @@
 #include "autopar/Target/Artifact.h"
 #include "autopar/Target/Cluster.h"
 #include "autopar/Target/CpuCodegen.h"
+#include "autopar/Target/GpuCodegen.h"
 #include "autopar/Transforms/Passes.h"
 #include "autopar/Transforms/Planner.h"
 #include "autopar/Transforms/ShardingModels.h"
@@ -102,8 +103,15 @@ static cl::opt<std::string>
             cl::value_desc("DIR"), cl::cat(category));
 static cl::opt<std::string>
     targetCpu("target-cpu", cl::init("native"),
-              cl::desc("LLVM CPU name for CPU code (default: this machine's)"),
+              cl::desc("LLVM CPU name for CPU code, and for the host code of "
+                       "GPU programs (default: this machine's)"),
               cl::cat(category));
+static cl::opt<std::string>
+    cudaPath("cuda-path",
+             cl::desc("CUDA toolkit root, whose bin/ptxas assembles GPU "
+                      "kernels (default: $CUDA_HOME, $CUDA_PATH, the toolkit "
+                      "found at build time, or ptxas on PATH)"),
+             cl::value_desc("DIR"), cl::cat(category));
 
 static int fail(const llvm::Twine &message) {
   llvm::outs().flush();
@@ -147,6 +155,18 @@ partitionTensorParallel(ModuleOp module, int64_t tp,
     return failure();
   }
   autopar::annotateModuleWithPlan(module, *plan);
+  // A plan that splits nothing (small ops on fast GPUs: every op replicated)
+  // leaves the program as it is on every tp rank. Upstream's partitioning
+  // crashes on a program whose only shardings are the replicated ones added
+  // below, so there is nothing to run it for.
+  bool splitsSomething = false;
+  main.walk([&](shard::ShardOp) { splitsSomething = true; });
+  if (!splitsSomething) {
+    for (shard::GridOp grid :
+         llvm::make_early_inc_range(module.getOps<shard::GridOp>()))
+      grid.erase();
+    return success();
+  }
 
   // Graph inputs and outputs (and a pipeline stage's activations) stay whole
   // on every tp rank.
@@ -249,17 +269,41 @@ int main(int argc, char **argv) {
   autopar::PlanRequest request = std::move(*built);
   const autopar::ClusterSpec *cluster = &request.cluster;
   request.modelName = llvm::sys::path::filename(modelPath).str();
-  // Code generation exists for one CPU rank, inference, so far; planning
-  // works for every cluster (--plan-only).
-  std::string codegenLimit;
-  if (!cluster->isLocalCpu())
-    codegenLimit = "GPU code generation is not implemented yet";
-  else if (request.mode == autopar::PlanMode::Training)
-    codegenLimit = "code generation for training is not implemented yet";
-  if (!planOnly && !codegenLimit.empty())
+  // Code generation exists for inference, on CPU ranks and NVIDIA GPUs;
+  // planning works for every request (--plan-only).
+  bool gpu = !cluster->isLocalCpu();
+  if (!planOnly && request.mode == autopar::PlanMode::Training)
     return fail("--cluster " + clusterSpec +
-                (mode == "train" ? " --mode train" : "") + ": " + codegenLimit +
-                "; use --plan-only to plan and report");
+                " --mode train: code generation "
+                "for training is not implemented yet; use --plan-only to "
+                "plan and report");
+  // The precision the generated code stores parameters and activations in
+  // (GPU: bf16/fp16 with f32 arithmetic; TF32 is not used, so tf32 plans run
+  // fp32 GEMMs).
+  autopar::Precision codePrecision = autopar::Precision::FP32;
+  if (gpu && (request.precision == autopar::Precision::BF16 ||
+              request.precision == autopar::Precision::FP16))
+    codePrecision = request.precision;
+  autopar::GpuTarget gpuTarget;
+  if (gpu && !planOnly) {
+    // Check the device target before any work: an unknown architecture or
+    // a missing toolkit would otherwise fail after the whole lowering.
+    gpuTarget.arch = cluster->device.arch;
+    if (gpuTarget.arch.empty())
+      return fail("--cluster " + clusterSpec + ": the GPU '" +
+                  cluster->device.name +
+                  "' has no architecture; give \"arch\" (e.g. \"sm_90\") "
+                  "in the cluster file's gpu object to generate code for it");
+    if (auto features = autopar::getPtxFeatures(gpuTarget.arch); !features)
+      return fail("--cluster " + clusterSpec + ": " +
+                  llvm::toString(features.takeError()));
+    auto toolkit = autopar::findCudaToolkit(cudaPath);
+    if (!toolkit)
+      return fail("--cluster " + clusterSpec + " (GPU code generation): " +
+                  llvm::toString(toolkit.takeError()));
+    gpuTarget.cudaPath = *toolkit;
+    gpuTarget.precision = autopar::precisionName(codePrecision).str();
+  }
   if (!planOnly && outputDir.empty())
     return fail("no output directory: give -o ARTIFACT_DIR (or --plan-only)");
 
@@ -491,15 +535,38 @@ int main(int argc, char **argv) {
       return fail("partitioning " + what + " over " + llvm::Twine(tpDegree) +
                   " tensor-parallel ranks failed (see the diagnostics above)");
     llvm::outs().flush();
-    if (failed(autopar::lowerToLLVMForCpu(*program.module)))
-      return fail("lowering " + what +
-                  " to native code failed (see the diagnostics above)");
+    std::vector<std::string> loweredDTypes;
+    LogicalResult lowered =
+        gpu ? autopar::lowerToLLVMForGpu(*program.module, gpuTarget,
+                                         &loweredDTypes)
+            : autopar::lowerToLLVMForCpu(*program.module);
+    if (failed(lowered))
+      return fail("lowering " + what + " to " +
+                  (gpu ? "GPU code for " + gpuTarget.arch : "native code") +
+                  " failed (see the diagnostics above)");
     std::string prefix = programs.size() > 1 ? name + "-" : "";
     writeIR(prefix + "llvm-dialect.mlir", *program.module);
 
+    // Parameters the GPU code stores in bf16/fp16: the manifest gives their
+    // new dtype, and the model's as source_dtype (the runtime converts).
+    for (auto [arg, dtype] : llvm::zip(program.arguments, loweredDTypes))
+      if (arg.kind == autopar::ArtifactArgument::Kind::Parameter &&
+          !dtype.empty() && dtype != arg.dtype) {
+        arg.sourceDtype = arg.dtype;
+        arg.dtype = dtype;
+      }
+    std::vector<std::string> deviceCode;
+    if (gpu) {
+      auto written = autopar::writeDeviceCode(*program.module, outputDir, name,
+                                              gpuTarget.arch);
+      if (!written)
+        return fail(llvm::toString(written.takeError()));
+      deviceCode = std::move(*written);
+    }
+
     llvm::SmallString<256> soPath(outputDir);
     llvm::sys::path::append(soPath, name + ".so");
-    autopar::CpuCodegenOptions codegen;
+    autopar::SharedLibraryOptions codegen;
     codegen.cpu = targetCpu;
     if (!dumpDir.empty())
       codegen.llvmIRPath =
@@ -508,8 +575,9 @@ int main(int argc, char **argv) {
     if (failed(autopar::emitSharedLibrary(*program.module, soPath, codegen,
                                           error)))
       return fail(error);
-    description.programs.push_back(
-        {name, name + ".so", std::move(program.arguments)});
+    description.programs.push_back({name, name + ".so",
+                                    std::move(program.arguments),
+                                    std::move(deviceCode)});
   }
 
   llvm::SmallString<256> absModel(modelPath);
@@ -524,6 +592,9 @@ int main(int argc, char **argv) {
     description.pipeline = autopar::ArtifactPipeline{
         executable.numMicroBatches, executable.microBatchSize,
         autopar::scheduleName(executable.schedule).str()};
+  if (gpu)
+    description.target = autopar::ArtifactTarget{
+        "cuda", gpuTarget.arch, autopar::precisionName(codePrecision).str()};
   std::string error;
   if (failed(autopar::writeManifest(outputDir, std::move(description), *weights,
                                     error)))

@@ -33,6 +33,159 @@ def LowerContractionsToCpuKernels
   let dependentDialects = ["mlir::func::FuncDialect"];
 }
 
+def LowerContractionsToCudaKernels
+    : Pass<"autopar-lower-contractions-to-cuda-kernels", "mlir::ModuleOp"> {
+  let summary = "Replace matmuls on memrefs with calls to the runtime's "
+                "cuBLASLt-backed GEMM kernels";
+  let description = [{
+    The GPU counterpart of `autopar-lower-contractions-to-cpu-kernels`, with
+    the same patterns and call convention (docs/design/gpu-backend.md). Runs
+    after bufferization. Rewrites:
+
+    - `linalg.matmul` (default maps, or A or B transposed) into
+      `call @autopar_cuda_matmul_<a>_<c>(%A, %B, %C)`, a transposed operand
+      passed as a `memref.transpose` view;
+    - `linalg.batch_matmul` (default maps) into
+      `call @autopar_cuda_batch_matmul_<a>_<c>`;
+
+    where A and B share the element type `<a>` (`f32`, `bf16` or `f16`) and
+    C has type `<c>` (`f32`, or `<a>`); the kernels accumulate in fp32 into
+    C (`C += A * B`). There are no convolution kernels: convolutions reach
+    the GEMMs through `autopar-conv-to-im2col-gemm` before bufferization.
+    Other contractions keep their linalg form and become GPU loops.
+  }];
+  let dependentDialects = ["mlir::func::FuncDialect"];
+}
+
+def ConvToIm2colGemm
+    : Pass<"autopar-conv-to-im2col-gemm", "mlir::func::FuncOp"> {
+  let summary = "Rewrite 2-D convolutions on tensors as im2col followed by "
+                "a GEMM named op";
+  let description = [{
+    The GPU runtime has GEMM kernels only (cuBLASLt), so convolutions are
+    turned into GEMMs here, on tensors, with upstream's im2col rewrite
+    (`linalg::rewriteInIm2Col`): a `linalg.generic` gathers the input
+    patches into a column tensor `Col[n, c*kh*kw, oh*ow]`, and the
+    convolution becomes `Out[n, f, oh*ow] += F[f, c*kh*kw] * Col[n, ...]`.
+
+    Upstream writes that product as a `linalg.generic` whose filter operand
+    has no batch dim; this pass turns it into a named op the GEMM lowering
+    recognizes: a `linalg.matmul` when the batch is 1, otherwise a
+    `linalg.batch_matmul` of the filter broadcast over the batch (a copy of
+    `n` filters, far smaller than the column tensor itself).
+
+    Only `linalg.conv_2d_nchw_fchw` with unit dilations and static shapes is
+    rewritten (what upstream supports); grouped, depthwise and dilated
+    convolutions keep their linalg form and become GPU loops.
+  }];
+  let dependentDialects = ["mlir::linalg::LinalgDialect",
+                           "mlir::tensor::TensorDialect",
+                           "mlir::affine::AffineDialect",
+                           "mlir::arith::ArithDialect"];
+}
+
+def ParallelDimsOutermost
+    : Pass<"autopar-parallel-dims-outermost", "mlir::func::FuncOp"> {
+  let summary = "Interchange the loops of linalg ops on memrefs so that all "
+                "parallel dims come before the reduction dims";
+  let description = [{
+    `convert-linalg-to-parallel-loops` makes one `scf.parallel` of the
+    leading parallel dims and sequential `scf.for` loops of the rest. A
+    reduction over a leading dim (ReduceMean over axis 0, a transposed
+    softmax) would therefore put a sequential loop on the host around the
+    parallel work. On memrefs, any linalg op with a reduction dim before a
+    parallel one is generalized and interchanged so that its parallel dims
+    are outermost (in their order) and its reduction dims innermost (in
+    theirs): each GPU thread then owns one output element and runs the
+    reduction sequentially. Reductions stay in their original order, so
+    results do not change.
+  }];
+  let dependentDialects = ["mlir::linalg::LinalgDialect"];
+}
+
+def WrapSequentialCodeForGpu
+    : Pass<"autopar-gpu-wrap-sequential-code", "mlir::func::FuncOp"> {
+  let summary = "Wrap host-side memory accesses outside parallel loops into "
+                "one-iteration scf.parallel loops, so they run on the GPU";
+  let description = [{
+    On a GPU target every buffer lives in device memory, so the host code
+    must not read or write any. After `convert-linalg-to-parallel-loops`,
+    some work is left outside `scf.parallel`: full reductions to a scalar
+    (a sequential `scf.for` nest), fills and copies of rank-0 buffers (a
+    bare `memref.store`). This pass groups each run of such ops at the top
+    level of the function (with the pure ops computing values they use)
+    into a one-iteration `scf.parallel`, which the GPU mapping turns into a
+    one-thread kernel. That is correct but sequential; see
+    docs/design/gpu-backend.md for what a faster reduction would do.
+
+    What stays on the host: allocation and deallocation, `memref.get_global`,
+    view ops (subview, reshape, cast, transpose), calls (GEMM kernels,
+    collectives), `scf.parallel` loops and ops without memory effects. A
+    `memref.load` whose value the host code needs (for example as a size or
+    an offset) cannot be moved to the device and is reported as an error.
+  }];
+  let dependentDialects = ["mlir::scf::SCFDialect", "mlir::arith::ArithDialect"];
+}
+
+def TileParallelLoopsForGpu
+    : Pass<"autopar-gpu-tile-parallel-loops", "mlir::func::FuncOp"> {
+  let summary = "Collapse each outermost scf.parallel to one dim and tile it "
+                "into blocks of threads";
+  let description = [{
+    Prepares parallel loops for `gpu-map-parallel-loops`, which maps the
+    outer loop of a nest to the grid and the next one to the threads of a
+    block. Every outermost `scf.parallel` is collapsed into one dim (so a
+    loop of any rank fills the blocks, and consecutive threads touch
+    consecutive elements of the innermost dim: coalesced accesses) and
+    tiled by `block-size` with constant inner bounds (a guard skips the
+    tail). A loop with fewer iterations than `block-size` becomes one block
+    of exactly that many threads.
+  }];
+  let options = [
+    Option<"blockSize", "block-size", "int64_t", "256",
+           "Threads per block">,
+  ];
+  let dependentDialects = ["mlir::scf::SCFDialect", "mlir::arith::ArithDialect"];
+}
+
+def GpuHostMemory : Pass<"autopar-gpu-host-memory", "mlir::func::FuncOp"> {
+  let summary = "Move the host code's buffers to device memory: "
+                "memref.alloc/dealloc to gpu.alloc/dealloc, constants "
+                "copied to the device";
+  let description = [{
+    Runs after `convert-parallel-loops-to-gpu`, on the host code (anything
+    outside `gpu.launch`):
+
+    - `memref.alloc` and `memref.alloca` become `gpu.alloc` (the runtime's
+      stream-ordered caching allocator), `memref.dealloc` becomes
+      `gpu.dealloc`; an `alloca` gets its `gpu.dealloc` before each return;
+    - `memref.get_global` (a constant the bufferization put in a global)
+      becomes a device buffer filled by `gpu.memcpy` from the host global,
+      freed before each return, so kernels and library calls only ever see
+      device pointers.
+  }];
+  let dependentDialects = ["mlir::gpu::GPUDialect"];
+}
+
+def MergeGpuModules : Pass<"autopar-merge-gpu-modules", "mlir::ModuleOp"> {
+  let summary = "Merge the gpu.modules that kernel outlining made (one per "
+                "kernel) into one";
+  let description = [{
+    `gpu-kernel-outlining` puts each kernel in its own `gpu.module`, which
+    would make one `ptxas` run, one cubin and one module load per kernel
+    (hundreds for a transformer). This pass moves every kernel into one
+    `gpu.module` named `module-name`, renaming each kernel after the module
+    it came from (unique, e.g. `@main_kernel_3`) and updating the
+    `gpu.launch_func` ops. Symbols cloned into several modules (globals)
+    are kept once.
+  }];
+  let options = [
+    Option<"moduleName", "module-name", "std::string", "\"autopar_kernels\"",
+           "Name of the merged gpu.module">,
+  ];
+  let dependentDialects = ["mlir::gpu::GPUDialect"];
+}
+
 def CollapseBatchedContractions
     : Pass<"autopar-collapse-batched-contractions", "mlir::func::FuncOp"> {
   let summary = "Fold the batch loops of N-D batched contractions into one "

@@ -30,6 +30,10 @@ struct ArtifactArgument {
   llvm::SmallVector<int64_t> shape;
   /// Where a parameter's bytes are.
   WeightSource source;
+  /// The type of those bytes when it differs from `dtype` (a float32 model
+  /// parameter stored as bfloat16 on a GPU: the runtime converts it), else
+  /// empty.
+  std::string sourceDtype;
   /// For inputs and outputs: the shape of the whole tensor when it differs
   /// from `shape` (cut over data-parallel ranks, or into micro-batches), and
   /// the dim it is cut along over `splitAxis` (-1: not cut over ranks).
@@ -46,12 +50,22 @@ struct ArtifactProgram {
   std::string name = "stage0";
   std::string library = "stage0.so";
   std::vector<ArtifactArgument> arguments;
+  /// GPU programs: the kernel objects (cubins) written next to the library,
+  /// relative to the artifact directory.
+  std::vector<std::string> deviceCode;
 };
 
 /// How a pipeline plan runs its stages (docs/design/artifact.md).
 struct ArtifactPipeline {
   int64_t microBatches = 1, microBatchSize = 1;
   std::string schedule = "1f1b";
+};
+
+/// The device the programs run on (manifest `target`); absent means CPU.
+struct ArtifactTarget {
+  std::string kind;      ///< "cuda"
+  std::string arch;      ///< "sm_90"
+  std::string precision; ///< "fp32", "bf16", "fp16"
 };
 
 /// What the manifest describes.
@@ -65,6 +79,8 @@ struct ArtifactDescription {
   /// at pp coordinate k run programs[k], one per stage.
   std::vector<ArtifactProgram> programs;
   std::optional<ArtifactPipeline> pipeline;
+  /// GPU programs: the target (absent: the CPU).
+  std::optional<ArtifactTarget> target;
 };
 
 /// The entry's arguments in call order (parameters, inputs, then outputs;

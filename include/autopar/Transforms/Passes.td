@@ -42,6 +42,44 @@ def ApproximateMath : Pass<"autopar-approximate-math"> {
                            "mlir::vector::VectorDialect"];
 }
 
+def MixedPrecision : Pass<"autopar-mixed-precision", "mlir::func::FuncOp"> {
+  let summary = "Store parameters and activations in bf16 or f16, computing "
+                "in f32 and accumulating GEMMs and reductions in f32";
+  let description = [{
+    `--precision bf16|fp16` on a GPU cluster (docs/design/gpu-backend.md):
+    halves the bytes every kernel moves and lets the GEMMs run on tensor
+    cores, while keeping the arithmetic in f32. Runs on tensors, after
+    elementwise fusion (so that the activations it demotes are the ones that
+    are materialized between kernels):
+
+    - f32 parameters of `@main` (arguments with `autopar.parameter`) get the
+      low type; their `autopar.dtype` is updated (the runtime converts the
+      f32 bytes of the model when it uploads them);
+    - an all-parallel `linalg.generic` producing an f32 tensor whose output
+      is not read in the body (an elementwise kernel) stores it in the low
+      type (`arith.truncf` before the yield), unless `@main` returns it:
+      graph outputs keep their type;
+    - a low-typed value is read in f32 by its consumers: a `linalg.generic`
+      input (`arith.extf` inside the body), a `tensor.extract`, reshapes and
+      slices (which carry the low type on); other consumers get an explicit
+      f32 copy;
+    - `linalg.matmul` / `linalg.batch_matmul` take both operands in the low
+      type (truncating any f32 one) and keep their f32 result: the GEMM
+      kernels accumulate in f32;
+    - reductions (generics with reduction loops) keep their f32
+      accumulators and outputs.
+
+    Graph inputs and outputs keep the model's types.
+  }];
+  let options = [
+    Option<"type", "type", "std::string", "\"bf16\"",
+           "The storage type: bf16 or f16">,
+  ];
+  let dependentDialects = ["mlir::linalg::LinalgDialect",
+                           "mlir::arith::ArithDialect",
+                           "mlir::tensor::TensorDialect"];
+}
+
 def AutoparPlan : Pass<"autopar-plan", "mlir::ModuleOp"> {
   let summary = "Choose a 3D-parallel plan and annotate the module with it";
   let description = [{

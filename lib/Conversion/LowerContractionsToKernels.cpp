@@ -1,7 +1,10 @@
-//===- LowerContractionsToCpuKernels.cpp - matmul/conv to runtime calls ---===//
+//===- LowerContractionsToKernels.cpp - matmul/conv to runtime calls ------===//
 //
-// See Passes.td. Only ops whose semantics match the kernels exactly are
-// rewritten: default indexing maps, f32 everywhere, memref operands.
+// See Passes.td. One set of patterns serves the CPU and the CUDA kernel
+// libraries; a `KernelLibrary` says which symbols a target has. Only ops
+// whose semantics match the kernels exactly are rewritten: default (or
+// transposed-operand) indexing maps, element types the library has a kernel
+// for, memref operands.
 //
 //===----------------------------------------------------------------------===//
 
@@ -16,6 +19,7 @@
 
 namespace autopar {
 #define GEN_PASS_DEF_LOWERCONTRACTIONSTOCPUKERNELS
+#define GEN_PASS_DEF_LOWERCONTRACTIONSTOCUDAKERNELS
 #include "autopar/Conversion/Passes.h.inc"
 } // namespace autopar
 
@@ -23,12 +27,69 @@ using namespace mlir;
 
 namespace {
 
-/// True when every operand is a memref of f32.
-bool allF32Memrefs(Operation *op) {
-  return llvm::all_of(op->getOperands(), [](Value v) {
-    auto type = dyn_cast<MemRefType>(v.getType());
-    return type && type.getElementType().isF32();
-  });
+/// The kernels one target's runtime provides.
+struct KernelLibrary {
+  /// Prefix of every kernel symbol: "autopar_cpu_" or "autopar_cuda_".
+  StringRef prefix;
+  /// The type suffix of the GEMM kernel taking A and B of element type `ab`
+  /// and C of type `c`, or "" when the library has none.
+  std::string (*gemmTypes)(Type ab, Type c);
+  /// Whether the library has convolution kernels. The CPU kernels do their
+  /// own im2col; on CUDA, `autopar-conv-to-im2col-gemm` turns convolutions
+  /// into GEMMs before bufferization.
+  bool convolutions;
+};
+
+/// The CPU kernels (OpenBLAS) are f32 only: `..._f32`.
+std::string cpuGemmTypes(Type ab, Type c) {
+  return ab.isF32() && c.isF32() ? "f32" : "";
+}
+
+/// The CUDA kernels (cuBLASLt) take f32, bf16 or f16 operands and an f32 or
+/// same-typed result, always accumulating in fp32 (gpu-backend.md):
+/// `..._<a>_<c>`.
+std::string cudaGemmTypes(Type ab, Type c) {
+  auto name = [](Type t) -> std::string {
+    if (t.isF32())
+      return "f32";
+    if (t.isBF16())
+      return "bf16";
+    if (t.isF16())
+      return "f16";
+    return "";
+  };
+  std::string a = name(ab);
+  if (a.empty() || !(c.isF32() || c == ab))
+    return "";
+  return a + "_" + name(c);
+}
+
+const KernelLibrary kCpuKernels{"autopar_cpu_", cpuGemmTypes,
+                                /*convolutions=*/true};
+const KernelLibrary kCudaKernels{"autopar_cuda_", cudaGemmTypes,
+                                 /*convolutions=*/false};
+
+/// The element type of a memref operand, or null.
+Type memrefElementType(Value v) {
+  auto type = dyn_cast<MemRefType>(v.getType());
+  return type ? type.getElementType() : Type();
+}
+
+/// The GEMM kernel `<prefix><op>_<types>` for `op`'s operands (A, B, C), or
+/// "" when the library has no kernel for them.
+std::string gemmKernelName(const KernelLibrary &library, Operation *op,
+                           StringRef opName) {
+  if (op->getNumOperands() != 3)
+    return "";
+  Type a = memrefElementType(op->getOperand(0));
+  Type b = memrefElementType(op->getOperand(1));
+  Type c = memrefElementType(op->getOperand(2));
+  if (!a || !b || !c || a != b)
+    return "";
+  std::string types = library.gemmTypes(a, c);
+  if (types.empty())
+    return "";
+  return (library.prefix + opName + "_" + types).str();
 }
 
 /// Declares (once) `func.func private @name(<operand types>)` with the C
@@ -78,10 +139,12 @@ template <typename OpTy> bool hasDefaultMaps(OpTy op) {
 /// the same kernel on a transposed view: the kernel reads any strides, and
 /// BLAS takes a transposed operand for free.
 struct MatmulToKernel : OpRewritePattern<linalg::MatmulOp> {
-  using OpRewritePattern::OpRewritePattern;
+  MatmulToKernel(MLIRContext *ctx, const KernelLibrary &library)
+      : OpRewritePattern(ctx), library(library) {}
   LogicalResult matchAndRewrite(linalg::MatmulOp op,
                                 PatternRewriter &rewriter) const override {
-    if (!op.hasPureBufferSemantics() || !allF32Memrefs(op))
+    std::string kernel = gemmKernelName(library, op, "matmul");
+    if (!op.hasPureBufferSemantics() || kernel.empty())
       return failure();
     SmallVector<AffineMap> maps = op.getIndexingMapsArray();
     SmallVector<AffineMap> defaults =
@@ -102,22 +165,24 @@ struct MatmulToKernel : OpRewritePattern<linalg::MatmulOp> {
       operands[i] =
           memref::TransposeOp::create(rewriter, op.getLoc(), operands[i], perm);
     }
-    replaceWithKernelCall(rewriter, op, "autopar_cpu_matmul_f32", operands);
+    replaceWithKernelCall(rewriter, op, kernel, operands);
     return success();
   }
+  const KernelLibrary &library;
 };
 
 struct BatchMatmulToKernel : OpRewritePattern<linalg::BatchMatmulOp> {
-  using OpRewritePattern::OpRewritePattern;
+  BatchMatmulToKernel(MLIRContext *ctx, const KernelLibrary &library)
+      : OpRewritePattern(ctx), library(library) {}
   LogicalResult matchAndRewrite(linalg::BatchMatmulOp op,
                                 PatternRewriter &rewriter) const override {
-    if (!op.hasPureBufferSemantics() || !allF32Memrefs(op) ||
-        !hasDefaultMaps(op))
+    std::string kernel = gemmKernelName(library, op, "batch_matmul");
+    if (!op.hasPureBufferSemantics() || kernel.empty() || !hasDefaultMaps(op))
       return failure();
-    replaceWithKernelCall(rewriter, op, "autopar_cpu_batch_matmul_f32",
-                          op->getOperands());
+    replaceWithKernelCall(rewriter, op, kernel, op->getOperands());
     return success();
   }
+  const KernelLibrary &library;
 };
 
 /// Appends strides and dilations (as i64 constants) to the operands.
@@ -136,7 +201,11 @@ template <typename ConvOp> struct ConvToKernel : OpRewritePattern<ConvOp> {
       : OpRewritePattern<ConvOp>(ctx), kernel(kernel) {}
   LogicalResult matchAndRewrite(ConvOp op,
                                 PatternRewriter &rewriter) const override {
-    if (!op.hasPureBufferSemantics() || !allF32Memrefs(op))
+    if (!op.hasPureBufferSemantics() ||
+        !llvm::all_of(op->getOperands(), [](Value v) {
+          Type t = memrefElementType(v);
+          return t && t.isF32();
+        }))
       return failure();
     replaceWithKernelCall(rewriter, op, kernel, convOperands(rewriter, op));
     return success();
@@ -144,18 +213,35 @@ template <typename ConvOp> struct ConvToKernel : OpRewritePattern<ConvOp> {
   std::string kernel;
 };
 
+/// Rewrites the contractions `library` has kernels for into calls.
+LogicalResult lowerContractions(Operation *root, const KernelLibrary &library) {
+  MLIRContext *ctx = root->getContext();
+  RewritePatternSet patterns(ctx);
+  patterns.add<MatmulToKernel, BatchMatmulToKernel>(ctx, library);
+  if (library.convolutions) {
+    patterns.add<ConvToKernel<linalg::Conv2DNchwFchwOp>>(
+        ctx, (library.prefix + "conv2d_nchw_f32").str());
+    patterns.add<ConvToKernel<linalg::Conv2DNgchwGfchwOp>>(
+        ctx, (library.prefix + "conv2d_ngchw_f32").str());
+  }
+  // Walk once: the rewrites create no new matches.
+  return applyPatternsGreedily(root, std::move(patterns));
+}
+
 struct LowerContractionsToCpuKernelsPass
     : autopar::impl::LowerContractionsToCpuKernelsBase<
           LowerContractionsToCpuKernelsPass> {
   void runOnOperation() override {
-    RewritePatternSet patterns(&getContext());
-    patterns.add<MatmulToKernel, BatchMatmulToKernel>(&getContext());
-    patterns.add<ConvToKernel<linalg::Conv2DNchwFchwOp>>(
-        &getContext(), "autopar_cpu_conv2d_nchw_f32");
-    patterns.add<ConvToKernel<linalg::Conv2DNgchwGfchwOp>>(
-        &getContext(), "autopar_cpu_conv2d_ngchw_f32");
-    // Walk once: the rewrites create no new matches.
-    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
+    if (failed(lowerContractions(getOperation(), kCpuKernels)))
+      signalPassFailure();
+  }
+};
+
+struct LowerContractionsToCudaKernelsPass
+    : autopar::impl::LowerContractionsToCudaKernelsBase<
+          LowerContractionsToCudaKernelsPass> {
+  void runOnOperation() override {
+    if (failed(lowerContractions(getOperation(), kCudaKernels)))
       signalPassFailure();
   }
 };

@@ -1,0 +1,317 @@
+//===- MixedPrecision.cpp - bf16/f16 storage, f32 arithmetic --------------===//
+//
+// See Passes.td. Values are demoted where they are produced (a parameter,
+// an elementwise kernel's output) and read back in f32 where they are
+// consumed, so that only the bytes in memory change type.
+//
+//===----------------------------------------------------------------------===//
+
+#include "autopar/Import/OnnxImporter.h"
+#include "autopar/Transforms/Passes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Linalg/Transforms/Transforms.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/PatternMatch.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
+
+namespace autopar {
+#define GEN_PASS_DEF_MIXEDPRECISION
+#include "autopar/Transforms/Passes.h.inc"
+} // namespace autopar
+
+using namespace mlir;
+
+namespace {
+
+/// A static f32 tensor type, or null.
+RankedTensorType staticF32Tensor(Type type) {
+  auto tensor = dyn_cast<RankedTensorType>(type);
+  if (!tensor || !tensor.getElementType().isF32() || !tensor.hasStaticShape())
+    return {};
+  return tensor;
+}
+
+bool isGemm(Operation *op) {
+  return isa<linalg::MatmulOp, linalg::BatchMatmulOp>(op);
+}
+
+bool isReshapeOrSlice(Operation *op) {
+  return isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp,
+             tensor::ExtractSliceOp>(op);
+}
+
+/// Whether `value` is returned by the function, directly or reshaped:
+/// graph outputs keep their type, so it is not demoted.
+bool feedsReturn(Value value) {
+  for (OpOperand &use : value.getUses()) {
+    Operation *user = use.getOwner();
+    if (isa<func::ReturnOp>(user) ||
+        (isReshapeOrSlice(user) && use.getOperandNumber() == 0 &&
+         feedsReturn(user->getResult(0))))
+      return true;
+  }
+  return false;
+}
+
+class Demoter {
+public:
+  Demoter(MLIRContext *ctx, Type low) : rewriter(ctx), low(low) {}
+
+  /// `f(x)` elementwise over `value`, into a new tensor of element type
+  /// `elementType`: the explicit conversions between f32 and `low`.
+  Value convert(Location loc, Value value, Type elementType) {
+    auto type = cast<RankedTensorType>(value.getType());
+    Value init =
+        tensor::EmptyOp::create(rewriter, loc, type.getShape(), elementType);
+    AffineMap id = rewriter.getMultiDimIdentityMap(type.getRank());
+    auto generic = linalg::GenericOp::create(
+        rewriter, loc, init.getType(), ValueRange{value}, ValueRange{init},
+        ArrayRef<AffineMap>{id, id},
+        SmallVector<utils::IteratorType>(type.getRank(),
+                                         utils::IteratorType::parallel),
+        [&](OpBuilder &b, Location nested, ValueRange args) {
+          Value converted =
+              elementType.getIntOrFloatBitWidth() >
+                      args[0].getType().getIntOrFloatBitWidth()
+                  ? arith::ExtFOp::create(b, nested, elementType, args[0])
+                        .getResult()
+                  : arith::TruncFOp::create(b, nested, elementType, args[0])
+                        .getResult();
+          linalg::YieldOp::create(b, nested, converted);
+        });
+    conversions.insert(generic);
+    return generic.getResult(0);
+  }
+
+  /// The f32 copy of a low-typed value, made once, right after it.
+  Value f32Copy(Value lowValue) {
+    auto [it, inserted] = f32Copies.try_emplace(lowValue, Value());
+    if (!inserted)
+      return it->second;
+    OpBuilder::InsertionGuard guard(rewriter);
+    if (Operation *def = lowValue.getDefiningOp())
+      rewriter.setInsertionPointAfter(def);
+    else
+      rewriter.setInsertionPointToStart(
+          cast<BlockArgument>(lowValue).getOwner());
+    it->second = convert(lowValue.getLoc(), lowValue, rewriter.getF32Type());
+    return it->second;
+  }
+
+  /// Makes `uses`, which read an f32 tensor, read `lowValue` (the same
+  /// values in the low type) instead, converting back to f32 where read.
+  void redirect(ArrayRef<OpOperand *> uses, Value lowValue) {
+    for (OpOperand *use : uses) {
+      Operation *user = use->getOwner();
+      auto generic = dyn_cast<linalg::GenericOp>(user);
+      if (generic && generic.isDpsInput(use)) {
+        // Read in the low type, extend in the body.
+        BlockArgument arg = generic.getMatchingBlockArgument(use);
+        use->set(lowValue);
+        arg.setType(low);
+        OpBuilder::InsertionGuard guard(rewriter);
+        rewriter.setInsertionPointToStart(arg.getOwner());
+        auto ext = arith::ExtFOp::create(rewriter, arg.getLoc(),
+                                         rewriter.getF32Type(), arg);
+        arg.replaceAllUsesExcept(ext, ext);
+        continue;
+      }
+      if (auto extract = dyn_cast<tensor::ExtractOp>(user)) {
+        OpBuilder::InsertionGuard guard(rewriter);
+        rewriter.setInsertionPoint(extract);
+        Value element = tensor::ExtractOp::create(
+            rewriter, extract.getLoc(), lowValue, extract.getIndices());
+        Value ext = arith::ExtFOp::create(rewriter, extract.getLoc(),
+                                          rewriter.getF32Type(), element);
+        rewriter.replaceOp(extract, ext);
+        continue;
+      }
+      if (isReshapeOrSlice(user) && use->getOperandNumber() == 0) {
+        // Reshapes and slices carry the low type on to their users.
+        OpBuilder::InsertionGuard guard(rewriter);
+        rewriter.setInsertionPoint(user);
+        Operation *lowUser = rewriter.clone(*user);
+        lowUser->setOperand(0, lowValue);
+        Value result = user->getResult(0);
+        auto resultType = cast<RankedTensorType>(result.getType());
+        lowUser->getResult(0).setType(resultType.clone(low));
+        SmallVector<OpOperand *> next;
+        for (OpOperand &u : result.getUses())
+          next.push_back(&u);
+        redirect(next, lowUser->getResult(0));
+        if (result.use_empty())
+          rewriter.eraseOp(user);
+        continue;
+      }
+      if (isGemm(user) && use->getOperandNumber() < 2) {
+        // Both operands are made low-typed below; the result stays f32.
+        use->set(lowValue);
+        continue;
+      }
+      use->set(f32Copy(lowValue));
+    }
+  }
+
+  /// Stores the f32 outputs of an elementwise generic in the low type.
+  void demoteProducer(linalg::GenericOp op) {
+    if (op.getNumReductionLoops() != 0 || conversions.contains(op))
+      return;
+    SmallVector<unsigned> demoted;
+    for (OpResult result : op->getResults()) {
+      unsigned i = result.getResultNumber();
+      if (staticF32Tensor(result.getType()) && !feedsReturn(result) &&
+          op.getMatchingBlockArgument(op.getDpsInitOperand(i)).use_empty())
+        demoted.push_back(i);
+    }
+    if (demoted.empty())
+      return;
+    rewriter.setInsertionPoint(op);
+    auto lowOp = cast<linalg::GenericOp>(rewriter.clone(*op));
+    auto yield = cast<linalg::YieldOp>(lowOp.getBody()->getTerminator());
+    for (unsigned i : demoted) {
+      auto type = cast<RankedTensorType>(op->getResult(i).getType());
+      rewriter.setInsertionPoint(lowOp);
+      Value init =
+          tensor::EmptyOp::create(rewriter, op.getLoc(), type.getShape(), low);
+      lowOp.getDpsInitsMutable()[i].set(init);
+      lowOp->getResult(i).setType(type.clone(low));
+      lowOp.getMatchingBlockArgument(lowOp.getDpsInitOperand(i)).setType(low);
+      rewriter.setInsertionPoint(yield);
+      Value trunc = arith::TruncFOp::create(rewriter, yield.getLoc(), low,
+                                            yield.getOperand(i));
+      yield.setOperand(i, trunc);
+    }
+    for (OpResult result : op->getResults()) {
+      unsigned i = result.getResultNumber();
+      if (!llvm::is_contained(demoted, i)) {
+        result.replaceAllUsesWith(lowOp->getResult(i));
+        continue;
+      }
+      SmallVector<OpOperand *> uses;
+      for (OpOperand &use : result.getUses())
+        uses.push_back(&use);
+      redirect(uses, lowOp->getResult(i));
+    }
+    rewriter.eraseOp(op);
+  }
+
+  /// Stores the f32 parameters of `func` in the low type.
+  void demoteParameters(func::FuncOp func, StringRef dtype) {
+    Block &entry = func.getBody().front();
+    for (BlockArgument arg : entry.getArguments()) {
+      auto type = staticF32Tensor(arg.getType());
+      if (!type ||
+          !func.getArgAttr(arg.getArgNumber(), autopar::attrs::kParameter))
+        continue;
+      SmallVector<OpOperand *> uses;
+      for (OpOperand &use : arg.getUses())
+        uses.push_back(&use);
+      arg.setType(type.clone(low));
+      func.setArgAttr(arg.getArgNumber(), autopar::attrs::kDType,
+                      rewriter.getStringAttr(dtype));
+      redirect(uses, arg);
+    }
+    func.setType(FunctionType::get(func.getContext(), entry.getArgumentTypes(),
+                                   func.getResultTypes()));
+  }
+
+  /// GEMM operands still in f32 are converted: GEMMs run on low-typed
+  /// operands, accumulating into their f32 result. The op is rebuilt, since
+  /// a named op's body is typed after its operands.
+  void lowGemmOperands(Operation *gemm) {
+    rewriter.setInsertionPoint(gemm);
+    SmallVector<Value> inputs;
+    for (unsigned i : {0u, 1u}) {
+      Value operand = gemm->getOperand(i);
+      if (staticF32Tensor(operand.getType()))
+        operand = convert(gemm->getLoc(), operand, low);
+      inputs.push_back(operand);
+    }
+    Value init = gemm->getOperand(2);
+    // The named op's own attributes (indexing maps of transposed operands)
+    // carry over; its region is rebuilt for the new operand types.
+    SmallVector<NamedAttribute> attrs;
+    for (NamedAttribute attr : gemm->getDiscardableAttrs())
+      attrs.push_back(attr);
+    if (Attribute maps = gemm->getAttr("indexing_maps"))
+      attrs.push_back(rewriter.getNamedAttr("indexing_maps", maps));
+    Operation *rebuilt;
+    if (isa<linalg::MatmulOp>(gemm))
+      rebuilt = linalg::MatmulOp::create(rewriter, gemm->getLoc(),
+                                         gemm->getResultTypes(), inputs,
+                                         ValueRange{init}, attrs);
+    else
+      rebuilt = linalg::BatchMatmulOp::create(rewriter, gemm->getLoc(),
+                                              gemm->getResultTypes(), inputs,
+                                              ValueRange{init}, attrs);
+    rewriter.replaceOp(gemm, rebuilt->getResults());
+  }
+
+private:
+  IRRewriter rewriter;
+  Type low;
+  llvm::DenseMap<Value, Value> f32Copies;
+  /// The conversions made here: never demoted themselves.
+  llvm::DenseSet<Operation *> conversions;
+};
+
+struct MixedPrecisionPass
+    : autopar::impl::MixedPrecisionBase<MixedPrecisionPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    func::FuncOp func = getOperation();
+    MLIRContext *ctx = &getContext();
+    Type low;
+    StringRef dtype;
+    if (type == "bf16") {
+      low = BFloat16Type::get(ctx);
+      dtype = "bfloat16";
+    } else if (type == "f16") {
+      low = Float16Type::get(ctx);
+      dtype = "float16";
+    } else {
+      func.emitError("autopar-mixed-precision: type=")
+          << type << " is not bf16 or f16";
+      return signalPassFailure();
+    }
+    if (func.isExternal())
+      return;
+
+    // Named ops other than GEMMs, convolutions and fills become generics,
+    // which can read their inputs in the low type (a named op's body is
+    // typed after its operands).
+    IRRewriter rewriter(ctx);
+    SmallVector<linalg::LinalgOp> named;
+    func.walk([&](linalg::LinalgOp op) {
+      if (!isa<linalg::GenericOp, linalg::FillOp>(op) && !isGemm(op) &&
+          !isa<linalg::ConvolutionOpInterface>(op.getOperation()) &&
+          op.hasPureTensorSemantics())
+        named.push_back(op);
+    });
+    for (linalg::LinalgOp op : named) {
+      rewriter.setInsertionPoint(op);
+      (void)linalg::generalizeNamedOp(rewriter, op);
+    }
+
+    Demoter demoter(ctx, low);
+    demoter.demoteParameters(func, dtype);
+    SmallVector<linalg::GenericOp> producers;
+    func.walk([&](linalg::GenericOp op) { producers.push_back(op); });
+    for (linalg::GenericOp op : producers)
+      demoter.demoteProducer(op);
+    SmallVector<Operation *> gemms;
+    func.walk([&](Operation *op) {
+      if (isGemm(op) && cast<linalg::LinalgOp>(op).hasPureTensorSemantics())
+        gemms.push_back(op);
+    });
+    for (Operation *gemm : gemms)
+      demoter.lowGemmOperands(gemm);
+  }
+};
+
+} // namespace
