@@ -385,7 +385,9 @@ PlanCandidate Search::evaluate(int64_t dp, int64_t tp, int64_t pp, int zero,
       }
     }
     if (firstLayer >= 0)
-      stage.layers = llvm::formatv("{0}-{1}", firstLayer, lastLayer).str();
+      // Not formatv: this runs for every stage of every candidate.
+      stage.layers =
+          std::to_string(firstLayer) + "-" + std::to_string(lastLayer);
     MemoryBreakdown &m = stage.memory;
     m.other = runtimeReservedBytes(cluster);
     m.communication = 2 * message;
