@@ -380,18 +380,33 @@ int main(int argc, char **argv) {
   std::optional<autopar::PlanResult> executedPlan;
   std::optional<autopar::PlanRequest> executedRequest;
   llvm::json::Array fallbacks;
-  auto fellBack = [&](autopar::PlanResult replanned,
-                      const autopar::PlanRequest &replanRequest,
-                      llvm::StringRef reason) {
+  // Replans without what cannot run (`without`: "tensor parallelism",
+  // "pipeline stages"), records why and says so; false (after printing the
+  // error) when no such plan exists.
+  auto fallBack = [&](const autopar::PlanRequest &replanRequest,
+                      llvm::StringRef without, llvm::StringRef reason) {
+    auto replanned = autopar::planProgram(main, replanRequest);
+    if (!replanned) {
+      fail("the best plan needs " + without + ", which this program cannot " +
+           "run with yet (" + reason + "), and no plan without it exists: " +
+           llvm::toString(replanned.takeError()));
+      return false;
+    }
     fallbacks.push_back(llvm::json::Object{
         {"from_mesh", llvm::json::Object{{"dp", executable.dp},
                                          {"tp", executable.tp},
                                          {"pp", executable.pp}}},
         {"from_step_time_s", executable.stepSeconds},
         {"reason", reason.str()}});
-    executable = replanned.best;
-    executedPlan = std::move(replanned);
+    executable = replanned->best;
+    executedPlan = std::move(*replanned);
     executedRequest = replanRequest;
+    llvm::outs() << llvm::formatv(
+        "  executing the best plan without {0} instead (dp={1} tp={2} pp={3}, "
+        "predicted {4:F3} ms per step): {5}\n",
+        without, executable.dp, executable.tp, executable.pp,
+        executable.stepSeconds * 1e3, reason);
+    return true;
   };
   // Tensor parallelism needs every op on the way to have a partitioning
   // rule (upstream has none for reshapes yet): try it on a copy first and
@@ -420,19 +435,9 @@ int main(int argc, char **argv) {
       // them instead.
       autopar::PlanRequest noTensor = request;
       noTensor.pins.tp = 1;
-      auto replanned = autopar::planProgram(main, noTensor);
-      if (!replanned)
-        return fail("the best plan needs tensor parallelism, which this "
-                    "program cannot be partitioned for yet (" +
-                    reason + "), and no plan without it exists: " +
-                    llvm::toString(replanned.takeError()));
-      fellBack(std::move(*replanned), noTensor,
-               "tensor-parallel partitioning failed: " + reason);
-      llvm::outs() << llvm::formatv(
-          "  executing the best plan without tensor parallelism instead "
-          "(dp={0} pp={1}, predicted {2:F3} ms per step): tensor-parallel "
-          "partitioning failed: {3}\n",
-          executable.dp, executable.pp, executable.stepSeconds * 1e3, reason);
+      if (!fallBack(noTensor, "tensor parallelism",
+                    "tensor-parallel partitioning failed: " + reason))
+        return 1;
     }
   }
 
@@ -451,17 +456,8 @@ int main(int argc, char **argv) {
       noPipeline.pins.pp = 1;
       if (!noPipeline.pins.tp)
         noPipeline.pins.tp = 1;
-      auto replanned = autopar::planProgram(main, noPipeline);
-      if (!replanned)
-        return fail("the best plan needs pipeline stages, which this program "
-                    "cannot run as (" +
-                    reason + "), and no plan without them exists: " +
-                    llvm::toString(replanned.takeError()));
-      fellBack(std::move(*replanned), noPipeline, reason);
-      llvm::outs() << llvm::formatv(
-          "  executing the best plan without pipeline stages instead (dp={0} "
-          "tp={1}, predicted {2:F3} ms per step): {3}\n",
-          executable.dp, executable.tp, executable.stepSeconds * 1e3, reason);
+      if (!fallBack(noPipeline, "pipeline stages", reason))
+        return 1;
     }
   }
 
