@@ -63,6 +63,10 @@ struct ArgumentDesc {
   std::optional<SplitDesc> split;
   /// Present exactly for parameters.
   std::optional<TensorSource> source;
+  /// The element type of the parameter's source bytes (`source_dtype`;
+  /// `dtype` when absent). float32 sources of float16/bfloat16 parameters are
+  /// converted when loaded (GPU precision, docs/design/gpu-backend.md).
+  DType sourceDType = DType::Float32;
 };
 
 /// One native program (a shared library and its entry symbol).
@@ -71,6 +75,26 @@ struct ProgramDesc {
   /// Absolute, or relative to the artifact directory.
   std::string library;
   std::string entry;
+  /// `device_code`: the program's device binaries (e.g.
+  /// "device/stage0.sm_90.cubin"), for inspection only: the library embeds
+  /// and loads them itself. Empty when absent.
+  std::vector<std::string> deviceCode;
+};
+
+/// What kind of machine an artifact runs on.
+enum class TargetKind { Cpu, Cuda };
+
+/// "cpu" or "cuda".
+std::string_view targetKindName(TargetKind kind);
+
+/// The manifest's `target` (absent: the CPU).
+struct TargetDesc {
+  TargetKind kind = TargetKind::Cpu;
+  /// The GPU architecture the device code is compiled for ("sm_90"); empty
+  /// on the CPU or when not given.
+  std::string arch;
+  /// "fp32", "bf16" or "fp16"; empty when not given.
+  std::string precision;
 };
 
 /// Which program a rank runs, and where it sits in the grid.
@@ -88,6 +112,8 @@ struct Manifest {
   int64_t version = ManifestVersion;
   std::string model;
   std::string cluster;
+  /// Where the programs run (the `target` key; absent: the CPU).
+  TargetDesc target;
   int64_t worldSize = 1;
   /// Ranks per grid axis, indexed by GridAxis; their product is worldSize.
   /// Without a "grid" key: {worldSize, 1, 1}.
