@@ -27,20 +27,39 @@ BlockSplit::BlockSplit(const Shape &whole, int64_t dim, int64_t parts,
   blockRowBytes = rowBytes / static_cast<size_t>(parts);
 }
 
-void BlockSplit::pack(const void *whole, int64_t index, void *block) const {
-  const char *from = static_cast<const char *>(whole) +
-                     static_cast<size_t>(index) * blockRowBytes;
-  char *to = static_cast<char *>(block);
-  for (size_t o = 0; o < outer; ++o)
-    std::memcpy(to + o * blockRowBytes, from + o * rowBytes, blockRowBytes);
+namespace {
+class HostCopier : public ByteCopier {
+public:
+  void copy2D(void *dst, int64_t dstPitch, const void *src, int64_t srcPitch,
+              size_t width, size_t rows) const override {
+    char *to = static_cast<char *>(dst);
+    const char *from = static_cast<const char *>(src);
+    for (size_t r = 0; r < rows; ++r)
+      std::memcpy(to + static_cast<int64_t>(r) * dstPitch,
+                  from + static_cast<int64_t>(r) * srcPitch, width);
+  }
+};
+} // namespace
+
+const ByteCopier &hostCopier() {
+  static const HostCopier copier;
+  return copier;
 }
 
-void BlockSplit::unpack(const void *block, int64_t index, void *whole) const {
-  const char *from = static_cast<const char *>(block);
+void BlockSplit::pack(const void *whole, int64_t index, void *block,
+                      const ByteCopier &copier) const {
+  const char *from = static_cast<const char *>(whole) +
+                     static_cast<size_t>(index) * blockRowBytes;
+  copier.copy2D(block, static_cast<int64_t>(blockRowBytes), from,
+                static_cast<int64_t>(rowBytes), blockRowBytes, outer);
+}
+
+void BlockSplit::unpack(const void *block, int64_t index, void *whole,
+                        const ByteCopier &copier) const {
   char *to =
       static_cast<char *>(whole) + static_cast<size_t>(index) * blockRowBytes;
-  for (size_t o = 0; o < outer; ++o)
-    std::memcpy(to + o * rowBytes, from + o * blockRowBytes, blockRowBytes);
+  copier.copy2D(to, static_cast<int64_t>(rowBytes), block,
+                static_cast<int64_t>(blockRowBytes), blockRowBytes, outer);
 }
 
 bool isDenseRowMajor(const int64_t *sizes, const int64_t *strides, int rank) {
@@ -93,38 +112,37 @@ void forEachRow(const int64_t *sizes, const int64_t *strides, int rank,
 
 void copyStridedToDense(const void *src, const int64_t *sizes,
                         const int64_t *strides, int rank, size_t elementSize,
-                        void *dense) {
+                        void *dense, const ByteCopier &copier) {
   const char *from = static_cast<const char *>(src);
   char *to = static_cast<char *>(dense);
+  int64_t es = static_cast<int64_t>(elementSize);
   forEachRow(sizes, strides, rank, elementSize,
              [&](int64_t offset, size_t at, int64_t count, int64_t step) {
-               if (step == static_cast<int64_t>(elementSize)) {
-                 std::memcpy(to + at, from + offset,
-                             static_cast<size_t>(count) * elementSize);
-                 return;
-               }
-               for (int64_t i = 0; i < count; ++i)
-                 std::memcpy(to + at + static_cast<size_t>(i) * elementSize,
-                             from + offset + i * step, elementSize);
+               // A contiguous run is one row; a strided one, one row per
+               // element.
+               if (step == es)
+                 copier.copy2D(to + at, 0, from + offset, 0,
+                               static_cast<size_t>(count) * elementSize, 1);
+               else
+                 copier.copy2D(to + at, es, from + offset, step, elementSize,
+                               static_cast<size_t>(count));
              });
 }
 
 void copyDenseToStrided(const void *dense, const int64_t *sizes,
                         const int64_t *strides, int rank, size_t elementSize,
-                        void *dst) {
+                        void *dst, const ByteCopier &copier) {
   const char *from = static_cast<const char *>(dense);
   char *to = static_cast<char *>(dst);
+  int64_t es = static_cast<int64_t>(elementSize);
   forEachRow(sizes, strides, rank, elementSize,
              [&](int64_t offset, size_t at, int64_t count, int64_t step) {
-               if (step == static_cast<int64_t>(elementSize)) {
-                 std::memcpy(to + offset, from + at,
-                             static_cast<size_t>(count) * elementSize);
-                 return;
-               }
-               for (int64_t i = 0; i < count; ++i)
-                 std::memcpy(to + offset + i * step,
-                             from + at + static_cast<size_t>(i) * elementSize,
-                             elementSize);
+               if (step == es)
+                 copier.copy2D(to + offset, 0, from + at, 0,
+                               static_cast<size_t>(count) * elementSize, 1);
+               else
+                 copier.copy2D(to + offset, step, from + at, es, elementSize,
+                               static_cast<size_t>(count));
              });
 }
 

@@ -12,8 +12,11 @@
 // set, so that a peer that never arrives ends the run with an error instead
 // of a hang.
 //
-// Implementations: LocalCommunicator (a world of one, no MPI) below, and
-// MpiCommunicator (comm/MpiCommunicator.h). A NCCL one will follow for GPUs.
+// Buffers live in the communicator's MemorySpace: host memory for
+// LocalCommunicator (a world of one, no MPI) below and MpiCommunicator
+// (MpiCommunicator.h); a GPU's memory for StagingCommunicator
+// (StagingCommunicator.h, device buffers relayed over a host communicator)
+// and the NCCL one of the CUDA runtime (runtime/lib/cuda).
 //
 //===----------------------------------------------------------------------===//
 
@@ -22,6 +25,7 @@
 
 #include "autopar/runtime/DType.h"
 #include "autopar/runtime/Grid.h"
+#include "autopar/runtime/MemorySpace.h"
 
 #include <array>
 #include <cstdint>
@@ -145,8 +149,21 @@ public:
   /// runtime's bookkeeping (step times, statistics); not counted.
   virtual void maxOverWorld(double *values, int count) = 0;
 
+  /// Where the buffers of every operation live (host memory unless
+  /// overridden).
+  virtual MemorySpace &memory() { return hostMemory(); }
+
+  /// True if all_reduce and reduce_scatter accept \p dtype: float32, float64
+  /// and the integer types, unless overridden.
+  virtual bool canReduce(DType dtype) const;
+
   /// Runs every later call under \p watchdog (may be null: none).
   void setWatchdog(Watchdog *dog) { watchdog = dog; }
+
+  /// Brings the counters up to date: an implementation whose operations
+  /// finish after they return (NCCL, on a GPU stream) adds their times once
+  /// they have finished. Call before getStats() after the last step.
+  virtual void settleStats() {}
 
   const CommStats &getStats() const { return stats; }
 
@@ -178,6 +195,17 @@ protected:
                          DType dtype, int64_t root, CommScope scope) = 0;
   virtual void doGather(const void *in, void *out, int64_t countPerRank,
                         DType dtype, int64_t root, CommScope scope) = 0;
+
+  /// Called before each operation starts its clock: a GPU communicator waits
+  /// here for the work that produces the operation's input, so that its
+  /// time is not counted as communication.
+  virtual void beforeCall() {}
+  /// True if the implementation measures the seconds of its operations
+  /// itself (addSeconds) rather than by the wall time inside the calls.
+  virtual bool timesItself() const { return false; }
+  /// Adds \p seconds to the counter of \p op on \p scope.
+  void addSeconds(CommScope scope, CommOp op, double seconds);
+  Watchdog *getWatchdog() const { return watchdog; }
 
 private:
   class Call;
