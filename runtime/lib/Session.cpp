@@ -6,6 +6,8 @@
 #include "autopar/runtime/Error.h"
 #include "autopar/runtime/TensorFiles.h"
 
+#include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <map>
 
@@ -55,6 +57,14 @@ Session::Session(Manifest manifest, std::string artifactDir, WorldInfo world)
     : manifest(std::move(manifest)), artifactDir(std::move(artifactDir)),
       world(std::move(world)), weights(this->artifactDir) {}
 
+Session::~Session() {
+  if (!deviceBackend)
+    return;
+  for (size_t i = 0; i < args.size(); ++i)
+    if (args[i])
+      deviceBackend->free(args[i]);
+}
+
 Manifest Session::readArtifactManifest(const std::string &artifactDir) {
   if (!fs::is_directory(artifactDir))
     throw Error(
@@ -64,42 +74,149 @@ Manifest Session::readArtifactManifest(const std::string &artifactDir) {
 }
 
 std::unique_ptr<Session> Session::open(const std::string &artifactDir,
-                                       const WorldInfo &world) {
-  return open(readArtifactManifest(artifactDir), artifactDir, world);
+                                       const WorldInfo &world,
+                                       const NodePlacement &node) {
+  return open(readArtifactManifest(artifactDir), artifactDir, world, node);
 }
 
 std::unique_ptr<Session> Session::open(Manifest manifest,
                                        const std::string &artifactDir,
-                                       const WorldInfo &world) {
+                                       const WorldInfo &world,
+                                       const NodePlacement &node) {
   checkWorldSize(manifest, world);
   checkFileNames(manifest, ArgumentKind::Input);
   checkFileNames(manifest, ArgumentKind::Output);
 
   std::unique_ptr<Session> session(
       new Session(std::move(manifest), artifactDir, world));
+  if (session->manifest.target.kind == TargetKind::Cuda) {
+    // Before the program library: its constructors load its GPU modules,
+    // which needs the device's context.
+    DeviceBackendConfig config;
+    config.worldRank = world.rank;
+    config.worldSize = world.size;
+    config.node = node;
+    config.target = session->manifest.target;
+    session->deviceBackend = loadDeviceBackend(config, session->manifest.path);
+  }
   const ProgramDesc &program = session->manifest.programForRank(world.rank);
   session->program =
       CpuProgram::load(resolve(artifactDir, program.library), program.entry);
-
-  const std::vector<ArgumentDesc> &arguments = session->manifest.arguments;
-  session->buffers.resize(arguments.size());
-  for (size_t i = 0; i < arguments.size(); ++i) {
-    const ArgumentDesc &arg = arguments[i];
-    if (arg.kind == ArgumentKind::Parameter) {
-      session->args.push_back(session->weights.get(
-          arg,
-          session->manifest.ranks[static_cast<size_t>(world.rank)].coords));
-      continue;
-    }
-    std::string what =
-        std::string(argumentKindName(arg.kind)) + " '" + arg.name + "'";
-    session->buffers[i] =
-        HostBuffer(static_cast<size_t>(byteSize(arg.dtype, arg.shape, what)));
-    session->args.push_back(session->buffers[i].data());
+  if (session->deviceBackend) {
+    session->deviceBackend->checkProgramLoaded(program.name);
+    session->bindDeviceArguments();
+  } else {
+    session->bindHostArguments();
   }
   return session;
 }
 
-void Session::runStep() { program->run(args.data()); }
+namespace {
+
+std::string describe(const ArgumentDesc &arg) {
+  return std::string(argumentKindName(arg.kind)) + " '" + arg.name + "'";
+}
+
+/// \p arg as its source file holds it: its source_dtype.
+ArgumentDesc asStored(const ArgumentDesc &arg) {
+  ArgumentDesc stored = arg;
+  stored.dtype = arg.sourceDType;
+  return stored;
+}
+
+/// Passes \p count elements of \p source, converted from float32 to \p to,
+/// to \p sink(bytes, byteOffset, byteCount) in pieces, so that a large
+/// parameter never needs a whole converted copy on the host.
+template <typename Sink>
+void convertInPieces(const void *source, int64_t count, DType to, Sink sink) {
+  constexpr int64_t Piece = int64_t(1) << 22;
+  size_t size = dtypeSize(to);
+  HostBuffer piece(static_cast<size_t>(std::min(count, Piece)) * size);
+  const float *from = static_cast<const float *>(source);
+  for (int64_t offset = 0; offset < count; offset += Piece) {
+    int64_t length = std::min(Piece, count - offset);
+    convertFromFloat32(from + offset, length, to, piece.data());
+    sink(piece.data(), static_cast<size_t>(offset) * size,
+         static_cast<size_t>(length) * size);
+  }
+}
+
+} // namespace
+
+void Session::bindHostArguments() {
+  const GridVector &coords =
+      manifest.ranks[static_cast<size_t>(world.rank)].coords;
+  buffers.resize(manifest.arguments.size());
+  for (size_t i = 0; i < manifest.arguments.size(); ++i) {
+    const ArgumentDesc &arg = manifest.arguments[i];
+    size_t bytes =
+        static_cast<size_t>(byteSize(arg.dtype, arg.shape, describe(arg)));
+    if (arg.kind != ArgumentKind::Parameter) {
+      buffers[i] = HostBuffer(bytes);
+      hostArgs.push_back(buffers[i].data());
+    } else if (arg.sourceDType == arg.dtype) {
+      hostArgs.push_back(weights.get(arg, coords));
+    } else {
+      const void *source = weights.get(asStored(arg), coords);
+      buffers[i] = HostBuffer(bytes);
+      char *converted = static_cast<char *>(buffers[i].data());
+      convertInPieces(source, numElements(arg.shape, arg.name), arg.dtype,
+                      [&](const void *piece, size_t offset, size_t length) {
+                        std::memcpy(converted + offset, piece, length);
+                      });
+      hostArgs.push_back(converted);
+    }
+  }
+  args = hostArgs;
+}
+
+void Session::bindDeviceArguments() {
+  const GridVector &coords =
+      manifest.ranks[static_cast<size_t>(world.rank)].coords;
+  DeviceBackend &device = *deviceBackend;
+  buffers.resize(manifest.arguments.size());
+  args.assign(manifest.arguments.size(), nullptr);
+  for (size_t i = 0; i < manifest.arguments.size(); ++i) {
+    const ArgumentDesc &arg = manifest.arguments[i];
+    size_t bytes =
+        static_cast<size_t>(byteSize(arg.dtype, arg.shape, describe(arg)));
+    args[i] = device.allocate(bytes, describe(arg));
+    if (arg.kind != ArgumentKind::Parameter) {
+      // Inputs and outputs keep a host copy: Distribution fills and reads
+      // it, runStep moves it.
+      buffers[i] = HostBuffer(bytes);
+      hostArgs.push_back(buffers[i].data());
+      continue;
+    }
+    // Only this rank's block, uploaded once.
+    void *source = weights.get(asStored(arg), coords);
+    hostArgs.push_back(source);
+    char *target = static_cast<char *>(args[i]);
+    if (arg.sourceDType == arg.dtype)
+      device.copyToDevice(target, source, bytes);
+    else
+      convertInPieces(source, numElements(arg.shape, arg.name), arg.dtype,
+                      [&](const void *piece, size_t offset, size_t length) {
+                        device.copyToDevice(target + offset, piece, length);
+                      });
+  }
+  device.synchronize();
+}
+
+void Session::runStep() {
+  if (!deviceBackend) {
+    program->run(args.data());
+    return;
+  }
+  const std::vector<ArgumentDesc> &arguments = manifest.arguments;
+  for (size_t i = 0; i < arguments.size(); ++i)
+    if (arguments[i].kind == ArgumentKind::Input)
+      deviceBackend->copyToDevice(args[i], hostArgs[i], buffers[i].size());
+  program->run(args.data());
+  deviceBackend->synchronize();
+  for (size_t i = 0; i < arguments.size(); ++i)
+    if (arguments[i].kind == ArgumentKind::Output)
+      deviceBackend->copyToHost(hostArgs[i], args[i], buffers[i].size());
+}
 
 } // namespace autopar::runtime

@@ -41,6 +41,10 @@ public:
   /// How many ranks share this rank's node (MPI_COMM_TYPE_SHARED).
   int64_t ranksOnThisNode() const;
 
+  /// This rank's index among the ranks of its node, in world-rank order, and
+  /// their number (MPI_COMM_TYPE_SHARED). Collective.
+  NodePlacement nodePlacement() const;
+
   /// True while an MpiEnvironment exists.
   static bool isInitialized();
 };

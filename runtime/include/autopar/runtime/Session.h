@@ -4,11 +4,18 @@
 // manifest, the rank's program, its parameters (mapped), and host buffers for
 // the graph inputs and outputs, bound into the entry's argument array.
 //
+// On a GPU target (manifest "target": cuda) it also holds the rank's
+// DeviceBackend: parameters are uploaded once (converted to their dtype if
+// their source_dtype differs), the entry's arguments are device buffers, and
+// each step copies the inputs to the device and, after the stream is done,
+// the outputs back to the host buffers.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef AUTOPAR_RUNTIME_SESSION_H
 #define AUTOPAR_RUNTIME_SESSION_H
 
+#include "autopar/runtime/DeviceBackend.h"
 #include "autopar/runtime/HostBuffer.h"
 #include "autopar/runtime/Manifest.h"
 #include "autopar/runtime/Program.h"
@@ -31,36 +38,51 @@ public:
 
   /// Loads this rank's program, maps its parameters and allocates (zeroed)
   /// buffers for its inputs and outputs (of their per-rank `shape`). Checks
-  /// \p world against the manifest first (checkWorldSize). Throws Error on
-  /// any problem.
+  /// \p world against the manifest first (checkWorldSize). On a GPU target,
+  /// first loads the device backend (\p node picks the rank's GPU), then
+  /// uploads the parameters. Throws Error on any problem.
   static std::unique_ptr<Session> open(Manifest manifest,
                                        const std::string &artifactDir,
-                                       const WorldInfo &world);
+                                       const WorldInfo &world,
+                                       const NodePlacement &node = {});
   /// readArtifactManifest, then the above.
   static std::unique_ptr<Session> open(const std::string &artifactDir,
-                                       const WorldInfo &world);
+                                       const WorldInfo &world,
+                                       const NodePlacement &node = {});
+  ~Session();
 
   const Manifest &getManifest() const { return manifest; }
   const WorldInfo &getWorld() const { return world; }
+  /// The rank's GPU; null on a CPU target.
+  DeviceBackend *device() const { return deviceBackend.get(); }
 
-  /// Runs the entry point once.
+  /// Runs the entry point once. On a GPU: copies the inputs in, runs, waits
+  /// for the device and copies the outputs out.
   void runStep();
 
-  /// The buffer bound to arguments[index]: the rank's block of an input or
+  /// The host buffer of arguments[index]: the rank's block of an input or
   /// output (see Distribution.h for moving whole tensors in and out).
-  void *argumentData(size_t index) const { return args[index]; }
+  void *argumentData(size_t index) const { return hostArgs[index]; }
 
 private:
   Session(Manifest manifest, std::string artifactDir, WorldInfo world);
+  void bindHostArguments();
+  void bindDeviceArguments();
 
   Manifest manifest;
   std::string artifactDir;
   WorldInfo world;
+  /// First, so that it outlives the program and the device buffers.
+  std::unique_ptr<DeviceBackend> deviceBackend;
   std::unique_ptr<Program> program;
   WeightMap weights;
-  /// Buffers of inputs and outputs; parameters live in `weights`.
+  /// Buffers of inputs and outputs, and parameters converted from their
+  /// source_dtype on the host; other parameters live in `weights`.
   std::vector<HostBuffer> buffers;
-  /// The entry's argument array: one pointer per manifest argument.
+  /// Per argument: its host memory.
+  std::vector<void *> hostArgs;
+  /// The entry's argument array: one pointer per manifest argument (device
+  /// buffers on a GPU, else hostArgs).
   std::vector<void *> args;
 };
 
