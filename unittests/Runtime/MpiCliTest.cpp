@@ -27,6 +27,7 @@
 #include <cmath>
 #include <csignal>
 #include <cstring>
+#include <dlfcn.h>
 #include <filesystem>
 #include <fstream>
 #include <unistd.h>
@@ -174,6 +175,23 @@ protected:
     }
   }
 
+  /// Runs collectives.c on 1, 2 and 4 ranks and checks every output; on the
+  /// fake GPU driver (a cuda artifact, device buffers) with \p onFakeGpu,
+  /// and \p env before autopar-run.
+  void checkCollectiveEntryPoints(bool onFakeGpu, const std::string &env);
+
+  /// LD_LIBRARY_PATH=<the fake driver's directory>.
+  static std::string fakeDriver() {
+    return "LD_LIBRARY_PATH=" + shellQuote(AUTOPAR_FAKE_CUDA_DRIVER_DIR);
+  }
+
+  /// Makes the artifact in \p dir a cuda one.
+  static void targetCuda(const std::string &dir) {
+    json manifest = json::parse(readFile(dir + "/manifest.json"));
+    manifest["target"] = {{"kind", "cuda"}, {"arch", "sm_90"}};
+    writeFile(dir + "/manifest.json", manifest.dump(2));
+  }
+
   using Clock = std::chrono::steady_clock;
   TempDir artifact, work;
   std::vector<float> weight, bias;
@@ -250,7 +268,8 @@ template <typename T> T at(const std::vector<T> &m, int cols, int i, int j) {
   return m[static_cast<size_t>(i * cols + j)];
 }
 
-TEST_F(MpiCliTest, CollectiveEntryPointsMatchReferences) {
+void MpiCliTest::checkCollectiveEntryPoints(bool onFakeGpu,
+                                            const std::string &env) {
   const int C = 8;
   for (int p : {1, 2, 4}) {
     SCOPED_TRACE(std::to_string(p) + " ranks");
@@ -272,10 +291,14 @@ TEST_F(MpiCliTest, CollectiveEntryPointsMatchReferences) {
         argument("output", "col_cat", "float32", {Batch, C})};
     std::string dir = writeArtifact(p, "collectives_" + std::to_string(p), args,
                                     /*parameters=*/false);
+    if (onFakeGpu)
+      targetCuda(dir);
     std::string out = work.file("collectives" + std::to_string(p));
     CommandResult result =
-        mpirun(p, shellQuote(dir) + " --steps 2 --comm-stats --outputs " +
-                      shellQuote(out));
+        mpirun(p,
+               shellQuote(dir) + " --steps 2 --comm-stats --outputs " +
+                   shellQuote(out),
+               env);
     ASSERT_EQ(result.exitCode, 0) << result.out << result.err;
 
     std::vector<float> x = readFloats(out + "/x.npy", {Batch, C});
@@ -335,6 +358,66 @@ TEST_F(MpiCliTest, CollectiveEntryPointsMatchReferences) {
           << result.out;
   }
 }
+
+TEST_F(MpiCliTest, CollectiveEntryPointsMatchReferences) {
+  checkCollectiveEntryPoints(/*onFakeGpu=*/false, "");
+}
+
+#ifdef AUTOPAR_HAVE_CUDA_RUNTIME
+
+// The same program as a cuda artifact on the fake driver: its buffers are
+// device buffers, staged through the host by the device communicator
+// (ranks share the one fake GPU), strided views copied by the device.
+TEST_F(MpiCliTest, CollectiveEntryPointsOnDeviceBuffersMatchReferences) {
+  checkCollectiveEntryPoints(/*onFakeGpu=*/true, fakeDriver());
+}
+
+TEST_F(MpiCliTest, DeviceCollectivesNameHowTheyCommunicate) {
+  std::string dir = dpLinear(2);
+  targetCuda(dir);
+  CommandResult shared = mpirun(2, shellQuote(dir), fakeDriver());
+  ASSERT_EQ(shared.exitCode, 0) << shared.out << shared.err;
+  EXPECT_NE(shared.out.find("collectives: MPI, staged through host memory "
+                            "(ranks 0 and 1 share a GPU)"),
+            std::string::npos)
+      << shared.out;
+
+  CommandResult asked =
+      mpirun(2, shellQuote(dir),
+             fakeDriver() + " FAKE_CUDA_DEVICES=2 AUTOPAR_COLLECTIVES=mpi");
+  ASSERT_EQ(asked.exitCode, 0) << asked.out << asked.err;
+  EXPECT_NE(asked.out.find("(AUTOPAR_COLLECTIVES=mpi on rank 0)"),
+            std::string::npos)
+      << asked.out;
+  EXPECT_NE(asked.out.find("GPU 0 of 2"), std::string::npos) << asked.out;
+
+  CommandResult refused =
+      mpirun(2, shellQuote(dir), fakeDriver() + " AUTOPAR_COLLECTIVES=nccl");
+  EXPECT_NE(refused.exitCode, 0);
+  EXPECT_NE(refused.err.find("AUTOPAR_COLLECTIVES=nccl, but ranks 0 and 1 "
+                             "share a GPU, which NCCL does not allow"),
+            std::string::npos)
+      << refused.err;
+}
+
+TEST_F(MpiCliTest, EveryRankSaysThatThereIsNoDriver) {
+  if (void *driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL)) {
+    dlclose(driver);
+    GTEST_SKIP() << "this machine has an NVIDIA driver";
+  }
+  std::string dir = dpLinear(2);
+  targetCuda(dir);
+  CommandResult result = mpirun(2, shellQuote(dir));
+  EXPECT_NE(result.exitCode, 0);
+  for (int rank : {0, 1})
+    EXPECT_NE(result.err.find("autopar-run: error: rank " +
+                              std::to_string(rank) +
+                              ": no NVIDIA driver found (libcuda.so.1)"),
+              std::string::npos)
+        << result.err;
+}
+
+#endif
 
 /// The tensor-parallel MLP of tp_mlp.c on a grid of \p dp x \p tp ranks.
 class MpiTensorParallelTest : public MpiCliTest {
