@@ -237,15 +237,25 @@ void printCommStats(Communicator &hostComm, Communicator &programComm,
     std::fputs(formatCommStats(unflattenCommStats(values)).c_str(), stdout);
 }
 
+/// "12.5 MiB", or "640 KiB" below a MiB.
+std::string formatMemory(double bytes) {
+  char text[32];
+  if (bytes < (1 << 20))
+    std::snprintf(text, sizeof(text), "%.0f KiB", bytes / 1024);
+  else
+    std::snprintf(text, sizeof(text), "%.1f MiB", bytes / (1 << 20));
+  return text;
+}
+
 /// Prints the device memory the run needed at most, over all ranks.
 void printDeviceMemory(DeviceBackend &device, Communicator &comm, bool leader) {
   double peaks[2] = {static_cast<double>(device.peakBytesInUse()),
                      static_cast<double>(device.peakBytesReserved())};
   comm.maxOverWorld(peaks, 2);
   if (leader)
-    std::printf("device memory: peak %.1f MiB in use, %.1f MiB allocated "
-                "from the driver (most of any rank)\n",
-                peaks[0] / (1 << 20), peaks[1] / (1 << 20));
+    std::printf("device memory: peak %s in use, %s allocated from the driver "
+                "(most of any rank)\n",
+                formatMemory(peaks[0]).c_str(), formatMemory(peaks[1]).c_str());
 }
 
 /// The communicator of the program's collectives: on a GPU, the device's
