@@ -3,6 +3,7 @@
 #include "autopar/runtime/Session.h"
 
 #include "autopar/runtime/CpuProgram.h"
+#include "autopar/runtime/DeviceProgram.h"
 #include "autopar/runtime/Error.h"
 #include "autopar/runtime/TensorFiles.h"
 
@@ -102,8 +103,10 @@ std::unique_ptr<Session> Session::open(Manifest manifest,
   const ProgramDesc &program = session->manifest.programForRank(world.rank);
   session->program =
       CpuProgram::load(resolve(artifactDir, program.library), program.entry);
-  if (session->deviceBackend) {
-    session->deviceBackend->checkProgramLoaded(program.name);
+  if (DeviceBackend *device = session->deviceBackend.get()) {
+    device->checkProgramLoaded(program.name);
+    session->program =
+        std::make_unique<DeviceProgram>(std::move(session->program), *device);
     session->bindDeviceArguments();
   } else {
     session->bindHostArguments();
@@ -212,8 +215,7 @@ void Session::runStep() {
   for (size_t i = 0; i < arguments.size(); ++i)
     if (arguments[i].kind == ArgumentKind::Input)
       deviceBackend->copyToDevice(args[i], hostArgs[i], buffers[i].size());
-  program->run(args.data());
-  deviceBackend->synchronize();
+  program->run(args.data()); // Waits for the device.
   for (size_t i = 0; i < arguments.size(); ++i)
     if (arguments[i].kind == ArgumentKind::Output)
       deviceBackend->copyToHost(hostArgs[i], args[i], buffers[i].size());
