@@ -61,9 +61,13 @@ Session::Session(Manifest manifest, std::string artifactDir, WorldInfo world)
 Session::~Session() {
   if (!deviceBackend)
     return;
-  for (size_t i = 0; i < args.size(); ++i)
-    if (args[i])
-      deviceBackend->free(args[i]);
+  try {
+    for (size_t i = 0; i < args.size(); ++i)
+      if (args[i])
+        deviceBackend->free(args[i]);
+  } catch (const std::exception &) {
+    // The device goes next, and its memory with it.
+  }
 }
 
 Manifest Session::readArtifactManifest(const std::string &artifactDir) {

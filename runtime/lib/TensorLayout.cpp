@@ -110,40 +110,47 @@ void forEachRow(const int64_t *sizes, const int64_t *strides, int rank,
 
 } // namespace
 
-void copyStridedToDense(const void *src, const int64_t *sizes,
-                        const int64_t *strides, int rank, size_t elementSize,
-                        void *dense, const ByteCopier &copier) {
-  const char *from = static_cast<const char *>(src);
-  char *to = static_cast<char *>(dense);
+namespace {
+
+/// Copies between the strided view at \p strided and the dense buffer at
+/// \p dense, towards the dense one if \p toDense, run by run of the last
+/// dimension: a contiguous run is one row of copy2D, a strided one has a
+/// row per element.
+void copyRuns(const char *strided, const char *dense, const int64_t *sizes,
+              const int64_t *strides, int rank, size_t elementSize,
+              bool toDense, const ByteCopier &copier) {
   int64_t es = static_cast<int64_t>(elementSize);
   forEachRow(sizes, strides, rank, elementSize,
              [&](int64_t offset, size_t at, int64_t count, int64_t step) {
-               // A contiguous run is one row; a strided one, one row per
-               // element.
-               if (step == es)
-                 copier.copy2D(to + at, 0, from + offset, 0,
-                               static_cast<size_t>(count) * elementSize, 1);
+               bool contiguous = step == es;
+               size_t width =
+                   contiguous ? size_t(count) * elementSize : elementSize;
+               size_t rows = contiguous ? 1 : size_t(count);
+               int64_t stridedPitch = contiguous ? 0 : step;
+               int64_t densePitch = contiguous ? 0 : es;
+               char *s = const_cast<char *>(strided) + offset;
+               char *d = const_cast<char *>(dense) + at;
+               if (toDense)
+                 copier.copy2D(d, densePitch, s, stridedPitch, width, rows);
                else
-                 copier.copy2D(to + at, es, from + offset, step, elementSize,
-                               static_cast<size_t>(count));
+                 copier.copy2D(s, stridedPitch, d, densePitch, width, rows);
              });
+}
+
+} // namespace
+
+void copyStridedToDense(const void *src, const int64_t *sizes,
+                        const int64_t *strides, int rank, size_t elementSize,
+                        void *dense, const ByteCopier &copier) {
+  copyRuns(static_cast<const char *>(src), static_cast<const char *>(dense),
+           sizes, strides, rank, elementSize, /*toDense=*/true, copier);
 }
 
 void copyDenseToStrided(const void *dense, const int64_t *sizes,
                         const int64_t *strides, int rank, size_t elementSize,
                         void *dst, const ByteCopier &copier) {
-  const char *from = static_cast<const char *>(dense);
-  char *to = static_cast<char *>(dst);
-  int64_t es = static_cast<int64_t>(elementSize);
-  forEachRow(sizes, strides, rank, elementSize,
-             [&](int64_t offset, size_t at, int64_t count, int64_t step) {
-               if (step == es)
-                 copier.copy2D(to + offset, 0, from + at, 0,
-                               static_cast<size_t>(count) * elementSize, 1);
-               else
-                 copier.copy2D(to + offset, step, from + at, es, elementSize,
-                               static_cast<size_t>(count));
-             });
+  copyRuns(static_cast<const char *>(dst), static_cast<const char *>(dense),
+           sizes, strides, rank, elementSize, /*toDense=*/false, copier);
 }
 
 } // namespace autopar::runtime

@@ -46,13 +46,22 @@ void checkBlas(cublasStatus_t status, const char *call) {
                 cublasLtGetStatusName(status) + ")");
 }
 
-/// The largest power of two (at most 256) that divides \p pointer: what
-/// cuBLASLt may assume of the operand's alignment.
-uint32_t alignmentOf(const void *pointer) {
-  uintptr_t address = reinterpret_cast<uintptr_t>(pointer);
-  uintptr_t lowest = address & (~address + 1);
-  return address == 0 ? 256u
-                      : static_cast<uint32_t>(std::min<uintptr_t>(lowest, 256));
+/// The largest power of two (at most 256) that divides \p value.
+uint32_t powerOfTwoIn(uint64_t value) {
+  uint64_t lowest = value & (~value + 1);
+  return value == 0 ? 256u
+                    : static_cast<uint32_t>(std::min<uint64_t>(lowest, 256));
+}
+
+/// What cuBLASLt may assume of the alignment of every matrix of \p m: its
+/// address, and with several batches the byte offset between them.
+uint32_t alignmentOf(const StoredMatrix &m, int64_t batch, size_t elementSize) {
+  uint32_t alignment = powerOfTwoIn(reinterpret_cast<uintptr_t>(m.data));
+  if (batch > 1)
+    alignment =
+        std::min(alignment, powerOfTwoIn(static_cast<uint64_t>(m.batchStride) *
+                                         elementSize));
+  return alignment;
 }
 
 /// Everything that makes two GEMMs the same problem for cuBLASLt.
@@ -225,9 +234,9 @@ void runGemm(CudaDevice &device, const GemmTypes &types,
   key.strideX = gemm.x.batchStride;
   key.strideY = gemm.y.batchStride;
   key.strideD = gemm.d.batchStride;
-  key.alignX = alignmentOf(gemm.x.data);
-  key.alignY = alignmentOf(gemm.y.data);
-  key.alignD = alignmentOf(gemm.d.data);
+  key.alignX = alignmentOf(gemm.x, gemm.batch, types.abSize);
+  key.alignY = alignmentOf(gemm.y, gemm.batch, types.abSize);
+  key.alignD = alignmentOf(gemm.d, gemm.batch, types.cSize);
   auto &cache = recipes();
   auto it = cache.find(key);
   if (it == cache.end()) {

@@ -51,42 +51,37 @@ std::map<void *, size_t> &blocks() {
 size_t allocated = 0;
 char token; // Handles of contexts, streams and events.
 
+/// The errors the fake reports, with the driver's names and texts.
+struct ErrorText {
+  CUresult code;
+  const char *name, *text;
+};
+constexpr ErrorText Errors[] = {
+    {CUDA_ERROR_OUT_OF_MEMORY, "CUDA_ERROR_OUT_OF_MEMORY", "out of memory"},
+    {CUDA_ERROR_NO_DEVICE, "CUDA_ERROR_NO_DEVICE",
+     "no CUDA-capable device is detected"},
+    {CUDA_ERROR_INVALID_IMAGE, "CUDA_ERROR_INVALID_IMAGE",
+     "device kernel image is invalid"},
+    {CUDA_ERROR_ILLEGAL_ADDRESS, "CUDA_ERROR_ILLEGAL_ADDRESS",
+     "an illegal memory access was encountered"},
+    {CUDA_ERROR_NOT_FOUND, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
+};
+
+const ErrorText &errorText(CUresult code) {
+  static const ErrorText unknown{CUDA_ERROR_UNKNOWN, "CUDA_ERROR_UNKNOWN",
+                                 "fake driver error"};
+  for (const ErrorText &error : Errors)
+    if (error.code == code)
+      return error;
+  return unknown;
+}
+
 CUresult fake_cuGetErrorName(CUresult error, const char **name) {
-  switch (error) {
-  case CUDA_ERROR_OUT_OF_MEMORY:
-    *name = "CUDA_ERROR_OUT_OF_MEMORY";
-    break;
-  case CUDA_ERROR_NO_DEVICE:
-    *name = "CUDA_ERROR_NO_DEVICE";
-    break;
-  case CUDA_ERROR_INVALID_IMAGE:
-    *name = "CUDA_ERROR_INVALID_IMAGE";
-    break;
-  case CUDA_ERROR_ILLEGAL_ADDRESS:
-    *name = "CUDA_ERROR_ILLEGAL_ADDRESS";
-    break;
-  case CUDA_ERROR_NOT_FOUND:
-    *name = "CUDA_ERROR_NOT_FOUND";
-    break;
-  default:
-    *name = "CUDA_ERROR_UNKNOWN";
-  }
+  *name = errorText(error).name;
   return CUDA_SUCCESS;
 }
 CUresult fake_cuGetErrorString(CUresult error, const char **text) {
-  switch (error) {
-  case CUDA_ERROR_NO_DEVICE:
-    *text = "no CUDA-capable device is detected";
-    break;
-  case CUDA_ERROR_INVALID_IMAGE:
-    *text = "device kernel image is invalid";
-    break;
-  case CUDA_ERROR_ILLEGAL_ADDRESS:
-    *text = "an illegal memory access was encountered";
-    break;
-  default:
-    *text = "fake driver error";
-  }
+  *text = errorText(error).text;
   return CUDA_SUCCESS;
 }
 CUresult fake_cuInit(unsigned) {

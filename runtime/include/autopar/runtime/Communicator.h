@@ -219,6 +219,28 @@ private:
   CommStats stats{};
 };
 
+/// Declares, in the class body of a Communicator implementation, the
+/// operations it implements (all of them).
+#define AUTOPAR_COMMUNICATOR_OPERATIONS                                        \
+  void doAllReduce(const void *in, void *out, int64_t count, DType dtype,      \
+                   ReduceOp op, CommScope scope) override;                     \
+  void doAllGather(const void *in, void *out, int64_t countPerRank,            \
+                   DType dtype, CommScope scope) override;                     \
+  void doReduceScatter(const void *in, void *out, int64_t countPerRank,        \
+                       DType dtype, ReduceOp op, CommScope scope) override;    \
+  void doAllToAll(const void *in, void *out, int64_t countPerRank,             \
+                  DType dtype, CommScope scope) override;                      \
+  void doBroadcast(void *buffer, int64_t count, DType dtype, int64_t root,     \
+                   CommScope scope) override;                                  \
+  void doSend(const void *buffer, int64_t count, DType dtype, int64_t peer,    \
+              CommScope scope) override;                                       \
+  void doRecv(void *buffer, int64_t count, DType dtype, int64_t peer,          \
+              CommScope scope) override;                                       \
+  void doScatter(const void *in, void *out, int64_t countPerRank, DType dtype, \
+                 int64_t root, CommScope scope) override;                      \
+  void doGather(const void *in, void *out, int64_t countPerRank, DType dtype,  \
+                int64_t root, CommScope scope) override;
+
 /// A world of one rank, without MPI: every scope has one member, collectives
 /// copy in to out. send and recv have no peer and throw.
 class LocalCommunicator : public Communicator {

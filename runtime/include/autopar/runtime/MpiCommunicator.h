@@ -64,24 +64,7 @@ public:
   void maxOverWorld(double *values, int count) override;
 
 protected:
-  void doAllReduce(const void *in, void *out, int64_t count, DType dtype,
-                   ReduceOp op, CommScope scope) override;
-  void doAllGather(const void *in, void *out, int64_t countPerRank, DType dtype,
-                   CommScope scope) override;
-  void doReduceScatter(const void *in, void *out, int64_t countPerRank,
-                       DType dtype, ReduceOp op, CommScope scope) override;
-  void doAllToAll(const void *in, void *out, int64_t countPerRank, DType dtype,
-                  CommScope scope) override;
-  void doBroadcast(void *buffer, int64_t count, DType dtype, int64_t root,
-                   CommScope scope) override;
-  void doSend(const void *buffer, int64_t count, DType dtype, int64_t peer,
-              CommScope scope) override;
-  void doRecv(void *buffer, int64_t count, DType dtype, int64_t peer,
-              CommScope scope) override;
-  void doScatter(const void *in, void *out, int64_t countPerRank, DType dtype,
-                 int64_t root, CommScope scope) override;
-  void doGather(const void *in, void *out, int64_t countPerRank, DType dtype,
-                int64_t root, CommScope scope) override;
+  AUTOPAR_COMMUNICATOR_OPERATIONS
 
 private:
   struct Comms;
