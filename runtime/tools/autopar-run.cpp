@@ -71,6 +71,12 @@ Without --inputs, inputs are drawn at random, reproducibly from the seed and
 the input's name: floating-point values uniform in [-1, 1), integers uniform
 in [0, 10) (so that token ids and labels stay in range), bools 0 or 1.
 A '/' in a tensor name becomes '_' in its file name.
+
+GPU artifacts (manifest target "cuda") run one rank per GPU (local rank
+modulo the node's GPUs) through libautopar_cuda.so, from ../lib beside this
+program or $AUTOPAR_CUDA_RUNTIME; step times include copying the inputs in
+and the outputs out. Their collectives use NCCL, or MPI through host memory
+when ranks share a GPU; AUTOPAR_COLLECTIVES=nccl or =mpi forces one.
 )";
 
 /// The watchdog's timeout with more than one rank, unless set.
