@@ -11,8 +11,13 @@ build="${1:-$root/build}"
 "$root/scripts/setup.sh"
 
 if [ ! -f "$build/build.ninja" ]; then
+  # ccache, when installed, makes rebuilds of a fresh checkout cheap.
+  launcher=()
+  if command -v ccache >/dev/null; then
+    launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+  fi
   cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-    -DLLVM_EXTERNAL_LIT=/usr/lib/llvm-22/bin/lit
+    -DLLVM_EXTERNAL_LIT=/usr/lib/llvm-22/bin/lit "${launcher[@]}"
 fi
 ninja -C "$build"
 # Each suite parallelizes itself; ctest runs them one after another.

@@ -13,7 +13,7 @@ config.suffixes = [".mlir", ".onnxtxt"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.autopar_obj_root, "test")
 # Integration/ and Conformance/ are driven by their own runners (ctest).
-config.excludes = ["Integration", "Conformance", "lit.cfg.py", "external-data.onnxtxt.py",
+config.excludes = ["Integration", "Conformance", "Inputs", "lit.cfg.py", "external-data.onnxtxt.py",
                    "lit.site.cfg.py", "CMakeLists.txt"]
 
 config.substitutions.append(("%PATH%", config.environment["PATH"]))

@@ -11,6 +11,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/SymbolTable.h"
 
 namespace autopar {
@@ -42,10 +43,31 @@ struct LowerCollectivesToRuntimePass
   void runOnOperation() override {
     ModuleOp module = getOperation();
     SymbolTableCollection symbols;
+    // A sum all-reduced only to be sliced is a reduce-scatter: upstream
+    // shard-partition reshards a partial sum to a split that way; moving
+    // half the bytes is worth the rewrite.
+    module.walk([&](shard::AllSliceOp slice) {
+      auto reduce = slice.getInput().getDefiningOp<shard::AllReduceOp>();
+      if (!reduce || !reduce->hasOneUse() ||
+          reduce.getReduction() != shard::ReductionKind::Sum ||
+          reduce.getGridAxes() != slice.getGridAxes() ||
+          reduce.getInput().getType() != reduce.getResult().getType())
+        return;
+      OpBuilder b(slice);
+      auto scatter = shard::ReduceScatterOp::create(
+          b, slice.getLoc(), slice.getResult().getType(), reduce.getGridAttr(),
+          reduce.getGridAxesAttr(), reduce.getInput(),
+          shard::ReductionKindAttr::get(b.getContext(),
+                                        shard::ReductionKind::Sum),
+          slice.getSliceAxisAttr());
+      slice.getResult().replaceAllUsesWith(scatter.getResult());
+      slice.erase();
+      reduce.erase();
+    });
     SmallVector<Operation *> worklist;
     module.walk([&](Operation *op) {
       if (isa<shard::AllReduceOp, shard::AllGatherOp, shard::ReduceScatterOp,
-              shard::AllToAllOp, shard::ProcessMultiIndexOp,
+              shard::AllToAllOp, shard::AllSliceOp, shard::ProcessMultiIndexOp,
               shard::GridShapeOp>(op))
         worklist.push_back(op);
     });
@@ -124,6 +146,47 @@ struct LowerCollectivesToRuntimePass
     return success();
   }
 
+  /// This rank's coordinate on grid axis `axis`, as an index.
+  Value gridCoord(OpBuilder &b, Location loc, int64_t axis) {
+    func::FuncOp coord =
+        declare("autopar_rt_grid_coord",
+                b.getFunctionType({b.getI64Type()}, {b.getI64Type()}),
+                /*cInterface=*/false);
+    Value a = arith::ConstantIntOp::create(b, loc, b.getI64Type(), axis);
+    Value c = func::CallOp::create(b, loc, coord, ValueRange{a}).getResult(0);
+    return arith::IndexCastOp::create(b, loc, b.getIndexType(), c);
+  }
+
+  /// all_slice moves no data: each rank keeps its block of a replicated
+  /// tensor, block `coord` along the slice axis.
+  LogicalResult lowerAllSlice(shard::AllSliceOp op) {
+    auto axis = singleAxis(op, op.getGridAxes());
+    if (failed(axis))
+      return failure();
+    auto outType = cast<RankedTensorType>(op.getResult().getType());
+    if (!outType.hasStaticShape())
+      return op->emitError("autopar-lower-collectives-to-runtime: all_slice "
+                           "of a dynamically shaped tensor is not supported");
+    OpBuilder b(op);
+    Location loc = op.getLoc();
+    int64_t dim = op.getSliceAxis().getSExtValue();
+    Value blockSize =
+        arith::ConstantIndexOp::create(b, loc, outType.getDimSize(dim));
+    Value offset =
+        arith::MulIOp::create(b, loc, gridCoord(b, loc, *axis), blockSize);
+    SmallVector<OpFoldResult> offsets(outType.getRank(), b.getIndexAttr(0));
+    offsets[dim] = offset;
+    SmallVector<OpFoldResult> sizes,
+        strides(outType.getRank(), b.getIndexAttr(1));
+    for (int64_t size : outType.getShape())
+      sizes.push_back(b.getIndexAttr(size));
+    Value result = tensor::ExtractSliceOp::create(
+        b, loc, outType, op.getInput(), offsets, sizes, strides);
+    op.getResult().replaceAllUsesWith(result);
+    op.erase();
+    return success();
+  }
+
   LogicalResult lower(Operation *op, SymbolTableCollection &symbols) {
     if (auto ar = dyn_cast<shard::AllReduceOp>(op)) {
       auto axis = singleAxis(op, ar.getGridAxes());
@@ -171,6 +234,8 @@ struct LowerCollectivesToRuntimePass
     }
     OpBuilder b(op);
     Location loc = op->getLoc();
+    if (auto slice = dyn_cast<shard::AllSliceOp>(op))
+      return lowerAllSlice(slice);
     if (auto shape = dyn_cast<shard::GridShapeOp>(op)) {
       shard::GridOp grid = shard::getGrid(op, shape.getGridAttr(), symbols);
       if (!grid)
@@ -188,17 +253,10 @@ struct LowerCollectivesToRuntimePass
     shard::GridOp grid = shard::getGrid(op, index.getGridAttr(), symbols);
     if (!grid)
       return op->emitError("unknown grid");
-    func::FuncOp coord =
-        declare("autopar_rt_grid_coord",
-                b.getFunctionType({b.getI64Type()}, {b.getI64Type()}),
-                /*cInterface=*/false);
     ArrayRef<int16_t> axes = index.getAxes();
     for (auto [i, result] : llvm::enumerate(op->getResults())) {
       int64_t axis = axes.empty() ? i : axes[i];
-      Value a = arith::ConstantIntOp::create(b, loc, b.getI64Type(), axis);
-      Value c = func::CallOp::create(b, loc, coord, ValueRange{a}).getResult(0);
-      result.replaceAllUsesWith(
-          arith::IndexCastOp::create(b, loc, b.getIndexType(), c));
+      result.replaceAllUsesWith(gridCoord(b, loc, axis));
     }
     op->erase();
     return success();

@@ -27,7 +27,17 @@ collectArtifactArguments(func::FuncOp main) {
   auto add = [&](DictionaryAttr dict, Type type,
                  bool isResult) -> LogicalResult {
     ArtifactArgument arg;
-    if (isResult) {
+    llvm::StringRef activation =
+        isResult ? attrs::kActivationOut : attrs::kActivationIn;
+    if (!(arg.name = stringAttr(dict, activation)).empty()) {
+      arg.kind = isResult ? ArtifactArgument::Kind::ActivationOut
+                          : ArtifactArgument::Kind::ActivationIn;
+      auto peer = dict.getAs<IntegerAttr>(attrs::kPeerStage);
+      if (!peer)
+        return main.emitError("activation '")
+               << arg.name << "' has no '" << attrs::kPeerStage << "'";
+      arg.peerStage = peer.getInt();
+    } else if (isResult) {
       arg.kind = ArtifactArgument::Kind::Output;
       arg.name = stringAttr(dict, attrs::kOutput);
     } else if (!(arg.name = stringAttr(dict, attrs::kParameter)).empty()) {
@@ -63,6 +73,10 @@ static llvm::StringRef kindName(ArtifactArgument::Kind kind) {
     return "input";
   case ArtifactArgument::Kind::Output:
     return "output";
+  case ArtifactArgument::Kind::ActivationIn:
+    return "activation_in";
+  case ArtifactArgument::Kind::ActivationOut:
+    return "activation_out";
   }
   return "";
 }
@@ -72,62 +86,101 @@ LogicalResult writeManifest(llvm::StringRef dir,
                             const llvm::StringMap<WeightSource> &weights,
                             std::string &error) {
   std::string constants;
-  llvm::json::Array arguments;
-  for (ArtifactArgument &arg : description.arguments) {
-    llvm::json::Object entry{{"kind", kindName(arg.kind)},
-                             {"name", arg.name},
-                             {"dtype", arg.dtype},
-                             {"shape", llvm::json::Array(arg.shape)}};
-    if (arg.splitDim >= 0) {
-      entry["global_shape"] = llvm::json::Array(arg.globalShape);
-      entry["split"] =
-          llvm::json::Object{{"axis", arg.splitAxis}, {"dim", arg.splitDim}};
-    }
-    if (arg.kind == ArtifactArgument::Kind::Parameter) {
-      auto it = weights.find(arg.name);
-      if (it == weights.end()) {
-        error = "initializer '" + arg.name + "' was not found in the model";
-        return failure();
+  /// Where each parameter is, once: stages may share one (tied weights).
+  llvm::StringMap<WeightSource> sources;
+  auto argumentList =
+      [&](std::vector<ArtifactArgument> &args) -> FailureOr<llvm::json::Array> {
+    llvm::json::Array list;
+    for (ArtifactArgument &arg : args) {
+      llvm::json::Object entry{{"kind", kindName(arg.kind)},
+                               {"name", arg.name},
+                               {"dtype", arg.dtype},
+                               {"shape", llvm::json::Array(arg.shape)}};
+      if (!arg.globalShape.empty() && arg.globalShape != arg.shape)
+        entry["global_shape"] = llvm::json::Array(arg.globalShape);
+      if (arg.splitDim >= 0)
+        entry["split"] =
+            llvm::json::Object{{"axis", arg.splitAxis}, {"dim", arg.splitDim}};
+      if (arg.peerStage >= 0)
+        entry["peer_stage"] = arg.peerStage;
+      if (arg.kind == ArtifactArgument::Kind::Parameter) {
+        auto known = sources.find(arg.name);
+        if (known == sources.end()) {
+          auto it = weights.find(arg.name);
+          if (it == weights.end()) {
+            error = "initializer '" + arg.name + "' was not found in the model";
+            return failure();
+          }
+          WeightSource source = it->second;
+          if (source.file.empty()) {
+            // Not stored raw: the decoded bytes travel in constants.bin.
+            source.file = "constants.bin";
+            source.offset = constants.size();
+            constants += source.bytes;
+          }
+          known = sources.try_emplace(arg.name, source).first;
+        }
+        const WeightSource &source = known->second;
+        entry["source"] = llvm::json::Object{{"file", source.file},
+                                             {"offset", source.offset},
+                                             {"length", source.length}};
       }
-      WeightSource source = it->second;
-      if (source.file.empty()) {
-        // Not stored raw: the decoded bytes travel in constants.bin.
-        source.file = "constants.bin";
-        source.offset = constants.size();
-        constants += source.bytes;
-      }
-      entry["source"] = llvm::json::Object{{"file", source.file},
-                                           {"offset", source.offset},
-                                           {"length", source.length}};
+      list.push_back(std::move(entry));
     }
-    arguments.push_back(std::move(entry));
+    return list;
+  };
+
+  // A single program keeps its arguments at the top level (as before
+  // pipelines); pipeline stages each list their own.
+  bool pipelined = description.pipeline.has_value();
+  llvm::json::Array programs;
+  std::optional<llvm::json::Array> topArguments;
+  for (ArtifactProgram &program : description.programs) {
+    FailureOr<llvm::json::Array> args = argumentList(program.arguments);
+    if (failed(args))
+      return failure();
+    llvm::json::Object entry{{"name", program.name},
+                             {"library", program.library},
+                             {"entry", "autopar_entry"}};
+    if (pipelined)
+      entry["arguments"] = std::move(*args);
+    else
+      topArguments = std::move(*args);
+    programs.push_back(std::move(entry));
   }
 
-  // Rank r sits at (dp, tp, pp) coordinates with tp innermost.
+  // Rank r sits at (dp, tp, pp) coordinates with tp innermost; the ranks of
+  // pipeline stage k run program k.
   llvm::json::Array ranks;
-  for (int64_t r = 0; r < description.worldSize; ++r)
+  for (int64_t r = 0; r < description.worldSize; ++r) {
+    int64_t stage = r / (description.tp * description.dp);
     ranks.push_back(llvm::json::Object{
         {"rank", r},
-        {"program", "stage0"},
+        {"program", description.programs[pipelined ? stage : 0].name},
         {"coords",
          llvm::json::Object{{"dp", (r / description.tp) % description.dp},
                             {"tp", r % description.tp},
-                            {"pp", r / (description.tp * description.dp)}}}});
+                            {"pp", stage}}}});
+  }
   llvm::json::Object manifest{
       {"format", "autopar-artifact"},
       {"version", 1},
       {"model", description.modelPath},
       {"cluster", description.cluster},
       {"world_size", description.worldSize},
-      {"programs", llvm::json::Array{llvm::json::Object{
-                       {"name", "stage0"},
-                       {"library", description.libraryName},
-                       {"entry", "autopar_entry"}}}},
+      {"programs", std::move(programs)},
       {"grid", llvm::json::Object{{"dp", description.dp},
                                   {"tp", description.tp},
                                   {"pp", description.pp}}},
-      {"ranks", std::move(ranks)},
-      {"arguments", std::move(arguments)}};
+      {"ranks", std::move(ranks)}};
+  if (topArguments)
+    manifest["arguments"] = std::move(*topArguments);
+  if (pipelined)
+    manifest["pipeline"] = llvm::json::Object{
+        {"stages", description.pp},
+        {"micro_batches", description.pipeline->microBatches},
+        {"micro_batch_size", description.pipeline->microBatchSize},
+        {"schedule", description.pipeline->schedule}};
 
   auto writeFile = [&](llvm::StringRef name,
                        llvm::function_ref<void(llvm::raw_ostream &)> body) {

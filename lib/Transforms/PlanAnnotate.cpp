@@ -8,12 +8,15 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "PlannerImpl.h"
+
 #include "autopar/Import/OnnxImporter.h"
 #include "autopar/Transforms/Planner.h"
 
 #include "mlir/Dialect/Shard/IR/ShardDialect.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Builders.h"
+#include "llvm/Support/FormatVariadic.h"
 
 using namespace mlir;
 namespace autopar {
@@ -62,7 +65,7 @@ void annotateModuleWithPlan(ModuleOp module, const PlanResult &result) {
       }));
 
   for (auto [op, stage] : result.opStages)
-    op->setAttr("autopar.stage", b.getI64IntegerAttr(stage));
+    op->setAttr(attrs::kStage, b.getI64IntegerAttr(stage));
 
   // Graph inputs are split over dp along the batch.
   auto main = module.lookupSymbol<func::FuncOp>("main");
@@ -114,6 +117,26 @@ void annotateModuleWithPlan(ModuleOp module, const PlanResult &result) {
                                             /*annotate_for_users=*/false);
     res.replaceAllUsesExcept(annotated.getResult(), annotated);
   }
+}
+
+llvm::Error assignPipelineStages(func::FuncOp main, const PlanCandidate &plan) {
+  auto graph = plan::buildProgramGraph(main);
+  if (failed(graph))
+    return llvm::createStringError("cannot analyze @main for pipeline stages");
+  int64_t planned =
+      plan.stages.empty() ? 0 : plan.stages.back().lastSegment + 1;
+  if (int64_t(graph->segments.size()) != planned)
+    return llvm::createStringError(llvm::formatv(
+        "the program for one micro-batch cuts into {0} segments, but the plan "
+        "was made for {1}; pipeline stages cannot be mapped onto it",
+        graph->segments.size(), planned));
+  Builder b(main.getContext());
+  for (auto [k, stage] : llvm::enumerate(plan.stages))
+    for (int64_t s = stage.firstSegment; s <= stage.lastSegment; ++s)
+      for (int64_t i = graph->segments[s].first; i <= graph->segments[s].last;
+           ++i)
+        graph->ops[i].op->setAttr(attrs::kStage, b.getI64IntegerAttr(k));
+  return llvm::Error::success();
 }
 
 } // namespace autopar

@@ -36,6 +36,20 @@ static llvm::json::Object predictedJson(const PlanCandidate &c) {
       {"fits", c.fits}};
 }
 
+/// {axis: {op: {calls, bus_bytes}}}: what `autopar-run --comm-stats-json`
+/// measures, in the same shape.
+static llvm::json::Object collectivesJson(const PlanCandidate &c) {
+  llvm::json::Object axes;
+  for (const CollectiveVolume &v : c.collectives) {
+    llvm::json::Value &axis = axes[v.axis];
+    if (!axis.getAsObject())
+      axis = llvm::json::Object{};
+    (*axis.getAsObject())[v.op] =
+        llvm::json::Object{{"calls", v.calls}, {"bus_bytes", v.busBytes}};
+  }
+  return axes;
+}
+
 static llvm::json::Object meshJson(const PlanCandidate &c) {
   return llvm::json::Object{{"dp", c.dp}, {"tp", c.tp}, {"pp", c.pp}};
 }
@@ -85,6 +99,7 @@ llvm::json::Value planReportJson(const PlanResult &result,
       {"schedule", scheduleName(best.schedule)},
       {"stages", std::move(stages)},
       {"predicted", predictedJson(best)},
+      {"predicted_collectives", collectivesJson(best)},
       {"search_time_s", result.searchSeconds},
       {"search",
        llvm::json::Object{
@@ -106,6 +121,15 @@ std::string plan::formatSeconds(double s) {
   return llvm::formatv("{0:F1} us", s * 1e6).str();
 }
 
+/// A count with a unit that keeps it readable: "1.01T", "124.4M", "8.4K".
+static std::string formatCount(double n) {
+  for (auto [scale, unit] : {std::pair{1e12, "T"}, {1e9, "B"}, {1e6, "M"},
+                             {1e3, "K"}})
+    if (n >= scale)
+      return llvm::formatv("{0:F2}{1}", n / scale, unit).str();
+  return llvm::formatv("{0}", int64_t(n)).str();
+}
+
 void printPlanTable(llvm::raw_ostream &os, const PlanResult &result,
                     const PlanRequest &request) {
   const PlanCandidate &b = result.best;
@@ -114,10 +138,10 @@ void printPlanTable(llvm::raw_ostream &os, const PlanResult &result,
                       request.modelName, c.name, c.nodes, c.gpusPerNode,
                       c.device.name);
   os << llvm::formatv("  mode {0}, precision {1}, global batch {2} ({3} "
-                      "tokens), {4:F3}B parameters\n",
+                      "tokens), {4} parameters\n",
                       request.mode == PlanMode::Training ? "train" : "infer",
                       precisionName(request.precision), result.globalBatch,
-                      result.tokensPerStep, result.parameters / 1e9);
+                      result.tokensPerStep, formatCount(result.parameters));
   os << llvm::formatv("  mesh          dp={0} tp={1} pp={2}   zero {3}   "
                       "micro-batch {4} x {5}   recompute {6}   schedule {7}\n",
                       b.dp, b.tp, b.pp, b.zeroStage, b.microBatchSize,

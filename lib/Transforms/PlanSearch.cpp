@@ -15,6 +15,7 @@
 #include "llvm/Support/FormatVariadic.h"
 
 #include <chrono>
+#include <limits>
 #include <map>
 #include <set>
 
@@ -150,21 +151,84 @@ private:
     return ctx;
   }
   const std::vector<SegmentCost> &segmentCosts(int64_t tp, int64_t microBatch);
+  std::vector<SegmentCost> solveChain(int64_t tp, const CostContext &ctx);
   double segmentSeconds(const SegmentCost &c, Recompute r) const;
   const StageSplit &stages(int64_t tp, int64_t microBatch, Recompute r,
                            int64_t pp);
   PlanCandidate evaluate(int64_t dp, int64_t tp, int64_t pp, int zero,
                          int64_t microBatch, Recompute r);
   void explain(const PlanCandidate &best, PlanResult &result);
+  std::vector<CollectiveVolume> collectiveVolume(const PlanCandidate &c);
 
   const ProgramGraph &graph;
   const PlanRequest &request;
   const ClusterSpec &cluster;
-  /// Options chosen per distinct segment, per tp.
-  std::map<std::pair<int64_t, int64_t>, std::vector<int>> solutions;
+  /// Per tp, the chosen boundaries and options of every segment.
+  std::map<int64_t, std::vector<SegmentCost>> chains;
   std::map<std::pair<int64_t, int64_t>, std::vector<SegmentCost>> costs;
   std::map<std::tuple<int64_t, int64_t, int, int64_t>, StageSplit> splits;
 };
+
+/// The sharding of every op for `tp`: each segment is solved exactly for
+/// each pair of shardings at its ends, and a dynamic program along the chain
+/// of segments picks the cheapest sequence of boundary shardings, so that a
+/// split may run across cuts (Megatron's column-parallel Gemm, activation,
+/// row-parallel Gemm) instead of being gathered at every one.
+std::vector<SegmentCost> Search::solveChain(int64_t tp,
+                                            const CostContext &ctx) {
+  int64_t n = graph.segments.size();
+  // candidates[k]: shardings of the activation entering segment k.
+  std::vector<llvm::SmallVector<TensorSharding>> candidates(n + 1);
+  candidates[0] = {kReplicated};
+  candidates[n] = {kReplicated};
+  for (int64_t k = 1; k < n; ++k)
+    candidates[k] =
+        boundaryShardings(graph, segmentInput(graph, graph.segments[k]), tp);
+  std::map<std::pair<int64_t, SegmentBoundary>, SegmentCost> solved;
+  auto solve = [&](int64_t k, SegmentBoundary b) -> const SegmentCost & {
+    const Segment &seg = graph.segments[k];
+    auto key = std::make_pair(seg.distinctId, b);
+    auto it = solved.find(key);
+    if (it != solved.end())
+      return it->second;
+    // One dynamic program serves every way of leaving the segment.
+    const auto &outs = candidates[k + 1];
+    std::vector<SegmentCost> all =
+        solveSegmentForOutputs(graph, seg, tp, ctx, b.in, outs);
+    for (auto [j, cost] : llvm::enumerate(all))
+      solved.emplace(
+          std::make_pair(seg.distinctId, SegmentBoundary{b.in, outs[j]}),
+          std::move(cost));
+    return solved.at(key);
+  };
+  constexpr double kUnreached = std::numeric_limits<double>::infinity();
+  std::vector<std::vector<double>> best(n + 1);
+  std::vector<std::vector<int>> from(n + 1);
+  for (int64_t k = 0; k <= n; ++k) {
+    best[k].assign(candidates[k].size(), kUnreached);
+    from[k].assign(candidates[k].size(), -1);
+  }
+  best[0][0] = 0;
+  for (int64_t k = 0; k < n; ++k)
+    for (auto [i, in] : llvm::enumerate(candidates[k])) {
+      if (best[k][i] == kUnreached)
+        continue;
+      for (auto [j, out] : llvm::enumerate(candidates[k + 1])) {
+        double cost = best[k][i] + solve(k, {in, out}).objective;
+        if (cost < best[k + 1][j]) {
+          best[k + 1][j] = cost;
+          from[k + 1][j] = int(i);
+        }
+      }
+    }
+  std::vector<SegmentCost> result(n);
+  for (int64_t k = n, j = 0; k > 0; --k) {
+    int i = from[k][j];
+    result[k - 1] = solve(k - 1, {candidates[k - 1][i], candidates[k][j]});
+    j = i;
+  }
+  return result;
+}
 
 const std::vector<SegmentCost> &Search::segmentCosts(int64_t tp,
                                                      int64_t microBatch) {
@@ -173,24 +237,28 @@ const std::vector<SegmentCost> &Search::segmentCosts(int64_t tp,
   if (it != costs.end())
     return it->second;
   CostContext ctx = context(tp, microBatch);
+  // The shardings are chosen once per tp; other micro-batch sizes re-cost
+  // the same choices (cheap), as the batch scales compute and
+  // communication alike.
+  auto chain = chains.find(tp);
+  if (chain == chains.end()) {
+    std::vector<SegmentCost> solved = solveChain(tp, ctx);
+    chains[tp] = solved;
+    return costs[key] = std::move(solved);
+  }
   std::vector<SegmentCost> result;
-  std::vector<SegmentCost> byDistinct(graph.distinctSegments);
-  std::vector<bool> done(graph.distinctSegments, false);
-  for (const Segment &seg : graph.segments) {
-    if (!done[seg.distinctId]) {
-      auto solKey = std::make_pair(seg.distinctId, tp);
-      auto sol = solutions.find(solKey);
-      if (sol == solutions.end()) {
-        SegmentCost solved = solveSegment(graph, seg, tp, ctx);
-        solutions[solKey] = solved.choice;
-        byDistinct[seg.distinctId] = std::move(solved);
-      } else {
-        byDistinct[seg.distinctId] =
-            evaluateSegment(graph, seg, tp, ctx, sol->second);
-      }
-      done[seg.distinctId] = true;
-    }
-    result.push_back(byDistinct[seg.distinctId]);
+  std::map<std::pair<int64_t, SegmentBoundary>, SegmentCost> evaluated;
+  for (auto [k, seg] : llvm::enumerate(graph.segments)) {
+    const SegmentCost &chosen = chain->second[k];
+    auto evalKey = std::make_pair(seg.distinctId, chosen.boundary);
+    auto found = evaluated.find(evalKey);
+    if (found == evaluated.end())
+      found =
+          evaluated
+              .emplace(evalKey, evaluateSegment(graph, seg, tp, ctx,
+                                                chosen.choice, chosen.boundary))
+              .first;
+    result.push_back(found->second);
   }
   return costs[key] = std::move(result);
 }
@@ -292,7 +360,7 @@ PlanCandidate Search::evaluate(int64_t dp, int64_t tp, int64_t pp, int zero,
 
   // Memory and data-parallel synchronization per stage; the most loaded
   // stage is reported.
-  double worstMemory = -1, dpExposed = 0, optimizer = 0;
+  double worstMemory = -1, dpExposed = 0, zero3Exposed = 0, optimizer = 0;
   for (int64_t s = 0; s < int64_t(split.ranges.size()); ++s) {
     StagePlan stage;
     stage.firstSegment = split.ranges[s].first;
@@ -330,25 +398,47 @@ PlanCandidate Search::evaluate(int64_t dp, int64_t tp, int64_t pp, int zero,
       m.optimizerStates = state.optimizerStates;
       m.activations =
           saved * microBatchesInFlight(c.schedule, pp, s, c.numMicroBatches);
-      // Gradients are reduced over dp once per step (reduce-scatter for
-      // ZeRO >= 2, all-reduce otherwise; ZeRO 1-2 then all-gather the
-      // updated parameters, ZeRO-3 gathers them for every micro-batch's
-      // forward and backward).
-      double gradBytes =
-          params * (request.precision == Precision::FP32 ? 4 : 2);
+      // Gradients are reduced over dp: ZeRO 0 all-reduces them once per
+      // step, ZeRO 1-2 reduce-scatter them and all-gather the updated
+      // parameters; all overlapped with the last micro-batch's backward.
+      // ZeRO-3 keeps only its shard of parameters and gradients, so every
+      // layer's parameters are gathered before its forward and again before
+      // its backward, and its gradients reduce-scattered after it, in every
+      // micro-batch: each prefetched while the layer before computes, so
+      // only what a layer's compute cannot hide is exposed, and every
+      // collective pays its latency.
+      double elementBytes = request.precision == Precision::FP32 ? 4 : 2;
+      double gradBytes = params * elementBytes;
       GroupPlacement dpGroup = dpPlacement(dp, tp);
       if (dp > 1) {
         auto t = [&](Collective k, double b) {
           return collectiveTime(cluster, k, b, dpGroup).seconds;
         };
-        if (zero == 0)
+        if (zero == 0) {
           dpComm = t(Collective::AllReduce, gradBytes);
-        else
+        } else if (zero < 3) {
           dpComm = t(Collective::ReduceScatter, gradBytes) +
                    t(Collective::AllGather, gradBytes);
-        if (zero == 3)
-          dpComm += 2 * c.numMicroBatches * t(Collective::AllGather, gradBytes);
-        m.communication += gradBytes / std::max<int64_t>(1, dp); // bucket
+          m.communication += gradBytes / dp; // bucket
+        } else {
+          double perMicroBatch = 0, largestLayer = 0;
+          for (int64_t i = stage.firstSegment; i <= stage.lastSegment; ++i) {
+            double bytes = segs[i].parameterElementsPerRank * elementBytes;
+            if (bytes <= 0)
+              continue;
+            double gather = t(Collective::AllGather, bytes);
+            perMicroBatch +=
+                std::max(0.0, gather - segs[i].forwardCompute) +
+                std::max(0.0, gather + t(Collective::ReduceScatter, bytes) -
+                                  segs[i].backwardCompute -
+                                  segs[i].recomputeCompute[int(r)]);
+            largestLayer = std::max(largestLayer, bytes);
+          }
+          zero3Exposed =
+              std::max(zero3Exposed, perMicroBatch * c.numMicroBatches);
+          // The layer in use and the one being prefetched, gathered whole.
+          m.communication += 2 * largestLayer;
+        }
       }
       if (tp > 1 && tpGradBytes > 0)
         dpComm += collectiveTime(cluster, Collective::AllReduce, tpGradBytes,
@@ -394,9 +484,10 @@ PlanCandidate Search::evaluate(int64_t dp, int64_t tp, int64_t pp, int zero,
   }
   c.time.compute = perMicroBatchCompute * c.numMicroBatches;
   c.time.exposedCommunication = perMicroBatchComm * c.numMicroBatches +
-                                dpExposed + (pp > 1 ? 2 * (pp - 1) * p2p : 0);
+                                dpExposed + zero3Exposed +
+                                (pp > 1 ? 2 * (pp - 1) * p2p : 0);
   c.time.optimizer = optimizer;
-  c.stepSeconds = pipe.seconds + dpExposed + optimizer;
+  c.stepSeconds = pipe.seconds + dpExposed + zero3Exposed + optimizer;
   c.bubbleFraction = bubbleFraction(pp, c.numMicroBatches);
   c.fits = c.memory.total() <= cluster.device.memoryGiB * kGiB;
   double modelFlops = graph.forwardFlops * (training ? 3 : 1);
@@ -409,6 +500,91 @@ PlanCandidate Search::evaluate(int64_t dp, int64_t tp, int64_t pp, int zero,
 }
 
 /// Says why `loser` lost to `best`.
+/// Adds up, per stage, the collectives the plan's programs issue in one
+/// step, and keeps for each axis and operation the busiest stage's figures
+/// (every rank of a stage issues the same ones).
+std::vector<CollectiveVolume> Search::collectiveVolume(const PlanCandidate &c) {
+  bool training = request.mode == PlanMode::Training;
+  const std::vector<SegmentCost> &segs = segmentCosts(c.tp, c.microBatchSize);
+  const StageSplit &split = stages(c.tp, c.microBatchSize, c.recompute, c.pp);
+  std::map<std::pair<std::string, std::string>, CollectiveVolume> busiest;
+  auto keep = [&](llvm::StringRef axis, llvm::StringRef op, double calls,
+                  double busBytes) {
+    if (calls <= 0)
+      return;
+    CollectiveVolume &v = busiest[{axis.str(), op.str()}];
+    v.axis = axis.str();
+    v.op = op.str();
+    v.calls = std::max(v.calls, calls);
+    v.busBytes = std::max(v.busBytes, busBytes);
+  };
+  auto keepTally = [&](llvm::StringRef axis, const CollectiveTally &t,
+                       int64_t n) {
+    for (int k = 0; k < CollectiveTally::kKinds; ++k)
+      keep(axis, collectiveName(Collective(k)), t.calls[k],
+           t.bytes[k] * busBandwidthFactor(Collective(k), n));
+  };
+  double elementBytes = request.precision == Precision::FP32 ? 4 : 2;
+  for (int64_t s = 0; s < int64_t(split.ranges.size()); ++s) {
+    auto [first, last] = split.ranges[s];
+    CollectiveTally tp, dp;
+    double params = 0, tpGradBytes = 0;
+    for (int64_t i = first; i <= last; ++i) {
+      tp.add(segs[i].forwardCollectives, double(c.numMicroBatches));
+      if (training)
+        tp.add(segs[i].backwardCollectives, double(c.numMicroBatches));
+      params += segs[i].parameterElementsPerRank;
+      tpGradBytes += segs[i].tpGradientSyncBytes;
+    }
+    if (training && c.tp > 1 && tpGradBytes > 0)
+      tp.add(Collective::AllReduce, tpGradBytes);
+    keepTally("tp", tp, c.tp);
+    // Gradient synchronization over dp, as the step time models it.
+    if (training && c.dp > 1) {
+      double gradBytes = params * elementBytes;
+      if (c.zeroStage == 0) {
+        dp.add(Collective::AllReduce, gradBytes);
+      } else if (c.zeroStage < 3) {
+        dp.add(Collective::ReduceScatter, gradBytes);
+        dp.add(Collective::AllGather, gradBytes);
+      } else {
+        // Per layer and micro-batch: gather for the forward and for the
+        // backward, reduce-scatter the gradients.
+        for (int64_t i = first; i <= last; ++i) {
+          double bytes = segs[i].parameterElementsPerRank * elementBytes;
+          if (bytes <= 0)
+            continue;
+          for (int64_t m = 0; m < c.numMicroBatches; ++m) {
+            dp.add(Collective::AllGather, bytes);
+            dp.add(Collective::AllGather, bytes);
+            dp.add(Collective::ReduceScatter, bytes);
+          }
+        }
+      }
+      keepTally("dp", dp, c.dp);
+    }
+    // Pipeline boundaries: the activation handed to the next stage per
+    // micro-batch (and its gradient back when training).
+    if (c.pp > 1) {
+      auto boundary = [&](int64_t stage) {
+        int64_t lastSegment = split.ranges[stage].second;
+        return segs[lastSegment].savedActivationBytes[int(Recompute::Full)];
+      };
+      double m = double(c.numMicroBatches);
+      double out = s + 1 < c.pp ? boundary(s) : 0;
+      double in = s > 0 ? boundary(s - 1) : 0;
+      double sends = (out > 0 ? m : 0) + (training && in > 0 ? m : 0);
+      double recvs = (in > 0 ? m : 0) + (training && out > 0 ? m : 0);
+      keep("pp", "send", sends, m * (out + (training ? in : 0)));
+      keep("pp", "recv", recvs, m * (in + (training ? out : 0)));
+    }
+  }
+  std::vector<CollectiveVolume> result;
+  for (auto &[key, volume] : busiest)
+    result.push_back(volume);
+  return result;
+}
+
 std::string whyNot(const PlanCandidate &loser, const PlanCandidate &best,
                    const ClusterSpec &cluster) {
   if (!loser.fits)
@@ -638,6 +814,7 @@ llvm::Expected<PlanResult> Search::run() {
     result.alternatives.push_back(std::move(alt));
   }
   explain(result.best, result);
+  result.best.collectives = collectiveVolume(result.best);
   result.globalBatch = batch;
   result.tokensPerStep = graph.tokensPerStep;
   result.parameters = graph.parameterElements;

@@ -57,25 +57,35 @@ double opComputeSeconds(const ProgramGraph &graph, const PlanOp &op,
       .seconds;
 }
 
-double reshardSeconds(TensorSharding from, TensorSharding to, double bytes,
-                      const CostContext &ctx, bool backward) {
-  if (from == to || ctx.tpGroup.size <= 1)
-    return 0;
-  auto time = [&](Collective c) {
-    return collectiveTime(*ctx.cluster, c, bytes, ctx.tpGroup).seconds;
-  };
+std::optional<Collective> reshardCollective(TensorSharding from,
+                                            TensorSharding to, bool backward) {
+  if (from == to)
+    return std::nullopt;
   // Forward conversions and their gradients' (reverse) conversions.
   if (from == kReplicated) // slicing is free; its gradient is gathered
-    return backward ? time(Collective::AllGather) : 0;
+    return backward ? std::optional(Collective::AllGather) : std::nullopt;
   if (from == kPartial) {
     if (to == kReplicated) // all-reduce; the gradient is just replicated
-      return backward ? 0 : time(Collective::AllReduce);
-    return backward ? time(Collective::AllGather)
-                    : time(Collective::ReduceScatter);
+      return backward ? std::nullopt : std::optional(Collective::AllReduce);
+    return backward ? Collective::AllGather : Collective::ReduceScatter;
   }
   if (to == kReplicated)
-    return time(backward ? Collective::ReduceScatter : Collective::AllGather);
-  return time(Collective::AllToAll);
+    return backward ? Collective::ReduceScatter : Collective::AllGather;
+  return Collective::AllToAll;
+}
+
+double reshardMessageBytes(Collective c, double bytes, int64_t n) {
+  return c == Collective::AllToAll ? bytes / n : bytes;
+}
+
+double reshardSeconds(TensorSharding from, TensorSharding to, double bytes,
+                      const CostContext &ctx, bool backward) {
+  if (ctx.tpGroup.size <= 1)
+    return 0;
+  std::optional<Collective> c = reshardCollective(from, to, backward);
+  if (!c)
+    return 0;
+  return collectiveTime(*ctx.cluster, *c, bytes, ctx.tpGroup).seconds;
 }
 
 namespace {
@@ -116,8 +126,37 @@ static bool optionFits(const PlanOp &op, const OpOption &option, int64_t tp) {
   return range >= tp && range % tp == 0;
 }
 
-SegmentCost solveSegment(const ProgramGraph &graph, const Segment &segment,
-                         int64_t tp, const CostContext &ctx) {
+int64_t segmentInput(const ProgramGraph &graph, const Segment &segment) {
+  return segment.first > 0 ? graph.ops[segment.first - 1].result : -1;
+}
+
+llvm::SmallVector<TensorSharding>
+boundaryShardings(const ProgramGraph &graph, int64_t valueId, int64_t tp) {
+  llvm::SmallVector<TensorSharding> result = {kReplicated};
+  if (tp <= 1 || valueId < 0 || !graph.values[valueId].isActivation ||
+      graph.values[valueId].isResult)
+    return result;
+  for (auto [d, size] : llvm::enumerate(graph.values[valueId].shape))
+    if (size >= tp && size % tp == 0)
+      result.push_back(TensorSharding(d));
+  return result;
+}
+
+/// The sharding `id` must have when `segment` hands it on: the boundary's
+/// for the activation the next segment receives, replicated for the rest
+/// (graph outputs are whole).
+static TensorSharding leavingSharding(const ProgramGraph &graph,
+                                      const Segment &segment,
+                                      SegmentBoundary boundary, int64_t id) {
+  if (id == graph.ops[segment.last].result && !graph.values[id].isResult)
+    return boundary.out;
+  return kReplicated;
+}
+
+std::vector<SegmentCost>
+solveSegmentForOutputs(const ProgramGraph &graph, const Segment &segment,
+                       int64_t tp, const CostContext &ctx, TensorSharding in,
+                       llvm::ArrayRef<TensorSharding> outs) {
   bool training = ctx.mode == PlanMode::Training;
   auto tracked = [&](int64_t id) {
     return id >= 0 && graph.values[id].isActivation;
@@ -133,18 +172,20 @@ SegmentCost solveSegment(const ProgramGraph &graph, const Segment &segment,
     return c;
   };
   auto allReduce = [&](double bytes) { return tpAllReduceSeconds(bytes, ctx); };
+  int64_t inputId = segmentInput(graph, segment);
 
   std::vector<Layer> layers(1);
   layers[0].add({}, {0, -1, -1});
   for (int64_t i = segment.first; i <= segment.last; ++i) {
     const PlanOp &op = graph.ops[i];
     Layer &cur = layers.back();
-    // Activations from before the segment enter replicated.
+    // Activations from before the segment enter replicated, except the one
+    // the previous segment hands on, which has the boundary's sharding.
     for (int64_t id : op.operands)
       if (tracked(id) && !llvm::is_contained(cur.slots, id)) {
         cur.slots.push_back(id);
         for (auto &key : cur.keys)
-          key.push_back(kReplicated);
+          key.push_back(id == inputId ? in : kReplicated);
         cur.index.clear();
         for (auto [k, key] : llvm::enumerate(cur.keys))
           cur.index[key] = k;
@@ -213,42 +254,67 @@ SegmentCost solveSegment(const ProgramGraph &graph, const Segment &segment,
     layers.push_back(std::move(next));
   }
 
-  // The segment hands its live activations on replicated.
+  // For each way of handing the activation on, the best final state, and
+  // the options that lead to it.
   Layer &last = layers.back();
-  int64_t bestState = -1;
-  double bestCost = 0;
-  for (int64_t s = 0; s < int64_t(last.entries.size()); ++s) {
-    double cost = last.entries[s].cost;
-    for (auto [k, id] : llvm::enumerate(last.slots))
-      cost +=
-          convert(last.keys[s][k], kReplicated, ctx.bytes(graph.values[id]));
-    if (bestState < 0 || cost < bestCost) {
-      bestState = s;
-      bestCost = cost;
-    }
-  }
-
-  // Walk back to the chosen options, then account for them.
   int64_t n = segment.last - segment.first + 1;
-  std::vector<int> choice(n, 0);
-  for (int64_t i = n, s = bestState; i > 0; --i) {
-    const Entry &e = layers[i].entries[s];
-    choice[i - 1] = e.option;
-    s = e.prev;
+  std::vector<SegmentCost> results;
+  for (TensorSharding out : outs) {
+    SegmentBoundary boundary{in, out};
+    int64_t bestState = -1;
+    double bestCost = 0;
+    for (int64_t s = 0; s < int64_t(last.entries.size()); ++s) {
+      double cost = last.entries[s].cost;
+      for (auto [k, id] : llvm::enumerate(last.slots))
+        cost += convert(last.keys[s][k],
+                        leavingSharding(graph, segment, boundary, id),
+                        ctx.bytes(graph.values[id]));
+      if (bestState < 0 || cost < bestCost) {
+        bestState = s;
+        bestCost = cost;
+      }
+    }
+    std::vector<int> choice(n, 0);
+    for (int64_t i = n, s = bestState; i > 0; --i) {
+      const Entry &e = layers[i].entries[s];
+      choice[i - 1] = e.option;
+      s = e.prev;
+    }
+    results.push_back(
+        evaluateSegment(graph, segment, tp, ctx, std::move(choice), boundary));
+    results.back().objective = bestCost;
   }
-  return evaluateSegment(graph, segment, tp, ctx, std::move(choice));
+  return results;
+}
+
+SegmentCost solveSegment(const ProgramGraph &graph, const Segment &segment,
+                         int64_t tp, const CostContext &ctx,
+                         SegmentBoundary boundary) {
+  return solveSegmentForOutputs(graph, segment, tp, ctx, boundary.in,
+                                {boundary.out})
+      .front();
 }
 
 SegmentCost evaluateSegment(const ProgramGraph &graph, const Segment &segment,
                             int64_t tp, const CostContext &ctx,
-                            std::vector<int> choice) {
+                            std::vector<int> choice, SegmentBoundary boundary) {
   bool training = ctx.mode == PlanMode::Training;
   auto tracked = [&](int64_t id) {
     return id >= 0 && graph.values[id].isActivation;
   };
   auto allReduce = [&](double bytes) { return tpAllReduceSeconds(bytes, ctx); };
+  // Counts the collective of a conversion, as the partitioned program will
+  // issue it (none when tp is 1).
+  auto tally = [&](CollectiveTally &into, TensorSharding from,
+                   TensorSharding to, double bytes, bool backward) {
+    if (tp <= 1)
+      return;
+    if (std::optional<Collective> c = reshardCollective(from, to, backward))
+      into.add(*c, reshardMessageBytes(*c, bytes, tp));
+  };
   SegmentCost result;
   result.choice = std::move(choice);
+  result.boundary = boundary;
   // Activations live past the segment's last op.
   std::vector<int64_t> outputs;
   for (int64_t i = segment.first; i <= segment.last; ++i) {
@@ -260,6 +326,8 @@ SegmentCost evaluateSegment(const ProgramGraph &graph, const Segment &segment,
 
   // Replay the choices to split the cost into its parts.
   llvm::DenseMap<int64_t, TensorSharding> state;
+  if (int64_t inputId = segmentInput(graph, segment); tracked(inputId))
+    state[inputId] = boundary.in;
   auto shardingOf = [&](int64_t id) {
     auto it = state.find(id);
     return it == state.end() ? kReplicated : it->second;
@@ -294,6 +362,9 @@ SegmentCost evaluateSegment(const ProgramGraph &graph, const Segment &segment,
       TensorSharding from = shardingOf(id), to = option.operands[k];
       double f = reshardSeconds(from, to, bytes, ctx, false);
       double b = reshardSeconds(from, to, bytes, ctx, true);
+      tally(result.forwardCollectives, from, to, bytes, false);
+      if (training)
+        tally(result.backwardCollectives, from, to, bytes, true);
       if (f > 0 || b > 0)
         result.largestMessageBytes =
             std::max(result.largestMessageBytes, bytes);
@@ -302,6 +373,8 @@ SegmentCost evaluateSegment(const ProgramGraph &graph, const Segment &segment,
         result.backwardComm += b;
         if (option.splitLoop >= 0 && option.wholeOperandOfSplitOp[k]) {
           result.backwardComm += allReduce(bytes);
+          if (tp > 1)
+            result.backwardCollectives.add(Collective::AllReduce, bytes);
           result.largestMessageBytes =
               std::max(result.largestMessageBytes, bytes);
         }
@@ -319,14 +392,17 @@ SegmentCost evaluateSegment(const ProgramGraph &graph, const Segment &segment,
       }
     }
   }
-  // Handing the outputs on replicated.
+  // Handing the outputs on as the boundary says.
   for (int64_t id : outputs) {
     double bytes = ctx.bytes(graph.values[id]);
-    result.forwardComm +=
-        reshardSeconds(shardingOf(id), kReplicated, bytes, ctx, false);
-    if (training)
+    TensorSharding to = leavingSharding(graph, segment, boundary, id);
+    result.forwardComm += reshardSeconds(shardingOf(id), to, bytes, ctx, false);
+    tally(result.forwardCollectives, shardingOf(id), to, bytes, false);
+    if (training) {
       result.backwardComm +=
-          reshardSeconds(shardingOf(id), kReplicated, bytes, ctx, true);
+          reshardSeconds(shardingOf(id), to, bytes, ctx, true);
+      tally(result.backwardCollectives, shardingOf(id), to, bytes, true);
+    }
     // The segment's input/output is what full recomputation keeps.
     for (int r = 0; r < 3; ++r)
       result.savedActivationBytes[r] += r == int(Recompute::Full) ? bytes : 0;

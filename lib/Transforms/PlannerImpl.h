@@ -10,6 +10,7 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/SmallVector.h"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -73,6 +74,46 @@ struct PlanOp {
   bool free = false;
 };
 
+/// Calls of each collective and the sum of their sizes (bytes, as the
+/// runtime's counters define a collective's size: Communicator.h).
+struct CollectiveTally {
+  static constexpr int kKinds = int(Collective::SendRecv) + 1;
+  double calls[kKinds] = {};
+  double bytes[kKinds] = {};
+  void add(Collective c, double size) {
+    calls[int(c)] += 1;
+    bytes[int(c)] += size;
+  }
+  void add(const CollectiveTally &other, double times = 1) {
+    for (int k = 0; k < kKinds; ++k) {
+      calls[k] += times * other.calls[k];
+      bytes[k] += times * other.bytes[k];
+    }
+  }
+};
+
+/// The collective that converts a tensor from sharding `from` to `to` over
+/// tp (forward) or brings its gradient back (backward); nullopt when the
+/// conversion is free (slicing a replicated tensor, or nothing to do).
+std::optional<Collective> reshardCollective(TensorSharding from,
+                                            TensorSharding to, bool backward);
+
+/// The size (Communicator.h's definition) of the collective `c` that
+/// reshards a tensor of `bytes` (whole, unsplit) over `n` ranks: the whole
+/// tensor, except all-to-all, whose size is one rank's block.
+double reshardMessageBytes(Collective c, double bytes, int64_t n);
+
+/// The sharding over tp of the activation a segment receives from the one
+/// before it (`in`) and of the one it hands on (`out`). Segments are cut where
+/// one activation is live, so each end has one; graph outputs always leave
+/// replicated.
+struct SegmentBoundary {
+  TensorSharding in = kReplicated, out = kReplicated;
+  bool operator<(const SegmentBoundary &o) const {
+    return std::pair(in, out) < std::pair(o.in, o.out);
+  }
+};
+
 /// Ops between two points where a single activation is live.
 struct Segment {
   int64_t first = 0, last = 0; ///< op indices, inclusive
@@ -115,6 +156,12 @@ struct SegmentCost {
   /// Gradient bytes of whole weights used by split ops: all-reduced over tp
   /// once per step.
   double tpGradientSyncBytes = 0;
+  /// The tp collectives of one micro-batch's forward and backward pass.
+  CollectiveTally forwardCollectives, backwardCollectives;
+  /// What solveSegment minimized: the segment's time under its choice.
+  double objective = 0;
+  /// The shardings the segment was solved for at its two ends.
+  SegmentBoundary boundary;
   std::vector<int> choice; ///< option per op of the segment
 };
 
@@ -141,14 +188,32 @@ struct CostContext {
 /// the shardings of the live tensors). The segment's input and output are
 /// replicated over tp.
 SegmentCost solveSegment(const ProgramGraph &graph, const Segment &segment,
-                         int64_t tp, const CostContext &ctx);
+                         int64_t tp, const CostContext &ctx,
+                         SegmentBoundary boundary = {});
+
+/// solveSegment for a segment entered with sharding `in`, once for each of
+/// the `outs` it may hand its activation on with (one dynamic program).
+std::vector<SegmentCost>
+solveSegmentForOutputs(const ProgramGraph &graph, const Segment &segment,
+                       int64_t tp, const CostContext &ctx, TensorSharding in,
+                       llvm::ArrayRef<TensorSharding> outs);
 
 /// The cost of `segment` with the given option per op (from solveSegment),
 /// at the batch scale of `ctx`: re-evaluating a solution for another
 /// micro-batch size is cheap.
 SegmentCost evaluateSegment(const ProgramGraph &graph, const Segment &segment,
                             int64_t tp, const CostContext &ctx,
-                            std::vector<int> choice);
+                            std::vector<int> choice,
+                            SegmentBoundary boundary = {});
+
+/// The activation `segment` receives from the segment before it (the result
+/// of that segment's last op), or -1 for the first segment.
+int64_t segmentInput(const ProgramGraph &graph, const Segment &segment);
+
+/// The shardings over `tp` ranks an activation may have between two
+/// segments: replicated, or split along a dim that `tp` divides.
+llvm::SmallVector<TensorSharding>
+boundaryShardings(const ProgramGraph &graph, int64_t valueId, int64_t tp);
 
 /// Forward time of `op` under `option` at tp degree `tp`.
 double opComputeSeconds(const ProgramGraph &graph, const PlanOp &op,

@@ -161,6 +161,42 @@ def first_failure(results):
     return ""
 
 
+def compare_collectives(report, comm_stats):
+    """Predicted against measured collectives: a list of mismatch messages.
+
+    report: a plan report (autopar-compile --report-json) with "predicted_collectives"
+    {axis: {op: {"calls", "bus_bytes"}}} for one step; comm_stats: autopar-run
+    --comm-stats-json output {"steps": N, "collectives": {scope: {op: {...}}}}.
+    Both are per rank (the busiest). The "world" scope is the runtime's own traffic
+    (inputs and outputs), not the plan's, and is ignored. Calls must match exactly, bus
+    bytes within 1e-9 relative (they are sums of whole bytes held in doubles).
+    """
+    if "predicted_collectives" not in report:
+        return ["the plan report has no 'predicted_collectives' (an older autopar-compile?)"]
+    steps = comm_stats.get("steps", 1)
+    predicted = report["predicted_collectives"]
+    measured = {scope: ops for scope, ops in comm_stats.get("collectives", {}).items() if scope != "world"}
+    problems = []
+    for axis in sorted(set(predicted) | set(measured)):
+        p_ops, m_ops = predicted.get(axis, {}), measured.get(axis, {})
+        for op in sorted(set(p_ops) | set(m_ops)):
+            p = p_ops.get(op, {"calls": 0, "bus_bytes": 0})
+            m = m_ops.get(op, {"calls": 0, "bus_bytes": 0})
+            p_calls, p_bytes = p["calls"] * steps, p["bus_bytes"] * steps
+            if m["calls"] != p_calls or abs(m["bus_bytes"] - p_bytes) > 1e-9 * max(1.0, p_bytes):
+                problems.append(f"{axis} {op}: predicted {p_calls:g} calls, {p_bytes:.0f} bus bytes; "
+                                f"measured {m['calls']:g} calls, {m['bus_bytes']:.0f} bus bytes")
+    return problems
+
+
+def describe_collectives(report):
+    """'tp all_reduce 2 calls 65536 B' ... or 'none', for logs."""
+    parts = [f"{axis} {op} {v['calls']:g}x {v['bus_bytes']:.0f} B"
+             for axis, ops in sorted(report.get("predicted_collectives", {}).items())
+             for op, v in sorted(ops.items())]
+    return ", ".join(parts) if parts else "none"
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)

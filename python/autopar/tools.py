@@ -83,8 +83,11 @@ def run_cmd(argv, timeout=None, env=None, cwd=None):
     """Runs argv, capturing output; never raises for a failing or hanging command.
     On timeout the whole process group is killed (launchers may have children)."""
     full_env = dict(os.environ)
-    if env:
-        full_env.update(env)
+    for key, value in (env or {}).items():
+        if value is None:  # None removes the variable
+            full_env.pop(key, None)
+        else:
+            full_env[key] = value
     start = time.monotonic()
     try:
         p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

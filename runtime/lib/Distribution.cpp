@@ -8,7 +8,10 @@
 #include "autopar/runtime/TensorLayout.h"
 #include "autopar/runtime/Watchdog.h"
 
+#include <algorithm>
+#include <cstring>
 #include <filesystem>
+#include <optional>
 
 namespace fs = std::filesystem;
 
@@ -55,6 +58,144 @@ void loadGlobal(const ArgumentDesc &arg, const InputSource &source,
         global, data);
 }
 
+/// A graph input or output, and the world ranks whose programs take it
+/// (with pipeline stages, not every rank's program does).
+struct GraphTensor {
+  const ArgumentDesc *desc;
+  std::vector<int64_t> users;
+};
+
+/// Every graph tensor of \p kind, in the order the programs list them.
+std::vector<GraphTensor> graphTensors(const Manifest &manifest,
+                                      ArgumentKind kind) {
+  std::vector<GraphTensor> tensors;
+  for (const ProgramDesc &program : manifest.programs)
+    for (const ArgumentDesc &arg : program.arguments) {
+      if (arg.kind != kind)
+        continue;
+      auto known = std::find_if(
+          tensors.begin(), tensors.end(),
+          [&](const GraphTensor &t) { return t.desc->name == arg.name; });
+      if (known == tensors.end())
+        tensors.push_back({&arg, {}});
+    }
+  for (GraphTensor &tensor : tensors)
+    for (const RankDesc &rank : manifest.ranks)
+      for (const ArgumentDesc &arg :
+           manifest.programForRank(rank.rank).arguments)
+        if (arg.kind == kind && arg.name == tensor.desc->name)
+          tensor.users.push_back(rank.rank);
+  return tensors;
+}
+
+/// This rank's buffer of \p arg, or null if its program does not take it.
+void *localData(Session &session, const ArgumentDesc &arg) {
+  std::optional<size_t> index = session.findArgument(arg.kind, arg.name);
+  return index ? session.argumentData(*index) : nullptr;
+}
+
+/// Rank 0 sends each rank in \p tensor.users its block of the input.
+void sendToUsers(Session &session, Communicator &comm, Watchdog *watchdog,
+                 const InputSource &source, const GraphTensor &tensor) {
+  const ArgumentDesc &arg = *tensor.desc;
+  const Manifest &manifest = session.getManifest();
+  Watchdog::Scope scope(watchdog,
+                        "sending " + what(arg) + " to the ranks that take it");
+  void *local = localData(session, arg);
+  int64_t count = numElements(arg.rankShape, arg.name);
+  if (comm.worldRank() != Root) {
+    if (local)
+      comm.recv(local, count, arg.dtype, Root, CommScope::World);
+    return;
+  }
+  int64_t parts = partsOf(manifest, arg);
+  std::optional<BlockSplit> blocks;
+  if (parts > 1)
+    blocks.emplace(arg.globalShape, arg.split->dim, parts, dtypeSize(arg.dtype),
+                   what(arg));
+  HostBuffer global(
+      static_cast<size_t>(byteSize(arg.dtype, arg.globalShape, what(arg))));
+  loadGlobal(arg, source, global.data());
+  HostBuffer block(blocks ? blocks->blockBytes() : 0);
+  for (int64_t r : tensor.users) {
+    const void *data = global.data();
+    if (blocks) {
+      blocks->pack(global.data(),
+                   comm.coordsOf(r)[static_cast<size_t>(arg.split->axis)],
+                   block.data());
+      data = block.data();
+    }
+    if (r == Root)
+      std::memcpy(local, data, global.size() / static_cast<size_t>(parts));
+    else
+      comm.send(data, count, arg.dtype, r, CommScope::World);
+  }
+}
+
+/// The ranks that send rank 0 the blocks of \p tensor, each block once:
+/// ranks that differ only in a coordinate other than the split axis hold
+/// copies of the same block (a dp-split output is replicated over tp, a
+/// tp-split one over dp), so the one at 0 on the other axes sends it. The
+/// pp coordinate is whichever stage computes the output.
+std::vector<int64_t> representatives(const Manifest &manifest,
+                                     const ArgumentDesc &arg,
+                                     const std::vector<int64_t> &users) {
+  std::vector<int64_t> chosen;
+  for (int64_t r : users) {
+    const GridVector &coords = manifest.ranks[static_cast<size_t>(r)].coords;
+    bool representative = true;
+    for (GridAxis axis : {GridAxis::DP, GridAxis::TP, GridAxis::PP}) {
+      bool skip = (arg.split && axis == arg.split->axis) ||
+                  (manifest.pipeline && axis == GridAxis::PP);
+      if (!skip && coords[static_cast<size_t>(axis)] != 0)
+        representative = false;
+    }
+    if (representative)
+      chosen.push_back(r);
+  }
+  return chosen;
+}
+
+/// Rank 0 receives the blocks of an output that only some ranks compute.
+void receiveFromUsers(Session &session, Communicator &comm, Watchdog *watchdog,
+                      const GraphTensor &tensor, const std::string &path) {
+  const ArgumentDesc &arg = *tensor.desc;
+  const Manifest &manifest = session.getManifest();
+  Watchdog::Scope scope(watchdog, "collecting " + what(arg) +
+                                      " from the ranks that compute it");
+  const void *local = localData(session, arg);
+  int64_t count = numElements(arg.rankShape, arg.name);
+  std::vector<int64_t> senders = representatives(manifest, arg, tensor.users);
+  if (comm.worldRank() != Root) {
+    if (std::find(senders.begin(), senders.end(), comm.worldRank()) !=
+        senders.end())
+      comm.send(local, count, arg.dtype, Root, CommScope::World);
+    return;
+  }
+  int64_t parts = partsOf(manifest, arg);
+  std::optional<BlockSplit> blocks;
+  if (parts > 1)
+    blocks.emplace(arg.globalShape, arg.split->dim, parts, dtypeSize(arg.dtype),
+                   what(arg));
+  HostBuffer global(
+      static_cast<size_t>(byteSize(arg.dtype, arg.globalShape, what(arg))));
+  HostBuffer block(global.size() / static_cast<size_t>(parts));
+  for (int64_t r : senders) {
+    const void *data = local;
+    if (r != Root) {
+      comm.recv(block.data(), count, arg.dtype, r, CommScope::World);
+      data = block.data();
+    }
+    if (blocks)
+      blocks->unpack(data,
+                     comm.coordsOf(r)[static_cast<size_t>(arg.split->axis)],
+                     global.data());
+    else
+      std::memcpy(global.data(), data, global.size());
+  }
+  writeTensorFile(path, globalOf(arg), global.data());
+}
+
 } // namespace
 
 void distributeInputs(Session &session, Communicator &comm, Watchdog *watchdog,
@@ -66,12 +207,15 @@ void distributeInputs(Session &session, Communicator &comm, Watchdog *watchdog,
   if (root && !source.dir && source.writeRandomTo)
     createDirectory(*source.writeRandomTo);
 
-  for (size_t i = 0; i < manifest.arguments.size(); ++i) {
-    const ArgumentDesc &arg = manifest.arguments[i];
-    if (arg.kind != ArgumentKind::Input)
+  for (const GraphTensor &tensor :
+       graphTensors(manifest, ArgumentKind::Input)) {
+    const ArgumentDesc &arg = *tensor.desc;
+    if (int64_t(tensor.users.size()) != comm.worldSize()) {
+      sendToUsers(session, comm, watchdog, source, tensor);
       continue;
-    void *local = session.argumentData(i);
-    int64_t count = numElements(arg.shape, arg.name);
+    }
+    void *local = localData(session, arg);
+    int64_t count = numElements(arg.rankShape, arg.name);
     int64_t parts = partsOf(manifest, arg);
     if (parts == 1) {
       // Every rank takes the whole tensor.
@@ -107,12 +251,15 @@ void collectOutputs(Session &session, Communicator &comm, Watchdog *watchdog,
   bool root = comm.worldRank() == Root;
   if (root)
     createDirectory(dir);
-  for (size_t i = 0; i < manifest.arguments.size(); ++i) {
-    const ArgumentDesc &arg = manifest.arguments[i];
-    if (arg.kind != ArgumentKind::Output)
-      continue;
+  for (const GraphTensor &tensor :
+       graphTensors(manifest, ArgumentKind::Output)) {
+    const ArgumentDesc &arg = *tensor.desc;
     std::string path = (fs::path(dir) / tensorFileName(arg.name)).string();
-    const void *local = session.argumentData(i);
+    if (int64_t(tensor.users.size()) != comm.worldSize()) {
+      receiveFromUsers(session, comm, watchdog, tensor, path);
+      continue;
+    }
+    const void *local = localData(session, arg);
     int64_t parts = partsOf(manifest, arg);
     if (parts == 1) {
       // Not split: rank 0's copy is the tensor.
@@ -127,7 +274,7 @@ void collectOutputs(Session &session, Communicator &comm, Watchdog *watchdog,
     if (root)
       stage = HostBuffer(blocks.blockBytes() *
                          static_cast<size_t>(comm.worldSize()));
-    comm.gather(local, stage.data(), numElements(arg.shape, arg.name),
+    comm.gather(local, stage.data(), numElements(arg.rankShape, arg.name),
                 arg.dtype, Root, CommScope::World);
     if (!root)
       continue;

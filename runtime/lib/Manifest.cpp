@@ -6,10 +6,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -212,25 +214,36 @@ void parseDistribution(const ManifestReader &reader, const json &value,
       reader.fail(at + ".dim", "is " + std::to_string(desc.dim) + ", but '" +
                                    arg.name + "' has rank " +
                                    std::to_string(arg.shape.size()));
+    if (desc.dim != 0 && arg.rankShape != arg.shape)
+      reader.fail(at + ".dim", "is " + std::to_string(desc.dim) + ", but '" +
+                                   arg.name +
+                                   "' holds several micro-batches along dim "
+                                   "0, so it can be split only along dim 0");
     arg.split = desc;
   }
-  Shape expected = arg.shape;
-  std::string how;
+  Shape expected = arg.rankShape;
+  std::string how = " (shape " + formatShape(arg.shape);
+  if (arg.rankShape != arg.shape)
+    how += " with dim 0 times " +
+           std::to_string(arg.rankShape[0] / arg.shape[0]) +
+           ", the micro-batches,";
   if (arg.split) {
     int64_t parts = grid[static_cast<size_t>(arg.split->axis)];
     expected[arg.split->dim] *= parts;
-    how = " (shape " + formatShape(arg.shape) + " with dim " +
-          std::to_string(arg.split->dim) + " times " + std::to_string(parts) +
-          ", the size of grid axis " +
-          std::string(gridAxisName(arg.split->axis)) + ")";
+    how += " with dim " + std::to_string(arg.split->dim) + " times " +
+           std::to_string(parts) + ", the size of grid axis " +
+           std::string(gridAxisName(arg.split->axis));
   }
+  how += ")";
   if (value.contains("global_shape")) {
     Shape given = parseShape(reader, value, where, "global_shape");
     if (given != expected)
       reader.fail(where + ".global_shape",
                   "is " + formatShape(given) + ", but '" + arg.name +
                       "' needs " + formatShape(expected) +
-                      (arg.split ? how : " (its shape, as it is not split)"));
+                      (arg.split || arg.rankShape != arg.shape
+                           ? how
+                           : " (its shape, as it is not split)"));
   }
   arg.globalShape = expected;
   byteSize(arg.dtype, arg.globalShape,
@@ -238,23 +251,32 @@ void parseDistribution(const ManifestReader &reader, const json &value,
                "')");
 }
 
+/// "parameter", "input", ...: every kind, for parsing.
+constexpr ArgumentKind AllArgumentKinds[] = {
+    ArgumentKind::Parameter, ArgumentKind::Input, ArgumentKind::Output,
+    ArgumentKind::ActivationIn, ArgumentKind::ActivationOut};
+
 ArgumentDesc parseArgument(const ManifestReader &reader, const json &value,
-                           const std::string &where, const GridVector &grid) {
+                           const std::string &where, const GridVector &grid,
+                           const std::optional<PipelineDesc> &pipeline) {
   if (!value.is_object())
     reader.fail(where,
                 "must be an object, got " + ManifestReader::describe(value));
   ArgumentDesc arg;
   std::string kind = reader.string(value, where, "kind");
-  if (kind == "parameter")
-    arg.kind = ArgumentKind::Parameter;
-  else if (kind == "input")
-    arg.kind = ArgumentKind::Input;
-  else if (kind == "output")
-    arg.kind = ArgumentKind::Output;
-  else
-    reader.fail(where + ".kind", "is \"" + kind +
-                                     "\", expected \"parameter\", \"input\" "
-                                     "or \"output\"");
+  bool known = false;
+  std::string expected;
+  for (ArgumentKind k : AllArgumentKinds) {
+    if (!expected.empty())
+      expected += k == ArgumentKind::ActivationOut ? " or " : ", ";
+    expected += "\"" + std::string(argumentKindName(k)) + "\"";
+    if (argumentKindName(k) == kind) {
+      arg.kind = k;
+      known = true;
+    }
+  }
+  if (!known)
+    reader.fail(where + ".kind", "is \"" + kind + "\", expected " + expected);
   arg.name = reader.string(value, where, "name");
 
   arg.dtype = parseDTypeKey(reader, value, where, "dtype");
@@ -263,6 +285,51 @@ ArgumentDesc parseArgument(const ManifestReader &reader, const json &value,
   arg.shape = parseShape(reader, value, where, "shape");
   byteSize(arg.dtype, arg.shape,
            reader.filePath() + ": '" + where + "' ('" + arg.name + "')");
+  arg.rankShape = arg.shape;
+
+  if (arg.isActivation()) {
+    // One micro-batch passed between neighbouring stages: never split, and
+    // never read from a file.
+    if (!pipeline)
+      reader.fail(where + ".kind",
+                  "is \"" + kind +
+                      "\", which needs a \"pipeline\" (activations pass "
+                      "between pipeline stages)");
+    for (const char *key : {"split", "global_shape", "source", "source_dtype"})
+      if (value.contains(key))
+        reader.fail(where + "." + key, "is not allowed on activations ('" +
+                                           arg.name + "' is an " + kind + ")");
+    arg.peerStage = reader.integer(value, where, "peer_stage", 0);
+    if (arg.peerStage >= pipeline->stages)
+      reader.fail(where + ".peer_stage", "is " + std::to_string(arg.peerStage) +
+                                             ", but the pipeline has " +
+                                             std::to_string(pipeline->stages) +
+                                             " stages");
+    arg.globalShape = arg.shape;
+    return arg;
+  }
+  if (value.contains("peer_stage"))
+    reader.fail(where + ".peer_stage", "is only allowed on activations, but '" +
+                                           arg.name + "' is of kind \"" + kind +
+                                           "\"");
+
+  bool microBatched =
+      pipeline && pipeline->microBatches > 1 &&
+      (arg.kind == ArgumentKind::Input || arg.kind == ArgumentKind::Output);
+  if (microBatched) {
+    if (arg.shape.empty() || arg.shape[0] != pipeline->microBatchSize)
+      reader.fail(where + ".shape",
+                  "is " + formatShape(arg.shape) + ", but '" + arg.name +
+                      "', an " + kind + " of a pipeline of " +
+                      std::to_string(pipeline->microBatches) +
+                      " micro-batches, must hold one micro-batch of " +
+                      std::to_string(pipeline->microBatchSize) +
+                      " along dim 0 (pipeline.micro_batch_size)");
+    if (__builtin_mul_overflow(arg.shape[0], pipeline->microBatches,
+                               &arg.rankShape[0]))
+      reader.fail(where + ".shape",
+                  "times pipeline.micro_batches is too large");
+  }
   parseDistribution(reader, value, where, grid, arg);
 
   bool hasSource = value.contains("source");
@@ -296,6 +363,161 @@ ArgumentDesc parseArgument(const ManifestReader &reader, const json &value,
   return arg;
 }
 
+/// The list at \p where (e.g. "programs[1].arguments"): each argument, and
+/// no two of one kind with one name.
+std::vector<ArgumentDesc>
+parseArgumentList(const ManifestReader &reader, const json &list,
+                  const std::string &where, const GridVector &grid,
+                  const std::optional<PipelineDesc> &pipeline) {
+  std::vector<ArgumentDesc> arguments;
+  std::set<std::pair<ArgumentKind, std::string>> names;
+  for (size_t i = 0; i < list.size(); ++i) {
+    std::string at = where + "[" + std::to_string(i) + "]";
+    ArgumentDesc arg = parseArgument(reader, list[i], at, grid, pipeline);
+    if (!names.insert({arg.kind, arg.name}).second)
+      reader.fail(at + ".name", "repeats " +
+                                    std::string(argumentKindName(arg.kind)) +
+                                    " name '" + arg.name + "'");
+    arguments.push_back(std::move(arg));
+  }
+  return arguments;
+}
+
+std::optional<PipelineDesc> parsePipeline(const ManifestReader &reader,
+                                          const json &root,
+                                          const GridVector &grid) {
+  if (!root.contains("pipeline"))
+    return std::nullopt;
+  const json &value = reader.object(root, "", "pipeline");
+  PipelineDesc pipeline;
+  pipeline.stages = reader.integer(value, "pipeline", "stages", 1);
+  int64_t pp = grid[static_cast<size_t>(GridAxis::PP)];
+  if (pipeline.stages != pp)
+    reader.fail("pipeline.stages",
+                "is " + std::to_string(pipeline.stages) + ", but grid.pp is " +
+                    std::to_string(pp) + " (one stage per pp coordinate)");
+  pipeline.microBatches = reader.integer(value, "pipeline", "micro_batches", 1);
+  pipeline.microBatchSize =
+      reader.integer(value, "pipeline", "micro_batch_size", 1);
+  std::string schedule = reader.string(value, "pipeline", "schedule");
+  std::optional<ScheduleKind> kind = parseScheduleKind(schedule);
+  if (!kind)
+    reader.fail("pipeline.schedule",
+                "is \"" + schedule + "\", expected \"gpipe\" or \"1f1b\"");
+  pipeline.schedule = *kind;
+  return pipeline;
+}
+
+std::string describeArgument(const ArgumentDesc &arg) {
+  return std::string(argumentKindName(arg.kind)) + " '" + arg.name + "' (" +
+         std::string(dtypeName(arg.dtype)) + " " + formatShape(arg.shape) + ")";
+}
+
+/// Checks what the programs of a pipeline exchange: each stage receives from
+/// the previous one exactly what it sends, in the same order (the runtime
+/// sends and receives in argument order), and each graph output comes from
+/// one stage. \p where[p]: the key of program p's argument list.
+void checkPipeline(const ManifestReader &reader, const Manifest &manifest,
+                   const std::vector<std::string> &where) {
+  std::vector<size_t> programOfStage(
+      static_cast<size_t>(manifest.pipeline->stages));
+  std::map<std::string, size_t> outputProgram;
+  for (size_t p = 0; p < manifest.programs.size(); ++p) {
+    const ProgramDesc &program = manifest.programs[p];
+    if (program.stage < 0)
+      continue;
+    programOfStage[static_cast<size_t>(program.stage)] = p;
+    for (size_t i = 0; i < program.arguments.size(); ++i) {
+      const ArgumentDesc &arg = program.arguments[i];
+      std::string at = where[p] + "[" + std::to_string(i) + "]";
+      if (arg.kind == ArgumentKind::Output) {
+        auto [it, inserted] = outputProgram.emplace(arg.name, p);
+        if (!inserted && manifest.programs[it->second].stage != program.stage)
+          reader.fail(at, "is output '" + arg.name + "', which program '" +
+                              manifest.programs[it->second].name +
+                              "' of another pipeline stage produces too; "
+                              "each output comes from one stage");
+      }
+      if (!arg.isActivation())
+        continue;
+      int64_t peer =
+          program.stage + (arg.kind == ArgumentKind::ActivationIn ? -1 : 1);
+      if (arg.peerStage != peer)
+        reader.fail(at + ".peer_stage",
+                    "is " + std::to_string(arg.peerStage) + ", but program '" +
+                        program.name + "' runs stage " +
+                        std::to_string(program.stage) + ", whose activations " +
+                        (arg.kind == ArgumentKind::ActivationIn ? "come from"
+                                                                : "go to") +
+                        " stage " + std::to_string(peer) +
+                        " (stages exchange activations with their neighbours "
+                        "only)");
+    }
+  }
+  for (size_t s = 0; s + 1 < programOfStage.size(); ++s) {
+    size_t from = programOfStage[s], to = programOfStage[s + 1];
+    std::vector<size_t> sends, receives;
+    for (size_t i = 0; i < manifest.programs[from].arguments.size(); ++i)
+      if (manifest.programs[from].arguments[i].kind ==
+          ArgumentKind::ActivationOut)
+        sends.push_back(i);
+    for (size_t i = 0; i < manifest.programs[to].arguments.size(); ++i)
+      if (manifest.programs[to].arguments[i].kind == ArgumentKind::ActivationIn)
+        receives.push_back(i);
+    for (size_t k = 0; k < std::max(sends.size(), receives.size()); ++k) {
+      if (k >= receives.size())
+        reader.fail(
+            where[from] + "[" + std::to_string(sends[k]) + "]",
+            "sends " +
+                describeArgument(manifest.programs[from].arguments[sends[k]]) +
+                " to stage " + std::to_string(s + 1) + ", but program '" +
+                manifest.programs[to].name + "' receives only " +
+                std::to_string(receives.size()) + " activation(s)");
+      const ArgumentDesc &received =
+          manifest.programs[to].arguments[receives[k]];
+      std::string at = where[to] + "[" + std::to_string(receives[k]) + "]";
+      if (k >= sends.size())
+        reader.fail(at, "receives " + describeArgument(received) +
+                            " from stage " + std::to_string(s) +
+                            ", but program '" + manifest.programs[from].name +
+                            "' sends only " + std::to_string(sends.size()) +
+                            " activation(s)");
+      const ArgumentDesc &sent = manifest.programs[from].arguments[sends[k]];
+      if (sent.name != received.name || sent.dtype != received.dtype ||
+          sent.shape != received.shape)
+        reader.fail(at, "receives " + describeArgument(received) +
+                            " where program '" + manifest.programs[from].name +
+                            "' sends " + describeArgument(sent) +
+                            " (a stage receives in order what the previous "
+                            "one sends)");
+    }
+  }
+}
+
+/// Inputs and outputs of one name must describe one tensor in every program.
+void checkSharedTensors(const ManifestReader &reader, const Manifest &manifest,
+                        const std::vector<std::string> &where) {
+  std::map<std::pair<ArgumentKind, std::string>, const ArgumentDesc *> first;
+  for (size_t p = 0; p < manifest.programs.size(); ++p)
+    for (size_t i = 0; i < manifest.programs[p].arguments.size(); ++i) {
+      const ArgumentDesc &arg = manifest.programs[p].arguments[i];
+      if (arg.kind != ArgumentKind::Input && arg.kind != ArgumentKind::Output)
+        continue;
+      auto [it, inserted] = first.emplace(std::pair(arg.kind, arg.name), &arg);
+      const ArgumentDesc &other = *it->second;
+      bool sameSplit = arg.split.has_value() == other.split.has_value() &&
+                       (!arg.split || (arg.split->axis == other.split->axis &&
+                                       arg.split->dim == other.split->dim));
+      if (!inserted && (arg.dtype != other.dtype || arg.shape != other.shape ||
+                        arg.globalShape != other.globalShape || !sameSplit))
+        reader.fail(where[p] + "[" + std::to_string(i) + "]",
+                    "describes " + describeArgument(arg) +
+                        " unlike another program, which has " +
+                        describeArgument(other) +
+                        " (with the same global shape and split)");
+    }
+}
+
 } // namespace
 
 std::string_view targetKindName(TargetKind kind) {
@@ -310,6 +532,10 @@ std::string_view argumentKindName(ArgumentKind kind) {
     return "input";
   case ArgumentKind::Output:
     return "output";
+  case ArgumentKind::ActivationIn:
+    return "activation_in";
+  case ArgumentKind::ActivationOut:
+    return "activation_out";
   }
   return "argument";
 }
@@ -376,7 +602,11 @@ Manifest parseManifest(std::string_view text, const std::string &path) {
                       std::to_string(manifest.worldSize));
   }
 
+  manifest.pipeline = parsePipeline(reader, root, manifest.grid);
+
   const json &programs = reader.array(root, "", "programs");
+  // Where each program's arguments are: its own list, or the top-level one.
+  std::vector<std::string> argumentsKey;
   if (programs.empty())
     reader.fail("programs", "must list at least one program");
   std::set<std::string> programNames;
@@ -385,14 +615,24 @@ Manifest parseManifest(std::string_view text, const std::string &path) {
     if (!programs[i].is_object())
       reader.fail(where, "must be an object, got " +
                              ManifestReader::describe(programs[i]));
-    ProgramDesc program{reader.string(programs[i], where, "name"),
-                        reader.string(programs[i], where, "library"),
-                        reader.string(programs[i], where, "entry"),
-                        parseDeviceCode(reader, programs[i], where)};
+    ProgramDesc program;
+    program.name = reader.string(programs[i], where, "name");
+    program.library = reader.string(programs[i], where, "library");
+    program.entry = reader.string(programs[i], where, "entry");
+    program.deviceCode = parseDeviceCode(reader, programs[i], where);
     if (!programNames.insert(program.name).second)
       reader.fail(where + ".name",
                   "repeats program name '" + program.name + "'");
-    manifest.programs.push_back(program);
+    // With a pipeline, the ranks that run a program tell its stage.
+    program.stage = manifest.pipeline ? -1 : 0;
+    argumentsKey.push_back("arguments");
+    if (programs[i].contains("arguments")) {
+      argumentsKey.back() = where + ".arguments";
+      program.arguments = parseArgumentList(
+          reader, reader.array(programs[i], where, "arguments"),
+          argumentsKey.back(), manifest.grid, manifest.pipeline);
+    }
+    manifest.programs.push_back(std::move(program));
   }
 
   const json &ranks = reader.array(root, "", "ranks");
@@ -443,6 +683,29 @@ Manifest parseManifest(std::string_view text, const std::string &path) {
                         std::to_string(owners[static_cast<size_t>(point)]));
       owners[static_cast<size_t>(point)] = rank;
     }
+    if (manifest.pipeline) {
+      // One program per stage, run by every rank of that stage.
+      int64_t stage = coords[static_cast<size_t>(GridAxis::PP)];
+      for (ProgramDesc &desc : manifest.programs) {
+        bool mine = desc.name == program;
+        if (mine && desc.stage >= 0 && desc.stage != stage)
+          reader.fail(where + ".program",
+                      "is '" + program + "' on pipeline stage " +
+                          std::to_string(stage) +
+                          ", but another rank runs it on stage " +
+                          std::to_string(desc.stage) +
+                          " (each stage has its own program)");
+        if (!mine && desc.stage == stage)
+          reader.fail(where + ".program", "is '" + program +
+                                              "', but another rank of pipeline "
+                                              "stage " +
+                                              std::to_string(stage) +
+                                              " runs '" + desc.name +
+                                              "' (each stage has one program)");
+        if (mine)
+          desc.stage = stage;
+      }
+    }
     manifest.ranks[static_cast<size_t>(rank)] = RankDesc{rank, program, coords};
   }
   for (size_t rank = 0; rank < seen.size(); ++rank)
@@ -451,18 +714,20 @@ Manifest parseManifest(std::string_view text, const std::string &path) {
                                " (world_size is " +
                                std::to_string(manifest.worldSize) + ")");
 
-  const json &arguments = reader.array(root, "", "arguments");
-  std::set<std::pair<ArgumentKind, std::string>> argumentNames;
-  for (size_t i = 0; i < arguments.size(); ++i) {
-    std::string where = ManifestReader::index("arguments", i);
-    ArgumentDesc arg =
-        parseArgument(reader, arguments[i], where, manifest.grid);
-    if (!argumentNames.insert({arg.kind, arg.name}).second)
-      reader.fail(where + ".name", "repeats " +
-                                       std::string(argumentKindName(arg.kind)) +
-                                       " name '" + arg.name + "'");
-    manifest.arguments.push_back(std::move(arg));
-  }
+  // Optional when every program lists its own arguments.
+  bool allOwn =
+      std::all_of(argumentsKey.begin(), argumentsKey.end(),
+                  [](const std::string &key) { return key != "arguments"; });
+  if (!allOwn || root.contains("arguments"))
+    manifest.arguments =
+        parseArgumentList(reader, reader.array(root, "", "arguments"),
+                          "arguments", manifest.grid, manifest.pipeline);
+  for (size_t p = 0; p < manifest.programs.size(); ++p)
+    if (argumentsKey[p] == "arguments")
+      manifest.programs[p].arguments = manifest.arguments;
+  checkSharedTensors(reader, manifest, argumentsKey);
+  if (manifest.pipeline)
+    checkPipeline(reader, manifest, argumentsKey);
   return manifest;
 }
 

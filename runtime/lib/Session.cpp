@@ -26,14 +26,56 @@ std::string resolve(const std::string &artifactDir, const std::string &file) {
 /// Two tensors of one kind must not share a file in --inputs / --outputs.
 void checkFileNames(const Manifest &manifest, ArgumentKind kind) {
   std::map<std::string, std::string> owners;
-  for (const ArgumentDesc &arg : manifest.arguments) {
-    if (arg.kind != kind)
-      continue;
-    auto [it, inserted] = owners.emplace(tensorFileName(arg.name), arg.name);
-    if (!inserted)
-      throw Error(manifest.path + ": " + std::string(argumentKindName(kind)) +
-                  "s '" + it->second + "' and '" + arg.name +
-                  "' would both be stored as " + it->first);
+  for (const ProgramDesc &program : manifest.programs)
+    for (const ArgumentDesc &arg : program.arguments) {
+      if (arg.kind != kind)
+        continue;
+      auto [it, inserted] = owners.emplace(tensorFileName(arg.name), arg.name);
+      if (!inserted && it->second != arg.name)
+        throw Error(manifest.path + ": " + std::string(argumentKindName(kind)) +
+                    "s '" + it->second + "' and '" + arg.name +
+                    "' would both be stored as " + it->first);
+    }
+}
+
+std::string describe(const ArgumentDesc &arg) {
+  return std::string(argumentKindName(arg.kind)) + " '" + arg.name + "'";
+}
+
+/// The bytes this rank holds of \p arg (its `rankShape`).
+size_t rankBytes(const ArgumentDesc &arg) {
+  return static_cast<size_t>(byteSize(arg.dtype, arg.rankShape, describe(arg)));
+}
+
+/// The bytes of one call's block of \p arg when it holds several
+/// micro-batches (a pipeline's inputs and outputs), else 0.
+size_t blockBytes(const ArgumentDesc &arg) {
+  if (arg.rankShape == arg.shape)
+    return 0;
+  return static_cast<size_t>(byteSize(arg.dtype, arg.shape, describe(arg)));
+}
+
+/// \p arg as its source file holds it: its source_dtype.
+ArgumentDesc asStored(const ArgumentDesc &arg) {
+  ArgumentDesc stored = arg;
+  stored.dtype = arg.sourceDType;
+  return stored;
+}
+
+/// Passes \p count elements of \p source, converted from float32 to \p to,
+/// to \p sink(bytes, byteOffset, byteCount) in pieces, so that a large
+/// parameter never needs a whole converted copy on the host.
+template <typename Sink>
+void convertInPieces(const void *source, int64_t count, DType to, Sink sink) {
+  constexpr int64_t Piece = int64_t(1) << 22;
+  size_t size = dtypeSize(to);
+  HostBuffer piece(static_cast<size_t>(std::min(count, Piece)) * size);
+  const float *from = static_cast<const float *>(source);
+  for (int64_t offset = 0; offset < count; offset += Piece) {
+    int64_t length = std::min(Piece, count - offset);
+    convertFromFloat32(from + offset, length, to, piece.data());
+    sink(piece.data(), static_cast<size_t>(offset) * size,
+         static_cast<size_t>(length) * size);
   }
 }
 
@@ -62,9 +104,9 @@ Session::~Session() {
   if (!deviceBackend)
     return;
   try {
-    for (size_t i = 0; i < args.size(); ++i)
-      if (args[i])
-        deviceBackend->free(args[i]);
+    for (void *data : bases)
+      if (data)
+        deviceBackend->free(data);
   } catch (const std::exception &) {
     // The device goes next, and its memory with it.
   }
@@ -94,17 +136,19 @@ std::unique_ptr<Session> Session::open(Manifest manifest,
 
   std::unique_ptr<Session> session(
       new Session(std::move(manifest), artifactDir, world));
-  if (session->manifest.target.kind == TargetKind::Cuda) {
+  const Manifest &loaded = session->manifest;
+  if (loaded.target.kind == TargetKind::Cuda) {
     // Before the program library: its constructors load its GPU modules,
     // which needs the device's context.
     DeviceBackendConfig config;
     config.worldRank = world.rank;
     config.worldSize = world.size;
     config.node = node;
-    config.target = session->manifest.target;
-    session->deviceBackend = loadDeviceBackend(config, session->manifest.path);
+    config.target = loaded.target;
+    session->deviceBackend = loadDeviceBackend(config, loaded.path);
   }
-  const ProgramDesc &program = session->manifest.programForRank(world.rank);
+  const ProgramDesc &program = loaded.programForRank(world.rank);
+  session->programDesc = &program;
   session->program =
       CpuProgram::load(resolve(artifactDir, program.library), program.entry);
   if (DeviceBackend *device = session->deviceBackend.get()) {
@@ -115,54 +159,32 @@ std::unique_ptr<Session> Session::open(Manifest manifest,
   } else {
     session->bindHostArguments();
   }
+  for (const ArgumentDesc &arg : program.arguments)
+    session->microBatchBytes.push_back(blockBytes(arg));
+  session->args = session->bases;
+  // Inference: forward steps only, in which GPipe and 1F1B agree.
+  if (const std::optional<PipelineDesc> &pipeline = loaded.pipeline)
+    session->schedule =
+        pipelineSchedule(pipeline->schedule, pipeline->stages, program.stage,
+                         pipeline->microBatches, /*withBackward=*/false);
+  else
+    session->schedule = {PipelineStep{0, StepPhase::Forward}};
   return session;
 }
-
-namespace {
-
-std::string describe(const ArgumentDesc &arg) {
-  return std::string(argumentKindName(arg.kind)) + " '" + arg.name + "'";
-}
-
-/// \p arg as its source file holds it: its source_dtype.
-ArgumentDesc asStored(const ArgumentDesc &arg) {
-  ArgumentDesc stored = arg;
-  stored.dtype = arg.sourceDType;
-  return stored;
-}
-
-/// Passes \p count elements of \p source, converted from float32 to \p to,
-/// to \p sink(bytes, byteOffset, byteCount) in pieces, so that a large
-/// parameter never needs a whole converted copy on the host.
-template <typename Sink>
-void convertInPieces(const void *source, int64_t count, DType to, Sink sink) {
-  constexpr int64_t Piece = int64_t(1) << 22;
-  size_t size = dtypeSize(to);
-  HostBuffer piece(static_cast<size_t>(std::min(count, Piece)) * size);
-  const float *from = static_cast<const float *>(source);
-  for (int64_t offset = 0; offset < count; offset += Piece) {
-    int64_t length = std::min(Piece, count - offset);
-    convertFromFloat32(from + offset, length, to, piece.data());
-    sink(piece.data(), static_cast<size_t>(offset) * size,
-         static_cast<size_t>(length) * size);
-  }
-}
-
-} // namespace
 
 void Session::bindHostArguments() {
   const GridVector &coords =
       manifest.ranks[static_cast<size_t>(world.rank)].coords;
-  buffers.resize(manifest.arguments.size());
-  for (size_t i = 0; i < manifest.arguments.size(); ++i) {
-    const ArgumentDesc &arg = manifest.arguments[i];
-    size_t bytes =
-        static_cast<size_t>(byteSize(arg.dtype, arg.shape, describe(arg)));
+  const std::vector<ArgumentDesc> &arguments = getArguments();
+  buffers.resize(arguments.size());
+  for (size_t i = 0; i < arguments.size(); ++i) {
+    const ArgumentDesc &arg = arguments[i];
+    size_t bytes = rankBytes(arg);
     if (arg.kind != ArgumentKind::Parameter) {
       buffers[i] = HostBuffer(bytes);
-      hostArgs.push_back(buffers[i].data());
+      hostData.push_back(buffers[i].data());
     } else if (arg.sourceDType == arg.dtype) {
-      hostArgs.push_back(weights.get(arg, coords));
+      hostData.push_back(weights.get(arg, coords));
     } else {
       const void *source = weights.get(asStored(arg), coords);
       buffers[i] = HostBuffer(bytes);
@@ -171,34 +193,39 @@ void Session::bindHostArguments() {
                       [&](const void *piece, size_t offset, size_t length) {
                         std::memcpy(converted + offset, piece, length);
                       });
-      hostArgs.push_back(converted);
+      hostData.push_back(converted);
     }
   }
-  args = hostArgs;
+  bases = hostData;
 }
 
 void Session::bindDeviceArguments() {
   const GridVector &coords =
       manifest.ranks[static_cast<size_t>(world.rank)].coords;
   DeviceBackend &device = *deviceBackend;
-  buffers.resize(manifest.arguments.size());
-  args.assign(manifest.arguments.size(), nullptr);
-  for (size_t i = 0; i < manifest.arguments.size(); ++i) {
-    const ArgumentDesc &arg = manifest.arguments[i];
-    size_t bytes =
-        static_cast<size_t>(byteSize(arg.dtype, arg.shape, describe(arg)));
-    args[i] = device.allocate(bytes, describe(arg));
+  const std::vector<ArgumentDesc> &arguments = getArguments();
+  buffers.resize(arguments.size());
+  hostData.assign(arguments.size(), nullptr);
+  bases.assign(arguments.size(), nullptr);
+  for (size_t i = 0; i < arguments.size(); ++i) {
+    const ArgumentDesc &arg = arguments[i];
+    size_t bytes = rankBytes(arg);
+    bases[i] = device.allocate(bytes, describe(arg));
+    // Activations only live on the device: the device communicator sends
+    // and receives them there.
+    if (arg.isActivation())
+      continue;
     if (arg.kind != ArgumentKind::Parameter) {
-      // Inputs and outputs keep a host copy: Distribution fills and reads
-      // it, runStep moves it.
+      // Inputs and outputs keep a host copy (every micro-batch):
+      // Distribution fills and reads it, runStep moves it.
       buffers[i] = HostBuffer(bytes);
-      hostArgs.push_back(buffers[i].data());
+      hostData[i] = buffers[i].data();
       continue;
     }
     // Only this rank's block, uploaded once.
     void *source = weights.get(asStored(arg), coords);
-    hostArgs.push_back(source);
-    char *target = static_cast<char *>(args[i]);
+    hostData[i] = source;
+    char *target = static_cast<char *>(bases[i]);
     if (arg.sourceDType == arg.dtype)
       device.copyToDevice(target, source, bytes);
     else
@@ -210,19 +237,59 @@ void Session::bindDeviceArguments() {
   device.synchronize();
 }
 
-void Session::runStep() {
-  if (!deviceBackend) {
-    program->run(args.data());
-    return;
-  }
-  const std::vector<ArgumentDesc> &arguments = manifest.arguments;
+std::optional<size_t> Session::findArgument(ArgumentKind kind,
+                                            const std::string &name) const {
+  const std::vector<ArgumentDesc> &arguments = getArguments();
   for (size_t i = 0; i < arguments.size(); ++i)
-    if (arguments[i].kind == ArgumentKind::Input)
-      deviceBackend->copyToDevice(args[i], hostArgs[i], buffers[i].size());
-  program->run(args.data()); // Waits for the device.
+    if (arguments[i].kind == kind && arguments[i].name == name)
+      return i;
+  return std::nullopt;
+}
+
+void Session::selectMicroBatch(int64_t microBatch) {
+  for (size_t i = 0; i < args.size(); ++i)
+    if (microBatchBytes[i])
+      args[i] = static_cast<char *>(bases[i]) +
+                static_cast<size_t>(microBatch) * microBatchBytes[i];
+}
+
+void Session::exchangeActivations(Communicator &comm, ArgumentKind kind) {
+  const std::vector<ArgumentDesc> &arguments = getArguments();
+  for (size_t i = 0; i < arguments.size(); ++i) {
+    const ArgumentDesc &arg = arguments[i];
+    if (arg.kind != kind)
+      continue;
+    int64_t count = numElements(arg.shape, arg.name);
+    if (kind == ArgumentKind::ActivationIn)
+      comm.recv(args[i], count, arg.dtype, arg.peerStage, CommScope::PP);
+    else
+      comm.send(args[i], count, arg.dtype, arg.peerStage, CommScope::PP);
+  }
+}
+
+void Session::runStep(Communicator &comm) {
+  const std::vector<ArgumentDesc> &arguments = getArguments();
+  if (deviceBackend) {
+    if (comm.memory().isHost())
+      throw Error("a GPU session's steps need a communicator of device "
+                  "memory (DeviceBackend::createCommunicator)");
+    for (size_t i = 0; i < arguments.size(); ++i)
+      if (arguments[i].kind == ArgumentKind::Input)
+        deviceBackend->copyToDevice(bases[i], hostData[i], buffers[i].size());
+  }
+  for (const PipelineStep &step : schedule) {
+    selectMicroBatch(step.microBatch);
+    exchangeActivations(comm, ArgumentKind::ActivationIn);
+    program->run(args.data()); // On a GPU, waits for the device.
+    exchangeActivations(comm, ArgumentKind::ActivationOut);
+  }
+  if (!deviceBackend)
+    return;
+  // The last sends may still be queued on the stream.
+  deviceBackend->synchronize();
   for (size_t i = 0; i < arguments.size(); ++i)
     if (arguments[i].kind == ArgumentKind::Output)
-      deviceBackend->copyToHost(hostArgs[i], args[i], buffers[i].size());
+      deviceBackend->copyToHost(hostData[i], bases[i], buffers[i].size());
 }
 
 } // namespace autopar::runtime

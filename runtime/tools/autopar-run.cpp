@@ -2,6 +2,7 @@
 //
 // autopar-run ARTIFACT_DIR [--inputs DIR] [--outputs DIR] [--steps N]
 //                          [--seed N] [--timeout SECONDS] [--comm-stats]
+//                          [--comm-stats-json FILE]
 //
 // Started once per rank by mpirun / srun, or alone for a single rank. The
 // user-facing contract is docs INTERFACES.md ("autopar-run"); the artifact
@@ -27,9 +28,11 @@
 #include "autopar/runtime/Watchdog.h"
 #include "autopar/runtime/World.h"
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <malloc.h>
 #include <new>
@@ -65,6 +68,12 @@ options:
                   none with one; 0 disables it)
   --comm-stats    print calls, bus bytes and seconds of the collectives, per
                   grid axis and operation
+  --comm-stats-json FILE
+                  rank 0 also writes those figures (maxima over the ranks,
+                  all steps together) to FILE as JSON:
+                  {"steps": N, "collectives": {axis: {op: {"calls",
+                  "bus_bytes", "seconds"}}}}, the shape of the plan report's
+                  "predicted_collectives"
   -h, --help      print this help
 
 Without --inputs, inputs are drawn at random, reproducibly from the seed and
@@ -75,8 +84,9 @@ A '/' in a tensor name becomes '_' in its file name.
 GPU artifacts (manifest target "cuda") run one rank per GPU (local rank
 modulo the node's GPUs) through libautopar_cuda.so, from ../lib beside this
 program or $AUTOPAR_CUDA_RUNTIME; step times include copying the inputs in
-and the outputs out. Their collectives use NCCL, or MPI through host memory
-when ranks share a GPU; AUTOPAR_COLLECTIVES=nccl or =mpi forces one.
+and the outputs out. Their collectives, and a pipeline's activations (which
+stay on the GPU), use NCCL, or MPI through host memory when ranks share a GPU;
+AUTOPAR_COLLECTIVES=nccl or =mpi forces one.
 )";
 
 /// The watchdog's timeout with more than one rank, unless set.
@@ -91,6 +101,7 @@ struct Options {
   /// From --timeout or AUTOPAR_TIMEOUT_S.
   std::optional<double> timeoutSeconds;
   bool commStats = false;
+  std::optional<std::string> commStatsJson;
   bool help = false;
 };
 
@@ -159,7 +170,7 @@ Options parseOptions(int argc, char **argv) {
       hasValue = true;
     }
     if (name != "--inputs" && name != "--outputs" && name != "--steps" &&
-        name != "--seed" && name != "--timeout")
+        name != "--seed" && name != "--timeout" && name != "--comm-stats-json")
       throw Error("unknown option '" + arg + "' (see --help)");
     if (!hasValue) {
       if (i + 1 >= argc)
@@ -174,6 +185,8 @@ Options parseOptions(int argc, char **argv) {
       options.steps = static_cast<int64_t>(parseNumber(name, value, 1));
     else if (name == "--timeout")
       options.timeoutSeconds = parseSeconds(name, value);
+    else if (name == "--comm-stats-json")
+      options.commStatsJson = value;
     else
       options.seed = parseNumber(name, value, 0);
   }
@@ -225,12 +238,13 @@ void printThroughput(double totalMs, double firstMs, int64_t steps) {
   std::printf(")\n");
 }
 
-/// Prints the --comm-stats table on rank 0: each number is the maximum over
-/// the ranks. On a GPU, the program's collectives (the grid axes) are counted
-/// by \p programComm, and the runtime's own scatter and gather of inputs and
-/// outputs (world) by \p hostComm.
-void printCommStats(Communicator &hostComm, Communicator &programComm,
-                    bool leader) {
+/// Prints the --comm-stats table and writes --comm-stats-json on rank 0:
+/// each number is the maximum over the ranks. On a GPU, the program's
+/// collectives and the pipeline's sends and receives (the grid axes) are
+/// counted by \p programComm, and the runtime's own distribution of inputs
+/// and outputs (world) by \p hostComm.
+void reportCommStats(Communicator &hostComm, Communicator &programComm,
+                     bool leader, const Options &options) {
   programComm.settleStats();
   CommStats stats = programComm.getStats();
   if (&programComm != &hostComm)
@@ -239,8 +253,22 @@ void printCommStats(Communicator &hostComm, Communicator &programComm,
   double values[NumCommStatValues];
   flattenCommStats(stats, values);
   hostComm.maxOverWorld(values, NumCommStatValues);
-  if (leader)
-    std::fputs(formatCommStats(unflattenCommStats(values)).c_str(), stdout);
+  if (!leader)
+    return;
+  stats = unflattenCommStats(values);
+  if (options.commStats)
+    std::fputs(formatCommStats(stats).c_str(), stdout);
+  if (options.commStatsJson) {
+    std::FILE *file = std::fopen(options.commStatsJson->c_str(), "w");
+    if (!file)
+      throw Error("cannot write --comm-stats-json " + *options.commStatsJson +
+                  ": " + std::strerror(errno));
+    std::string json = formatCommStatsJson(stats, options.steps);
+    bool ok = std::fwrite(json.data(), 1, json.size(), file) == json.size();
+    ok &= std::fclose(file) == 0;
+    if (!ok)
+      throw Error("cannot write --comm-stats-json " + *options.commStatsJson);
+  }
 }
 
 /// "12.5 MiB", or "640 KiB" below a MiB.
@@ -264,9 +292,10 @@ void printDeviceMemory(DeviceBackend &device, Communicator &comm, bool leader) {
                 formatMemory(peaks[0]).c_str(), formatMemory(peaks[1]).c_str());
 }
 
-/// The communicator of the program's collectives: on a GPU, the device's
-/// (NCCL, or MPI staged through the host); null on the CPU, where it is
-/// \p hostComm itself. Collective.
+/// The communicator of the program's collectives and of a pipeline's sends
+/// and receives of activations: on a GPU, the device's (NCCL, or MPI staged
+/// through the host); null on the CPU, where it is \p hostComm itself.
+/// Collective.
 std::unique_ptr<Communicator>
 programCommunicator(Session &session, Communicator &hostComm, Watchdog *dog) {
   DeviceBackend *device = session.device();
@@ -288,7 +317,8 @@ std::unique_ptr<Watchdog> makeWatchdog(const Options &options,
 }
 
 /// Distributes the inputs (over \p comm, host memory), runs the steps (the
-/// program's collectives on \p programComm), collects the outputs.
+/// program's collectives and the pipeline's activations on \p programComm,
+/// device memory on a GPU), collects the outputs.
 void runSession(const Options &options, const WorldInfo &world,
                 Session &session, Communicator &comm, Communicator &programComm,
                 Watchdog *dog) {
@@ -310,6 +340,13 @@ void runSession(const Options &options, const WorldInfo &world,
       std::printf("autopar-run: collectives: %s; step times include copying "
                   "the inputs to the GPU and the outputs back\n",
                   device->describeCommunicator().c_str());
+    if (const std::optional<PipelineDesc> &pipeline = loaded.pipeline)
+      std::printf("autopar-run: pipeline of %lld stages, %lld micro-batches "
+                  "of %lld per step, %s schedule (forward only)\n",
+                  static_cast<long long>(pipeline->stages),
+                  static_cast<long long>(pipeline->microBatches),
+                  static_cast<long long>(pipeline->microBatchSize),
+                  std::string(scheduleKindName(pipeline->schedule)).c_str());
   }
 
   InputSource source;
@@ -335,7 +372,7 @@ void runSession(const Options &options, const WorldInfo &world,
     {
       Watchdog::Scope scope(dog, name);
       Clock::time_point start = Clock::now();
-      session.runStep();
+      session.runStep(programComm);
       ms = std::chrono::duration<double, std::milli>(Clock::now() - start)
                .count();
     }
@@ -373,9 +410,9 @@ void runSession(const Options &options, const WorldInfo &world,
                           /*waiting=*/true);
     printDeviceMemory(*device, comm, leader);
   }
-  if (options.commStats) {
+  if (options.commStats || options.commStatsJson) {
     Watchdog::Scope scope(dog, "collecting --comm-stats", /*waiting=*/true);
-    printCommStats(comm, programComm, leader);
+    reportCommStats(comm, programComm, leader, options);
   }
   std::fflush(stdout);
   setActiveCommunicator(nullptr);

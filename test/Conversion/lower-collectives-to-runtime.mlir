@@ -60,3 +60,45 @@ func.func @f16(%x: tensor<4x8xf16>) -> tensor<4x8xf16> {
   %0 = shard.all_reduce %x on @grid3 grid_axes = [0] : tensor<4x8xf16> -> tensor<4x8xf16>
   return %0 : tensor<4x8xf16>
 }
+
+// -----
+
+// all_slice moves no data: the rank's block at coord * block size.
+// CHECK-LABEL: func.func @all_slice
+// CHECK-SAME: (%[[X:.*]]: tensor<4x8xf32>)
+// CHECK: %[[SIZE:.*]] = arith.constant 2 : index
+// CHECK: %[[C:.*]] = call @autopar_rt_grid_coord(%{{.*}}) : (i64) -> i64
+// CHECK: %[[CI:.*]] = arith.index_cast %[[C]] : i64 to index
+// CHECK: %[[OFF:.*]] = arith.muli %[[CI]], %[[SIZE]] : index
+// CHECK: %[[S:.*]] = tensor.extract_slice %[[X]][0, %[[OFF]]] [4, 2] [1, 1] : tensor<4x8xf32> to tensor<4x2xf32>
+// CHECK: return %[[S]]
+shard.grid @grid3(shape = 2x4)
+func.func @all_slice(%x: tensor<4x8xf32>) -> tensor<4x2xf32> {
+  %0 = shard.all_slice %x on @grid3 grid_axes = [1] slice_axis = 1 : tensor<4x8xf32> -> tensor<4x2xf32>
+  return %0 : tensor<4x2xf32>
+}
+
+// -----
+
+// A sum all-reduced only to be sliced (how shard-partition turns a partial
+// sum into a split) becomes one reduce-scatter; an all-reduce with other
+// users stays.
+// CHECK-LABEL: func.func @reduce_then_slice
+// CHECK-NOT: autopar_rt_all_reduce_f32
+// CHECK: memref.alloc() : memref<4x2xf32>
+// CHECK: call @autopar_rt_reduce_scatter_f32
+// CHECK-NOT: autopar_rt_all_reduce_f32
+// CHECK-LABEL: func.func @reduce_used_twice
+// CHECK: call @autopar_rt_all_reduce_f32
+// CHECK: tensor.extract_slice
+shard.grid @grid4(shape = 4)
+func.func @reduce_then_slice(%x: tensor<4x8xf32>) -> tensor<4x2xf32> {
+  %0 = shard.all_reduce %x on @grid4 grid_axes = [0] : tensor<4x8xf32> -> tensor<4x8xf32>
+  %1 = shard.all_slice %0 on @grid4 grid_axes = [0] slice_axis = 1 : tensor<4x8xf32> -> tensor<4x2xf32>
+  return %1 : tensor<4x2xf32>
+}
+func.func @reduce_used_twice(%x: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x2xf32>) {
+  %0 = shard.all_reduce %x on @grid4 grid_axes = [0] : tensor<4x8xf32> -> tensor<4x8xf32>
+  %1 = shard.all_slice %0 on @grid4 grid_axes = [0] slice_axis = 1 : tensor<4x8xf32> -> tensor<4x2xf32>
+  return %0, %1 : tensor<4x8xf32>, tensor<4x2xf32>
+}

@@ -16,9 +16,17 @@ The last line printed is `P passed, F failed`; exit status 1 if anything failed.
   test/Integration/run_models.py --models gpt,bert -v
   test/Integration/run_models.py --reference          # ORT stands in for autopar
   test/Integration/run_models.py --cluster local:2 --launcher 'mpirun -np 2'
+  test/Integration/run_models.py --cluster local:2 --launcher 'mpirun -np 2' --check-comm
+  test/Integration/run_models.py --models gpt --input-shape idx=8x32 ...  # another batch
+
+--check-comm: the compile writes its plan report, the run its measured collectives
+(autopar-run --comm-stats-json), and every (axis, operation) must have exactly the
+predicted number of calls and bus bytes (the runtime's own traffic, scattering inputs and
+gathering outputs, is on the "world" scope and not part of the plan).
 """
 
 import argparse
+import json
 import os
 import shlex
 import sys
@@ -32,12 +40,15 @@ from autopar import compare, models, tools  # noqa: E402
 def run_model(name, args, log):
     """Returns (ok, stage, message, compile_seconds)."""
     model = models.get(name)
+    shapes = {k: v for k, v in args.input_shapes.items() if k in model.input_shapes()}
+    if shapes:
+        model = models.with_shapes(name, shapes)
     work = os.path.join(args.work_dir, name)
     ins, ref, out = (os.path.join(work, d) for d in ("inputs", "reference", "outputs"))
     artifact = os.path.join(work, "artifact")
     try:
-        path = models.export(name, os.path.join(args.work_dir, "models"), log=log)
-        models.write_inputs(name, ins, seed=args.seed)
+        path = models.export(name, args.models_dir, log=log)
+        models.write_inputs(model, ins, seed=args.seed)
     except Exception as e:
         return False, "export", f"{type(e).__name__}: {e}", None
     env = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
@@ -51,6 +62,9 @@ def run_model(name, args, log):
                                    shape_flags=" ".join(shlex.quote(f) for f in model.shape_flag_list()),
                                    cluster=args.cluster, steps=1)
     cmd = tools.format_cmd(args.compile_cmd, **values)
+    report, comm = os.path.join(work, "report.json"), os.path.join(work, "comm-stats.json")
+    if args.check_comm:
+        cmd += ["--report-json", report]
     log(f"$ {' '.join(shlex.quote(c) for c in cmd)}")
     r = tools.run_cmd(cmd, timeout=args.timeout, env=env)
     compile_s = r.seconds
@@ -61,6 +75,8 @@ def run_model(name, args, log):
 
     os.makedirs(out, exist_ok=True)
     cmd = shlex.split(args.launcher) + tools.format_cmd(args.run_cmd, **values)
+    if args.check_comm:
+        cmd += ["--comm-stats-json", comm]
     log(f"$ {' '.join(shlex.quote(c) for c in cmd)}")
     r = tools.run_cmd(cmd, timeout=args.timeout, env=env)
     if args.verbose and (r.stdout or r.stderr):
@@ -73,6 +89,16 @@ def run_model(name, args, log):
     if not all(x.ok for x in results):
         return False, "compare", compare.first_failure(results), compile_s
     worst = max(x.metric for x in results)
+    if args.check_comm:
+        with open(report) as f, open(comm) as g:
+            predicted, measured = json.load(f), json.load(g)
+        mismatches = compare.compare_collectives(predicted, measured)
+        for m in mismatches:
+            log(f"  communication: {m}")
+        if mismatches:
+            return False, "communication", mismatches[0], compile_s
+        return True, "", f"max rel error {worst:.2e}; collectives as predicted " \
+            f"({compare.describe_collectives(predicted)})", compile_s
     return True, "", f"max rel error {worst:.2e}", compile_s
 
 
@@ -83,6 +109,8 @@ def main(argv=None):
                    help="build directory holding bin/autopar-compile and bin/autopar-run")
     p.add_argument("--work-dir", default=None,
                    help="exports (cached), inputs, reference and outputs (default BUILD_DIR/integration)")
+    p.add_argument("--models-dir", default=None,
+                   help="exported models (cached; default WORK_DIR/models), shareable between work dirs")
     p.add_argument("--models", default=",".join(models.MODELS),
                    help="comma-separated model names (default: %(default)s)")
     p.add_argument("--tol", type=float, default=1e-4, help="max |out-ref| / max |ref| (default 1e-4)")
@@ -94,13 +122,26 @@ def main(argv=None):
                    help="compile command template (see autopar/tools.py; default: %(default)s)")
     p.add_argument("--run-cmd", default=tools.DEFAULT_RUN_CMD,
                    help="run command template (default: %(default)s)")
+    p.add_argument("--input-shape", action="append", default=[], metavar="NAME=D0xD1...",
+                   help="use this shape for the models' input NAME (dynamic dims only; repeatable)")
     p.add_argument("--reference", action="store_true",
                    help="use onnxruntime instead of autopar, to check the harness")
+    p.add_argument("--check-comm", action="store_true",
+                   help="also check that the collectives each rank issued (autopar-run --comm-stats-json) "
+                        "are exactly those the plan report predicted (calls and bus bytes per axis and op)")
     p.add_argument("-v", "--verbose", action="store_true", help="print commands, tool output and tables")
     args = p.parse_args(argv)
     if args.reference:
         args.compile_cmd, args.run_cmd = tools.REFERENCE_COMPILE_CMD, tools.REFERENCE_RUN_CMD
+    args.input_shapes = {}
+    for flag in args.input_shape:
+        name, _, dims = flag.partition("=")
+        try:
+            args.input_shapes[name] = [int(d) for d in dims.split("x")]
+        except ValueError:
+            p.error(f"--input-shape {flag}: expected NAME=D0xD1x...")
     args.work_dir = os.path.abspath(args.work_dir or os.path.join(args.build_dir, "integration"))
+    args.models_dir = os.path.abspath(args.models_dir or os.path.join(args.work_dir, "models"))
     names = [n for n in args.models.split(",") if n]
     for n in names:
         if n not in models.MODELS:

@@ -6,6 +6,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "PipelineStages.h"
+
 #include "autopar/Conversion/Passes.h"
 #include "autopar/Import/OnnxImporter.h"
 #include "autopar/Import/WeightLocator.h"
@@ -30,6 +32,7 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/JSON.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/Timer.h"
@@ -145,7 +148,8 @@ partitionTensorParallel(ModuleOp module, int64_t tp,
   }
   autopar::annotateModuleWithPlan(module, *plan);
 
-  // Graph inputs and outputs stay whole on every tp rank.
+  // Graph inputs and outputs (and a pipeline stage's activations) stay whole
+  // on every tp rank.
   MLIRContext *ctx = module.getContext();
   OpBuilder b(ctx);
   auto replicated = [&](Location loc) {
@@ -156,7 +160,7 @@ partitionTensorParallel(ModuleOp module, int64_t tp,
   };
   b.setInsertionPointToStart(&main.getBody().front());
   for (BlockArgument arg : main.getArguments()) {
-    if (!main.getArgAttr(arg.getArgNumber(), autopar::attrs::kInput))
+    if (main.getArgAttr(arg.getArgNumber(), autopar::attrs::kParameter))
       continue;
     auto annotated =
         shard::ShardOp::create(b, arg.getLoc(), arg, replicated(arg.getLoc()),
@@ -194,8 +198,9 @@ partitionTensorParallel(ModuleOp module, int64_t tp,
     for (int64_t d = 0; d < int64_t(local.size()); ++d)
       if (local[d] != global[i][d]) {
         if (arg.kind != autopar::ArtifactArgument::Kind::Parameter) {
-          llvm::errs() << "autopar-compile: error: input '" << arg.name
-                       << "' was split over tp; inputs must stay whole\n";
+          llvm::errs() << "autopar-compile: error: '" << arg.name
+                       << "' was split over tp; inputs and activations must "
+                          "stay whole\n";
           return failure();
         }
         arg.globalShape = global[i];
@@ -208,7 +213,7 @@ partitionTensorParallel(ModuleOp module, int64_t tp,
   for (auto [k, type] : llvm::enumerate(main.getResultTypes())) {
     autopar::ArtifactArgument &out = arguments[main.getNumArguments() + k];
     if (cast<RankedTensorType>(type).getShape() != llvm::ArrayRef(out.shape)) {
-      llvm::errs() << "autopar-compile: error: output '" << out.name
+      llvm::errs() << "autopar-compile: error: '" << out.name
                    << "' is not whole after partitioning\n";
       return failure();
     }
@@ -305,44 +310,48 @@ int main(int argc, char **argv) {
   autopar::printPlanTable(llvm::outs(), *plan, request);
   if (explain)
     autopar::printPlanExplanation(llvm::outs(), *plan);
-  if (!reportJson.empty()) {
+  // The report describes the plan that runs: when the best plan cannot be
+  // executed and another is, the report is that one's, and says why.
+  auto writeReport = [&](const autopar::PlanResult &result,
+                         const autopar::PlanRequest &forRequest,
+                         llvm::json::Array fallbacks) -> bool {
+    if (reportJson.empty())
+      return true;
     std::error_code ec;
     llvm::raw_fd_ostream os(reportJson, ec);
-    if (ec)
-      return fail("cannot write " + reportJson + ": " + ec.message());
-    os << llvm::formatv("{0:2}", autopar::planReportJson(*plan, request))
-       << "\n";
-  }
+    if (ec) {
+      fail("cannot write " + reportJson + ": " + ec.message());
+      return false;
+    }
+    llvm::json::Value report = autopar::planReportJson(result, forRequest);
+    if (!fallbacks.empty())
+      (*report.getAsObject())["fallbacks"] = std::move(fallbacks);
+    os << llvm::formatv("{0:2}", report) << "\n";
+    return true;
+  };
   if (planOnly)
-    return 0;
+    return writeReport(*plan, request, {}) ? 0 : 1;
 
-  // Several ranks: this build executes data parallelism (each rank runs the
-  // program on its slice of the batch); tensor and pipeline parallel plans
-  // are planned but not yet executed.
   autopar::PlanCandidate executable = plan->best;
-  if (executable.pp > 1) {
-    if (request.pins.pp && *request.pins.pp > 1)
-      return fail("--pp > 1: executing pipeline parallel plans is not "
-                  "implemented yet; use --plan-only, or let autopar choose "
-                  "a plan without pipeline stages");
-    autopar::PlanRequest noPipeline = request;
-    noPipeline.pins.pp = 1;
-    auto replanned = autopar::planProgram(main, noPipeline);
-    if (!replanned)
-      return fail("the best plan needs pipeline parallelism, whose execution "
-                  "is not implemented yet, and no plan without stages "
-                  "exists: " +
-                  llvm::toString(replanned.takeError()));
-    executable = replanned->best;
-    llvm::outs() << llvm::formatv(
-        "  executing the best plan without pipeline stages instead (dp={0} "
-        "tp={1}, predicted {2:F3} ms per step): pipeline parallel execution "
-        "is not implemented yet\n",
-        executable.dp, executable.tp, executable.stepSeconds * 1e3);
-  }
+  std::optional<autopar::PlanResult> executedPlan;
+  std::optional<autopar::PlanRequest> executedRequest;
+  llvm::json::Array fallbacks;
+  auto fellBack = [&](autopar::PlanResult replanned,
+                      const autopar::PlanRequest &replanRequest,
+                      llvm::StringRef reason) {
+    fallbacks.push_back(llvm::json::Object{
+        {"from_mesh", llvm::json::Object{{"dp", executable.dp},
+                                         {"tp", executable.tp},
+                                         {"pp", executable.pp}}},
+        {"from_step_time_s", executable.stepSeconds},
+        {"reason", reason.str()}});
+    executable = replanned.best;
+    executedPlan = std::move(replanned);
+    executedRequest = replanRequest;
+  };
   // Tensor parallelism needs every op on the way to have a partitioning
   // rule (upstream has none for reshapes yet): try it on a copy first and
-  // fall back to the best data-parallel plan, saying why.
+  // fall back to the best plan without it, saying why.
   if (executable.tp > 1) {
     OwningOpRef<ModuleOp> trial = module->clone();
     std::vector<autopar::ArtifactArgument> trialArgs = *arguments;
@@ -363,26 +372,62 @@ int main(int argc, char **argv) {
                     ": this program cannot be partitioned over tensor-"
                     "parallel ranks yet: " +
                     reason);
-      autopar::PlanRequest dpOnly = request;
-      dpOnly.pins.tp = 1;
-      dpOnly.pins.pp = 1;
-      auto replanned = autopar::planProgram(main, dpOnly);
+      // Pipeline stages need no partitioning rules: the planner may choose
+      // them instead.
+      autopar::PlanRequest noTensor = request;
+      noTensor.pins.tp = 1;
+      auto replanned = autopar::planProgram(main, noTensor);
       if (!replanned)
         return fail("the best plan needs tensor parallelism, which this "
                     "program cannot be partitioned for yet (" +
-                    reason + "), and no data-parallel plan exists: " +
+                    reason + "), and no plan without it exists: " +
                     llvm::toString(replanned.takeError()));
-      executable = replanned->best;
+      fellBack(std::move(*replanned), noTensor,
+               "tensor-parallel partitioning failed: " + reason);
       llvm::outs() << llvm::formatv(
-          "  executing the best data-parallel plan instead (dp={0}, "
-          "predicted {1:F3} ms per step): tensor-parallel partitioning "
-          "failed: {2}\n",
-          executable.dp, executable.stepSeconds * 1e3, reason);
+          "  executing the best plan without tensor parallelism instead "
+          "(dp={0} pp={1}, predicted {2:F3} ms per step): tensor-parallel "
+          "partitioning failed: {3}\n",
+          executable.dp, executable.pp, executable.stepSeconds * 1e3, reason);
     }
   }
 
+  // Pipeline parallelism: one program per stage, for one micro-batch.
+  std::vector<autopar::StageProgram> programs;
+  if (executable.pp > 1) {
+    auto stages = autopar::buildPipelineStages(
+        context, modelPath, options, executable, *arguments, plan->globalBatch);
+    if (stages) {
+      programs = std::move(*stages);
+    } else {
+      std::string reason = llvm::toString(stages.takeError());
+      if (request.pins.pp && *request.pins.pp > 1)
+        return fail("--pp " + llvm::Twine(*request.pins.pp) + ": " + reason);
+      autopar::PlanRequest noPipeline = request;
+      noPipeline.pins.pp = 1;
+      if (!noPipeline.pins.tp)
+        noPipeline.pins.tp = 1;
+      auto replanned = autopar::planProgram(main, noPipeline);
+      if (!replanned)
+        return fail("the best plan needs pipeline stages, which this program "
+                    "cannot run as (" +
+                    reason + "), and no plan without them exists: " +
+                    llvm::toString(replanned.takeError()));
+      fellBack(std::move(*replanned), noPipeline, reason);
+      llvm::outs() << llvm::formatv(
+          "  executing the best plan without pipeline stages instead (dp={0} "
+          "tp={1}, predicted {2:F3} ms per step): {3}\n",
+          executable.dp, executable.tp, executable.stepSeconds * 1e3, reason);
+    }
+  }
+
+  if (!writeReport(executedPlan ? *executedPlan : *plan,
+                   executedRequest ? *executedRequest : request,
+                   std::move(fallbacks)))
+    return 1;
+
   int64_t dpDegree = executable.dp;
-  if (dpDegree > 1) {
+  if (dpDegree > 1 && programs.empty()) {
     // Re-import for one rank's slice of the batch: every input and output
     // must carry the batch as its leading dim.
     int64_t batch = plan->globalBatch;
@@ -424,36 +469,49 @@ int main(int argc, char **argv) {
     arguments = std::move(rankArgs);
   }
 
-  int64_t tpDegree = executable.tp;
-  if (tpDegree > 1 &&
-      failed(partitionTensorParallel(*module, tpDegree, request, *arguments)))
-    return fail("partitioning " + modelPath + " over " + llvm::Twine(tpDegree) +
-                " tensor-parallel ranks failed (see the diagnostics above)");
+  if (programs.empty())
+    programs.push_back({std::move(module), std::move(*arguments)});
 
   auto weights = autopar::locateInitializers(modelPath);
   if (!weights)
     return fail(llvm::toString(weights.takeError()));
-
-  llvm::outs().flush();
-  if (failed(autopar::lowerToLLVMForCpu(*module)))
-    return fail("lowering " + modelPath +
-                " to native code failed (see the "
-                "diagnostics above)");
-  writeIR("llvm-dialect.mlir", *module);
-
   if (std::error_code ec = llvm::sys::fs::create_directories(outputDir))
     return fail("cannot create " + outputDir + ": " + ec.message());
-  llvm::SmallString<256> soPath(outputDir);
-  llvm::sys::path::append(soPath, "stage0.so");
-  autopar::CpuCodegenOptions codegen;
-  codegen.cpu = targetCpu;
-  if (!dumpDir.empty())
-    codegen.llvmIRPath = dumpDir + "/model.ll";
-  std::string error;
-  if (failed(autopar::emitSharedLibrary(*module, soPath, codegen, error)))
-    return fail(error);
 
   autopar::ArtifactDescription description;
+  int64_t tpDegree = executable.tp;
+  for (auto [k, program] : llvm::enumerate(programs)) {
+    std::string name = "stage" + std::to_string(k);
+    std::string what = programs.size() > 1
+                           ? "stage " + std::to_string(k) + " of " + modelPath
+                           : std::string(modelPath);
+    if (tpDegree > 1 &&
+        failed(partitionTensorParallel(*program.module, tpDegree, request,
+                                       program.arguments)))
+      return fail("partitioning " + what + " over " + llvm::Twine(tpDegree) +
+                  " tensor-parallel ranks failed (see the diagnostics above)");
+    llvm::outs().flush();
+    if (failed(autopar::lowerToLLVMForCpu(*program.module)))
+      return fail("lowering " + what +
+                  " to native code failed (see the diagnostics above)");
+    std::string prefix = programs.size() > 1 ? name + "-" : "";
+    writeIR(prefix + "llvm-dialect.mlir", *program.module);
+
+    llvm::SmallString<256> soPath(outputDir);
+    llvm::sys::path::append(soPath, name + ".so");
+    autopar::CpuCodegenOptions codegen;
+    codegen.cpu = targetCpu;
+    if (!dumpDir.empty())
+      codegen.llvmIRPath =
+          dumpDir + "/" + (programs.size() > 1 ? name : "model") + ".ll";
+    std::string error;
+    if (failed(autopar::emitSharedLibrary(*program.module, soPath, codegen,
+                                          error)))
+      return fail(error);
+    description.programs.push_back(
+        {name, name + ".so", std::move(program.arguments)});
+  }
+
   llvm::SmallString<256> absModel(modelPath);
   llvm::sys::fs::make_absolute(absModel);
   description.modelPath = std::string(absModel);
@@ -461,7 +519,12 @@ int main(int argc, char **argv) {
   description.worldSize = cluster->worldSize();
   description.dp = dpDegree;
   description.tp = tpDegree;
-  description.arguments = std::move(*arguments);
+  description.pp = executable.pp;
+  if (executable.pp > 1)
+    description.pipeline = autopar::ArtifactPipeline{
+        executable.numMicroBatches, executable.microBatchSize,
+        autopar::scheduleName(executable.schedule).str()};
+  std::string error;
   if (failed(autopar::writeManifest(outputDir, std::move(description), *weights,
                                     error)))
     return fail(error);

@@ -50,6 +50,28 @@ TEST(LocalCommunicatorTest, EveryScopeHasOneRank) {
             std::string::npos);
 }
 
+TEST(LocalCommunicatorTest, StatsAsJsonListOnlyCalledOperations) {
+  CommStats stats{};
+  CommCounter &gather = stats[static_cast<size_t>(CommScope::TP)]
+                             [static_cast<size_t>(CommOp::AllGather)];
+  gather = {2, 8448, 0.5};
+  // The shape of the plan report's "predicted_collectives", plus seconds.
+  EXPECT_EQ(formatCommStatsJson(stats, 3), "{\n"
+                                           "  \"steps\": 3,\n"
+                                           "  \"collectives\": {\n"
+                                           "    \"tp\": {\n"
+                                           "      \"all_gather\": {\n"
+                                           "        \"calls\": 2,\n"
+                                           "        \"bus_bytes\": 8448.0,\n"
+                                           "        \"seconds\": 0.5\n"
+                                           "      }\n"
+                                           "    }\n"
+                                           "  }\n"
+                                           "}\n");
+  EXPECT_EQ(formatCommStatsJson(CommStats{}, 1),
+            "{\n  \"steps\": 1,\n  \"collectives\": {}\n}\n");
+}
+
 TEST(LocalCommunicatorTest, EntryPointsCopyThroughStridedViews) {
   LocalCommunicator comm;
   setActiveCommunicator(&comm);

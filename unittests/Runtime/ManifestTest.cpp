@@ -357,6 +357,192 @@ TEST(ManifestTest, ReportsBadGridsCoordinatesAndSplits) {
               "'ranks[1]' must have \"coords\" if and only if ranks[0] has");
 }
 
+/// The pipeline example of docs/design/artifact.md: 2 stages, each on 2
+/// data-parallel ranks, 2 micro-batches of 2 per replica.
+json pipelineManifest() {
+  return json::parse(R"({
+    "format": "autopar-artifact",
+    "version": 1,
+    "model": "/abs/path/model.onnx",
+    "cluster": "local:4",
+    "world_size": 4,
+    "grid": { "dp": 2, "tp": 1, "pp": 2 },
+    "pipeline": { "stages": 2, "micro_batches": 2, "micro_batch_size": 2,
+                  "schedule": "1f1b" },
+    "programs": [
+      { "name": "stage0", "library": "stage0.so", "entry": "autopar_entry",
+        "arguments": [
+          { "kind": "parameter", "name": "fc1.weight", "dtype": "float32",
+            "shape": [8, 8],
+            "source": { "file": "model.onnx", "offset": 0, "length": 256 } },
+          { "kind": "input", "name": "x", "dtype": "float32", "shape": [2, 8],
+            "global_shape": [8, 8], "split": { "axis": "dp", "dim": 0 } },
+          { "kind": "activation_out", "name": "/fc1/Relu", "dtype": "float32",
+            "shape": [2, 8], "peer_stage": 1 } ] },
+      { "name": "stage1", "library": "stage1.so", "entry": "autopar_entry",
+        "arguments": [
+          { "kind": "parameter", "name": "fc2.weight", "dtype": "float32",
+            "shape": [4, 8],
+            "source": { "file": "model.onnx", "offset": 256, "length": 128 } },
+          { "kind": "activation_in", "name": "/fc1/Relu", "dtype": "float32",
+            "shape": [2, 8], "peer_stage": 0 },
+          { "kind": "output", "name": "y", "dtype": "float32", "shape": [2, 4],
+            "global_shape": [8, 4], "split": { "axis": "dp", "dim": 0 } } ] } ],
+    "ranks": [
+      { "rank": 0, "program": "stage0", "coords": { "dp": 0, "tp": 0, "pp": 0 } },
+      { "rank": 1, "program": "stage0", "coords": { "dp": 1, "tp": 0, "pp": 0 } },
+      { "rank": 2, "program": "stage1", "coords": { "dp": 0, "tp": 0, "pp": 1 } },
+      { "rank": 3, "program": "stage1", "coords": { "dp": 1, "tp": 0, "pp": 1 } } ]
+  })");
+}
+
+TEST(ManifestTest, ParsesPipelines) {
+  Manifest parsed = parseManifest(pipelineManifest().dump(), Path);
+  ASSERT_TRUE(parsed.pipeline);
+  EXPECT_EQ(parsed.pipeline->stages, 2);
+  EXPECT_EQ(parsed.pipeline->microBatches, 2);
+  EXPECT_EQ(parsed.pipeline->microBatchSize, 2);
+  EXPECT_EQ(parsed.pipeline->schedule, ScheduleKind::OneFOneB);
+  EXPECT_EQ(parsed.microBatches(), 2);
+  EXPECT_TRUE(parsed.arguments.empty());
+  EXPECT_EQ(parsed.programForRank(3).name, "stage1");
+  EXPECT_EQ(parsed.programs[0].stage, 0);
+  EXPECT_EQ(parsed.programs[1].stage, 1);
+  const ArgumentDesc &x = parsed.programs[0].arguments[1];
+  EXPECT_EQ(x.shape, (Shape{2, 8}));
+  EXPECT_EQ(x.rankShape, (Shape{4, 8})); // both micro-batches
+  EXPECT_EQ(x.globalShape, (Shape{8, 8}));
+  const ArgumentDesc &sent = parsed.programs[0].arguments[2];
+  EXPECT_EQ(sent.kind, ArgumentKind::ActivationOut);
+  EXPECT_EQ(sent.peerStage, 1);
+  EXPECT_EQ(sent.rankShape, sent.shape);
+  EXPECT_EQ(parsed.programs[1].arguments[1].kind, ArgumentKind::ActivationIn);
+
+  // With one micro-batch, inputs and outputs are as without a pipeline: a
+  // scalar output, an input whose dim 0 is the replica's batch.
+  json one = pipelineManifest();
+  one["pipeline"]["micro_batches"] = 1;
+  one["programs"][0]["arguments"][1]["shape"] = {4, 8};
+  json &y = one["programs"][1]["arguments"][2];
+  y["shape"] = json::array();
+  y.erase("split");
+  y.erase("global_shape");
+  parsed = parseManifest(one.dump(), Path);
+  EXPECT_EQ(parsed.programs[0].arguments[1].rankShape, (Shape{4, 8}));
+  EXPECT_EQ(parsed.programs[1].arguments[2].rankShape, Shape{});
+
+  // A program without its own list takes the top-level one.
+  json manifest = pipelineManifest();
+  manifest["grid"] = {{"dp", 4}, {"tp", 1}, {"pp", 1}};
+  manifest["pipeline"]["stages"] = 1;
+  manifest["arguments"] = {manifest["programs"][0]["arguments"][1]};
+  manifest["programs"].erase(1);
+  manifest["programs"][0].erase("arguments");
+  for (json &rank : manifest["ranks"]) {
+    rank["program"] = "stage0";
+    rank["coords"] = {{"dp", rank["rank"]}, {"tp", 0}, {"pp", 0}};
+  }
+  manifest["arguments"][0]["global_shape"] = {16, 8};
+  parsed = parseManifest(manifest.dump(), Path);
+  EXPECT_EQ(parsed.programs[0].arguments.size(), 1u);
+  EXPECT_EQ(parsed.programs[0].arguments[0].globalShape, (Shape{16, 8}));
+}
+
+TEST(ManifestTest, ReportsBadPipelines) {
+  struct Case {
+    const char *pointer;
+    json value;
+    const char *expected;
+  } cases[] = {
+      {"/pipeline/stages", 3,
+       "'pipeline.stages' is 3, but grid.pp is 2 (one stage per pp "
+       "coordinate)"},
+      {"/pipeline/micro_batches", 0,
+       "'pipeline.micro_batches' must be at least 1, got 0"},
+      {"/pipeline/schedule", "zb",
+       "'pipeline.schedule' is \"zb\", expected \"gpipe\" or \"1f1b\""},
+      {"/programs/1/arguments/1/peer_stage", 1,
+       "'programs[1].arguments[1].peer_stage' is 1, but program 'stage1' runs "
+       "stage 1, whose activations come from stage 0"},
+      {"/programs/1/arguments/1/peer_stage", 2,
+       "'programs[1].arguments[1].peer_stage' is 2, but the pipeline has 2 "
+       "stages"},
+      {"/programs/1/arguments/1/name", "h",
+       "'programs[1].arguments[1]' receives activation_in 'h' (float32 [2, "
+       "8]) where program 'stage0' sends activation_out '/fc1/Relu' (float32 "
+       "[2, 8])"},
+      {"/programs/1/arguments/1/shape", json{2, 4},
+       "receives activation_in '/fc1/Relu' (float32 [2, 4]) where"},
+      {"/programs/0/arguments/2/split", json{{"axis", "dp"}, {"dim", 0}},
+       "'programs[0].arguments[2].split' is not allowed on activations"},
+      {"/programs/0/arguments/1/peer_stage", 1,
+       "'programs[0].arguments[1].peer_stage' is only allowed on activations, "
+       "but 'x' is of kind \"input\""},
+      {"/programs/0/arguments/1/shape", json{4, 8},
+       "'programs[0].arguments[1].shape' is [4, 8], but 'x', an input of a "
+       "pipeline of 2 micro-batches, must hold one micro-batch of 2 along dim "
+       "0"},
+      {"/programs/0/arguments/1/global_shape", json{4, 8},
+       "'programs[0].arguments[1].global_shape' is [4, 8], but 'x' needs [8, "
+       "8] (shape [2, 8] with dim 0 times 2, the micro-batches, with dim 0 "
+       "times 2, the size of grid axis dp)"},
+      {"/programs/0/arguments/1/split/dim", 1,
+       "'programs[0].arguments[1].split.dim' is 1, but 'x' holds several "
+       "micro-batches along dim 0"},
+      {"/programs/1/arguments/2/kind", "weights",
+       "'programs[1].arguments[2].kind' is \"weights\", expected "
+       "\"parameter\", \"input\", \"output\", \"activation_in\" or "
+       "\"activation_out\""},
+      {"/ranks/1/program", "stage1",
+       "'ranks[1].program' is 'stage1', but another rank of pipeline stage 0 "
+       "runs 'stage0' (each stage has one program)"},
+      {"/ranks/3/program", "stage0",
+       "'ranks[3].program' is 'stage0' on pipeline stage 1, but another rank "
+       "runs it on stage 0"},
+  };
+  for (const Case &c : cases) {
+    json manifest = pipelineManifest();
+    manifest[json::json_pointer(c.pointer)] = c.value;
+    SCOPED_TRACE(c.pointer);
+    expectError(manifest, c.expected);
+  }
+
+  json manifest = pipelineManifest();
+  manifest["programs"][1]["arguments"].erase(1);
+  expectError(manifest, "'programs[0].arguments[2]' sends activation_out "
+                        "'/fc1/Relu' (float32 [2, 8]) to stage 1, but program "
+                        "'stage1' receives only 0 activation(s)");
+  manifest = pipelineManifest();
+  manifest["programs"][0]["arguments"].erase(2);
+  expectError(manifest, "'programs[1].arguments[1]' receives activation_in "
+                        "'/fc1/Relu' (float32 [2, 8]) from stage 0, but "
+                        "program 'stage0' sends only 0 activation(s)");
+  manifest = pipelineManifest();
+  manifest.erase("pipeline");
+  // Without micro-batches, x's blocks are its shape.
+  expectError(manifest, "'programs[0].arguments[1].global_shape' is [8, 8], "
+                        "but 'x' needs [4, 8]");
+  manifest["programs"][0]["arguments"][1]["shape"] = {4, 8};
+  expectError(manifest, "'programs[0].arguments[2].kind' is "
+                        "\"activation_out\", which needs a \"pipeline\"");
+  manifest = pipelineManifest();
+  manifest["programs"][1].erase("arguments");
+  expectError(manifest, "missing key 'arguments'");
+  manifest = pipelineManifest();
+  manifest["programs"][0]["arguments"].push_back(
+      manifest["programs"][1]["arguments"][2]);
+  expectError(manifest, "'programs[1].arguments[2]' is output 'y', which "
+                        "program 'stage0' of another pipeline stage produces "
+                        "too; each output comes from one stage");
+  manifest = pipelineManifest();
+  json x = manifest["programs"][0]["arguments"][1];
+  x.erase("split");
+  x.erase("global_shape");
+  manifest["programs"][1]["arguments"].push_back(x);
+  expectError(manifest, "'programs[1].arguments[3]' describes input 'x' "
+                        "(float32 [2, 8]) unlike another program");
+}
+
 TEST(ManifestTest, ReportsInvalidJson) {
   std::string message;
   try {

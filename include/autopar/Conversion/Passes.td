@@ -70,14 +70,18 @@ def LowerCollectivesToRuntime
       `bufferization.to_tensor` of the result, so one-shot bufferization
       proceeds as usual;
     - `shard.grid_shape` becomes constants, `shard.process_multi_index` a
-      call to `autopar_rt_grid_coord(axis)`.
+      call to `autopar_rt_grid_coord(axis)`;
+    - `shard.all_slice` moves no data: it becomes a `tensor.extract_slice`
+      of the rank's block, at `autopar_rt_grid_coord(axis)` times the block
+      size.
 
     Collectives over several grid axes at once are reported as errors.
   }];
   let dependentDialects = ["mlir::func::FuncDialect",
                            "mlir::memref::MemRefDialect",
                            "mlir::bufferization::BufferizationDialect",
-                           "mlir::arith::ArithDialect"];
+                           "mlir::arith::ArithDialect",
+                           "mlir::tensor::TensorDialect"];
 }
 
 def EmitPackedEntry : Pass<"autopar-emit-packed-entry", "mlir::ModuleOp"> {

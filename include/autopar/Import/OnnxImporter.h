@@ -20,7 +20,8 @@
 
 namespace autopar {
 
-/// Attribute names the importer puts on `@main`'s arguments and results.
+/// Attribute names the importer (and the passes noted) put on `@main`, its
+/// arguments and results.
 /// The artifact writer and later passes rely on them.
 namespace attrs {
 /// Argument that is an ONNX initializer (a model parameter): its name.
@@ -34,6 +35,15 @@ inline constexpr llvm::StringLiteral kOutput = "autopar.output";
 inline constexpr llvm::StringLiteral kDType = "autopar.dtype";
 /// Module attribute: path of the imported ONNX file.
 inline constexpr llvm::StringLiteral kModelPath = "autopar.model";
+/// Pipeline stage of an op of `@main` (i64), set by `autopar-plan`.
+inline constexpr llvm::StringLiteral kStage = "autopar.stage";
+/// Argument of a pipeline stage's `@main` that the previous stage sends, and
+/// result that the stage sends on (`autopar-split-pipeline-stages`): the
+/// tensor's name, shared by sender and receiver.
+inline constexpr llvm::StringLiteral kActivationIn = "autopar.activation_in";
+inline constexpr llvm::StringLiteral kActivationOut = "autopar.activation_out";
+/// With an activation: the stage (i64) it comes from or goes to.
+inline constexpr llvm::StringLiteral kPeerStage = "autopar.peer_stage";
 } // namespace attrs
 
 /// Options that steer the import.

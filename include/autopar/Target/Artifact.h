@@ -22,7 +22,7 @@ namespace autopar {
 
 /// One argument of a program's entry point.
 struct ArtifactArgument {
-  enum class Kind { Parameter, Input, Output };
+  enum class Kind { Parameter, Input, Output, ActivationIn, ActivationOut };
   Kind kind;
   std::string name;
   /// NumPy-style element type name.
@@ -30,12 +30,28 @@ struct ArtifactArgument {
   llvm::SmallVector<int64_t> shape;
   /// Where a parameter's bytes are.
   WeightSource source;
-  /// For inputs and outputs cut over data-parallel ranks: the shape of the
-  /// whole tensor and the dim it is cut along (-1: not cut).
+  /// For inputs and outputs: the shape of the whole tensor when it differs
+  /// from `shape` (cut over data-parallel ranks, or into micro-batches), and
+  /// the dim it is cut along over `splitAxis` (-1: not cut over ranks).
   llvm::SmallVector<int64_t> globalShape;
   int64_t splitDim = -1;
   /// The grid axis the tensor is cut over: "dp" or "tp".
   std::string splitAxis = "dp";
+  /// For activations: the pipeline stage they come from or go to.
+  int64_t peerStage = -1;
+};
+
+/// One program: a shared library and the arguments of its entry.
+struct ArtifactProgram {
+  std::string name = "stage0";
+  std::string library = "stage0.so";
+  std::vector<ArtifactArgument> arguments;
+};
+
+/// How a pipeline plan runs its stages (docs/design/artifact.md).
+struct ArtifactPipeline {
+  int64_t microBatches = 1, microBatchSize = 1;
+  std::string schedule = "1f1b";
 };
 
 /// What the manifest describes.
@@ -43,14 +59,18 @@ struct ArtifactDescription {
   std::string modelPath;
   std::string cluster;
   int64_t worldSize = 1;
-  /// The grid of the plan; every rank runs the one program today.
+  /// The grid of the plan.
   int64_t dp = 1, tp = 1, pp = 1;
-  std::string libraryName = "stage0.so";
-  std::vector<ArtifactArgument> arguments;
+  /// Without `pipeline`, every rank runs the one program; with it, the ranks
+  /// at pp coordinate k run programs[k], one per stage.
+  std::vector<ArtifactProgram> programs;
+  std::optional<ArtifactPipeline> pipeline;
 };
 
-/// The entry's arguments in call order (parameters, inputs, then outputs),
-/// read from the attributes the importer put on `main` (before lowering).
+/// The entry's arguments in call order (parameters, inputs, then outputs;
+/// a pipeline stage's received activations after its inputs and its sent
+/// activations before its outputs), read from the attributes the importer
+/// and `autopar-split-pipeline-stages` put on `main` (before lowering).
 mlir::FailureOr<std::vector<ArtifactArgument>>
 collectArtifactArguments(mlir::func::FuncOp main);
 

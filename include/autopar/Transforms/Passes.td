@@ -74,4 +74,33 @@ def AutoparPlan : Pass<"autopar-plan", "mlir::ModuleOp"> {
   let dependentDialects = ["mlir::shard::ShardDialect"];
 }
 
+def SplitPipelineStages : Pass<"autopar-split-pipeline-stages",
+                               "mlir::ModuleOp"> {
+  let summary = "Split @main into one program per pipeline stage";
+  let description = [{
+    Reads the `autopar.stage` of every op of `@main` (set by `autopar-plan`)
+    and replaces `@main` by nested modules `@stage0`, `@stage1`, ..., each
+    holding a `func.func @main` that the CPU backend compiles on its own.
+    Stage k's `@main` takes the parameters and graph inputs its ops use
+    (argument attributes copied from `@main`), then the activations stage
+    k-1 sends (`autopar.activation_in`); it returns the activations stage
+    k+1 needs (`autopar.activation_out`), then the graph outputs it computes.
+    Activations carry a name (from the ONNX node that computed them), an
+    `autopar.dtype` and their `autopar.peer_stage`.
+
+    Stages exchange data only with their neighbours: a value that a later,
+    non-adjacent stage needs is passed through every stage in between, so
+    that each stage receives from one rank and sends to one rank per
+    micro-batch and the runtime's schedule stays a chain. Constants and
+    other operand-free pure ops are cloned into every stage that uses them
+    rather than sent. A graph output that is an argument or a constant
+    comes from stage 0.
+
+    Errors: an op without `autopar.stage`, one that uses a value computed
+    in a later stage (stages must not decrease along def-use chains), and a
+    value other than a statically shaped tensor that crosses a stage
+    boundary.
+  }];
+}
+
 #endif // AUTOPAR_TRANSFORMS_PASSES

@@ -80,6 +80,17 @@ struct StagePlan {
   MemoryBreakdown memory;
 };
 
+/// One collective operation on one grid axis, over one step on one rank, as
+/// the runtime counts it (`autopar-run --comm-stats`): the number of calls
+/// and their bus bytes (nccl-tests' definition; see the runtime's
+/// Communicator.h). For each axis and operation, the busiest rank's figures.
+struct CollectiveVolume {
+  std::string axis; ///< "dp", "tp" or "pp"
+  std::string op;   ///< "all_reduce", "all_gather", ..., "send", "recv"
+  double calls = 0;
+  double busBytes = 0;
+};
+
 /// A fully specified plan and its predicted cost.
 struct PlanCandidate {
   int64_t dp = 1, tp = 1, pp = 1;
@@ -95,6 +106,8 @@ struct PlanCandidate {
   bool fits = false;
   std::vector<StagePlan> stages;
   double tokensPerSecond = 0, tflopsPerGpu = 0, mfu = 0, bubbleFraction = 0;
+  /// The collectives of one step (filled for the chosen plan).
+  std::vector<CollectiveVolume> collectives;
   /// For runner-ups: why this plan lost to the chosen one.
   std::string whyNot;
 };
@@ -162,6 +175,13 @@ void printPlanExplanation(llvm::raw_ostream &os, const PlanResult &result);
 /// upstream `sharding-propagation` and `shard-partition`), the batch split of
 /// the inputs over dp, and `autopar.stage` on every op.
 void annotateModuleWithPlan(mlir::ModuleOp module, const PlanResult &result);
+
+/// Sets `autopar.stage` on every op of `main` to the stage `plan` gives the
+/// op's segment. `main` may be another import of the planned model, for one
+/// micro-batch instead of the global batch, as long as it cuts into the same
+/// segments; an error says when it does not.
+llvm::Error assignPipelineStages(mlir::func::FuncOp main,
+                                 const PlanCandidate &plan);
 
 } // namespace autopar
 

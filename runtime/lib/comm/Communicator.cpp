@@ -10,6 +10,8 @@
 #include "autopar/runtime/Error.h"
 #include "autopar/runtime/Watchdog.h"
 
+#include <nlohmann/json.hpp>
+
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
@@ -387,6 +389,24 @@ std::string formatCommStats(const CommStats &stats) {
   if (!any)
     text += "  (no communication)\n";
   return text;
+}
+
+std::string formatCommStatsJson(const CommStats &stats, int64_t steps) {
+  nlohmann::ordered_json scopes = nlohmann::ordered_json::object();
+  for (int s = 0; s < NumCommScopes; ++s) {
+    for (int o = 0; o < NumCommOps; ++o) {
+      const CommCounter &c = stats[s][o];
+      if (c.calls == 0)
+        continue;
+      std::string scope(commScopeName(static_cast<CommScope>(s)));
+      std::string op(commOpName(static_cast<CommOp>(o)));
+      scopes[scope][op] = {{"calls", c.calls},
+                           {"bus_bytes", c.busBytes},
+                           {"seconds", c.seconds}};
+    }
+  }
+  nlohmann::ordered_json json = {{"steps", steps}, {"collectives", scopes}};
+  return json.dump(2) + "\n";
 }
 
 } // namespace autopar::runtime

@@ -275,6 +275,11 @@ void setActiveCommunicator(Communicator *communicator);
 /// line per scope and operation that was called.
 std::string formatCommStats(const CommStats &stats);
 
+/// The same as JSON, for tools that compare it with the plan report's
+/// "predicted_collectives": {"steps": steps, "collectives": {scope: {op:
+/// {"calls", "bus_bytes", "seconds"}}}}, only operations that were called.
+std::string formatCommStatsJson(const CommStats &stats, int64_t steps);
+
 /// The stats as a flat array of doubles (for maxOverWorld) and back.
 constexpr int NumCommStatValues = NumCommScopes * NumCommOps * 3;
 void flattenCommStats(const CommStats &stats, double *values);

@@ -12,6 +12,7 @@
 
 #include "autopar/runtime/DType.h"
 #include "autopar/runtime/Grid.h"
+#include "autopar/runtime/PipelineSchedule.h"
 #include "autopar/runtime/Tensor.h"
 
 #include <cstdint>
@@ -25,10 +26,17 @@ namespace autopar::runtime {
 /// The only manifest format version this runtime reads.
 constexpr int64_t ManifestVersion = 1;
 
-/// What an entry argument is.
-enum class ArgumentKind { Parameter, Input, Output };
+/// What an entry argument is. Activations pass between neighbouring pipeline
+/// stages: one stage's `ActivationOut` is the next one's `ActivationIn`.
+enum class ArgumentKind {
+  Parameter,
+  Input,
+  Output,
+  ActivationIn,
+  ActivationOut
+};
 
-/// "parameter", "input" or "output".
+/// "parameter", "input", "output", "activation_in" or "activation_out".
 std::string_view argumentKindName(ArgumentKind kind);
 
 /// Where a parameter's bytes are: a byte range of a file.
@@ -52,11 +60,15 @@ struct ArgumentDesc {
   ArgumentKind kind = ArgumentKind::Input;
   std::string name;
   DType dtype = DType::Float32;
-  /// What the rank's program takes.
+  /// What the rank's program takes (per call).
   Shape shape;
+  /// What the rank holds: `shape`, except for the inputs and outputs of a
+  /// pipeline with several micro-batches, whose dim 0 holds `micro_batches`
+  /// blocks of `shape`, one per call (micro-batch), in order.
+  Shape rankShape;
   /// The whole tensor (what the user's .npy files and a parameter's source
-  /// hold): `shape`, or with the split dimension multiplied by the size of
-  /// the split axis.
+  /// hold): `rankShape`, or with the split dimension multiplied by the size
+  /// of the split axis.
   Shape globalShape;
   /// Present only for split tensors (inputs, outputs, and parameters of
   /// which each rank takes a block; their source holds `globalShape`).
@@ -67,6 +79,13 @@ struct ArgumentDesc {
   /// `dtype` when absent). float32 sources of float16/bfloat16 parameters are
   /// converted when loaded (GPU precision, docs/design/gpu-backend.md).
   DType sourceDType = DType::Float32;
+  /// For activations: the pipeline stage it comes from or goes to.
+  int64_t peerStage = -1;
+
+  bool isActivation() const {
+    return kind == ArgumentKind::ActivationIn ||
+           kind == ArgumentKind::ActivationOut;
+  }
 };
 
 /// One native program (a shared library and its entry symbol).
@@ -79,6 +98,12 @@ struct ProgramDesc {
   /// "device/stage0.sm_90.cubin"), for inspection only: the library embeds
   /// and loads them itself. Empty when absent.
   std::vector<std::string> deviceCode;
+  /// Its entry's arguments in call order: the program's own "arguments", or
+  /// the manifest's.
+  std::vector<ArgumentDesc> arguments;
+  /// The pipeline stage whose ranks run it: their pp coordinate (0 without
+  /// a pipeline; -1 if no rank runs it).
+  int64_t stage = 0;
 };
 
 /// What kind of machine an artifact runs on.
@@ -95,6 +120,18 @@ struct TargetDesc {
   std::string arch;
   /// "fp32", "bf16" or "fp16"; empty when not given.
   std::string precision;
+};
+
+/// How the stages of a pipeline go over the micro-batches.
+struct PipelineDesc {
+  /// The number of stages: grid.pp.
+  int64_t stages = 1;
+  /// Calls of each stage's program per step; the rank's inputs and outputs
+  /// hold one micro-batch per call along dim 0.
+  int64_t microBatches = 1;
+  /// Dim 0 of every input and output `shape` when microBatches > 1.
+  int64_t microBatchSize = 1;
+  ScheduleKind schedule = ScheduleKind::OneFOneB;
 };
 
 /// Which program a rank runs, and where it sits in the grid.
@@ -121,8 +158,14 @@ struct Manifest {
   std::vector<ProgramDesc> programs;
   /// One entry per rank 0..worldSize-1, sorted by rank.
   std::vector<RankDesc> ranks;
-  /// In the entry's call order.
+  /// The top-level "arguments", in the entry's call order: those of every
+  /// program without its own (empty if every program has its own).
   std::vector<ArgumentDesc> arguments;
+  /// Present when the ranks run pipeline stages (the "pipeline" key).
+  std::optional<PipelineDesc> pipeline;
+
+  /// Calls of each program per step: the pipeline's micro-batches, or 1.
+  int64_t microBatches() const { return pipeline ? pipeline->microBatches : 1; }
 
   /// The program rank \p rank runs (rank must be in [0, worldSize)).
   const ProgramDesc &programForRank(int64_t rank) const;
