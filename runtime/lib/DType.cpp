@@ -130,4 +130,32 @@ float bfloat16BitsToFloat(uint16_t bits) {
   return bitsToFloat(static_cast<uint32_t>(bits) << 16);
 }
 
+bool isConvertibleFromFloat32(DType to) {
+  return to == DType::Float32 || to == DType::Float16 || to == DType::BFloat16;
+}
+
+void convertFromFloat32(const float *from, int64_t count, DType to, void *out) {
+  if (to == DType::Float32) {
+    std::memcpy(out, from, static_cast<size_t>(count) * sizeof(float));
+    return;
+  }
+  uint16_t (*convert)(float) =
+      to == DType::Float16 ? floatToFloat16Bits : floatToBFloat16Bits;
+  uint16_t *bits = static_cast<uint16_t *>(out);
+  for (int64_t i = 0; i < count; ++i)
+    bits[i] = convert(from[i]);
+}
+
+void convertToFloat32(const void *from, DType type, int64_t count, float *out) {
+  if (type == DType::Float32) {
+    std::memcpy(out, from, static_cast<size_t>(count) * sizeof(float));
+    return;
+  }
+  float (*convert)(uint16_t) =
+      type == DType::Float16 ? float16BitsToFloat : bfloat16BitsToFloat;
+  const uint16_t *bits = static_cast<const uint16_t *>(from);
+  for (int64_t i = 0; i < count; ++i)
+    out[i] = convert(bits[i]);
+}
+
 } // namespace autopar::runtime

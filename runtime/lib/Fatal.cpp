@@ -18,6 +18,8 @@ void exitWithFailure() { std::_Exit(1); }
 
 std::atomic<void (*)()> fatalExit{exitWithFailure};
 
+std::atomic<void (*)()> fatalCleanup{nullptr};
+
 std::atomic<bool> reporting{false};
 
 } // namespace
@@ -32,6 +34,8 @@ void setErrorRank(int64_t rank) { errorRank = rank; }
 
 void setFatalExit(void (*exitFn)()) { fatalExit = exitFn; }
 
+void setFatalCleanup(void (*cleanupFn)()) { fatalCleanup = cleanupFn; }
+
 void fatalError(const std::string &message) {
   // A second fatal error (say the watchdog firing while the main thread
   // reports) waits for the first to end the process.
@@ -42,6 +46,8 @@ void fatalError(const std::string &message) {
   std::fflush(stdout);
   std::fprintf(stderr, "%s%s\n", errorPrefix().c_str(), message.c_str());
   std::fflush(stderr);
+  if (void (*cleanup)() = fatalCleanup.load())
+    cleanup();
   fatalExit.load()();
   std::_Exit(1); // In case the handler returned after all.
 }

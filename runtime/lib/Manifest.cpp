@@ -130,6 +130,61 @@ GridAxis parseAxis(const ManifestReader &reader, const json &object,
   return *axis;
 }
 
+DType parseDTypeKey(const ManifestReader &reader, const json &value,
+                    const std::string &where, const char *key) {
+  std::string name = reader.string(value, where, key);
+  std::optional<DType> parsed = parseDType(name);
+  if (!parsed)
+    reader.fail(ManifestReader::join(where, key),
+                "is \"" + name + "\", expected one of " + allDTypeNames());
+  return *parsed;
+}
+
+/// The optional "target" (docs/design/gpu-backend.md); absent: the CPU.
+TargetDesc parseTarget(const ManifestReader &reader, const json &root) {
+  TargetDesc target;
+  if (!root.contains("target"))
+    return target;
+  const json &object = reader.object(root, "", "target");
+  std::string kind = reader.string(object, "target", "kind");
+  if (kind == "cuda")
+    target.kind = TargetKind::Cuda;
+  else if (kind != "cpu")
+    reader.fail("target.kind", "is \"" + kind +
+                                   "\", but this autopar-run runs only "
+                                   "\"cpu\" and \"cuda\" artifacts");
+  if (object.contains("arch"))
+    target.arch = reader.string(object, "target", "arch");
+  if (object.contains("precision")) {
+    target.precision = reader.string(object, "target", "precision");
+    if (target.precision != "fp32" && target.precision != "bf16" &&
+        target.precision != "fp16")
+      reader.fail("target.precision",
+                  "is \"" + target.precision +
+                      "\", expected \"fp32\", \"bf16\" or \"fp16\"");
+  }
+  return target;
+}
+
+/// A program's optional "device_code": a list of file names.
+std::vector<std::string> parseDeviceCode(const ManifestReader &reader,
+                                         const json &program,
+                                         const std::string &where) {
+  std::vector<std::string> files;
+  if (!program.contains("device_code"))
+    return files;
+  const json &list = reader.array(program, where, "device_code");
+  for (size_t i = 0; i < list.size(); ++i) {
+    std::string at =
+        ManifestReader::join(where, ManifestReader::index("device_code", i));
+    if (!list[i].is_string() || list[i].get<std::string>().empty())
+      reader.fail(at, "must be a non-empty string, got " +
+                          ManifestReader::describe(list[i]));
+    files.push_back(list[i].get<std::string>());
+  }
+  return files;
+}
+
 /// The optional "split" and "global_shape" of an argument (see artifact.md).
 void parseDistribution(const ManifestReader &reader, const json &value,
                        const std::string &where, const GridVector &grid,
@@ -224,12 +279,8 @@ ArgumentDesc parseArgument(const ManifestReader &reader, const json &value,
     reader.fail(where + ".kind", "is \"" + kind + "\", expected " + expected);
   arg.name = reader.string(value, where, "name");
 
-  std::string dtype = reader.string(value, where, "dtype");
-  std::optional<DType> parsed = parseDType(dtype);
-  if (!parsed)
-    reader.fail(where + ".dtype",
-                "is \"" + dtype + "\", expected one of " + allDTypeNames());
-  arg.dtype = *parsed;
+  arg.dtype = parseDTypeKey(reader, value, where, "dtype");
+  arg.sourceDType = arg.dtype;
 
   arg.shape = parseShape(reader, value, where, "shape");
   byteSize(arg.dtype, arg.shape,
@@ -244,7 +295,7 @@ ArgumentDesc parseArgument(const ManifestReader &reader, const json &value,
                   "is \"" + kind +
                       "\", which needs a \"pipeline\" (activations pass "
                       "between pipeline stages)");
-    for (const char *key : {"split", "global_shape", "source"})
+    for (const char *key : {"split", "global_shape", "source", "source_dtype"})
       if (value.contains(key))
         reader.fail(where + "." + key, "is not allowed on activations ('" +
                                            arg.name + "' is an " + kind + ")");
@@ -291,6 +342,23 @@ ArgumentDesc parseArgument(const ManifestReader &reader, const json &value,
   } else if (hasSource) {
     reader.fail(where + ".source", "is only allowed on parameters, but '" +
                                        arg.name + "' is an " + kind);
+  }
+  if (value.contains("source_dtype")) {
+    if (arg.kind != ArgumentKind::Parameter)
+      reader.fail(where + ".source_dtype",
+                  "is only allowed on parameters, but '" + arg.name +
+                      "' is an " + kind);
+    arg.sourceDType = parseDTypeKey(reader, value, where, "source_dtype");
+    // The runtime converts only what GPU precision needs: float32 weights
+    // stored as float16 or bfloat16.
+    if (arg.sourceDType != arg.dtype && !(arg.sourceDType == DType::Float32 &&
+                                          isConvertibleFromFloat32(arg.dtype)))
+      reader.fail(where + ".source_dtype",
+                  "is \"" + std::string(dtypeName(arg.sourceDType)) +
+                      "\", but '" + arg.name + "' has dtype \"" +
+                      std::string(dtypeName(arg.dtype)) +
+                      "\"; autopar-run converts only float32 sources to "
+                      "float16 or bfloat16");
   }
   return arg;
 }
@@ -452,6 +520,10 @@ void checkSharedTensors(const ManifestReader &reader, const Manifest &manifest,
 
 } // namespace
 
+std::string_view targetKindName(TargetKind kind) {
+  return kind == TargetKind::Cuda ? "cuda" : "cpu";
+}
+
 std::string_view argumentKindName(ArgumentKind kind) {
   switch (kind) {
   case ArgumentKind::Parameter:
@@ -506,6 +578,7 @@ Manifest parseManifest(std::string_view text, const std::string &path) {
                 " (use autopar-run and autopar-compile from the same build)");
   manifest.model = reader.string(root, "", "model");
   manifest.cluster = reader.string(root, "", "cluster");
+  manifest.target = parseTarget(reader, root);
   // Optional since multi-rank artifacts: absent means one rank.
   if (root.contains("world_size"))
     manifest.worldSize = reader.integer(root, "", "world_size", 1);
@@ -546,6 +619,7 @@ Manifest parseManifest(std::string_view text, const std::string &path) {
     program.name = reader.string(programs[i], where, "name");
     program.library = reader.string(programs[i], where, "library");
     program.entry = reader.string(programs[i], where, "entry");
+    program.deviceCode = parseDeviceCode(reader, programs[i], where);
     if (!programNames.insert(program.name).second)
       reader.fail(where + ".name",
                   "repeats program name '" + program.name + "'");

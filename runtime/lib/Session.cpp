@@ -3,9 +3,12 @@
 #include "autopar/runtime/Session.h"
 
 #include "autopar/runtime/CpuProgram.h"
+#include "autopar/runtime/DeviceProgram.h"
 #include "autopar/runtime/Error.h"
 #include "autopar/runtime/TensorFiles.h"
 
+#include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <map>
 
@@ -35,6 +38,47 @@ void checkFileNames(const Manifest &manifest, ArgumentKind kind) {
     }
 }
 
+std::string describe(const ArgumentDesc &arg) {
+  return std::string(argumentKindName(arg.kind)) + " '" + arg.name + "'";
+}
+
+/// The bytes this rank holds of \p arg (its `rankShape`).
+size_t rankBytes(const ArgumentDesc &arg) {
+  return static_cast<size_t>(byteSize(arg.dtype, arg.rankShape, describe(arg)));
+}
+
+/// The bytes of one call's block of \p arg when it holds several
+/// micro-batches (a pipeline's inputs and outputs), else 0.
+size_t blockBytes(const ArgumentDesc &arg) {
+  if (arg.rankShape == arg.shape)
+    return 0;
+  return static_cast<size_t>(byteSize(arg.dtype, arg.shape, describe(arg)));
+}
+
+/// \p arg as its source file holds it: its source_dtype.
+ArgumentDesc asStored(const ArgumentDesc &arg) {
+  ArgumentDesc stored = arg;
+  stored.dtype = arg.sourceDType;
+  return stored;
+}
+
+/// Passes \p count elements of \p source, converted from float32 to \p to,
+/// to \p sink(bytes, byteOffset, byteCount) in pieces, so that a large
+/// parameter never needs a whole converted copy on the host.
+template <typename Sink>
+void convertInPieces(const void *source, int64_t count, DType to, Sink sink) {
+  constexpr int64_t Piece = int64_t(1) << 22;
+  size_t size = dtypeSize(to);
+  HostBuffer piece(static_cast<size_t>(std::min(count, Piece)) * size);
+  const float *from = static_cast<const float *>(source);
+  for (int64_t offset = 0; offset < count; offset += Piece) {
+    int64_t length = std::min(Piece, count - offset);
+    convertFromFloat32(from + offset, length, to, piece.data());
+    sink(piece.data(), static_cast<size_t>(offset) * size,
+         static_cast<size_t>(length) * size);
+  }
+}
+
 } // namespace
 
 void checkWorldSize(const Manifest &manifest, const WorldInfo &world) {
@@ -56,6 +100,18 @@ Session::Session(Manifest manifest, std::string artifactDir, WorldInfo world)
     : manifest(std::move(manifest)), artifactDir(std::move(artifactDir)),
       world(std::move(world)), weights(this->artifactDir) {}
 
+Session::~Session() {
+  if (!deviceBackend)
+    return;
+  try {
+    for (void *data : bases)
+      if (data)
+        deviceBackend->free(data);
+  } catch (const std::exception &) {
+    // The device goes next, and its memory with it.
+  }
+}
+
 Manifest Session::readArtifactManifest(const std::string &artifactDir) {
   if (!fs::is_directory(artifactDir))
     throw Error(
@@ -65,13 +121,15 @@ Manifest Session::readArtifactManifest(const std::string &artifactDir) {
 }
 
 std::unique_ptr<Session> Session::open(const std::string &artifactDir,
-                                       const WorldInfo &world) {
-  return open(readArtifactManifest(artifactDir), artifactDir, world);
+                                       const WorldInfo &world,
+                                       const NodePlacement &node) {
+  return open(readArtifactManifest(artifactDir), artifactDir, world, node);
 }
 
 std::unique_ptr<Session> Session::open(Manifest manifest,
                                        const std::string &artifactDir,
-                                       const WorldInfo &world) {
+                                       const WorldInfo &world,
+                                       const NodePlacement &node) {
   checkWorldSize(manifest, world);
   checkFileNames(manifest, ArgumentKind::Input);
   checkFileNames(manifest, ArgumentKind::Output);
@@ -79,31 +137,30 @@ std::unique_ptr<Session> Session::open(Manifest manifest,
   std::unique_ptr<Session> session(
       new Session(std::move(manifest), artifactDir, world));
   const Manifest &loaded = session->manifest;
+  if (loaded.target.kind == TargetKind::Cuda) {
+    // Before the program library: its constructors load its GPU modules,
+    // which needs the device's context.
+    DeviceBackendConfig config;
+    config.worldRank = world.rank;
+    config.worldSize = world.size;
+    config.node = node;
+    config.target = loaded.target;
+    session->deviceBackend = loadDeviceBackend(config, loaded.path);
+  }
   const ProgramDesc &program = loaded.programForRank(world.rank);
   session->programDesc = &program;
   session->program =
       CpuProgram::load(resolve(artifactDir, program.library), program.entry);
-
-  const GridVector &coords =
-      loaded.ranks[static_cast<size_t>(world.rank)].coords;
-  const std::vector<ArgumentDesc> &arguments = program.arguments;
-  session->buffers.resize(arguments.size());
-  session->microBatchBytes.assign(arguments.size(), 0);
-  for (size_t i = 0; i < arguments.size(); ++i) {
-    const ArgumentDesc &arg = arguments[i];
-    if (arg.kind == ArgumentKind::Parameter) {
-      session->bases.push_back(session->weights.get(arg, coords));
-      continue;
-    }
-    std::string what =
-        std::string(argumentKindName(arg.kind)) + " '" + arg.name + "'";
-    session->buffers[i] = HostBuffer(
-        static_cast<size_t>(byteSize(arg.dtype, arg.rankShape, what)));
-    session->bases.push_back(session->buffers[i].data());
-    if (arg.rankShape != arg.shape)
-      session->microBatchBytes[i] =
-          static_cast<size_t>(byteSize(arg.dtype, arg.shape, what));
+  if (DeviceBackend *device = session->deviceBackend.get()) {
+    device->checkProgramLoaded(program.name);
+    session->program =
+        std::make_unique<DeviceProgram>(std::move(session->program), *device);
+    session->bindDeviceArguments();
+  } else {
+    session->bindHostArguments();
   }
+  for (const ArgumentDesc &arg : program.arguments)
+    session->microBatchBytes.push_back(blockBytes(arg));
   session->args = session->bases;
   // Inference: forward steps only, in which GPipe and 1F1B agree.
   if (const std::optional<PipelineDesc> &pipeline = loaded.pipeline)
@@ -115,6 +172,71 @@ std::unique_ptr<Session> Session::open(Manifest manifest,
   return session;
 }
 
+void Session::bindHostArguments() {
+  const GridVector &coords =
+      manifest.ranks[static_cast<size_t>(world.rank)].coords;
+  const std::vector<ArgumentDesc> &arguments = getArguments();
+  buffers.resize(arguments.size());
+  for (size_t i = 0; i < arguments.size(); ++i) {
+    const ArgumentDesc &arg = arguments[i];
+    size_t bytes = rankBytes(arg);
+    if (arg.kind != ArgumentKind::Parameter) {
+      buffers[i] = HostBuffer(bytes);
+      hostData.push_back(buffers[i].data());
+    } else if (arg.sourceDType == arg.dtype) {
+      hostData.push_back(weights.get(arg, coords));
+    } else {
+      const void *source = weights.get(asStored(arg), coords);
+      buffers[i] = HostBuffer(bytes);
+      char *converted = static_cast<char *>(buffers[i].data());
+      convertInPieces(source, numElements(arg.shape, arg.name), arg.dtype,
+                      [&](const void *piece, size_t offset, size_t length) {
+                        std::memcpy(converted + offset, piece, length);
+                      });
+      hostData.push_back(converted);
+    }
+  }
+  bases = hostData;
+}
+
+void Session::bindDeviceArguments() {
+  const GridVector &coords =
+      manifest.ranks[static_cast<size_t>(world.rank)].coords;
+  DeviceBackend &device = *deviceBackend;
+  const std::vector<ArgumentDesc> &arguments = getArguments();
+  buffers.resize(arguments.size());
+  hostData.assign(arguments.size(), nullptr);
+  bases.assign(arguments.size(), nullptr);
+  for (size_t i = 0; i < arguments.size(); ++i) {
+    const ArgumentDesc &arg = arguments[i];
+    size_t bytes = rankBytes(arg);
+    bases[i] = device.allocate(bytes, describe(arg));
+    // Activations only live on the device: the device communicator sends
+    // and receives them there.
+    if (arg.isActivation())
+      continue;
+    if (arg.kind != ArgumentKind::Parameter) {
+      // Inputs and outputs keep a host copy (every micro-batch):
+      // Distribution fills and reads it, runStep moves it.
+      buffers[i] = HostBuffer(bytes);
+      hostData[i] = buffers[i].data();
+      continue;
+    }
+    // Only this rank's block, uploaded once.
+    void *source = weights.get(asStored(arg), coords);
+    hostData[i] = source;
+    char *target = static_cast<char *>(bases[i]);
+    if (arg.sourceDType == arg.dtype)
+      device.copyToDevice(target, source, bytes);
+    else
+      convertInPieces(source, numElements(arg.shape, arg.name), arg.dtype,
+                      [&](const void *piece, size_t offset, size_t length) {
+                        device.copyToDevice(target + offset, piece, length);
+                      });
+  }
+  device.synchronize();
+}
+
 std::optional<size_t> Session::findArgument(ArgumentKind kind,
                                             const std::string &name) const {
   const std::vector<ArgumentDesc> &arguments = getArguments();
@@ -124,29 +246,50 @@ std::optional<size_t> Session::findArgument(ArgumentKind kind,
   return std::nullopt;
 }
 
+void Session::selectMicroBatch(int64_t microBatch) {
+  for (size_t i = 0; i < args.size(); ++i)
+    if (microBatchBytes[i])
+      args[i] = static_cast<char *>(bases[i]) +
+                static_cast<size_t>(microBatch) * microBatchBytes[i];
+}
+
+void Session::exchangeActivations(Communicator &comm, ArgumentKind kind) {
+  const std::vector<ArgumentDesc> &arguments = getArguments();
+  for (size_t i = 0; i < arguments.size(); ++i) {
+    const ArgumentDesc &arg = arguments[i];
+    if (arg.kind != kind)
+      continue;
+    int64_t count = numElements(arg.shape, arg.name);
+    if (kind == ArgumentKind::ActivationIn)
+      comm.recv(args[i], count, arg.dtype, arg.peerStage, CommScope::PP);
+    else
+      comm.send(args[i], count, arg.dtype, arg.peerStage, CommScope::PP);
+  }
+}
+
 void Session::runStep(Communicator &comm) {
   const std::vector<ArgumentDesc> &arguments = getArguments();
-  auto exchange = [&](ArgumentKind kind) {
-    for (size_t i = 0; i < arguments.size(); ++i) {
-      const ArgumentDesc &arg = arguments[i];
-      if (arg.kind != kind)
-        continue;
-      int64_t count = numElements(arg.shape, arg.name);
-      if (kind == ArgumentKind::ActivationIn)
-        comm.recv(args[i], count, arg.dtype, arg.peerStage, CommScope::PP);
-      else
-        comm.send(args[i], count, arg.dtype, arg.peerStage, CommScope::PP);
-    }
-  };
-  for (const PipelineStep &step : schedule) {
-    for (size_t i = 0; i < args.size(); ++i)
-      if (microBatchBytes[i])
-        args[i] = static_cast<char *>(bases[i]) +
-                  static_cast<size_t>(step.microBatch) * microBatchBytes[i];
-    exchange(ArgumentKind::ActivationIn);
-    program->run(args.data());
-    exchange(ArgumentKind::ActivationOut);
+  if (deviceBackend) {
+    if (comm.memory().isHost())
+      throw Error("a GPU session's steps need a communicator of device "
+                  "memory (DeviceBackend::createCommunicator)");
+    for (size_t i = 0; i < arguments.size(); ++i)
+      if (arguments[i].kind == ArgumentKind::Input)
+        deviceBackend->copyToDevice(bases[i], hostData[i], buffers[i].size());
   }
+  for (const PipelineStep &step : schedule) {
+    selectMicroBatch(step.microBatch);
+    exchangeActivations(comm, ArgumentKind::ActivationIn);
+    program->run(args.data()); // On a GPU, waits for the device.
+    exchangeActivations(comm, ArgumentKind::ActivationOut);
+  }
+  if (!deviceBackend)
+    return;
+  // The last sends may still be queued on the stream.
+  deviceBackend->synchronize();
+  for (size_t i = 0; i < arguments.size(); ++i)
+    if (arguments[i].kind == ArgumentKind::Output)
+      deviceBackend->copyToHost(hostData[i], bases[i], buffers[i].size());
 }
 
 } // namespace autopar::runtime

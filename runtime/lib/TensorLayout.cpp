@@ -27,20 +27,39 @@ BlockSplit::BlockSplit(const Shape &whole, int64_t dim, int64_t parts,
   blockRowBytes = rowBytes / static_cast<size_t>(parts);
 }
 
-void BlockSplit::pack(const void *whole, int64_t index, void *block) const {
-  const char *from = static_cast<const char *>(whole) +
-                     static_cast<size_t>(index) * blockRowBytes;
-  char *to = static_cast<char *>(block);
-  for (size_t o = 0; o < outer; ++o)
-    std::memcpy(to + o * blockRowBytes, from + o * rowBytes, blockRowBytes);
+namespace {
+class HostCopier : public ByteCopier {
+public:
+  void copy2D(void *dst, int64_t dstPitch, const void *src, int64_t srcPitch,
+              size_t width, size_t rows) const override {
+    char *to = static_cast<char *>(dst);
+    const char *from = static_cast<const char *>(src);
+    for (size_t r = 0; r < rows; ++r)
+      std::memcpy(to + static_cast<int64_t>(r) * dstPitch,
+                  from + static_cast<int64_t>(r) * srcPitch, width);
+  }
+};
+} // namespace
+
+const ByteCopier &hostCopier() {
+  static const HostCopier copier;
+  return copier;
 }
 
-void BlockSplit::unpack(const void *block, int64_t index, void *whole) const {
-  const char *from = static_cast<const char *>(block);
+void BlockSplit::pack(const void *whole, int64_t index, void *block,
+                      const ByteCopier &copier) const {
+  const char *from = static_cast<const char *>(whole) +
+                     static_cast<size_t>(index) * blockRowBytes;
+  copier.copy2D(block, static_cast<int64_t>(blockRowBytes), from,
+                static_cast<int64_t>(rowBytes), blockRowBytes, outer);
+}
+
+void BlockSplit::unpack(const void *block, int64_t index, void *whole,
+                        const ByteCopier &copier) const {
   char *to =
       static_cast<char *>(whole) + static_cast<size_t>(index) * blockRowBytes;
-  for (size_t o = 0; o < outer; ++o)
-    std::memcpy(to + o * rowBytes, from + o * blockRowBytes, blockRowBytes);
+  copier.copy2D(to, static_cast<int64_t>(rowBytes), block,
+                static_cast<int64_t>(blockRowBytes), blockRowBytes, outer);
 }
 
 bool isDenseRowMajor(const int64_t *sizes, const int64_t *strides, int rank) {
@@ -91,41 +110,47 @@ void forEachRow(const int64_t *sizes, const int64_t *strides, int rank,
 
 } // namespace
 
-void copyStridedToDense(const void *src, const int64_t *sizes,
-                        const int64_t *strides, int rank, size_t elementSize,
-                        void *dense) {
-  const char *from = static_cast<const char *>(src);
-  char *to = static_cast<char *>(dense);
+namespace {
+
+/// Copies between the strided view at \p strided and the dense buffer at
+/// \p dense, towards the dense one if \p toDense, run by run of the last
+/// dimension: a contiguous run is one row of copy2D, a strided one has a
+/// row per element.
+void copyRuns(const char *strided, const char *dense, const int64_t *sizes,
+              const int64_t *strides, int rank, size_t elementSize,
+              bool toDense, const ByteCopier &copier) {
+  int64_t es = static_cast<int64_t>(elementSize);
   forEachRow(sizes, strides, rank, elementSize,
              [&](int64_t offset, size_t at, int64_t count, int64_t step) {
-               if (step == static_cast<int64_t>(elementSize)) {
-                 std::memcpy(to + at, from + offset,
-                             static_cast<size_t>(count) * elementSize);
-                 return;
-               }
-               for (int64_t i = 0; i < count; ++i)
-                 std::memcpy(to + at + static_cast<size_t>(i) * elementSize,
-                             from + offset + i * step, elementSize);
+               bool contiguous = step == es;
+               size_t width =
+                   contiguous ? size_t(count) * elementSize : elementSize;
+               size_t rows = contiguous ? 1 : size_t(count);
+               int64_t stridedPitch = contiguous ? 0 : step;
+               int64_t densePitch = contiguous ? 0 : es;
+               char *s = const_cast<char *>(strided) + offset;
+               char *d = const_cast<char *>(dense) + at;
+               if (toDense)
+                 copier.copy2D(d, densePitch, s, stridedPitch, width, rows);
+               else
+                 copier.copy2D(s, stridedPitch, d, densePitch, width, rows);
              });
+}
+
+} // namespace
+
+void copyStridedToDense(const void *src, const int64_t *sizes,
+                        const int64_t *strides, int rank, size_t elementSize,
+                        void *dense, const ByteCopier &copier) {
+  copyRuns(static_cast<const char *>(src), static_cast<const char *>(dense),
+           sizes, strides, rank, elementSize, /*toDense=*/true, copier);
 }
 
 void copyDenseToStrided(const void *dense, const int64_t *sizes,
                         const int64_t *strides, int rank, size_t elementSize,
-                        void *dst) {
-  const char *from = static_cast<const char *>(dense);
-  char *to = static_cast<char *>(dst);
-  forEachRow(sizes, strides, rank, elementSize,
-             [&](int64_t offset, size_t at, int64_t count, int64_t step) {
-               if (step == static_cast<int64_t>(elementSize)) {
-                 std::memcpy(to + offset, from + at,
-                             static_cast<size_t>(count) * elementSize);
-                 return;
-               }
-               for (int64_t i = 0; i < count; ++i)
-                 std::memcpy(to + offset + i * step,
-                             from + at + static_cast<size_t>(i) * elementSize,
-                             elementSize);
-             });
+                        void *dst, const ByteCopier &copier) {
+  copyRuns(static_cast<const char *>(dst), static_cast<const char *>(dense),
+           sizes, strides, rank, elementSize, /*toDense=*/false, copier);
 }
 
 } // namespace autopar::runtime

@@ -67,6 +67,30 @@ WorldInfo detectWorld(const EnvLookup &getEnv) {
   return WorldInfo{};
 }
 
+std::optional<NodePlacement> detectNodePlacement(const EnvLookup &getEnv) {
+  struct LocalVars {
+    const char *rank;
+    const char *size; // May be null: the launcher does not say.
+  };
+  const LocalVars launchers[] = {
+      {"OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"},
+      {"MPI_LOCALRANKID", "MPI_LOCALNRANKS"},
+      {"SLURM_LOCALID", nullptr},
+  };
+  for (const LocalVars &launcher : launchers) {
+    const char *rankText = getEnv(launcher.rank);
+    if (!rankText)
+      continue;
+    NodePlacement placement;
+    placement.localRank = parseCount(launcher.rank, rankText);
+    const char *sizeText = launcher.size ? getEnv(launcher.size) : nullptr;
+    placement.localSize = sizeText ? parseCount(launcher.size, sizeText) : 0;
+    placement.source = launcher.rank;
+    return placement;
+  }
+  return std::nullopt;
+}
+
 WorldInfo detectWorld() {
   return detectWorld([](const char *name) { return std::getenv(name); });
 }

@@ -19,6 +19,7 @@
 #include "autopar/runtime/Communicator.h"
 #include "autopar/runtime/CpuBlas.h"
 #include "autopar/runtime/CrashReport.h"
+#include "autopar/runtime/DeviceBackend.h"
 #include "autopar/runtime/Distribution.h"
 #include "autopar/runtime/Error.h"
 #include "autopar/runtime/Fatal.h"
@@ -79,6 +80,13 @@ Without --inputs, inputs are drawn at random, reproducibly from the seed and
 the input's name: floating-point values uniform in [-1, 1), integers uniform
 in [0, 10) (so that token ids and labels stay in range), bools 0 or 1.
 A '/' in a tensor name becomes '_' in its file name.
+
+GPU artifacts (manifest target "cuda") run one rank per GPU (local rank
+modulo the node's GPUs) through libautopar_cuda.so, from ../lib beside this
+program or $AUTOPAR_CUDA_RUNTIME; step times include copying the inputs in
+and the outputs out. Their collectives, and a pipeline's activations (which
+stay on the GPU), use NCCL, or MPI through host memory when ranks share a GPU;
+AUTOPAR_COLLECTIVES=nccl or =mpi forces one.
 )";
 
 /// The watchdog's timeout with more than one rank, unless set.
@@ -231,14 +239,23 @@ void printThroughput(double totalMs, double firstMs, int64_t steps) {
 }
 
 /// Prints the --comm-stats table and writes --comm-stats-json on rank 0:
-/// each number is the maximum over the ranks.
-void reportCommStats(Communicator &comm, bool leader, const Options &options) {
+/// each number is the maximum over the ranks. On a GPU, the program's
+/// collectives and the pipeline's sends and receives (the grid axes) are
+/// counted by \p programComm, and the runtime's own distribution of inputs
+/// and outputs (world) by \p hostComm.
+void reportCommStats(Communicator &hostComm, Communicator &programComm,
+                     bool leader, const Options &options) {
+  programComm.settleStats();
+  CommStats stats = programComm.getStats();
+  if (&programComm != &hostComm)
+    stats[static_cast<size_t>(CommScope::World)] =
+        hostComm.getStats()[static_cast<size_t>(CommScope::World)];
   double values[NumCommStatValues];
-  flattenCommStats(comm.getStats(), values);
-  comm.maxOverWorld(values, NumCommStatValues);
+  flattenCommStats(stats, values);
+  hostComm.maxOverWorld(values, NumCommStatValues);
   if (!leader)
     return;
-  CommStats stats = unflattenCommStats(values);
+  stats = unflattenCommStats(values);
   if (options.commStats)
     std::fputs(formatCommStats(stats).c_str(), stdout);
   if (options.commStatsJson) {
@@ -254,6 +271,41 @@ void reportCommStats(Communicator &comm, bool leader, const Options &options) {
   }
 }
 
+/// "12.5 MiB", or "640 KiB" below a MiB.
+std::string formatMemory(double bytes) {
+  char text[32];
+  if (bytes < (1 << 20))
+    std::snprintf(text, sizeof(text), "%.0f KiB", bytes / 1024);
+  else
+    std::snprintf(text, sizeof(text), "%.1f MiB", bytes / (1 << 20));
+  return text;
+}
+
+/// Prints the device memory the run needed at most, over all ranks.
+void printDeviceMemory(DeviceBackend &device, Communicator &comm, bool leader) {
+  double peaks[2] = {static_cast<double>(device.peakBytesInUse()),
+                     static_cast<double>(device.peakBytesReserved())};
+  comm.maxOverWorld(peaks, 2);
+  if (leader)
+    std::printf("device memory: peak %s in use, %s allocated from the driver "
+                "(most of any rank)\n",
+                formatMemory(peaks[0]).c_str(), formatMemory(peaks[1]).c_str());
+}
+
+/// The communicator of the program's collectives and of a pipeline's sends
+/// and receives of activations: on a GPU, the device's (NCCL, or MPI staged
+/// through the host); null on the CPU, where it is \p hostComm itself.
+/// Collective.
+std::unique_ptr<Communicator>
+programCommunicator(Session &session, Communicator &hostComm, Watchdog *dog) {
+  DeviceBackend *device = session.device();
+  if (!device)
+    return nullptr;
+  Watchdog::Scope scope(dog, "creating the device communicators",
+                        /*waiting=*/true);
+  return device->createCommunicator(hostComm);
+}
+
 /// The watchdog the options ask for, or null.
 std::unique_ptr<Watchdog> makeWatchdog(const Options &options,
                                        const WorldInfo &world) {
@@ -264,12 +316,17 @@ std::unique_ptr<Watchdog> makeWatchdog(const Options &options,
   return std::make_unique<Watchdog>(timeout);
 }
 
-/// Distributes the inputs, runs the steps, collects the outputs.
+/// Distributes the inputs (over \p comm, host memory), runs the steps (the
+/// program's collectives and the pipeline's activations on \p programComm,
+/// device memory on a GPU), collects the outputs.
 void runSession(const Options &options, const WorldInfo &world,
-                Session &session, Communicator &comm, Watchdog *dog) {
+                Session &session, Communicator &comm, Communicator &programComm,
+                Watchdog *dog) {
   comm.setWatchdog(dog);
-  setActiveCommunicator(&comm);
+  programComm.setWatchdog(dog);
+  setActiveCommunicator(&programComm);
   const Manifest &loaded = session.getManifest();
+  DeviceBackend *device = session.device();
   bool leader = world.rank == 0;
   if (leader) {
     std::printf("autopar-run: %s: world_size %lld", options.artifactDir.c_str(),
@@ -278,7 +335,11 @@ void runSession(const Options &options, const WorldInfo &world,
       std::printf(" (%s)", describeGrid(loaded).c_str());
     std::printf(", program '%s' (%s)\n",
                 loaded.programForRank(world.rank).name.c_str(),
-                describeBlas().c_str());
+                device ? device->describe().c_str() : describeBlas().c_str());
+    if (device)
+      std::printf("autopar-run: collectives: %s; step times include copying "
+                  "the inputs to the GPU and the outputs back\n",
+                  device->describeCommunicator().c_str());
     if (const std::optional<PipelineDesc> &pipeline = loaded.pipeline)
       std::printf("autopar-run: pipeline of %lld stages, %lld micro-batches "
                   "of %lld per step, %s schedule (forward only)\n",
@@ -311,7 +372,7 @@ void runSession(const Options &options, const WorldInfo &world,
     {
       Watchdog::Scope scope(dog, name);
       Clock::time_point start = Clock::now();
-      session.runStep(comm);
+      session.runStep(programComm);
       ms = std::chrono::duration<double, std::milli>(Clock::now() - start)
                .count();
     }
@@ -344,12 +405,18 @@ void runSession(const Options &options, const WorldInfo &world,
       std::printf("autopar-run: wrote outputs to %s\n",
                   options.outputsDir->c_str());
   }
+  if (device) {
+    Watchdog::Scope scope(dog, "collecting the device memory peaks",
+                          /*waiting=*/true);
+    printDeviceMemory(*device, comm, leader);
+  }
   if (options.commStats || options.commStatsJson) {
     Watchdog::Scope scope(dog, "collecting --comm-stats", /*waiting=*/true);
-    reportCommStats(comm, leader, options);
+    reportCommStats(comm, programComm, leader, options);
   }
   std::fflush(stdout);
   setActiveCommunicator(nullptr);
+  programComm.setWatchdog(nullptr);
   comm.setWatchdog(nullptr);
 }
 
@@ -364,6 +431,7 @@ struct LoadFailed : Error {
 /// every message gets out (an MPI_Abort would race them).
 std::unique_ptr<Session> loadOnEveryRank(const Options &options,
                                          const WorldInfo &world,
+                                         const NodePlacement &node,
                                          const MpiEnvironment &mpi,
                                          Watchdog *dog) {
   Watchdog::Scope loading(dog, "loading the artifact");
@@ -371,7 +439,8 @@ std::unique_ptr<Session> loadOnEveryRank(const Options &options,
   std::string error;
   try {
     Manifest manifest = Session::readArtifactManifest(options.artifactDir);
-    session = Session::open(std::move(manifest), options.artifactDir, world);
+    session =
+        Session::open(std::move(manifest), options.artifactDir, world, node);
   } catch (const std::bad_alloc &) {
     error = "out of memory";
   } catch (const std::exception &failure) {
@@ -407,19 +476,29 @@ int run(const Options &options) {
     LocalCommunicator comm;
     std::unique_ptr<Session> session =
         Session::open(options.artifactDir, world);
-    runSession(options, world, *session, comm, dog.get());
+    std::unique_ptr<Communicator> programComm =
+        programCommunicator(*session, comm, dog.get());
+    runSession(options, world, *session, comm,
+               programComm ? *programComm : comm, dog.get());
+    programComm.reset(); // Before the session's device goes.
     return 0;
   }
 
   setErrorRank(world.rank);
   MpiEnvironment mpi(world);
-  shareBlasThreads(mpi.ranksOnThisNode());
+  // Which GPU this rank takes: the launcher's local rank if it says, else
+  // the rank's place among the ranks of its node (MPI_COMM_TYPE_SHARED).
+  NodePlacement node = mpi.nodePlacement();
+  shareBlasThreads(node.localSize);
+  if (std::optional<NodePlacement> launcher = detectNodePlacement(
+          [](const char *name) { return std::getenv(name); }))
+    node = NodePlacement{launcher->localRank, node.localSize, launcher->source};
   // Objects destroyed in reverse order: the session and its program first,
   // then the communicator, then the watchdog; MPI last.
   std::unique_ptr<Watchdog> dog = makeWatchdog(options, world);
   std::unique_ptr<Session> session;
   try {
-    session = loadOnEveryRank(options, world, mpi, dog.get());
+    session = loadOnEveryRank(options, world, node, mpi, dog.get());
   } catch (const LoadFailed &error) {
     // Every rank knows that loading failed: leave together, without abort.
     if (*error.what())
@@ -443,7 +522,13 @@ int run(const Options &options) {
                             /*waiting=*/true);
       comm = MpiCommunicator::create(manifest.grid, std::move(coords));
     }
-    runSession(options, world, *session, *comm, dog.get());
+    std::unique_ptr<Communicator> programComm =
+        programCommunicator(*session, *comm, dog.get());
+    runSession(options, world, *session, *comm,
+               programComm ? *programComm : *comm, dog.get());
+    // The device communicator before the session's device, the session
+    // before MPI.
+    programComm.reset();
     session.reset();
   } catch (const std::bad_alloc &) {
     fatalError("out of memory");

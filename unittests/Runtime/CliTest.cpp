@@ -95,13 +95,8 @@ protected:
     }
   }
 
-  /// Expects a failed run whose stderr is one "autopar-run: error:" line
-  /// containing \p expected.
   void expectError(const CommandResult &result, const std::string &expected) {
-    EXPECT_EQ(result.exitCode, 1) << result.out << result.err;
-    EXPECT_EQ(result.err.rfind("autopar-run: error: ", 0), 0u) << result.err;
-    EXPECT_NE(result.err.find(expected), std::string::npos)
-        << "expected \"" << expected << "\" in: " << result.err;
+    expectRunError(result, expected);
   }
 
   TempDir artifact, work;

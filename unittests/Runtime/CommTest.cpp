@@ -16,6 +16,7 @@
 #include "autopar/runtime/Error.h"
 #include "autopar/runtime/Fatal.h"
 #include "autopar/runtime/MpiCommunicator.h"
+#include "autopar/runtime/StagingCommunicator.h"
 #include "autopar/runtime/Watchdog.h"
 #include "autopar/runtime/World.h"
 
@@ -295,11 +296,10 @@ float blockValue(int64_t rank, int64_t cols, int64_t i, int64_t j) {
   return valueOf<float>(rank, i * cols + j);
 }
 
-TEST(CommTest, EntryPointsSplitAndConcatenateAlongAnyDimension) {
-  // The last grid: on 4 ranks two axes of 2, else one axis of all ranks.
-  GridVector grid = gridsFor(worldSize).back();
-  std::unique_ptr<MpiCommunicator> comm = communicatorFor(grid);
-  setActiveCommunicator(comm.get());
+/// Every entry point along dimensions 0 and 1, with a strided view, on
+/// \p comm (grid \p grid).
+void checkEntryPoints(Communicator *comm, const GridVector &grid) {
+  setActiveCommunicator(comm);
   for (int64_t axis = 0; axis < NumGridAxes; ++axis) {
     CommScope scope = static_cast<CommScope>(axis);
     SCOPED_TRACE(gridName(grid) + ", axis " +
@@ -362,6 +362,106 @@ TEST(CommTest, EntryPointsSplitAndConcatenateAlongAnyDimension) {
     EXPECT_EQ(back, x);
   }
   setActiveCommunicator(nullptr);
+}
+
+TEST(CommTest, EntryPointsSplitAndConcatenateAlongAnyDimension) {
+  // The last grid: on 4 ranks two axes of 2, else one axis of all ranks.
+  GridVector grid = gridsFor(worldSize).back();
+  std::unique_ptr<MpiCommunicator> comm = communicatorFor(grid);
+  checkEntryPoints(comm.get(), grid);
+}
+
+//===----------------------------------------------------------------------===//
+// StagingCommunicator: device buffers relayed over MPI
+//===----------------------------------------------------------------------===//
+
+/// Stands in for a GPU's memory: host memory that the staging communicator
+/// must nevertheless treat as foreign, moving it only through the space.
+class FakeDeviceMemory : public MemorySpace {
+public:
+  bool isHost() const override { return false; }
+  void *allocate(size_t bytes) override { return hostMemory().allocate(bytes); }
+  void release(void *data) override { hostMemory().release(data); }
+  void copy2D(void *dst, int64_t dstPitch, const void *src, int64_t srcPitch,
+              size_t width, size_t rows) const override {
+    hostCopier().copy2D(dst, dstPitch, src, srcPitch, width, rows);
+  }
+  void copyToHost(void *host, const void *from, size_t bytes) override {
+    toHost += bytes;
+    hostMemory().copyToHost(host, from, bytes);
+  }
+  void copyFromHost(void *to, const void *host, size_t bytes) override {
+    fromHost += bytes;
+    hostMemory().copyFromHost(to, host, bytes);
+  }
+  void synchronize() override { ++synchronizations; }
+
+  size_t toHost = 0, fromHost = 0;
+  int synchronizations = 0;
+};
+
+TEST(CommTest, StagingCommunicatorRelaysEveryCollective) {
+  for (const GridVector &grid : gridsFor(worldSize)) {
+    SCOPED_TRACE(gridName(grid) + ", staged");
+    std::unique_ptr<MpiCommunicator> host = communicatorFor(grid);
+    FakeDeviceMemory device;
+    StagingCommunicator comm(*host, device);
+    EXPECT_EQ(&comm.memory(), &device);
+    EXPECT_EQ(comm.scopeSize(CommScope::TP), grid[1]);
+    checkCollectives<float>(comm, 5);
+    checkCollectives<int64_t>(comm, 2);
+    checkCollectives<float>(comm, 0);
+    EXPECT_GT(device.toHost, 0u);
+    EXPECT_GT(device.fromHost, 0u);
+    // Each call first waits for the device work that produced its input.
+    EXPECT_GT(device.synchronizations, 0);
+    checkEntryPoints(&comm, grid);
+  }
+}
+
+TEST(CommTest, StagingCommunicatorReduces16BitFloatsInFloat32) {
+  std::unique_ptr<MpiCommunicator> host = communicatorFor({worldSize, 1, 1});
+  FakeDeviceMemory device;
+  StagingCommunicator comm(*host, device);
+  // MPI cannot reduce 16-bit floats; the staging communicator can.
+  EXPECT_FALSE(host->canReduce(DType::BFloat16));
+  EXPECT_TRUE(comm.canReduce(DType::BFloat16));
+  EXPECT_TRUE(comm.canReduce(DType::Float16));
+  EXPECT_FALSE(comm.canReduce(DType::Bool));
+  const int64_t n = 6;
+  for (DType dtype : {DType::BFloat16, DType::Float16}) {
+    SCOPED_TRACE(std::string(dtypeName(dtype)));
+    uint16_t (*toBits)(float) =
+        dtype == DType::BFloat16 ? floatToBFloat16Bits : floatToFloat16Bits;
+    // Small values: the sums are exact in 16 bits.
+    std::vector<uint16_t> mine(n), sum(n), max(n);
+    for (int64_t i = 0; i < n; ++i)
+      mine[i] = toBits(0.5f * static_cast<float>(worldRank + i));
+    comm.allReduce(mine.data(), sum.data(), n, dtype, ReduceOp::Sum,
+                   CommScope::DP);
+    comm.allReduce(mine.data(), max.data(), n, dtype, ReduceOp::Max,
+                   CommScope::DP);
+    for (int64_t i = 0; i < n; ++i) {
+      float expected = 0;
+      for (int64_t r = 0; r < worldSize; ++r)
+        expected += 0.5f * static_cast<float>(r + i);
+      EXPECT_EQ(sum[i], toBits(expected)) << "sum, element " << i;
+      EXPECT_EQ(max[i], toBits(0.5f * static_cast<float>(worldSize - 1 + i)))
+          << "max, element " << i;
+    }
+  }
+  try {
+    std::vector<uint16_t> bits(4);
+    host->allReduce(bits.data(), bits.data(), 4, DType::BFloat16, ReduceOp::Sum,
+                    CommScope::DP);
+    ADD_FAILURE() << "MPI reduced bfloat16";
+  } catch (const Error &error) {
+    EXPECT_NE(std::string(error.what())
+                  .find("cannot reduce bfloat16 tensors (this communicator "
+                        "reduces float32, float64, int64"),
+              std::string::npos)
+        << error.what();
+  }
 }
 
 /// On ranks other than 0, print only failures, each with the rank.

@@ -570,4 +570,88 @@ TEST(ManifestTest, ReadsFilesAndReportsMissingOnes) {
   }
 }
 
+TEST(ManifestTest, ParsesTheTargetAndDeviceCode) {
+  // Without "target", an artifact is the CPU's.
+  Manifest parsed = parseManifest(exampleManifest().dump(), Path);
+  EXPECT_EQ(parsed.target.kind, TargetKind::Cpu);
+  EXPECT_TRUE(parsed.target.arch.empty());
+  EXPECT_TRUE(parsed.programs[0].deviceCode.empty());
+
+  json manifest = exampleManifest();
+  manifest["target"] = {
+      {"kind", "cuda"}, {"arch", "sm_90"}, {"precision", "bf16"}};
+  manifest["programs"][0]["device_code"] = {"device/stage0.sm_90.cubin"};
+  parsed = parseManifest(manifest.dump(), Path);
+  EXPECT_EQ(parsed.target.kind, TargetKind::Cuda);
+  EXPECT_EQ(targetKindName(parsed.target.kind), "cuda");
+  EXPECT_EQ(parsed.target.arch, "sm_90");
+  EXPECT_EQ(parsed.target.precision, "bf16");
+  EXPECT_EQ(parsed.programs[0].deviceCode,
+            std::vector<std::string>{"device/stage0.sm_90.cubin"});
+
+  manifest["target"] = {{"kind", "cpu"}};
+  EXPECT_EQ(parseManifest(manifest.dump(), Path).target.kind, TargetKind::Cpu);
+}
+
+TEST(ManifestTest, ReportsBadTargets) {
+  struct Case {
+    json target;
+    std::string expected;
+  } cases[] = {
+      {{{"kind", "rocm"}},
+       "'target.kind' is \"rocm\", but this autopar-run runs only \"cpu\" "
+       "and \"cuda\" artifacts"},
+      {json::object(), "missing key 'target.kind'"},
+      {"cuda", "'target' must be an object"},
+      {{{"kind", "cuda"}, {"arch", 90}}, "'target.arch' must be a string"},
+      {{{"kind", "cuda"}, {"precision", "int8"}},
+       "'target.precision' is \"int8\", expected \"fp32\", \"bf16\" or "
+       "\"fp16\""},
+  };
+  for (const Case &c : cases) {
+    json manifest = exampleManifest();
+    manifest["target"] = c.target;
+    expectError(manifest, c.expected);
+  }
+  json manifest = exampleManifest();
+  manifest["programs"][0]["device_code"] = {"a.cubin", 3};
+  expectError(manifest,
+              "'programs[0].device_code[1]' must be a non-empty string");
+  manifest["programs"][0]["device_code"] = "a.cubin";
+  expectError(manifest, "'programs[0].device_code' must be an array");
+}
+
+TEST(ManifestTest, ParsesSourceDTypes) {
+  json manifest = exampleManifest();
+  Manifest parsed = parseManifest(manifest.dump(), Path);
+  // Without source_dtype, the source holds the parameter's own type.
+  EXPECT_EQ(parsed.arguments[0].sourceDType, DType::Float32);
+
+  manifest["arguments"][0]["dtype"] = "bfloat16";
+  manifest["arguments"][0]["source_dtype"] = "float32";
+  parsed = parseManifest(manifest.dump(), Path);
+  EXPECT_EQ(parsed.arguments[0].dtype, DType::BFloat16);
+  EXPECT_EQ(parsed.arguments[0].sourceDType, DType::Float32);
+  manifest["arguments"][0]["dtype"] = "float16";
+  EXPECT_EQ(parseManifest(manifest.dump(), Path).arguments[0].dtype,
+            DType::Float16);
+
+  manifest["arguments"][0]["dtype"] = "int8";
+  expectError(manifest, "'arguments[0].source_dtype' is \"float32\", but "
+                        "'fc.weight' has dtype \"int8\"; autopar-run "
+                        "converts only float32 sources to float16 or "
+                        "bfloat16");
+  manifest["arguments"][0]["dtype"] = "bfloat16";
+  manifest["arguments"][0]["source_dtype"] = "float64";
+  expectError(manifest, "'arguments[0].source_dtype' is \"float64\"");
+  manifest["arguments"][0]["source_dtype"] = "double";
+  expectError(manifest,
+              "'arguments[0].source_dtype' is \"double\", expected one of");
+
+  manifest = exampleManifest();
+  manifest["arguments"][1]["source_dtype"] = "float32";
+  expectError(manifest, "'arguments[1].source_dtype' is only allowed on "
+                        "parameters, but 'x' is an input");
+}
+
 } // namespace

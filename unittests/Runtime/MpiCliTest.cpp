@@ -27,9 +27,11 @@
 #include <cmath>
 #include <csignal>
 #include <cstring>
+#include <dlfcn.h>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 #include <unistd.h>
 
 using namespace autopar::runtime;
@@ -161,18 +163,45 @@ protected:
       int pid = 0;
       if (!(file >> pid))
         continue; // That rank never reached its step.
-      // A zombie (not reaped by a container's init) has exited too.
-      std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+      // A zombie (not reaped by a container's init) has exited too. A rank
+      // the launcher has just killed may still be tearing down (state D,
+      // its memory gone) when mpirun returns: give it a moment.
       std::string text;
-      std::getline(stat, text);
-      size_t paren = text.rfind(')');
-      bool alive = paren != std::string::npos && paren + 2 < text.size() &&
-                   text[paren + 2] != 'Z';
+      bool alive = true;
+      Clock::time_point deadline = Clock::now() + std::chrono::seconds(2);
+      while (true) {
+        std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+        text.clear();
+        std::getline(stat, text);
+        size_t paren = text.rfind(')');
+        alive = paren != std::string::npos && paren + 2 < text.size() &&
+                text[paren + 2] != 'Z';
+        if (!alive || Clock::now() >= deadline)
+          break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
       EXPECT_FALSE(alive) << "rank " << r << " (pid " << pid
                           << ") still runs: " << text;
       if (alive)
         kill(pid, SIGKILL);
     }
+  }
+
+  /// Runs collectives.c on 1, 2 and 4 ranks and checks every output; on the
+  /// fake GPU driver (a cuda artifact, device buffers) with \p onFakeGpu,
+  /// and \p env before autopar-run.
+  void checkCollectiveEntryPoints(bool onFakeGpu, const std::string &env);
+
+  /// LD_LIBRARY_PATH=<the fake driver's directory>.
+  static std::string fakeDriver() {
+    return "LD_LIBRARY_PATH=" + shellQuote(AUTOPAR_FAKE_CUDA_DRIVER_DIR);
+  }
+
+  /// Makes the artifact in \p dir a cuda one.
+  static void targetCuda(const std::string &dir) {
+    json manifest = json::parse(readFile(dir + "/manifest.json"));
+    manifest["target"] = {{"kind", "cuda"}, {"arch", "sm_90"}};
+    writeFile(dir + "/manifest.json", manifest.dump(2));
   }
 
   using Clock = std::chrono::steady_clock;
@@ -251,7 +280,8 @@ template <typename T> T at(const std::vector<T> &m, int cols, int i, int j) {
   return m[static_cast<size_t>(i * cols + j)];
 }
 
-TEST_F(MpiCliTest, CollectiveEntryPointsMatchReferences) {
+void MpiCliTest::checkCollectiveEntryPoints(bool onFakeGpu,
+                                            const std::string &env) {
   const int C = 8;
   for (int p : {1, 2, 4}) {
     SCOPED_TRACE(std::to_string(p) + " ranks");
@@ -273,10 +303,14 @@ TEST_F(MpiCliTest, CollectiveEntryPointsMatchReferences) {
         argument("output", "col_cat", "float32", {Batch, C})};
     std::string dir = writeArtifact(p, "collectives_" + std::to_string(p), args,
                                     /*parameters=*/false);
+    if (onFakeGpu)
+      targetCuda(dir);
     std::string out = work.file("collectives" + std::to_string(p));
     CommandResult result =
-        mpirun(p, shellQuote(dir) + " --steps 2 --comm-stats --outputs " +
-                      shellQuote(out));
+        mpirun(p,
+               shellQuote(dir) + " --steps 2 --comm-stats --outputs " +
+                   shellQuote(out),
+               env);
     ASSERT_EQ(result.exitCode, 0) << result.out << result.err;
 
     std::vector<float> x = readFloats(out + "/x.npy", {Batch, C});
@@ -336,6 +370,66 @@ TEST_F(MpiCliTest, CollectiveEntryPointsMatchReferences) {
           << result.out;
   }
 }
+
+TEST_F(MpiCliTest, CollectiveEntryPointsMatchReferences) {
+  checkCollectiveEntryPoints(/*onFakeGpu=*/false, "");
+}
+
+#ifdef AUTOPAR_HAVE_CUDA_RUNTIME
+
+// The same program as a cuda artifact on the fake driver: its buffers are
+// device buffers, staged through the host by the device communicator
+// (ranks share the one fake GPU), strided views copied by the device.
+TEST_F(MpiCliTest, CollectiveEntryPointsOnDeviceBuffersMatchReferences) {
+  checkCollectiveEntryPoints(/*onFakeGpu=*/true, fakeDriver());
+}
+
+TEST_F(MpiCliTest, DeviceCollectivesNameHowTheyCommunicate) {
+  std::string dir = dpLinear(2);
+  targetCuda(dir);
+  CommandResult shared = mpirun(2, shellQuote(dir), fakeDriver());
+  ASSERT_EQ(shared.exitCode, 0) << shared.out << shared.err;
+  EXPECT_NE(shared.out.find("collectives: MPI, staged through host memory "
+                            "(ranks 0 and 1 share a GPU)"),
+            std::string::npos)
+      << shared.out;
+
+  CommandResult asked =
+      mpirun(2, shellQuote(dir),
+             fakeDriver() + " FAKE_CUDA_DEVICES=2 AUTOPAR_COLLECTIVES=mpi");
+  ASSERT_EQ(asked.exitCode, 0) << asked.out << asked.err;
+  EXPECT_NE(asked.out.find("(AUTOPAR_COLLECTIVES=mpi on rank 0)"),
+            std::string::npos)
+      << asked.out;
+  EXPECT_NE(asked.out.find("GPU 0 of 2"), std::string::npos) << asked.out;
+
+  CommandResult refused =
+      mpirun(2, shellQuote(dir), fakeDriver() + " AUTOPAR_COLLECTIVES=nccl");
+  EXPECT_NE(refused.exitCode, 0);
+  EXPECT_NE(refused.err.find("AUTOPAR_COLLECTIVES=nccl, but ranks 0 and 1 "
+                             "share a GPU, which NCCL does not allow"),
+            std::string::npos)
+      << refused.err;
+}
+
+TEST_F(MpiCliTest, EveryRankSaysThatThereIsNoDriver) {
+  if (void *driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL)) {
+    dlclose(driver);
+    GTEST_SKIP() << "this machine has an NVIDIA driver";
+  }
+  std::string dir = dpLinear(2);
+  targetCuda(dir);
+  CommandResult result = mpirun(2, shellQuote(dir));
+  EXPECT_NE(result.exitCode, 0);
+  for (int rank : {0, 1})
+    EXPECT_NE(result.err.find("autopar-run: error: rank " +
+                              std::to_string(rank) +
+                              ": no NVIDIA driver found (libcuda.so.1)"),
+              std::string::npos)
+        << result.err;
+}
+
+#endif
 
 /// The tensor-parallel MLP of tp_mlp.c on a grid of \p dp x \p tp ranks.
 class MpiTensorParallelTest : public MpiCliTest {
@@ -561,9 +655,13 @@ protected:
     }
     return {0, 0};
   }
+
+  /// Runs the pipeline on 1 x 3 and 2 x 3 ranks (on the fake GPU driver
+  /// with \p onFakeGpu) and checks its outputs and its sends and receives.
+  void checkStagesPassEveryMicroBatchAlong(bool onFakeGpu);
 };
 
-TEST_F(MpiPipelineTest, StagesPassEveryMicroBatchAlong) {
+void MpiPipelineTest::checkStagesPassEveryMicroBatchAlong(bool onFakeGpu) {
   struct Case {
     int dp;
     const char *schedule;
@@ -572,13 +670,22 @@ TEST_F(MpiPipelineTest, StagesPassEveryMicroBatchAlong) {
     int rows = MB * MicroBatches * c.dp;
     SCOPED_TRACE("dp " + std::to_string(c.dp) + ", " + c.schedule);
     std::string out = work.file("pipe-out-" + std::to_string(c.dp));
+    std::string dir = pipelineArtifact(c.dp, c.schedule);
+    if (onFakeGpu)
+      targetCuda(dir);
     CommandResult result =
-        mpirun(c.dp * Stages, shellQuote(pipelineArtifact(c.dp, c.schedule)) +
-                                  " --steps 2 --comm-stats --outputs " +
-                                  shellQuote(out));
+        mpirun(c.dp * Stages,
+               shellQuote(dir) + " --steps 2 --comm-stats --outputs " +
+                   shellQuote(out),
+               onFakeGpu ? fakeDriver() : "");
     ASSERT_EQ(result.exitCode, 0) << result.out << result.err;
     EXPECT_EQ(result.err, "");
     EXPECT_NE(result.out.find("x pp 3)"), std::string::npos) << result.out;
+    if (onFakeGpu) {
+      EXPECT_NE(result.out.find("collectives: MPI, staged through host memory"),
+                std::string::npos)
+          << result.out;
+    }
 
     std::vector<float> x = readFloats(out + "/x.npy", {rows, C});
     std::vector<float> y = readFloats(out + "/y.npy", {rows, C});
@@ -588,7 +695,8 @@ TEST_F(MpiPipelineTest, StagesPassEveryMicroBatchAlong) {
       ASSERT_EQ(early[i], -x[i]) << i;
     }
     // Per step and micro-batch, stages 1 and 2 each receive two
-    // activations of MB x C floats, and stages 0 and 1 send two.
+    // activations of MB x C floats, and stages 0 and 1 send two. On a GPU
+    // the device communicator counts them, so they went through it.
     int64_t calls = 2 * MicroBatches * 2;
     EXPECT_EQ(commStat(result.out, "pp", "recv"),
               std::make_pair(calls, double(calls * MB * C * 4)))
@@ -598,6 +706,23 @@ TEST_F(MpiPipelineTest, StagesPassEveryMicroBatchAlong) {
         << result.out;
   }
 }
+
+TEST_F(MpiPipelineTest, StagesPassEveryMicroBatchAlong) {
+  checkStagesPassEveryMicroBatchAlong(/*onFakeGpu=*/false);
+}
+
+#ifdef AUTOPAR_HAVE_CUDA_RUNTIME
+
+// The same pipeline as a cuda artifact on the fake driver: each stage's
+// inputs and outputs are copied to and from the device whole and its
+// program runs on each micro-batch's block there; the activations live on
+// the device and go through the device communicator (MPI staged through the
+// host, as the ranks share the one fake GPU).
+TEST_F(MpiPipelineTest, StagesPassEveryMicroBatchAlongOnDeviceBuffers) {
+  checkStagesPassEveryMicroBatchAlong(/*onFakeGpu=*/true);
+}
+
+#endif
 
 TEST_F(MpiPipelineTest, AMissingStageLibraryIsReported) {
   std::string dir = pipelineArtifact(1, "1f1b");

@@ -72,4 +72,11 @@ CommandResult runCommand(const std::string &command) {
   return result;
 }
 
+void expectRunError(const CommandResult &result, const std::string &expected) {
+  EXPECT_EQ(result.exitCode, 1) << result.out << result.err;
+  EXPECT_EQ(result.err.rfind("autopar-run: error: ", 0), 0u) << result.err;
+  EXPECT_NE(result.err.find(expected), std::string::npos)
+      << "expected \"" << expected << "\" in: " << result.err;
+}
+
 } // namespace autopar::runtime::test

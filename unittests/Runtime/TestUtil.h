@@ -48,6 +48,10 @@ struct CommandResult {
 /// Runs the shell command \p command, capturing stdout and stderr.
 CommandResult runCommand(const std::string &command);
 
+/// Expects \p result to have failed with exit status 1 and a stderr that is
+/// an "autopar-run: error:" line containing \p expected.
+void expectRunError(const CommandResult &result, const std::string &expected);
+
 /// \p text quoted for the shell.
 std::string shellQuote(const std::string &text);
 

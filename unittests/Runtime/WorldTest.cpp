@@ -72,4 +72,39 @@ TEST(WorldTest, RejectsGarbage) {
   }
 }
 
+std::optional<NodePlacement>
+detectNode(const std::map<std::string, std::string> &env) {
+  return detectNodePlacement([&](const char *name) -> const char * {
+    auto it = env.find(name);
+    return it == env.end() ? nullptr : it->second.c_str();
+  });
+}
+
+TEST(WorldTest, ReadsTheLocalRankOfEachLauncher) {
+  EXPECT_FALSE(detectNode({}));
+  std::optional<NodePlacement> ompi =
+      detectNode({{"OMPI_COMM_WORLD_LOCAL_RANK", "3"},
+                  {"OMPI_COMM_WORLD_LOCAL_SIZE", "8"},
+                  {"SLURM_LOCALID", "1"}});
+  ASSERT_TRUE(ompi);
+  EXPECT_EQ(ompi->localRank, 3);
+  EXPECT_EQ(ompi->localSize, 8);
+  EXPECT_EQ(ompi->source, "OMPI_COMM_WORLD_LOCAL_RANK");
+
+  std::optional<NodePlacement> hydra =
+      detectNode({{"MPI_LOCALRANKID", "1"}, {"MPI_LOCALNRANKS", "2"}});
+  ASSERT_TRUE(hydra);
+  EXPECT_EQ(hydra->localRank, 1);
+  EXPECT_EQ(hydra->localSize, 2);
+
+  // Slurm does not say how many share the node.
+  std::optional<NodePlacement> slurm = detectNode({{"SLURM_LOCALID", "5"}});
+  ASSERT_TRUE(slurm);
+  EXPECT_EQ(slurm->localRank, 5);
+  EXPECT_EQ(slurm->localSize, 0);
+  EXPECT_EQ(slurm->source, "SLURM_LOCALID");
+
+  EXPECT_THROW(detectNode({{"SLURM_LOCALID", "x"}}), Error);
+}
+
 } // namespace

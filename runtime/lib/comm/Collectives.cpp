@@ -12,7 +12,7 @@
 #include "autopar/runtime/Communicator.h"
 #include "autopar/runtime/Error.h"
 #include "autopar/runtime/Fatal.h"
-#include "autopar/runtime/HostBuffer.h"
+#include "autopar/runtime/MemorySpace.h"
 #include "autopar/runtime/TensorLayout.h"
 
 #include <cstring>
@@ -61,6 +61,17 @@ View viewOf(const UnrankedMemRef *memref, DType dtype, const char *which) {
   return view;
 }
 
+Communicator &communicator() {
+  Communicator *comm = activeCommunicator();
+  if (!comm)
+    throw Error("no communicator: the program must run under autopar-run");
+  return *comm;
+}
+
+/// The active communicator's memory: where the views live (device memory
+/// on a GPU), and so where staging buffers go.
+MemorySpace &memory() { return communicator().memory(); }
+
 /// A dense copy of a view, or the view's own memory if it is dense already.
 class Dense {
 public:
@@ -70,31 +81,26 @@ public:
       data = view.data;
       return;
     }
-    copy = HostBuffer(static_cast<size_t>(view.count()) * view.elementSize);
-    data = static_cast<char *>(copy.data());
+    MemorySpace &space = memory();
+    copy = ScratchBuffer(space,
+                         static_cast<size_t>(view.count()) * view.elementSize);
+    data = copy.data();
     if (load)
       copyStridedToDense(view.data, view.sizes.data(), view.strides.data(),
-                         view.rank(), view.elementSize, data);
+                         view.rank(), view.elementSize, data, space);
   }
   /// Writes the dense elements back to a strided view.
   void store() {
     if (data != view.data)
       copyDenseToStrided(data, view.sizes.data(), view.strides.data(),
-                         view.rank(), view.elementSize, view.data);
+                         view.rank(), view.elementSize, view.data, memory());
   }
   char *data;
 
 private:
   const View &view;
-  HostBuffer copy;
+  ScratchBuffer copy;
 };
-
-Communicator &communicator() {
-  Communicator *comm = activeCommunicator();
-  if (!comm)
-    throw Error("no communicator: the program must run under autopar-run");
-  return *comm;
-}
 
 CommScope scopeOfAxis(int64_t axis) {
   if (axis < 0 || axis >= NumGridAxes)
@@ -164,12 +170,12 @@ void allGather(const char *name, DType dtype, UnrankedMemRef *in,
     if (blocks.blocksAreContiguous()) {
       comm.allGather(din.data, dout.data, vin.count(), dtype, scope);
     } else {
-      HostBuffer stage(blocks.blockBytes() * static_cast<size_t>(parts));
+      ScratchBuffer stage(comm.memory(),
+                          blocks.blockBytes() * static_cast<size_t>(parts));
       comm.allGather(din.data, stage.data(), vin.count(), dtype, scope);
       for (int64_t p = 0; p < parts; ++p)
-        blocks.unpack(static_cast<char *>(stage.data()) +
-                          p * blocks.blockBytes(),
-                      p, dout.data);
+        blocks.unpack(stage.data() + p * blocks.blockBytes(), p, dout.data,
+                      comm.memory());
     }
     dout.store();
   });
@@ -192,11 +198,11 @@ void reduceScatter(const char *name, DType dtype, UnrankedMemRef *in,
       comm.reduceScatter(din.data, dout.data, vout.count(), dtype,
                          ReduceOp::Sum, scope);
     } else {
-      HostBuffer stage(blocks.blockBytes() * static_cast<size_t>(parts));
+      ScratchBuffer stage(comm.memory(),
+                          blocks.blockBytes() * static_cast<size_t>(parts));
       for (int64_t p = 0; p < parts; ++p)
-        blocks.pack(din.data, p,
-                    static_cast<char *>(stage.data()) +
-                        p * blocks.blockBytes());
+        blocks.pack(din.data, p, stage.data() + p * blocks.blockBytes(),
+                    comm.memory());
       comm.reduceScatter(stage.data(), dout.data, vout.count(), dtype,
                          ReduceOp::Sum, scope);
     }
@@ -232,22 +238,23 @@ void allToAll(const char *name, DType dtype, UnrankedMemRef *in,
     BlockSplit sendBlocks(vin.sizes, splitDim, parts, vin.elementSize, name);
     BlockSplit recvBlocks(vout.sizes, concatDim, parts, vout.elementSize, name);
     size_t blockBytes = sendBlocks.blockBytes();
-    HostBuffer sendStage, recvStage;
+    MemorySpace &space = comm.memory();
+    ScratchBuffer sendStage, recvStage;
     char *send = din.data, *recv = dout.data;
     if (!sendBlocks.blocksAreContiguous()) {
-      sendStage = HostBuffer(blockBytes * static_cast<size_t>(parts));
-      send = static_cast<char *>(sendStage.data());
+      sendStage = ScratchBuffer(space, blockBytes * static_cast<size_t>(parts));
+      send = sendStage.data();
       for (int64_t p = 0; p < parts; ++p)
-        sendBlocks.pack(din.data, p, send + p * blockBytes);
+        sendBlocks.pack(din.data, p, send + p * blockBytes, space);
     }
     if (!recvBlocks.blocksAreContiguous()) {
-      recvStage = HostBuffer(blockBytes * static_cast<size_t>(parts));
-      recv = static_cast<char *>(recvStage.data());
+      recvStage = ScratchBuffer(space, blockBytes * static_cast<size_t>(parts));
+      recv = recvStage.data();
     }
     comm.allToAll(send, recv, vout.count() / parts, dtype, scope);
     if (recv != dout.data)
       for (int64_t p = 0; p < parts; ++p)
-        recvBlocks.unpack(recv + p * blockBytes, p, dout.data);
+        recvBlocks.unpack(recv + p * blockBytes, p, dout.data, space);
     dout.store();
   });
 }
@@ -340,4 +347,8 @@ AUTOPAR_DEFINE_COLLECTIVES(f32, DType::Float32)
 AUTOPAR_DEFINE_COLLECTIVES(f64, DType::Float64)
 AUTOPAR_DEFINE_COLLECTIVES(i32, DType::Int32)
 AUTOPAR_DEFINE_COLLECTIVES(i64, DType::Int64)
+// 16-bit floats: GPU programs at bf16/fp16 precision (gpu-backend.md). Host
+// communicators move them but do not reduce them (Communicator::canReduce).
+AUTOPAR_DEFINE_COLLECTIVES(bf16, DType::BFloat16)
+AUTOPAR_DEFINE_COLLECTIVES(f16, DType::Float16)
 } // extern "C"

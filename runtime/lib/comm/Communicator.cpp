@@ -59,12 +59,21 @@ void checkCount(const char *what, int64_t count) {
                 std::to_string(count));
 }
 
-void checkReducible(const char *what, DType dtype) {
-  if (dtype == DType::Float16 || dtype == DType::BFloat16 ||
-      dtype == DType::Bool)
-    throw Error(std::string(what) + ": cannot reduce " +
-                std::string(dtypeName(dtype)) +
-                " tensors (reductions support float32, float64 and integers)");
+/// The reducible types among all of them, for messages.
+std::string reducibleTypes(const Communicator &comm) {
+  std::string names;
+  for (int t = 0; t <= static_cast<int>(DType::Bool); ++t)
+    if (comm.canReduce(static_cast<DType>(t)))
+      names += (names.empty() ? "" : ", ") +
+               std::string(dtypeName(static_cast<DType>(t)));
+  return names;
+}
+
+void checkReducible(const Communicator &comm, const char *what, DType dtype) {
+  if (!comm.canReduce(dtype))
+    throw Error(
+        std::string(what) + ": cannot reduce " + std::string(dtypeName(dtype)) +
+        " tensors (this communicator reduces " + reducibleTypes(comm) + ")");
 }
 
 } // namespace
@@ -108,17 +117,20 @@ public:
               comm.watchdog
                   ? std::string(commOpName(op)) + " " + describeScope(scope)
                   : std::string(),
-              /*waiting=*/true),
-        start(std::chrono::steady_clock::now()) {}
+              /*waiting=*/true) {
+    comm.beforeCall();
+    start = std::chrono::steady_clock::now();
+  }
 
   ~Call() {
     CommCounter &counter =
         comm.stats[static_cast<size_t>(scope)][static_cast<size_t>(op)];
     counter.calls += 1;
     counter.busBytes += busBytes(op, bytes, comm.scopeSize(scope));
-    counter.seconds +=
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-            .count();
+    if (!comm.timesItself())
+      counter.seconds += std::chrono::duration<double>(
+                             std::chrono::steady_clock::now() - start)
+                             .count();
   }
 
 private:
@@ -144,6 +156,14 @@ Communicator::Communicator(int64_t rank, const GridVector &grid,
 
 Communicator::~Communicator() = default;
 
+bool Communicator::canReduce(DType dtype) const {
+  return dtype == DType::Float32 || dtype == DType::Float64 || isInteger(dtype);
+}
+
+void Communicator::addSeconds(CommScope scope, CommOp op, double seconds) {
+  stats[static_cast<size_t>(scope)][static_cast<size_t>(op)].seconds += seconds;
+}
+
 const GridVector &Communicator::coordsOf(int64_t worldRank) const {
   return coords.at(static_cast<size_t>(worldRank));
 }
@@ -168,7 +188,7 @@ void Communicator::checkPeer(const char *what, int64_t peer, CommScope scope,
 void Communicator::allReduce(const void *in, void *out, int64_t count,
                              DType dtype, ReduceOp op, CommScope scope) {
   checkCount("all_reduce", count);
-  checkReducible("all_reduce", dtype);
+  checkReducible(*this, "all_reduce", dtype);
   Call call(*this, CommOp::AllReduce, scope,
             double(count) * double(dtypeSize(dtype)));
   doAllReduce(in, out, count, dtype, op, scope);
@@ -187,7 +207,7 @@ void Communicator::reduceScatter(const void *in, void *out,
                                  int64_t countPerRank, DType dtype, ReduceOp op,
                                  CommScope scope) {
   checkCount("reduce_scatter", countPerRank);
-  checkReducible("reduce_scatter", dtype);
+  checkReducible(*this, "reduce_scatter", dtype);
   Call call(*this, CommOp::ReduceScatter, scope,
             double(countPerRank) * double(scopeSize(scope)) *
                 double(dtypeSize(dtype)));

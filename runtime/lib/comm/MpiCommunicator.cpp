@@ -165,14 +165,25 @@ std::vector<int64_t> MpiEnvironment::ranksWhere(bool condition) const {
 }
 
 int64_t MpiEnvironment::ranksOnThisNode() const {
+  return nodePlacement().localSize;
+}
+
+NodePlacement MpiEnvironment::nodePlacement() const {
+  int worldRank = 0;
+  check(MPI_Comm_rank(MPI_COMM_WORLD, &worldRank), "MPI_Comm_rank");
   MPI_Comm node = MPI_COMM_NULL;
-  check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0,
+  check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, worldRank,
                             MPI_INFO_NULL, &node),
         "MPI_Comm_split_type");
-  int size = 1;
+  int size = 1, rank = 0;
   MPI_Comm_size(node, &size);
+  MPI_Comm_rank(node, &rank);
   MPI_Comm_free(&node);
-  return size;
+  NodePlacement placement;
+  placement.localRank = rank;
+  placement.localSize = size;
+  placement.source = "MPI_COMM_TYPE_SHARED";
+  return placement;
 }
 
 std::unique_ptr<MpiCommunicator>

@@ -6,6 +6,8 @@
 #include "Multiversion.h"
 #include "Scratch.h"
 
+#include "autopar/runtime/MatrixLayout.h"
+
 #include <cblas.h>
 
 #include <algorithm>
@@ -15,31 +17,10 @@ namespace autopar::runtime::cpu {
 
 namespace {
 
-/// How BLAS can read a view without copying it.
-enum class Layout { RowMajor, ColMajor, None };
+using BlasOperand = MatrixLayout;
 
-struct BlasOperand {
-  Layout layout;
-  int64_t ld; // The leading dimension, when layout is not None.
-};
-
-/// Finds a BLAS layout for \p v. A dimension of size one may have any stride,
-/// so it never disqualifies a layout, and the leading dimension is then
-/// chosen as the smallest BLAS accepts.
 BlasOperand classify(const MatrixView &v) {
-  int64_t minRowLd = std::max<int64_t>(v.cols, 1);
-  if (v.cols <= 1 || v.colStride == 1) {
-    int64_t ld = v.rows <= 1 ? minRowLd : v.rowStride;
-    if (ld >= minRowLd)
-      return {Layout::RowMajor, ld};
-  }
-  int64_t minColLd = std::max<int64_t>(v.rows, 1);
-  if (v.rows <= 1 || v.rowStride == 1) {
-    int64_t ld = v.cols <= 1 ? minColLd : v.colStride;
-    if (ld >= minColLd)
-      return {Layout::ColMajor, ld};
-  }
-  return {Layout::None, 0};
+  return classifyMatrix(v.rows, v.cols, v.rowStride, v.colStride);
 }
 
 /// Copies \p v into dense row-major storage at \p out.
@@ -73,11 +54,11 @@ AUTOPAR_MULTIVERSION void unpack(const float *in, const MatrixView &v) {
 MatrixView blasReady(const MatrixView &v, ScratchSlot slot,
                      BlasOperand &operand) {
   operand = classify(v);
-  if (operand.layout != Layout::None)
+  if (operand.order != MatrixOrder::None)
     return v;
   float *dense = scratch(slot, static_cast<size_t>(v.rows * v.cols));
   pack(v, dense);
-  operand = {Layout::RowMajor, std::max<int64_t>(v.cols, 1)};
+  operand = {MatrixOrder::RowMajor, std::max<int64_t>(v.cols, 1)};
   return {dense, v.rows, v.cols, v.cols, 1};
 }
 
@@ -90,7 +71,7 @@ void checkBlasInt(int64_t value, const char *kernel) {
 }
 
 CBLAS_TRANSPOSE transposeFlag(const BlasOperand &operand) {
-  return operand.layout == Layout::RowMajor ? CblasNoTrans : CblasTrans;
+  return operand.order == MatrixOrder::RowMajor ? CblasNoTrans : CblasTrans;
 }
 
 /// y[0, j] += sum_p x[0, p] * mat[p, j] with cblas_sgemv, for a product with
@@ -103,13 +84,13 @@ bool gemvAccumulate(const MatrixView &x, const MatrixView &mat,
   int64_t incx = k == 1 ? 1 : x.colStride;
   int64_t incy = n == 1 ? 1 : y.colStride;
   BlasOperand om = classify(mat);
-  if (incx < 1 || incy < 1 || om.layout == Layout::None)
+  if (incx < 1 || incy < 1 || om.order == MatrixOrder::None)
     return false;
   for (int64_t value : {k, n, om.ld, incx, incy})
     checkBlasInt(value, kernel);
   // A row-major [k, n] matrix needs y = mat^T x; a column-major one is a
   // row-major [n, k] matrix, mat^T, and needs y = (mat^T) x.
-  bool rowMajor = om.layout == Layout::RowMajor;
+  bool rowMajor = om.order == MatrixOrder::RowMajor;
   cblas_sgemv(CblasRowMajor, rowMajor ? CblasTrans : CblasNoTrans,
               static_cast<blasint>(rowMajor ? k : n),
               static_cast<blasint>(rowMajor ? n : k), 1.0f, mat.data,
@@ -132,12 +113,12 @@ void gemmAccumulate(const MatrixView &a, const MatrixView &b,
     return;
 
   BlasOperand oc = classify(c);
-  if (oc.layout == Layout::ColMajor) {
+  if (oc.order == MatrixOrder::ColMajor) {
     // C^T = B^T A^T, with C^T row-major.
     gemmAccumulate(b.transposed(), a.transposed(), c.transposed(), kernel);
     return;
   }
-  if (oc.layout == Layout::None) {
+  if (oc.order == MatrixOrder::None) {
     float *dense = scratch(ScratchSlot::GemmC, static_cast<size_t>(m * n));
     pack(c, dense);
     gemmAccumulate(a, b, {dense, m, n, n, 1}, kernel);

@@ -12,8 +12,11 @@
 // set, so that a peer that never arrives ends the run with an error instead
 // of a hang.
 //
-// Implementations: LocalCommunicator (a world of one, no MPI) below, and
-// MpiCommunicator (comm/MpiCommunicator.h). A NCCL one will follow for GPUs.
+// Buffers live in the communicator's MemorySpace: host memory for
+// LocalCommunicator (a world of one, no MPI) below and MpiCommunicator
+// (MpiCommunicator.h); a GPU's memory for StagingCommunicator
+// (StagingCommunicator.h, device buffers relayed over a host communicator)
+// and the NCCL one of the CUDA runtime (runtime/lib/cuda).
 //
 //===----------------------------------------------------------------------===//
 
@@ -22,6 +25,7 @@
 
 #include "autopar/runtime/DType.h"
 #include "autopar/runtime/Grid.h"
+#include "autopar/runtime/MemorySpace.h"
 
 #include <array>
 #include <cstdint>
@@ -145,8 +149,21 @@ public:
   /// runtime's bookkeeping (step times, statistics); not counted.
   virtual void maxOverWorld(double *values, int count) = 0;
 
+  /// Where the buffers of every operation live (host memory unless
+  /// overridden).
+  virtual MemorySpace &memory() { return hostMemory(); }
+
+  /// True if all_reduce and reduce_scatter accept \p dtype: float32, float64
+  /// and the integer types, unless overridden.
+  virtual bool canReduce(DType dtype) const;
+
   /// Runs every later call under \p watchdog (may be null: none).
   void setWatchdog(Watchdog *dog) { watchdog = dog; }
+
+  /// Brings the counters up to date: an implementation whose operations
+  /// finish after they return (NCCL, on a GPU stream) adds their times once
+  /// they have finished. Call before getStats() after the last step.
+  virtual void settleStats() {}
 
   const CommStats &getStats() const { return stats; }
 
@@ -179,6 +196,17 @@ protected:
   virtual void doGather(const void *in, void *out, int64_t countPerRank,
                         DType dtype, int64_t root, CommScope scope) = 0;
 
+  /// Called before each operation starts its clock: a GPU communicator waits
+  /// here for the work that produces the operation's input, so that its
+  /// time is not counted as communication.
+  virtual void beforeCall() {}
+  /// True if the implementation measures the seconds of its operations
+  /// itself (addSeconds) rather than by the wall time inside the calls.
+  virtual bool timesItself() const { return false; }
+  /// Adds \p seconds to the counter of \p op on \p scope.
+  void addSeconds(CommScope scope, CommOp op, double seconds);
+  Watchdog *getWatchdog() const { return watchdog; }
+
 private:
   class Call;
   void checkPeer(const char *what, int64_t peer, CommScope scope,
@@ -190,6 +218,28 @@ private:
   Watchdog *watchdog = nullptr;
   CommStats stats{};
 };
+
+/// Declares, in the class body of a Communicator implementation, the
+/// operations it implements (all of them).
+#define AUTOPAR_COMMUNICATOR_OPERATIONS                                        \
+  void doAllReduce(const void *in, void *out, int64_t count, DType dtype,      \
+                   ReduceOp op, CommScope scope) override;                     \
+  void doAllGather(const void *in, void *out, int64_t countPerRank,            \
+                   DType dtype, CommScope scope) override;                     \
+  void doReduceScatter(const void *in, void *out, int64_t countPerRank,        \
+                       DType dtype, ReduceOp op, CommScope scope) override;    \
+  void doAllToAll(const void *in, void *out, int64_t countPerRank,             \
+                  DType dtype, CommScope scope) override;                      \
+  void doBroadcast(void *buffer, int64_t count, DType dtype, int64_t root,     \
+                   CommScope scope) override;                                  \
+  void doSend(const void *buffer, int64_t count, DType dtype, int64_t peer,    \
+              CommScope scope) override;                                       \
+  void doRecv(void *buffer, int64_t count, DType dtype, int64_t peer,          \
+              CommScope scope) override;                                       \
+  void doScatter(const void *in, void *out, int64_t countPerRank, DType dtype, \
+                 int64_t root, CommScope scope) override;                      \
+  void doGather(const void *in, void *out, int64_t countPerRank, DType dtype,  \
+                int64_t root, CommScope scope) override;
 
 /// A world of one rank, without MPI: every scope has one member, collectives
 /// copy in to out. send and recv have no peer and throw.

@@ -64,6 +64,19 @@ float float16BitsToFloat(uint16_t bits);
 /// The float value of bfloat16 bits (exact).
 float bfloat16BitsToFloat(uint16_t bits);
 
+/// True if float32 values can be converted to \p to (float16, bfloat16 or
+/// float32 itself): the conversions a parameter's `source_dtype` may ask for.
+bool isConvertibleFromFloat32(DType to);
+
+/// Converts \p count float32 values to \p to, rounding to nearest even (NaN
+/// stays NaN, infinities stay infinite, float16 overflows to infinity).
+/// \p to must satisfy isConvertibleFromFloat32.
+void convertFromFloat32(const float *from, int64_t count, DType to, void *out);
+
+/// Converts \p count values of float16, bfloat16 or float32 \p from to float32
+/// (exactly).
+void convertToFloat32(const void *from, DType type, int64_t count, float *out);
+
 } // namespace autopar::runtime
 
 #endif // AUTOPAR_RUNTIME_DTYPE_H

@@ -30,6 +30,11 @@ void setErrorRank(int64_t rank);
 /// Sets how fatalError ends the process; \p exitFn must not return.
 void setFatalExit(void (*exitFn)());
 
+/// Sets what fatalError runs after printing and before ending the process
+/// (null: nothing): releasing what the abrupt end would strand, such as
+/// NCCL communicators (ncclCommAbort). It must return, and soon.
+void setFatalCleanup(void (*cleanupFn)());
+
 } // namespace autopar::runtime
 
 #endif // AUTOPAR_RUNTIME_FATAL_H

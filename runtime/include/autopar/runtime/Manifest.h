@@ -75,6 +75,10 @@ struct ArgumentDesc {
   std::optional<SplitDesc> split;
   /// Present exactly for parameters.
   std::optional<TensorSource> source;
+  /// The element type of the parameter's source bytes (`source_dtype`;
+  /// `dtype` when absent). float32 sources of float16/bfloat16 parameters are
+  /// converted when loaded (GPU precision, docs/design/gpu-backend.md).
+  DType sourceDType = DType::Float32;
   /// For activations: the pipeline stage it comes from or goes to.
   int64_t peerStage = -1;
 
@@ -90,12 +94,32 @@ struct ProgramDesc {
   /// Absolute, or relative to the artifact directory.
   std::string library;
   std::string entry;
+  /// `device_code`: the program's device binaries (e.g.
+  /// "device/stage0.sm_90.cubin"), for inspection only: the library embeds
+  /// and loads them itself. Empty when absent.
+  std::vector<std::string> deviceCode;
   /// Its entry's arguments in call order: the program's own "arguments", or
   /// the manifest's.
   std::vector<ArgumentDesc> arguments;
   /// The pipeline stage whose ranks run it: their pp coordinate (0 without
   /// a pipeline; -1 if no rank runs it).
   int64_t stage = 0;
+};
+
+/// What kind of machine an artifact runs on.
+enum class TargetKind { Cpu, Cuda };
+
+/// "cpu" or "cuda".
+std::string_view targetKindName(TargetKind kind);
+
+/// The manifest's `target` (absent: the CPU).
+struct TargetDesc {
+  TargetKind kind = TargetKind::Cpu;
+  /// The GPU architecture the device code is compiled for ("sm_90"); empty
+  /// on the CPU or when not given.
+  std::string arch;
+  /// "fp32", "bf16" or "fp16"; empty when not given.
+  std::string precision;
 };
 
 /// How the stages of a pipeline go over the micro-batches.
@@ -125,6 +149,8 @@ struct Manifest {
   int64_t version = ManifestVersion;
   std::string model;
   std::string cluster;
+  /// Where the programs run (the `target` key; absent: the CPU).
+  TargetDesc target;
   int64_t worldSize = 1;
   /// Ranks per grid axis, indexed by GridAxis; their product is worldSize.
   /// Without a "grid" key: {worldSize, 1, 1}.

@@ -41,6 +41,10 @@ public:
   /// How many ranks share this rank's node (MPI_COMM_TYPE_SHARED).
   int64_t ranksOnThisNode() const;
 
+  /// This rank's index among the ranks of its node, in world-rank order, and
+  /// their number (MPI_COMM_TYPE_SHARED). Collective.
+  NodePlacement nodePlacement() const;
+
   /// True while an MpiEnvironment exists.
   static bool isInitialized();
 };
@@ -60,24 +64,7 @@ public:
   void maxOverWorld(double *values, int count) override;
 
 protected:
-  void doAllReduce(const void *in, void *out, int64_t count, DType dtype,
-                   ReduceOp op, CommScope scope) override;
-  void doAllGather(const void *in, void *out, int64_t countPerRank, DType dtype,
-                   CommScope scope) override;
-  void doReduceScatter(const void *in, void *out, int64_t countPerRank,
-                       DType dtype, ReduceOp op, CommScope scope) override;
-  void doAllToAll(const void *in, void *out, int64_t countPerRank, DType dtype,
-                  CommScope scope) override;
-  void doBroadcast(void *buffer, int64_t count, DType dtype, int64_t root,
-                   CommScope scope) override;
-  void doSend(const void *buffer, int64_t count, DType dtype, int64_t peer,
-              CommScope scope) override;
-  void doRecv(void *buffer, int64_t count, DType dtype, int64_t peer,
-              CommScope scope) override;
-  void doScatter(const void *in, void *out, int64_t countPerRank, DType dtype,
-                 int64_t root, CommScope scope) override;
-  void doGather(const void *in, void *out, int64_t countPerRank, DType dtype,
-                int64_t root, CommScope scope) override;
+  AUTOPAR_COMMUNICATOR_OPERATIONS
 
 private:
   struct Comms;

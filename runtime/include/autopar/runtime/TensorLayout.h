@@ -1,5 +1,4 @@
-//===- TensorLayout.h - Blocks and strided views of dense tensors -*- C++
-//-*-===//
+//===- TensorLayout.h - Blocks and strided views of tensors -----*- C++ -*-===//
 //
 // Splitting a row-major tensor into equal blocks along one dimension (how
 // split inputs are scattered, split outputs gathered, and how all_gather,
@@ -18,6 +17,19 @@
 
 namespace autopar::runtime {
 
+/// Moves bytes within one kind of memory (host memory, or a GPU's, where the
+/// CPU cannot simply memcpy): `rows` rows of `width` bytes, row i from
+/// src + i * srcPitch to dst + i * dstPitch (pitches in bytes).
+class ByteCopier {
+public:
+  virtual ~ByteCopier() = default;
+  virtual void copy2D(void *dst, int64_t dstPitch, const void *src,
+                      int64_t srcPitch, size_t width, size_t rows) const = 0;
+};
+
+/// The host's: memcpy.
+const ByteCopier &hostCopier();
+
 /// A dense row-major tensor of shape `whole` viewed as `parts` equal blocks
 /// along dimension `dim`: block i holds indices [i*s, (i+1)*s) of that
 /// dimension, s = whole[dim] / parts, and is itself dense and row-major.
@@ -35,9 +47,11 @@ public:
   bool blocksAreContiguous() const { return outer == 1; }
 
   /// Copies block \p index of \p whole to the dense \p block.
-  void pack(const void *whole, int64_t index, void *block) const;
+  void pack(const void *whole, int64_t index, void *block,
+            const ByteCopier &copier = hostCopier()) const;
   /// Copies the dense \p block into block \p index of \p whole.
-  void unpack(const void *block, int64_t index, void *whole) const;
+  void unpack(const void *block, int64_t index, void *whole,
+              const ByteCopier &copier = hostCopier()) const;
 
 private:
   size_t outer = 1;         // product of the dims before dim
@@ -49,10 +63,10 @@ private:
 /// dense row-major buffer, or back.
 void copyStridedToDense(const void *src, const int64_t *sizes,
                         const int64_t *strides, int rank, size_t elementSize,
-                        void *dense);
+                        void *dense, const ByteCopier &copier = hostCopier());
 void copyDenseToStrided(const void *dense, const int64_t *sizes,
                         const int64_t *strides, int rank, size_t elementSize,
-                        void *dst);
+                        void *dst, const ByteCopier &copier = hostCopier());
 
 /// True if \p strides are those of a dense row-major tensor of \p sizes
 /// (strides of dimensions of size 1 do not matter).

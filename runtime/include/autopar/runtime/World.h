@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 
 namespace autopar::runtime {
@@ -37,6 +38,23 @@ WorldInfo detectWorld(const EnvLookup &getEnv);
 
 /// detectWorld on the process environment.
 WorldInfo detectWorld();
+
+/// This process's place among the ranks of its node: how each rank picks a
+/// GPU (local rank modulo the node's GPUs).
+struct NodePlacement {
+  int64_t localRank = 0;
+  /// Ranks on this node; 0 when the source does not say.
+  int64_t localSize = 1;
+  /// The variable it came from ("OMPI_COMM_WORLD_LOCAL_RANK"), or how it was
+  /// found otherwise ("MPI_COMM_TYPE_SHARED", "single process").
+  std::string source = "single process";
+};
+
+/// The local rank from Open MPI (OMPI_COMM_WORLD_LOCAL_RANK and _SIZE),
+/// MPICH/Hydra (MPI_LOCALRANKID, MPI_LOCALNRANKS) or Slurm (SLURM_LOCALID),
+/// in that order; std::nullopt if none is set. Throws Error if a variable is
+/// not a number.
+std::optional<NodePlacement> detectNodePlacement(const EnvLookup &getEnv);
 
 } // namespace autopar::runtime
 
