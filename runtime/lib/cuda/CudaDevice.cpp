@@ -124,6 +124,7 @@ CudaDevice::open(const DeviceBackendConfig &config) {
   AUTOPAR_CU(cuDevicePrimaryCtxRetain, &self->context, self->device);
   AUTOPAR_CU(cuCtxSetCurrent, self->context);
   AUTOPAR_CU(cuStreamCreate, &self->computeStream, CU_STREAM_NON_BLOCKING);
+  AUTOPAR_CU(cuStreamCreate, &self->commStream, CU_STREAM_NON_BLOCKING);
   self->driverMemory = std::make_unique<DriverMemory>(self->computeStream);
   self->memory = std::make_unique<CachingAllocator>(*self->driverMemory);
   self->moduleCache = std::make_unique<ModuleCache>(arch, self->describe());
@@ -136,6 +137,8 @@ CudaDevice::~CudaDevice() {
     openDevice = nullptr;
   if (computeStream)
     driver().cuStreamSynchronize(computeStream); // Errors: nothing to do.
+  if (commStream)
+    driver().cuStreamSynchronize(commStream);
   if (blasHandle)
     cublasLtDestroy(blasHandle);
   moduleCache.reset();
@@ -143,6 +146,8 @@ CudaDevice::~CudaDevice() {
   driverMemory.reset();
   if (computeStream)
     driver().cuStreamDestroy(computeStream);
+  if (commStream)
+    driver().cuStreamDestroy(commStream);
   if (context)
     driver().cuDevicePrimaryCtxRelease(device);
 }

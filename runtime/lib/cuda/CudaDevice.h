@@ -57,6 +57,9 @@ public:
   static CudaDevice *current();
 
   CUstream stream() const { return computeStream; }
+  /// The stream collectives run on, ordered against the compute stream by
+  /// events (NcclCommunicator).
+  CUstream communicationStream() const { return commStream; }
   int ordinal() const { return deviceOrdinal; }
   const CUuuid &uuid() const { return deviceUuid; }
   /// "NVIDIA H100 80GB HBM3 (GPU 0 of 8, sm_90, 79.1 GiB)".
@@ -93,6 +96,7 @@ private:
   CUdevice device = 0;
   CUcontext context = nullptr;
   CUstream computeStream = nullptr;
+  CUstream commStream = nullptr;
   CUuuid deviceUuid{};
   std::string name;
   int major = 0, minor = 0;

@@ -39,6 +39,7 @@ namespace autopar::runtime::cuda {
   X(cuStreamDestroy)                                                           \
   X(cuStreamQuery)                                                             \
   X(cuStreamSynchronize)                                                       \
+  X(cuStreamWaitEvent)                                                         \
   X(cuEventCreate)                                                             \
   X(cuEventDestroy)                                                            \
   X(cuEventRecord)                                                             \

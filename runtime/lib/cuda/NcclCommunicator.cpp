@@ -177,10 +177,9 @@ NcclCommunicator::~NcclCommunicator() {
   for (ncclComm_t comm : comms)
     if (comm)
       ncclCommDestroy(comm);
-  for (const Pending &p : pending) {
-    driver().cuEventDestroy(p.start);
-    driver().cuEventDestroy(p.stop);
-  }
+  for (const Pending &p : pending)
+    for (CUevent event : {p.ready, p.start, p.stop})
+      driver().cuEventDestroy(event);
   for (CUevent event : spareEvents)
     driver().cuEventDestroy(event);
 }
@@ -230,13 +229,21 @@ CUevent NcclCommunicator::takeEvent() {
 template <typename Enqueue>
 void NcclCommunicator::enqueue(CommOp op, CommScope scope, Enqueue call) {
   settle(/*wait=*/pending.size() >= MaxPending);
-  Pending p{op, scope, takeEvent(), takeEvent()};
-  CUstream stream = device.stream();
-  AUTOPAR_CU(cuEventRecord, p.start, stream);
+  Pending p{op, scope, takeEvent(), takeEvent(), takeEvent()};
+  // NCCL runs on its own stream, after the compute work that produced its
+  // input; the compute stream waits for it before going on. Compute queued
+  // by then that does not depend on the result is free to overlap (the
+  // caching allocator's stream-ordered reuse stays correct: the compute
+  // stream frees nothing the collective still reads before the wait).
+  CUstream compute = device.stream(), comm = device.communicationStream();
+  AUTOPAR_CU(cuEventRecord, p.ready, compute);
+  AUTOPAR_CU(cuStreamWaitEvent, comm, p.ready, 0);
+  AUTOPAR_CU(cuEventRecord, p.start, comm);
   check(call(comms[static_cast<size_t>(scope)],
-             reinterpret_cast<cudaStream_t>(stream)),
+             reinterpret_cast<cudaStream_t>(comm)),
         op, scope);
-  AUTOPAR_CU(cuEventRecord, p.stop, stream);
+  AUTOPAR_CU(cuEventRecord, p.stop, comm);
+  AUTOPAR_CU(cuStreamWaitEvent, compute, p.stop, 0);
   pending.push_back(p);
 }
 
@@ -251,8 +258,7 @@ void NcclCommunicator::settle(bool wait) {
     float ms = 0;
     AUTOPAR_CU(cuEventElapsedTime, &ms, p.start, p.stop);
     addSeconds(p.scope, p.op, ms / 1000.0);
-    spareEvents.push_back(p.start);
-    spareEvents.push_back(p.stop);
+    spareEvents.insert(spareEvents.end(), {p.ready, p.start, p.stop});
     pending.pop_front();
   }
 }

@@ -60,7 +60,9 @@ private:
   struct Pending {
     CommOp op;
     CommScope scope;
-    CUevent start, stop;
+    /// `ready`: the compute stream reached the call; `start`/`stop` bracket
+    /// the collective on the communication stream (timing).
+    CUevent ready, start, stop;
   };
 
   NcclCommunicator(CudaDevice &device, Communicator &host);

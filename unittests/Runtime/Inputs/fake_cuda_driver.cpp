@@ -136,6 +136,10 @@ CUresult fake_cuStreamCreate(CUstream *stream, unsigned) {
   return CUDA_SUCCESS;
 }
 CUresult fake_cuStreamDestroy(CUstream) { return CUDA_SUCCESS; }
+// Everything runs in call order on the host: there is nothing to wait for.
+CUresult fake_cuStreamWaitEvent(CUstream, CUevent, unsigned) {
+  return CUDA_SUCCESS;
+}
 CUresult fake_cuStreamQuery(CUstream) {
   return envNumber("FAKE_CUDA_FAULT", 0) ? CUDA_ERROR_ILLEGAL_ADDRESS
                                          : CUDA_SUCCESS;
@@ -284,6 +288,7 @@ const std::map<std::string, void *> &functions() {
       FAKE(cuStreamDestroy),
       FAKE(cuStreamQuery),
       FAKE(cuStreamSynchronize),
+      FAKE(cuStreamWaitEvent),
       FAKE(cuEventCreate),
       FAKE(cuEventDestroy),
       FAKE(cuEventRecord),
