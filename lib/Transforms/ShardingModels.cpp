@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "autopar/Transforms/ShardingModels.h"
+#include "ShardingModelsImpl.h"
 
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/Dialect/Shard/Interfaces/ShardingInterface.h"
@@ -131,5 +132,6 @@ void autopar::registerShardingModels(DialectRegistry &registry) {
         ReshapeShardingModel<tensor::ExpandShapeOp>>(*ctx);
     tensor::CollapseShapeOp::attachInterface<
         ReshapeShardingModel<tensor::CollapseShapeOp>>(*ctx);
+    autopar::detail::attachSliceShardingModels(ctx);
   });
 }
