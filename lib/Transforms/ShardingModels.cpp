@@ -13,6 +13,8 @@
 #include "autopar/Transforms/ShardingModels.h"
 #include "ShardingModelsImpl.h"
 
+#include "autopar/Dialect/AutoparOps.h"
+
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/Dialect/Shard/Interfaces/ShardingInterface.h"
 #include "mlir/Dialect/Shard/Interfaces/ShardingInterfaceImpl.h"
@@ -127,6 +129,7 @@ struct ReshapeShardingModel
 } // namespace
 
 void autopar::registerShardingModels(DialectRegistry &registry) {
+  registry.insert<autopar::AutoparDialect>();
   registry.addExtension(+[](MLIRContext *ctx, tensor::TensorDialect *) {
     tensor::ExpandShapeOp::attachInterface<
         ReshapeShardingModel<tensor::ExpandShapeOp>>(*ctx);

@@ -74,4 +74,18 @@ def AutoparPlan : Pass<"autopar-plan", "mlir::ModuleOp"> {
   let dependentDialects = ["mlir::shard::ShardDialect"];
 }
 
+def LowerEmbeddings : Pass<"autopar-lower-embeddings", "mlir::func::FuncOp"> {
+  let summary = "Turn `autopar.embedding` back into a linalg.generic";
+  let description = [{
+    After partitioning, each `autopar.embedding` becomes a `linalg.generic`
+    over its result that reads the table through `tensor.extract`, as the
+    importer writes a Gather: the backends know nothing of autopar's ops.
+    With a row offset (a rank's block of a vocabulary split over ranks) the
+    ids outside the rank's rows read zero.
+  }];
+  let dependentDialects = ["mlir::arith::ArithDialect",
+                           "mlir::linalg::LinalgDialect",
+                           "mlir::tensor::TensorDialect"];
+}
+
 #endif // AUTOPAR_TRANSFORMS_PASSES

@@ -7,7 +7,7 @@
 // convolution padding), so autopar registers external models: a sharding
 // passes through a reshape when it splits the outermost dim of a
 // reassociation group, and through a slice or pad when it splits a dim the
-// op keeps whole.
+// op keeps whole. autopar's own ops (autopar.embedding) come with theirs.
 //
 //===----------------------------------------------------------------------===//
 
@@ -21,7 +21,7 @@ class DialectRegistry;
 namespace autopar {
 
 /// Attaches autopar's ShardingInterface models (expand_shape, collapse_shape,
-/// extract_slice, pad).
+/// extract_slice, pad) and registers the autopar dialect.
 void registerShardingModels(mlir::DialectRegistry &registry);
 
 } // namespace autopar
