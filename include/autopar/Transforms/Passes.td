@@ -88,4 +88,20 @@ def LowerEmbeddings : Pass<"autopar-lower-embeddings", "mlir::func::FuncOp"> {
                            "mlir::tensor::TensorDialect"];
 }
 
+def CheckPartitionable
+    : Pass<"autopar-check-partitionable", "mlir::func::FuncOp"> {
+  let summary = "Check that `shard-partition` can partition the annotated "
+                "function";
+  let description = [{
+    Upstream `shard-partition` asserts what it needs of its input, and a
+    release build of MLIR crashes where an assertion would have failed: a
+    tensor argument without exactly one `shard.shard` user, a result without
+    exactly one annotation, an operand not read through an annotation, an op
+    without a ShardingInterface that is not fully replicated. Run between
+    `sharding-propagation` and `shard-partition`, this pass reports the first
+    such op as an error naming it (and the ONNX node it came from), so that
+    a plan that cannot be partitioned fails cleanly.
+  }];
+}
+
 #endif // AUTOPAR_TRANSFORMS_PASSES
