@@ -95,7 +95,8 @@ static cl::opt<std::string> outputDir("o", cl::desc("Artifact directory"),
 static cl::opt<std::string>
     dumpDir("dump-ir",
             cl::desc("Write the IR after each phase to DIR "
-                     "(imported.mlir, llvm-dialect.mlir, model.ll)"),
+                     "(imported.mlir, partitioned.mlir, llvm-dialect.mlir, "
+                     "model.ll)"),
             cl::value_desc("DIR"), cl::cat(category));
 static cl::opt<std::string>
     targetCpu("target-cpu", cl::init("native"),
@@ -124,11 +125,12 @@ static void writeIR(llvm::StringRef name, ModuleOp module) {
 /// per-op sharding for a tp group, annotates it, keeps inputs and outputs
 /// replicated, runs upstream `sharding-propagation` and `shard-partition`,
 /// and lowers the collectives to runtime calls. Records each argument's
-/// local block in `arguments`.
-static LogicalResult
-partitionTensorParallel(ModuleOp module, int64_t tp,
-                        const autopar::PlanRequest &request,
-                        std::vector<autopar::ArtifactArgument> &arguments) {
+/// local block in `arguments`, and in `predicted` the collectives the
+/// replica's plan predicts (what its partitioned program issues).
+static LogicalResult partitionTensorParallel(
+    ModuleOp module, int64_t tp, const autopar::PlanRequest &request,
+    std::vector<autopar::ArtifactArgument> &arguments,
+    std::vector<autopar::CollectiveVolume> *predicted = nullptr) {
   auto main = module.lookupSymbol<func::FuncOp>("main");
   autopar::PlanRequest tpRequest = request;
   tpRequest.cluster.nodes = 1;
@@ -144,23 +146,27 @@ partitionTensorParallel(ModuleOp module, int64_t tp,
     return failure();
   }
   autopar::annotateModuleWithPlan(module, *plan);
+  if (predicted)
+    *predicted = plan->best.collectives;
 
   // Graph inputs and outputs stay whole on every tp rank.
   MLIRContext *ctx = module.getContext();
   OpBuilder b(ctx);
+  // One empty entry, not none: see createSharding in PlanAnnotate.cpp.
   auto replicated = [&](Location loc) {
     return shard::ShardingOp::create(
                b, loc, FlatSymbolRefAttr::get(ctx, "autopar_grid"),
-               ArrayRef<shard::GridAxesAttr>{})
+               ArrayRef<shard::GridAxesAttr>{shard::GridAxesAttr::get(ctx, {})})
         .getResult();
   };
   b.setInsertionPointToStart(&main.getBody().front());
   for (BlockArgument arg : main.getArguments()) {
     if (!main.getArgAttr(arg.getArgNumber(), autopar::attrs::kInput))
       continue;
+    // The input itself is whole; a user that needs it split slices it.
     auto annotated =
         shard::ShardOp::create(b, arg.getLoc(), arg, replicated(arg.getLoc()),
-                               /*annotate_for_users=*/true);
+                               /*annotate_for_users=*/false);
     arg.replaceAllUsesExcept(annotated.getResult(), annotated);
   }
   auto ret = cast<func::ReturnOp>(main.getBody().front().getTerminator());
@@ -177,13 +183,18 @@ partitionTensorParallel(ModuleOp module, int64_t tp,
     global.push_back(
         llvm::SmallVector<int64_t>(cast<RankedTensorType>(t).getShape()));
 
-  PassManager pm = PassManager::on<ModuleOp>(ctx);
-  if (failed(
-          parsePassPipeline("func.func(sharding-propagation,shard-partition),"
-                            "autopar-lower-collectives-to-runtime,canonicalize",
-                            pm)) ||
-      failed(pm.run(module)))
-    return failure();
+  // Partition, then (after writing the partitioned IR) lower the
+  // collectives to runtime calls.
+  for (llvm::StringRef pipeline :
+       {"func.func(sharding-propagation,autopar-check-partitionable,"
+        "shard-partition,autopar-lower-embeddings)",
+        "autopar-lower-collectives-to-runtime,canonicalize"}) {
+    PassManager pm = PassManager::on<ModuleOp>(ctx);
+    if (failed(parsePassPipeline(pipeline, pm)) || failed(pm.run(module)))
+      return failure();
+    if (pipeline.starts_with("func"))
+      writeIR("partitioned.mlir", module);
+  }
 
   main = module.lookupSymbol<func::FuncOp>("main");
   for (auto [i, type] : llvm::enumerate(main.getArgumentTypes())) {
@@ -305,16 +316,22 @@ int main(int argc, char **argv) {
   autopar::printPlanTable(llvm::outs(), *plan, request);
   if (explain)
     autopar::printPlanExplanation(llvm::outs(), *plan);
-  if (!reportJson.empty()) {
+  // The report describes the plan the artifact executes (written once it
+  // is partitioned); with --plan-only, the search's best plan.
+  auto writeReport = [&](const autopar::PlanResult &result) {
+    if (reportJson.empty())
+      return true;
     std::error_code ec;
     llvm::raw_fd_ostream os(reportJson, ec);
     if (ec)
-      return fail("cannot write " + reportJson + ": " + ec.message());
-    os << llvm::formatv("{0:2}", autopar::planReportJson(*plan, request))
+      return false;
+    os << llvm::formatv("{0:2}", autopar::planReportJson(result, request))
        << "\n";
-  }
+    return true;
+  };
   if (planOnly)
-    return 0;
+    return writeReport(*plan) ? 0 : fail("cannot write " + reportJson);
+  autopar::PlanResult reported = *plan;
 
   // Several ranks: this build executes data parallelism (each rank runs the
   // program on its slice of the batch); tensor and pipeline parallel plans
@@ -334,6 +351,7 @@ int main(int argc, char **argv) {
                   "exists: " +
                   llvm::toString(replanned.takeError()));
     executable = replanned->best;
+    reported = *replanned;
     llvm::outs() << llvm::formatv(
         "  executing the best plan without pipeline stages instead (dp={0} "
         "tp={1}, predicted {2:F3} ms per step): pipeline parallel execution "
@@ -373,6 +391,7 @@ int main(int argc, char **argv) {
                     reason + "), and no data-parallel plan exists: " +
                     llvm::toString(replanned.takeError()));
       executable = replanned->best;
+      reported = *replanned;
       llvm::outs() << llvm::formatv(
           "  executing the best data-parallel plan instead (dp={0}, "
           "predicted {1:F3} ms per step): tensor-parallel partitioning "
@@ -425,10 +444,23 @@ int main(int argc, char **argv) {
   }
 
   int64_t tpDegree = executable.tp;
+  std::vector<autopar::CollectiveVolume> tpCollectives;
   if (tpDegree > 1 &&
-      failed(partitionTensorParallel(*module, tpDegree, request, *arguments)))
+      failed(partitionTensorParallel(*module, tpDegree, request, *arguments,
+                                     &tpCollectives)))
     return fail("partitioning " + modelPath + " over " + llvm::Twine(tpDegree) +
                 " tensor-parallel ranks failed (see the diagnostics above)");
+  // A replica's tp sharding is planned for its own program (its share of
+  // the batch), which may differ from the search's estimate on the whole
+  // batch: report what it issues.
+  if (tpDegree > 1) {
+    llvm::erase_if(
+        reported.best.collectives,
+        [](const autopar::CollectiveVolume &v) { return v.axis == "tp"; });
+    llvm::append_range(reported.best.collectives, tpCollectives);
+  }
+  if (!writeReport(reported))
+    return fail("cannot write " + reportJson);
 
   auto weights = autopar::locateInitializers(modelPath);
   if (!weights)
