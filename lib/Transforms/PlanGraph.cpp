@@ -203,6 +203,7 @@ FailureOr<ProgramGraph> buildProgramGraph(func::FuncOp main) {
     if (auto t = dyn_cast<RankedTensorType>(v.getType()))
       info.shape.assign(t.getShape().begin(), t.getShape().end());
     info.bytes = tensorBytes(v.getType());
+    info.batch.assign(info.shape.size(), kNoBatch);
     if (auto t = dyn_cast<RankedTensorType>(v.getType())) {
       Type e = t.getElementType();
       info.communicable =
@@ -234,6 +235,14 @@ FailureOr<ProgramGraph> buildProgramGraph(func::FuncOp main) {
                                 ? t.getNumElements()
                                 : graph.globalBatch;
     }
+  }
+
+  // Graph inputs lead with the batch (data parallelism splits them there).
+  for (BlockArgument arg : main.getArguments()) {
+    ValueInfo &info = graph.values[graph.valueIds[arg]];
+    if (!info.isParameter && !info.shape.empty() &&
+        info.shape.front() == graph.globalBatch)
+      info.batch.front() = 1;
   }
 
   for (Operation &op : main.getBody().front()) {
@@ -274,6 +283,18 @@ FailureOr<ProgramGraph> buildProgramGraph(func::FuncOp main) {
       linalgOptions(linalgOp, planOp);
     else
       shapeOpOptions(&op, planOp);
+    // Only what every replica's share of the batch can divide is split.
+    SmallVector<ArrayRef<int64_t>> operandBatch;
+    for (int64_t id : planOp.operands)
+      operandBatch.push_back(id >= 0 ? ArrayRef(graph.values[id].batch)
+                                     : ArrayRef<int64_t>());
+    BatchInference batch =
+        inferBatch(&op, lookup, operandBatch, graph.globalBatch);
+    if (planOp.result >= 0)
+      graph.values[planOp.result].batch = batch.result;
+    for (auto [l, range] : llvm::enumerate(planOp.loopRanges))
+      if (l < batch.loops.size())
+        range = splittableRange(range, batch.loops[l], graph.globalBatch);
     graph.forwardFlops += planOp.cost.flops;
     graph.ops.push_back(std::move(planOp));
   }

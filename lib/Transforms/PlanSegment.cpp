@@ -154,9 +154,12 @@ boundaryShardings(const ProgramGraph &graph, int64_t valueId, int64_t tp) {
   if (tp <= 1 || valueId < 0 || !graph.values[valueId].isActivation ||
       graph.values[valueId].isResult)
     return result;
-  for (auto [d, size] : llvm::enumerate(graph.values[valueId].shape))
-    if (size >= tp && size % tp == 0)
+  const ValueInfo &v = graph.values[valueId];
+  for (auto [d, size] : llvm::enumerate(v.shape)) {
+    int64_t range = splittableRange(size, v.batch[d], graph.globalBatch);
+    if (range >= tp && range % tp == 0)
       result.push_back(TensorSharding(d));
+  }
   return result;
 }
 

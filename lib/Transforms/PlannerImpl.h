@@ -44,6 +44,9 @@ struct ValueInfo {
   /// everywhere and can be sliced for free.
   bool isActivation = false;
   bool isParameter = false;
+  /// Per dim, where the batch is (PlanBatch.cpp): the index stride of one
+  /// batch item, or kNoBatch / kMixedBatch.
+  llvm::SmallVector<int64_t> batch;
   /// The runtime has collectives for its element type (f32, f64, i32,
   /// i64: Communicator.h); others (i1 masks) can only be sliced.
   bool communicable = true;
@@ -53,6 +56,28 @@ struct ValueInfo {
   int64_t uses = 0;
   bool isResult = false;
 };
+
+/// A dim without the batch, and one holding it in a way no split can keep
+/// (sliced, or spread over several dims).
+constexpr int64_t kNoBatch = -1;
+constexpr int64_t kMixedBatch = -2;
+
+/// Where the batch is in an op's loops and in its result.
+struct BatchInference {
+  llvm::SmallVector<int64_t> loops, result;
+};
+
+/// The batch of `op`'s loops (as its options number them) and result, from
+/// its operands' (PlanOp::operands order); `batch` is the global batch.
+BatchInference inferBatch(mlir::Operation *op,
+                          const std::optional<EmbeddingLookup> &lookup,
+                          llvm::ArrayRef<llvm::ArrayRef<int64_t>> operands,
+                          int64_t batch);
+
+/// The range tp may divide of a loop or dim of `range` whose batch is at
+/// `stride`: all of it without the batch, the part per batch item with it
+/// (a replica has a share of the batch), none where the batch is mixed.
+int64_t splittableRange(int64_t range, int64_t stride, int64_t batch);
 
 /// One way to run an op under tensor parallelism.
 struct OpOption {
