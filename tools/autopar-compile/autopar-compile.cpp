@@ -14,6 +14,7 @@
 #include "autopar/Target/CpuCodegen.h"
 #include "autopar/Transforms/Passes.h"
 #include "autopar/Transforms/Planner.h"
+#include "autopar/Transforms/ProjectionParts.h"
 #include "autopar/Transforms/ShardingModels.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -139,6 +140,7 @@ static LogicalResult partitionTensorParallel(
   tpRequest.pins.dp = 1;
   tpRequest.pins.tp = tp;
   tpRequest.pins.pp = 1;
+  autopar::exposeProjectionParts(main);
   auto plan = autopar::planProgram(main, tpRequest);
   if (!plan) {
     llvm::errs() << "autopar-compile: error: "
@@ -187,7 +189,8 @@ static LogicalResult partitionTensorParallel(
   // collectives to runtime calls.
   for (llvm::StringRef pipeline :
        {"func.func(sharding-propagation,autopar-check-partitionable,"
-        "shard-partition,autopar-lower-embeddings)",
+        "shard-partition,autopar-lower-embeddings,"
+        "autopar-merge-projection-parts)",
         "autopar-lower-collectives-to-runtime,canonicalize"}) {
     PassManager pm = PassManager::on<ModuleOp>(ctx);
     if (failed(parsePassPipeline(pipeline, pm)) || failed(pm.run(module)))
@@ -306,6 +309,10 @@ int main(int argc, char **argv) {
     return 1;
   writeIR("imported.mlir", *module);
   auto main = module->lookupSymbol<func::FuncOp>("main");
+  // On several ranks, plan attention's fused QKV projection as the parts a
+  // tensor-parallel partition splits (a replica is re-imported).
+  if (cluster->worldSize() > 1)
+    autopar::exposeProjectionParts(main);
   auto arguments = autopar::collectArtifactArguments(main);
   if (failed(arguments))
     return 1;
