@@ -8,6 +8,7 @@
 
 #include "autopar/Transforms/Passes.h"
 
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/Dialect/Shard/Interfaces/ShardingInterface.h"
 
@@ -45,6 +46,17 @@ LogicalResult checkOp(Operation *op) {
       op->hasTrait<OpTrait::IsTerminator>())
     return success();
   bool interface = isa<shard::ShardingInterface>(op);
+  // Upstream's linalg model partitions only ops whose maps are projected
+  // permutations (release 22); a convolution reads its input through
+  // windows (h + kh).
+  if (auto linalgOp = dyn_cast<linalg::LinalgOp>(op))
+    if (!llvm::all_of(linalgOp.getIndexingMapsArray(),
+                      [](AffineMap m) { return m.isProjectedPermutation(); }))
+      return op->emitOpError("cannot be partitioned")
+             << nodeSuffix(op)
+             << ": upstream partitions linalg ops only when every indexing "
+                "map is a projected permutation (a convolution's input "
+                "window is not)";
   for (OpOperand &operand : op->getOpOperands()) {
     if (!isShardable(operand.get().getType()))
       continue;
