@@ -11,8 +11,10 @@
 #include "PlannerImpl.h"
 
 #include "autopar/Import/OnnxImporter.h"
+#include "autopar/Transforms/Embedding.h"
 #include "autopar/Transforms/Planner.h"
 
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Shard/IR/ShardDialect.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Builders.h"
@@ -32,8 +34,11 @@ static Value createSharding(OpBuilder &b, Location loc, int64_t rank, int tpDim,
     axes[0].push_back(0);
   if (tpDim >= 0 && tpDim < rank)
     axes[tpDim].push_back(1);
-  // Trailing empty entries are dropped, as the shard dialect prints them.
-  while (!axes.empty() && axes.back().empty())
+  // Trailing empty entries are dropped, as the shard dialect prints them,
+  // but one stays: upstream's defaultGetShardingOption (release 22) takes an
+  // operand sharding without entries (`split_axes = []`) for "no sharding
+  // known" and leaves the op unannotated (and `[]` does not parse back).
+  while (axes.size() > 1 && axes.back().empty())
     axes.pop_back();
   SmallVector<shard::GridAxesAttr> attrs;
   for (auto &a : axes)
@@ -41,6 +46,40 @@ static Value createSharding(OpBuilder &b, Location loc, int64_t rank, int tpDim,
   return shard::ShardingOp::create(
              b, loc, FlatSymbolRefAttr::get(b.getContext(), kGridName), attrs)
       .getResult();
+}
+
+/// Gives each tensor parameter of `main` one annotation that all its users
+/// read, as shard-partition requires of block arguments: the split its users
+/// were annotated with when they agree (each rank then holds only its block),
+/// replicated otherwise (slicing a whole tensor is free; gathering a split
+/// one is not).
+static void annotateParameters(func::FuncOp main) {
+  OpBuilder b(main.getContext());
+  b.setInsertionPointToStart(&main.getBody().front());
+  for (BlockArgument arg : main.getArguments()) {
+    auto type = dyn_cast<RankedTensorType>(arg.getType());
+    if (!type || type.getRank() == 0 ||
+        !main.getArgAttr(arg.getArgNumber(), attrs::kParameter) ||
+        arg.use_empty())
+      continue;
+    Value sharding;
+    for (Operation *user : arg.getUsers()) {
+      auto shard = dyn_cast<shard::ShardOp>(user);
+      Value s =
+          shard && shard.getAnnotateForUsers() ? shard.getSharding() : Value();
+      if (!s || (sharding && shard::Sharding(s) != shard::Sharding(sharding))) {
+        sharding = Value();
+        break;
+      }
+      sharding = s;
+    }
+    Value def =
+        sharding ? b.clone(*sharding.getDefiningOp())->getResult(0)
+                 : createSharding(b, arg.getLoc(), type.getRank(), -1, false);
+    auto annotated = shard::ShardOp::create(b, arg.getLoc(), arg, def,
+                                            /*annotate_for_users=*/false);
+    arg.replaceAllUsesExcept(annotated.getResult(), annotated);
+  }
 }
 
 void annotateModuleWithPlan(ModuleOp module, const PlanResult &result) {
@@ -84,18 +123,48 @@ void annotateModuleWithPlan(ModuleOp module, const PlanResult &result) {
     }
   }
 
-  // Split ops: their parameter operands and their results.
+  // Lookups read their table inside their body, where no sharding reaches:
+  // make it an operand. (The decisions name the ops they replace.)
+  llvm::DenseMap<Operation *, Operation *> raised;
+  if (main && best.tp > 1) {
+    SmallVector<Operation *> lookups;
+    main.walk([&](linalg::GenericOp op) {
+      if (matchEmbeddingLookup(op))
+        lookups.push_back(op);
+    });
+    for (Operation *op : lookups)
+      raised[op] = raiseEmbeddingLookup(op);
+  }
+
+  // Every op the plan decided on: the operands whose sharding the plan
+  // tracks (parameters and the results of ops annotated before it) as it
+  // reads them, and its result as it leaves it. Nothing is left for
+  // sharding-propagation to choose, so the partitioned program moves the
+  // bytes the planner predicted. A partial sum leaves replicated:
+  // shard-partition all-reduces it inside the op (and
+  // autopar-lower-collectives-to-runtime turns an all-reduce that is then
+  // sliced into a reduce-scatter).
+  auto annotatable = [](Value v) {
+    auto type = dyn_cast<RankedTensorType>(v.getType());
+    return type && type.getRank() > 0;
+  };
+  auto isParameter = [&](Value v) {
+    auto arg = dyn_cast<BlockArgument>(v);
+    return arg && arg.getOwner()->getParentOp() == main &&
+           main.getArgAttr(arg.getArgNumber(), attrs::kParameter);
+  };
+  auto isPlanned = [](Value v) {
+    auto shard = v.getDefiningOp<shard::ShardOp>();
+    return shard && !shard.getAnnotateForUsers();
+  };
   for (const OpDecision &d : result.decisions) {
-    if (d.splitLoop < 0 || best.tp <= 1)
-      continue;
-    Operation *op = d.op;
+    if (best.tp <= 1)
+      break;
+    Operation *op = raised.lookup(d.op) ? raised.lookup(d.op) : d.op;
     b.setInsertionPoint(op);
     for (auto [k, operand] : llvm::enumerate(op->getOperands())) {
-      auto arg = dyn_cast<BlockArgument>(operand);
-      if (!arg || k >= d.operandShardings.size() || d.operandShardings[k] < 0)
-        continue;
-      auto owner = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp());
-      if (!owner || !owner.getArgAttr(arg.getArgNumber(), attrs::kParameter))
+      if (k >= d.operandShardings.size() || !annotatable(operand) ||
+          !(isParameter(operand) || isPlanned(operand)))
         continue;
       auto type = cast<RankedTensorType>(operand.getType());
       Value s = createSharding(b, op->getLoc(), type.getRank(),
@@ -104,19 +173,37 @@ void annotateModuleWithPlan(ModuleOp module, const PlanResult &result) {
                                               /*annotate_for_users=*/true);
       op->setOperand(k, annotated.getResult());
     }
-    if (op->getNumResults() != 1 || d.resultSharding < 0)
+    if (op->getNumResults() != 1 || !annotatable(op->getResult(0)))
       continue;
     Value res = op->getResult(0);
-    auto type = dyn_cast<RankedTensorType>(res.getType());
-    if (!type)
-      continue;
     b.setInsertionPointAfter(op);
-    Value s = createSharding(b, op->getLoc(), type.getRank(), d.resultSharding,
-                             false);
+    Value s = createSharding(b, op->getLoc(),
+                             cast<RankedTensorType>(res.getType()).getRank(),
+                             d.resultSharding, false);
     auto annotated = shard::ShardOp::create(b, op->getLoc(), res, s,
                                             /*annotate_for_users=*/false);
     res.replaceAllUsesExcept(annotated.getResult(), annotated);
+    // Read after its segment with another sharding: converted once, where
+    // the segment ends, as the planner counts it (not once per reader).
+    if (!d.segmentLast || d.leavingSharding == std::max(d.resultSharding, -1))
+      continue;
+    Operation *last = raised.lookup(d.segmentLast)
+                          ? raised.lookup(d.segmentLast)
+                          : d.segmentLast;
+    Value leaving = createSharding(
+        b, op->getLoc(), cast<RankedTensorType>(res.getType()).getRank(),
+        d.leavingSharding, false);
+    auto converted = shard::ShardOp::create(b, op->getLoc(), annotated, leaving,
+                                            /*annotate_for_users=*/false);
+    annotated.getResult().replaceUsesWithIf(
+        converted.getResult(), [&](OpOperand &use) {
+          Operation *user = use.getOwner();
+          return user != converted && user->getBlock() == last->getBlock() &&
+                 last->isBeforeInBlock(user);
+        });
   }
+  if (main && best.tp > 1)
+    annotateParameters(main);
 }
 
 llvm::Error assignPipelineStages(func::FuncOp main, const PlanCandidate &plan) {

@@ -11,11 +11,14 @@
 
 #include "PlannerImpl.h"
 
+#include "autopar/Dialect/AutoparOps.h"
 #include "autopar/Import/OnnxImporter.h"
+#include "autopar/Transforms/Embedding.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "llvm/ADT/Hashing.h"
 #include "llvm/ADT/StringSet.h"
 
@@ -38,53 +41,86 @@ static double tensorBytes(Type type) {
   return double(tensor.getNumElements()) * std::max(1u, bits / 8);
 }
 
-/// Options of a linalg op: replicate, or split one loop whose range tp can
-/// divide later (divisibility is checked per tp in the search).
-static void linalgOptions(linalg::LinalgOp op, PlanOp &planOp) {
-  SmallVector<AffineMap> maps = op.getIndexingMapsArray();
-  SmallVector<utils::IteratorType> iterators = op.getIteratorTypesArray();
-  // Loops read through linalg.index would need offsets when split.
-  llvm::SmallDenseSet<int64_t> indexed;
-  op->walk([&](linalg::IndexOp index) { indexed.insert(index.getDim()); });
-
+/// Options of an op with an iteration domain: replicate, or split one loop
+/// (divisibility by tp is checked per tp in the search). `operandMaps` index
+/// the op's tensor operands as PlanOp::operands lists them, `resultMap` its
+/// result; loops in `skip` are never split.
+static void loopOptions(ArrayRef<AffineMap> operandMaps, AffineMap resultMap,
+                        ArrayRef<utils::IteratorType> iterators,
+                        const llvm::SmallDenseSet<int64_t> &skip,
+                        PlanOp &planOp) {
   OpOption whole;
-  whole.operands.assign(op->getNumOperands(), kReplicated);
-  whole.wholeOperandOfSplitOp.assign(op->getNumOperands(), false);
+  whole.operands.assign(operandMaps.size(), kReplicated);
+  whole.wholeOperandOfSplitOp.assign(operandMaps.size(), false);
   planOp.options.push_back(whole);
-  planOp.loopRanges = op.getStaticLoopRanges();
-  planOp.isContraction = planOp.cost.kind == ComputeKind::Gemm;
 
+  // The sharding of a tensor indexed by `map` when `loop` is split.
+  auto shardingOf = [](AffineMap map, int64_t loop) -> FailureOr<int> {
+    TensorSharding s = kReplicated;
+    for (unsigned j = 0; j < map.getNumResults(); ++j) {
+      AffineExpr e = map.getResult(j);
+      if (auto dim = dyn_cast<AffineDimExpr>(e)) {
+        if (dim.getPosition() == loop)
+          s = j;
+      } else if (e.isFunctionOfDim(loop)) {
+        return failure(); // e.g. a convolution's input window
+      }
+    }
+    return s;
+  };
   for (int64_t loop = 0; loop < int64_t(iterators.size()); ++loop) {
-    if (indexed.contains(loop))
+    if (skip.contains(loop))
       continue;
     OpOption option;
     option.splitLoop = loop;
     bool valid = true;
-    for (auto [k, map] : llvm::enumerate(maps)) {
-      TensorSharding s = kReplicated;
-      for (unsigned j = 0; j < map.getNumResults(); ++j) {
-        AffineExpr e = map.getResult(j);
-        if (auto dim = dyn_cast<AffineDimExpr>(e)) {
-          if (dim.getPosition() == loop)
-            s = j;
-        } else if (e.isFunctionOfDim(loop)) {
-          valid = false; // e.g. a convolution's input window
-        }
-      }
-      option.operands.push_back(s);
-      option.wholeOperandOfSplitOp.push_back(s == kReplicated);
+    for (AffineMap map : operandMaps) {
+      FailureOr<int> s = shardingOf(map, loop);
+      valid &= succeeded(s);
+      option.operands.push_back(succeeded(s) ? *s : kReplicated);
+      option.wholeOperandOfSplitOp.push_back(option.operands.back() ==
+                                             kReplicated);
     }
-    if (!valid)
+    FailureOr<int> result = shardingOf(resultMap, loop);
+    if (!valid || failed(result))
       continue;
-    // The result follows the (first) init operand's map.
-    int64_t init = op.getNumDpsInputs();
-    option.result = iterators[loop] == utils::IteratorType::reduction
-                        ? kPartial
-                        : option.operands[init];
     // Reduction results that are not sums (max) still reduce across ranks;
     // the cost is the same all-reduce.
+    option.result =
+        iterators[loop] == utils::IteratorType::reduction ? kPartial : *result;
     planOp.options.push_back(option);
   }
+}
+
+/// Options of a linalg op. Its result follows its (first) init's map.
+static void linalgOptions(linalg::LinalgOp op, PlanOp &planOp) {
+  SmallVector<AffineMap> maps = op.getIndexingMapsArray();
+  // Loops read through linalg.index would need offsets when split.
+  llvm::SmallDenseSet<int64_t> indexed;
+  op->walk([&](linalg::IndexOp index) { indexed.insert(index.getDim()); });
+  planOp.loopRanges = op.getStaticLoopRanges();
+  planOp.isContraction = planOp.cost.kind == ComputeKind::Gemm;
+  loopOptions(maps, maps[op.getNumDpsInputs()], op.getIteratorTypesArray(),
+              indexed, planOp);
+}
+
+/// Options of an embedding lookup (Embedding.h), whose operands are the
+/// table and the ids: split the ids' dims, the table's row dims, or the
+/// vocabulary, which leaves a partial sum (Megatron's vocabulary-parallel
+/// embedding).
+static void embeddingOptions(const EmbeddingLookup &lookup, Operation *op,
+                             PlanOp &planOp) {
+  auto result = cast<RankedTensorType>(op->getResult(0).getType());
+  auto ids = cast<RankedTensorType>(lookup.ids.getType());
+  SmallVector<AffineMap> maps = EmbeddingOp::getLookupMaps(
+      op->getContext(), ids.getRank(), result.getRank());
+  SmallVector<utils::IteratorType> iterators(result.getRank() + 1,
+                                             utils::IteratorType::parallel);
+  iterators.back() = utils::IteratorType::reduction;
+  planOp.loopRanges.assign(result.getShape().begin(), result.getShape().end());
+  planOp.loopRanges.push_back(lookup.numRows);
+  planOp.gatheredOperand = 0;
+  loopOptions(ArrayRef(maps).take_front(2), maps[2], iterators, {}, planOp);
 }
 
 /// Options of ops that only move data: sharding passes through unchanged
@@ -141,6 +177,15 @@ static void shapeOpOptions(Operation *op, PlanOp &planOp) {
     }
     return passThroughOptions(op, map, planOp);
   }
+  if (auto pad = dyn_cast<tensor::PadOp>(op)) {
+    SmallVector<int64_t> map;
+    for (auto [d, low, high] :
+         llvm::enumerate(pad.getMixedLowPad(), pad.getMixedHighPad()))
+      map.push_back(isConstantIntValue(low, 0) && isConstantIntValue(high, 0)
+                        ? int64_t(d)
+                        : -1);
+    return passThroughOptions(op, map, planOp);
+  }
   passThroughOptions(op, {}, planOp);
 }
 
@@ -158,6 +203,12 @@ FailureOr<ProgramGraph> buildProgramGraph(func::FuncOp main) {
     if (auto t = dyn_cast<RankedTensorType>(v.getType()))
       info.shape.assign(t.getShape().begin(), t.getShape().end());
     info.bytes = tensorBytes(v.getType());
+    info.batch.assign(info.shape.size(), kNoBatch);
+    if (auto t = dyn_cast<RankedTensorType>(v.getType())) {
+      Type e = t.getElementType();
+      info.communicable =
+          e.isF32() || e.isF64() || e.isInteger(32) || e.isInteger(64);
+    }
     graph.valueIds[v] = graph.values.size();
     graph.values.push_back(info);
     return graph.values.size() - 1;
@@ -186,6 +237,14 @@ FailureOr<ProgramGraph> buildProgramGraph(func::FuncOp main) {
     }
   }
 
+  // Graph inputs lead with the batch (data parallelism splits them there).
+  for (BlockArgument arg : main.getArguments()) {
+    ValueInfo &info = graph.values[graph.valueIds[arg]];
+    if (!info.isParameter && !info.shape.empty() &&
+        info.shape.front() == graph.globalBatch)
+      info.batch.front() = 1;
+  }
+
   for (Operation &op : main.getBody().front()) {
     if (isa<func::ReturnOp>(op)) {
       for (Value v : op.getOperands())
@@ -197,13 +256,19 @@ FailureOr<ProgramGraph> buildProgramGraph(func::FuncOp main) {
     planOp.op = &op;
     planOp.cost = getOpCost(&op);
     planOp.free = !planOp.cost.executes;
+    // A lookup's table is read in its body: list it as an operand.
+    std::optional<EmbeddingLookup> lookup = matchEmbeddingLookup(&op);
+    SmallVector<Value> operands(op.getOperands());
+    if (lookup)
+      operands = {lookup->table, lookup->ids};
     bool activation = false;
-    for (Value operand : op.getOperands()) {
+    for (Value operand : operands) {
       auto it = graph.valueIds.find(operand);
       int64_t id = it == graph.valueIds.end() ? -1 : it->second;
       planOp.operands.push_back(id);
       if (id >= 0) {
         graph.values[id].lastUse = graph.ops.size();
+        ++graph.values[id].uses;
         activation |=
             graph.values[id].isActivation || graph.values[id].isParameter;
       }
@@ -212,10 +277,24 @@ FailureOr<ProgramGraph> buildProgramGraph(func::FuncOp main) {
       planOp.result = newValue(op.getResult(0));
       graph.values[planOp.result].isActivation = activation;
     }
-    if (auto linalgOp = dyn_cast<linalg::LinalgOp>(op))
+    if (lookup)
+      embeddingOptions(*lookup, &op, planOp);
+    else if (auto linalgOp = dyn_cast<linalg::LinalgOp>(op))
       linalgOptions(linalgOp, planOp);
     else
       shapeOpOptions(&op, planOp);
+    // Only what every replica's share of the batch can divide is split.
+    SmallVector<ArrayRef<int64_t>> operandBatch;
+    for (int64_t id : planOp.operands)
+      operandBatch.push_back(id >= 0 ? ArrayRef(graph.values[id].batch)
+                                     : ArrayRef<int64_t>());
+    BatchInference batch =
+        inferBatch(&op, lookup, operandBatch, graph.globalBatch);
+    if (planOp.result >= 0)
+      graph.values[planOp.result].batch = batch.result;
+    for (auto [l, range] : llvm::enumerate(planOp.loopRanges))
+      if (l < batch.loops.size())
+        range = splittableRange(range, batch.loops[l], graph.globalBatch);
     graph.forwardFlops += planOp.cost.flops;
     graph.ops.push_back(std::move(planOp));
   }
@@ -262,6 +341,28 @@ FailureOr<ProgramGraph> buildProgramGraph(func::FuncOp main) {
                !op.free;
     if (cut || i + 1 == int64_t(graph.ops.size()))
       closeSegment(i);
+  }
+
+  // A partial sum read by several conversions (its readers in the segment,
+  // and its leaving the segment) is all-reduced by the op that makes it, as
+  // shard-partition does: once, not once per reader.
+  for (const Segment &seg : graph.segments) {
+    for (int64_t i = seg.first; i <= seg.last; ++i) {
+      PlanOp &op = graph.ops[i];
+      if (op.result < 0)
+        continue;
+      const ValueInfo &v = graph.values[op.result];
+      int64_t sites = (v.lastUse > seg.last || v.isResult) ? 1 : 0;
+      for (int64_t j = i + 1; j <= seg.last; ++j)
+        sites += llvm::count(graph.ops[j].operands, op.result);
+      if (sites <= 1)
+        continue;
+      for (OpOption &option : op.options)
+        if (option.result == kPartial) {
+          option.result = kReplicated;
+          option.reducesResult = true;
+        }
+    }
   }
 
   // Identical segments are one distinct segment solved once; segments that

@@ -123,8 +123,8 @@ std::string plan::formatSeconds(double s) {
 
 /// A count with a unit that keeps it readable: "1.01T", "124.4M", "8.4K".
 static std::string formatCount(double n) {
-  for (auto [scale, unit] : {std::pair{1e12, "T"}, {1e9, "B"}, {1e6, "M"},
-                             {1e3, "K"}})
+  for (auto [scale, unit] :
+       {std::pair{1e12, "T"}, {1e9, "B"}, {1e6, "M"}, {1e3, "K"}})
     if (n >= scale)
       return llvm::formatv("{0:F2}{1}", n / scale, unit).str();
   return llvm::formatv("{0}", int64_t(n)).str();
@@ -188,11 +188,14 @@ void printPlanTable(llvm::raw_ostream &os, const PlanResult &result,
 void printPlanExplanation(llvm::raw_ostream &os, const PlanResult &result) {
   os << "per-op decisions (tp=" << result.best.tp << ", micro-batch "
      << result.best.microBatchSize << "):\n";
-  for (const OpDecision &d : result.decisions)
+  for (const OpDecision &d : result.decisions) {
+    if (d.free)
+      continue;
     os << llvm::formatv("  {0,-40} {1,-24} {2,-44} compute {3}\n",
                         d.name.empty() ? "<unnamed>" : d.name,
                         d.op->getName().getStringRef(), d.sharding,
                         plan::formatSeconds(d.computeSeconds));
+  }
 }
 
 } // namespace autopar

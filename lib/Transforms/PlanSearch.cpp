@@ -448,15 +448,8 @@ PlanCandidate Search::evaluate(int64_t dp, int64_t tp, int64_t pp, int zero,
                       .seconds;
       // Overlapped with the last micro-batch's backward pass.
       dpExposed = std::max(dpExposed, std::max(0.0, dpComm - lastBackward));
-      // AdamW reads and writes parameters, gradients, master weights and
-      // moments: memory-bound.
       double owned = params / (zero >= 1 ? dp : 1);
-      double bytesPerParam = request.precision == Precision::FP32 ? 4 * 7 : 30;
-      optimizer =
-          std::max(optimizer, computeTime(cluster, request.precision,
-                                          ComputeKind::Elementwise, 12 * owned,
-                                          bytesPerParam * owned)
-                                  .seconds);
+      optimizer = std::max(optimizer, optimizerSeconds(ctx, owned));
     } else {
       m.parameters = inferenceParameterBytes(params, request.precision);
       m.activations = peakLive;
@@ -632,16 +625,23 @@ void Search::explain(const PlanCandidate &best, PlanResult &result) {
       const PlanOp &op = graph.ops[i];
       result.opStages.push_back({op.op, stageOfSegment[s]});
       // Ops on inputs and constants alone adapt to their users for free.
-      if (op.free || op.result < 0 || !graph.values[op.result].isActivation)
+      if (op.result < 0 || !graph.values[op.result].isActivation)
         continue;
       const OpOption &option = op.options[segs[s].choice[i - seg.first]];
       OpDecision d;
       d.op = op.op;
       if (auto name = dyn_cast<NameLoc>(op.op->getLoc()))
         d.name = name.getName().str();
+      d.free = op.free;
       d.splitLoop = option.splitLoop;
       d.operandShardings.assign(option.operands.begin(), option.operands.end());
       d.resultSharding = option.result;
+      const ValueInfo &v = graph.values[op.result];
+      if (v.lastUse > seg.last || v.isResult) {
+        d.segmentLast = graph.ops[seg.last].op;
+        d.leavingSharding =
+            leavingSharding(graph, seg, segs[s].boundary, op.result);
+      }
       if (option.splitLoop < 0) {
         d.sharding = "replicated over tp";
       } else {

@@ -38,7 +38,13 @@ double opComputeSeconds(const ProgramGraph &graph, const PlanOp &op,
     return 0;
   double divide = option.splitLoop >= 0 ? tp : 1;
   double flops = op.cost.flops * ctx.batchScale / divide;
-  double bytes = 0;
+  double resultBytes = 0;
+  if (op.result >= 0) {
+    resultBytes = ctx.bytes(graph.values[op.result]);
+    if (isSplit(option.result))
+      resultBytes /= tp;
+  }
+  double bytes = resultBytes;
   for (auto [k, id] : llvm::enumerate(op.operands)) {
     if (id < 0)
       continue;
@@ -46,11 +52,9 @@ double opComputeSeconds(const ProgramGraph &graph, const PlanOp &op,
     double b = ctx.bytes(v);
     if (k < option.operands.size() && isSplit(option.operands[k]))
       b /= tp;
+    if (int64_t(k) == op.gatheredOperand)
+      b = std::min(b, resultBytes);
     bytes += b;
-  }
-  if (op.result >= 0) {
-    double b = ctx.bytes(graph.values[op.result]);
-    bytes += isSplit(option.result) ? b / tp : b;
   }
   return computeTime(*ctx.cluster, ctx.precision, op.cost.kind, flops, bytes,
                      op.cost.minDim)
@@ -74,6 +78,15 @@ std::optional<Collective> reshardCollective(TensorSharding from,
   return Collective::AllToAll;
 }
 
+double optimizerSeconds(const CostContext &ctx, double elements) {
+  // AdamW reads and writes parameters, gradients, master weights and
+  // moments: memory-bound.
+  double bytesPerParam = ctx.precision == Precision::FP32 ? 4 * 7 : 30;
+  return computeTime(*ctx.cluster, ctx.precision, ComputeKind::Elementwise,
+                     12 * elements, bytesPerParam * elements)
+      .seconds;
+}
+
 double reshardMessageBytes(Collective c, double bytes, int64_t n) {
   return c == Collective::AllToAll ? bytes / n : bytes;
 }
@@ -89,6 +102,11 @@ double reshardSeconds(TensorSharding from, TensorSharding to, double bytes,
 }
 
 namespace {
+/// The cost of what the partitioned program could not do: a collective of a
+/// tensor the runtime has none for. Large, so that any other way wins;
+/// finite, so that sums stay ordered.
+constexpr double kUnplannable = 1e30;
+
 struct Entry {
   double cost;
   int64_t prev; // index of the state this came from
@@ -136,18 +154,18 @@ boundaryShardings(const ProgramGraph &graph, int64_t valueId, int64_t tp) {
   if (tp <= 1 || valueId < 0 || !graph.values[valueId].isActivation ||
       graph.values[valueId].isResult)
     return result;
-  for (auto [d, size] : llvm::enumerate(graph.values[valueId].shape))
-    if (size >= tp && size % tp == 0)
+  const ValueInfo &v = graph.values[valueId];
+  for (auto [d, size] : llvm::enumerate(v.shape)) {
+    int64_t range = splittableRange(size, v.batch[d], graph.globalBatch);
+    if (range >= tp && range % tp == 0)
       result.push_back(TensorSharding(d));
+  }
   return result;
 }
 
-/// The sharding `id` must have when `segment` hands it on: the boundary's
-/// for the activation the next segment receives, replicated for the rest
-/// (graph outputs are whole).
-static TensorSharding leavingSharding(const ProgramGraph &graph,
-                                      const Segment &segment,
-                                      SegmentBoundary boundary, int64_t id) {
+TensorSharding leavingSharding(const ProgramGraph &graph,
+                               const Segment &segment, SegmentBoundary boundary,
+                               int64_t id) {
   if (id == graph.ops[segment.last].result && !graph.values[id].isResult)
     return boundary.out;
   return kReplicated;
@@ -165,7 +183,12 @@ solveSegmentForOutputs(const ProgramGraph &graph, const Segment &segment,
     const ValueInfo &v = graph.values[id];
     return v.lastUse > i || v.isResult;
   };
-  auto convert = [&](TensorSharding from, TensorSharding to, double bytes) {
+  // Converting value `id`; never a collective the runtime does not have.
+  auto convert = [&](TensorSharding from, TensorSharding to, int64_t id) {
+    const ValueInfo &v = graph.values[id];
+    double bytes = ctx.bytes(v);
+    if (tp > 1 && !v.communicable && reshardCollective(from, to, false))
+      return kUnplannable;
     double c = reshardSeconds(from, to, bytes, ctx, /*backward=*/false);
     if (training)
       c += reshardSeconds(from, to, bytes, ctx, /*backward=*/true);
@@ -207,12 +230,14 @@ solveSegmentForOutputs(const ProgramGraph &graph, const Segment &segment,
         double cost =
             cur.entries[s].cost +
             opComputeSeconds(graph, op, option, tp, ctx) * (training ? 3 : 1);
+        if (option.reducesResult)
+          cost += convert(kPartial, kReplicated, op.result);
         for (auto [k, id] : llvm::enumerate(op.operands)) {
           if (!tracked(id))
             continue;
           int64_t slot = llvm::find(cur.slots, id) - cur.slots.begin();
           double bytes = ctx.bytes(graph.values[id]);
-          cost += convert(key[slot], option.operands[k], bytes);
+          cost += convert(key[slot], option.operands[k], id);
           if (training && option.splitLoop >= 0 &&
               option.wholeOperandOfSplitOp[k])
             cost += allReduce(bytes); // its gradient is a partial sum
@@ -225,6 +250,14 @@ solveSegmentForOutputs(const ProgramGraph &graph, const Segment &segment,
             if (id >= 0 && graph.values[id].isParameter &&
                 !isSplit(option.operands[k]))
               cost += allReduce(ctx.bytes(graph.values[id]));
+        // Every rank updates the weights it holds: a split weight (an
+        // embedding table split by vocabulary) updates 1/tp of them.
+        if (training)
+          for (auto [k, id] : llvm::enumerate(op.operands))
+            if (id >= 0 && graph.values[id].isParameter)
+              cost += optimizerSeconds(
+                  ctx, numElements(graph.values[id].shape) /
+                           (isSplit(option.operands[k]) ? tp : 1));
         std::vector<int> nextKey;
         for (int64_t id : next.slots) {
           if (id == op.result && trackResult) {
@@ -267,8 +300,7 @@ solveSegmentForOutputs(const ProgramGraph &graph, const Segment &segment,
       double cost = last.entries[s].cost;
       for (auto [k, id] : llvm::enumerate(last.slots))
         cost += convert(last.keys[s][k],
-                        leavingSharding(graph, segment, boundary, id),
-                        ctx.bytes(graph.values[id]));
+                        leavingSharding(graph, segment, boundary, id), id);
       if (bestState < 0 || cost < bestCost) {
         bestState = s;
         bestCost = cost;
@@ -379,6 +411,18 @@ SegmentCost evaluateSegment(const ProgramGraph &graph, const Segment &segment,
               std::max(result.largestMessageBytes, bytes);
         }
       }
+    }
+    if (option.reducesResult) {
+      double bytes = ctx.bytes(graph.values[op.result]);
+      result.forwardComm +=
+          reshardSeconds(kPartial, kReplicated, bytes, ctx, false);
+      tally(result.forwardCollectives, kPartial, kReplicated, bytes, false);
+      if (training) {
+        result.backwardComm +=
+            reshardSeconds(kPartial, kReplicated, bytes, ctx, true);
+        tally(result.backwardCollectives, kPartial, kReplicated, bytes, true);
+      }
+      result.largestMessageBytes = std::max(result.largestMessageBytes, bytes);
     }
     if (op.result >= 0) {
       state[op.result] = option.result;

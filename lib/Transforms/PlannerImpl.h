@@ -4,6 +4,7 @@
 #define AUTOPAR_LIB_TRANSFORMS_PLANNERIMPL_H
 
 #include "autopar/Analysis/OpCost.h"
+#include "autopar/Transforms/Embedding.h"
 #include "autopar/Transforms/Planner.h"
 
 #include "mlir/IR/Value.h"
@@ -43,10 +44,40 @@ struct ValueInfo {
   /// everywhere and can be sliced for free.
   bool isActivation = false;
   bool isParameter = false;
+  /// Per dim, where the batch is (PlanBatch.cpp): the index stride of one
+  /// batch item, or kNoBatch / kMixedBatch.
+  llvm::SmallVector<int64_t> batch;
+  /// The runtime has collectives for its element type (f32, f64, i32,
+  /// i64: Communicator.h); others (i1 masks) can only be sliced.
+  bool communicable = true;
   /// Index of the last op using it, -1 if unused (or a function result).
   int64_t lastUse = -1;
+  /// Operands of ops that read it (an op reading it twice counts twice).
+  int64_t uses = 0;
   bool isResult = false;
 };
+
+/// A dim without the batch, and one holding it in a way no split can keep
+/// (sliced, or spread over several dims).
+constexpr int64_t kNoBatch = -1;
+constexpr int64_t kMixedBatch = -2;
+
+/// Where the batch is in an op's loops and in its result.
+struct BatchInference {
+  llvm::SmallVector<int64_t> loops, result;
+};
+
+/// The batch of `op`'s loops (as its options number them) and result, from
+/// its operands' (PlanOp::operands order); `batch` is the global batch.
+BatchInference inferBatch(mlir::Operation *op,
+                          const std::optional<EmbeddingLookup> &lookup,
+                          llvm::ArrayRef<llvm::ArrayRef<int64_t>> operands,
+                          int64_t batch);
+
+/// The range tp may divide of a loop or dim of `range` whose batch is at
+/// `stride`: all of it without the batch, the part per batch item with it
+/// (a replica has a share of the batch), none where the batch is mixed.
+int64_t splittableRange(int64_t range, int64_t stride, int64_t batch);
 
 /// One way to run an op under tensor parallelism.
 struct OpOption {
@@ -54,6 +85,11 @@ struct OpOption {
   /// Required sharding of each operand (kReplicated for non-tensors).
   llvm::SmallVector<TensorSharding> operands;
   TensorSharding result = kReplicated;
+  /// The op all-reduces its partial sum itself (`result` is then
+  /// replicated): what shard-partition does with a split reduction. The
+  /// planner keeps the sum partial, for its one reader to reduce-scatter or
+  /// all-reduce as it needs, only where one conversion reads it.
+  bool reducesResult = false;
   /// Operands that stay whole while the op is split: in training their
   /// gradient is a partial sum to all-reduce.
   llvm::SmallVector<bool> wholeOperandOfSplitOp;
@@ -70,6 +106,9 @@ struct PlanOp {
   llvm::SmallVector<int64_t> loopRanges;
   /// Contractions (matmul, convolution): kept under selective recompute.
   bool isContraction = false;
+  /// An operand read only at the rows an index picks (an embedding's
+  /// table): it moves at most the result's bytes, not its own. -1: none.
+  int64_t gatheredOperand = -1;
   /// Free shape ops (reshapes, empties, constants).
   bool free = false;
 };
@@ -206,6 +245,13 @@ SegmentCost evaluateSegment(const ProgramGraph &graph, const Segment &segment,
                             std::vector<int> choice,
                             SegmentBoundary boundary = {});
 
+/// The sharding activation `id`, live past `segment`, leaves it with: the
+/// boundary's for the one the next segment receives, replicated for the rest
+/// (graph outputs are whole).
+TensorSharding leavingSharding(const ProgramGraph &graph,
+                               const Segment &segment, SegmentBoundary boundary,
+                               int64_t id);
+
 /// The activation `segment` receives from the segment before it (the result
 /// of that segment's last op), or -1 for the first segment.
 int64_t segmentInput(const ProgramGraph &graph, const Segment &segment);
@@ -214,6 +260,9 @@ int64_t segmentInput(const ProgramGraph &graph, const Segment &segment);
 /// segments: replicated, or split along a dim that `tp` divides.
 llvm::SmallVector<TensorSharding>
 boundaryShardings(const ProgramGraph &graph, int64_t valueId, int64_t tp);
+
+/// Time of the AdamW update of `elements` parameters on one rank.
+double optimizerSeconds(const CostContext &ctx, double elements);
 
 /// Forward time of `op` under `option` at tp degree `tp`.
 double opComputeSeconds(const ProgramGraph &graph, const PlanOp &op,

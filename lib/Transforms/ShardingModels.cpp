@@ -11,6 +11,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "autopar/Transforms/ShardingModels.h"
+#include "ShardingModelsImpl.h"
+
+#include "autopar/Dialect/AutoparOps.h"
 
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/Dialect/Shard/Interfaces/ShardingInterface.h"
@@ -126,10 +129,12 @@ struct ReshapeShardingModel
 } // namespace
 
 void autopar::registerShardingModels(DialectRegistry &registry) {
+  registry.insert<autopar::AutoparDialect>();
   registry.addExtension(+[](MLIRContext *ctx, tensor::TensorDialect *) {
     tensor::ExpandShapeOp::attachInterface<
         ReshapeShardingModel<tensor::ExpandShapeOp>>(*ctx);
     tensor::CollapseShapeOp::attachInterface<
         ReshapeShardingModel<tensor::CollapseShapeOp>>(*ctx);
+    autopar::detail::attachSliceShardingModels(ctx);
   });
 }

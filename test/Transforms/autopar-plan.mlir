@@ -8,13 +8,19 @@
 // CHECK: shard.grid @autopar_grid(shape = 1x8)
 // CHECK-LABEL: func.func @main
 // CHECK-SAME: (%[[W1:.*]]: tensor<8192x32768xf32> {{.*}}, %[[W2:.*]]: tensor<32768x8192xf32> {{.*}}, %[[X:.*]]: tensor<4096x8192xf32>
+// Each weight is read through one annotation with its users' split.
 // CHECK: %[[S1:.*]] = shard.sharding @autopar_grid split_axes = {{\[\[}}], [1]]
-// CHECK: %[[W1S:.*]] = shard.shard %[[W1]] to %[[S1]] annotate_for_users
+// CHECK: %[[W1D:.*]] = shard.shard %[[W1]] to %[[S1]] :
+// CHECK: %[[S2:.*]] = shard.sharding @autopar_grid split_axes = {{\[\[}}1]]
+// CHECK: %[[W2D:.*]] = shard.shard %[[W2]] to %[[S2]] :
+// CHECK: %[[W1S:.*]] = shard.shard %[[W1D]] to %{{.*}} annotate_for_users
 // CHECK: %[[H:.*]] = linalg.matmul {autopar.stage = 0 : i64} ins(%[[X]], %[[W1S]]
 // CHECK: shard.shard %[[H]] to %{{.*}} : tensor<4096x32768xf32>
-// CHECK: %[[S2:.*]] = shard.sharding @autopar_grid split_axes = {{\[\[}}1]]
-// CHECK: %[[W2S:.*]] = shard.shard %[[W2]] to %[[S2]] annotate_for_users
-// CHECK: linalg.matmul {autopar.stage = 0 : i64} ins(%{{.*}}, %[[W2S]]
+// CHECK: %[[W2S:.*]] = shard.shard %[[W2D]] to %{{.*}} annotate_for_users
+// CHECK: %[[Y:.*]] = linalg.matmul {autopar.stage = 0 : i64} ins(%{{.*}}, %[[W2S]]
+// The partial sum leaves replicated: the matmul all-reduces it.
+// CHECK: %[[R:.*]] = shard.sharding @autopar_grid split_axes = {{\[\[}}]]
+// CHECK: shard.shard %[[Y]] to %[[R]] : tensor<4096x8192xf32>
 
 // After upstream partitioning each rank holds 1/8 of each weight and one
 // all-reduce sums the second matmul's partial results.

@@ -34,3 +34,96 @@ func.func @inner_dim(%x: tensor<4x16xf32>) -> tensor<64xf32> {
   %c = tensor.collapse_shape %xs [[0, 1]] : tensor<4x16xf32> into tensor<64xf32>
   return %c : tensor<64xf32>
 }
+
+// -----
+
+// A slice that takes a split dim whole slices each rank's block with the same
+// offsets on the other dims (ONNX Slice/Split along another dim).
+// CHECK-LABEL: func.func @slice_kept_dim
+// CHECK-SAME: (%[[X:.*]]: tensor<4x12xf32>) -> tensor<4x4xf32>
+// CHECK-NEXT: %[[S:.*]] = tensor.extract_slice %[[X]][0, 4] [4, 4] [1, 1] : tensor<4x12xf32> to tensor<4x4xf32>
+// CHECK-NEXT: return %[[S]]
+shard.grid @grid3(shape = 2)
+func.func @slice_kept_dim(%x: tensor<8x12xf32>) -> tensor<8x4xf32> {
+  %s = shard.sharding @grid3 split_axes = [[0]] : !shard.sharding
+  %xs = shard.shard %x to %s annotate_for_users : tensor<8x12xf32>
+  %v = tensor.extract_slice %xs[0, 4] [8, 4] [1, 1] : tensor<8x12xf32> to tensor<8x4xf32>
+  %r = shard.shard %v to %s : tensor<8x4xf32>
+  return %r : tensor<8x4xf32>
+}
+
+// -----
+
+// A dim the slice cuts cannot stay split: it is gathered first.
+// CHECK-LABEL: func.func @slice_cut_dim
+// CHECK-SAME: (%[[X:.*]]: tensor<8x6xf32>)
+// CHECK: %[[G:.*]] = shard.all_gather %[[X]] on @grid4 grid_axes = [0] gather_axis = 1 : tensor<8x6xf32> -> tensor<8x12xf32>
+// CHECK: tensor.extract_slice %{{.*}}[0, 4] [8, 4] [1, 1] : tensor<8x12xf32> to tensor<8x4xf32>
+shard.grid @grid4(shape = 2)
+func.func @slice_cut_dim(%x: tensor<8x12xf32>) -> tensor<8x4xf32> {
+  %s = shard.sharding @grid4 split_axes = [[], [0]] : !shard.sharding
+  %xs = shard.shard %x to %s : tensor<8x12xf32>
+  %v = tensor.extract_slice %xs[0, 4] [8, 4] [1, 1] : tensor<8x12xf32> to tensor<8x4xf32>
+  return %v : tensor<8x4xf32>
+}
+
+// -----
+
+// Rank-reducing: one part of a [batch, seq, part, width] projection
+// (autopar-expose-projection-parts) with the width split stays split.
+// CHECK-LABEL: func.func @slice_rank_reducing
+// CHECK-SAME: (%[[X:.*]]: tensor<2x8x3x8xf32>) -> tensor<2x8x8xf32>
+// CHECK-NEXT: %[[S:.*]] = tensor.extract_slice %[[X]][0, 0, 1, 0] [2, 8, 1, 8] [1, 1, 1, 1] : tensor<2x8x3x8xf32> to tensor<2x8x8xf32>
+// CHECK-NEXT: return %[[S]]
+shard.grid @grid5(shape = 2)
+func.func @slice_rank_reducing(%x: tensor<2x8x3x16xf32>) -> tensor<2x8x16xf32> {
+  %s = shard.sharding @grid5 split_axes = [[], [], [], [0]] : !shard.sharding
+  %xs = shard.shard %x to %s annotate_for_users : tensor<2x8x3x16xf32>
+  %v = tensor.extract_slice %xs[0, 0, 1, 0] [2, 8, 1, 16] [1, 1, 1, 1] : tensor<2x8x3x16xf32> to tensor<2x8x16xf32>
+  %r = shard.sharding @grid5 split_axes = [[], [], [0]] : !shard.sharding
+  %vs = shard.shard %v to %r : tensor<2x8x16xf32>
+  return %vs : tensor<2x8x16xf32>
+}
+
+// -----
+
+// Convolution padding: a split of a dim it does not pad (the channels)
+// passes through.
+// CHECK-LABEL: func.func @pad_channels
+// CHECK-SAME: (%[[X:.*]]: tensor<1x2x6x6xf32>) -> tensor<1x2x8x8xf32>
+// CHECK-NOT: shard.all
+// CHECK: %[[P:.*]] = tensor.pad %[[X]] low[0, 0, 1, 1] high[0, 0, 1, 1]
+// CHECK: } : tensor<1x2x6x6xf32> to tensor<1x2x8x8xf32>
+// CHECK-NEXT: return %[[P]]
+shard.grid @grid6(shape = 2)
+func.func @pad_channels(%x: tensor<1x4x6x6xf32>) -> tensor<1x4x8x8xf32> {
+  %s = shard.sharding @grid6 split_axes = [[], [0]] : !shard.sharding
+  %xs = shard.shard %x to %s annotate_for_users : tensor<1x4x6x6xf32>
+  %c = arith.constant 0.0 : f32
+  %p = tensor.pad %xs low[0, 0, 1, 1] high[0, 0, 1, 1] {
+  ^bb0(%i: index, %j: index, %k: index, %l: index):
+    tensor.yield %c : f32
+  } : tensor<1x4x6x6xf32> to tensor<1x4x8x8xf32>
+  %r = shard.shard %p to %s : tensor<1x4x8x8xf32>
+  return %r : tensor<1x4x8x8xf32>
+}
+
+// -----
+
+// A padded dim would need the neighbours' edges: it is gathered first.
+// CHECK-LABEL: func.func @pad_padded_dim
+// CHECK-SAME: (%[[X:.*]]: tensor<1x4x3x6xf32>)
+// CHECK: shard.all_gather %[[X]] on @grid7 grid_axes = [0] gather_axis = 2 : tensor<1x4x3x6xf32> -> tensor<1x4x6x6xf32>
+// CHECK: tensor.pad
+// CHECK: } : tensor<1x4x6x6xf32> to tensor<1x4x8x8xf32>
+shard.grid @grid7(shape = 2)
+func.func @pad_padded_dim(%x: tensor<1x4x6x6xf32>) -> tensor<1x4x8x8xf32> {
+  %s = shard.sharding @grid7 split_axes = [[], [], [0]] : !shard.sharding
+  %xs = shard.shard %x to %s : tensor<1x4x6x6xf32>
+  %c = arith.constant 0.0 : f32
+  %p = tensor.pad %xs low[0, 0, 1, 1] high[0, 0, 1, 1] {
+  ^bb0(%i: index, %j: index, %k: index, %l: index):
+    tensor.yield %c : f32
+  } : tensor<1x4x6x6xf32> to tensor<1x4x8x8xf32>
+  return %p : tensor<1x4x8x8xf32>
+}

@@ -17,6 +17,7 @@
 #include "autopar/Target/GpuCodegen.h"
 #include "autopar/Transforms/Passes.h"
 #include "autopar/Transforms/Planner.h"
+#include "autopar/Transforms/ProjectionParts.h"
 #include "autopar/Transforms/ShardingModels.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -99,7 +100,8 @@ static cl::opt<std::string> outputDir("o", cl::desc("Artifact directory"),
 static cl::opt<std::string>
     dumpDir("dump-ir",
             cl::desc("Write the IR after each phase to DIR "
-                     "(imported.mlir, llvm-dialect.mlir, model.ll)"),
+                     "(imported.mlir, partitioned.mlir, llvm-dialect.mlir, "
+                     "model.ll)"),
             cl::value_desc("DIR"), cl::cat(category));
 static cl::opt<std::string>
     targetCpu("target-cpu", cl::init("native"),
@@ -135,11 +137,12 @@ static void writeIR(llvm::StringRef name, ModuleOp module) {
 /// per-op sharding for a tp group, annotates it, keeps inputs and outputs
 /// replicated, runs upstream `sharding-propagation` and `shard-partition`,
 /// and lowers the collectives to runtime calls. Records each argument's
-/// local block in `arguments`.
-static LogicalResult
-partitionTensorParallel(ModuleOp module, int64_t tp,
-                        const autopar::PlanRequest &request,
-                        std::vector<autopar::ArtifactArgument> &arguments) {
+/// local block in `arguments`, and in `predicted` the collectives the
+/// replica's plan predicts (what its partitioned program issues).
+static LogicalResult partitionTensorParallel(
+    ModuleOp module, int64_t tp, const autopar::PlanRequest &request,
+    std::vector<autopar::ArtifactArgument> &arguments,
+    std::vector<autopar::CollectiveVolume> *predicted = nullptr) {
   auto main = module.lookupSymbol<func::FuncOp>("main");
   autopar::PlanRequest tpRequest = request;
   tpRequest.cluster.nodes = 1;
@@ -148,6 +151,7 @@ partitionTensorParallel(ModuleOp module, int64_t tp,
   tpRequest.pins.dp = 1;
   tpRequest.pins.tp = tp;
   tpRequest.pins.pp = 1;
+  autopar::exposeProjectionParts(main);
   auto plan = autopar::planProgram(main, tpRequest);
   if (!plan) {
     llvm::errs() << "autopar-compile: error: "
@@ -155,6 +159,8 @@ partitionTensorParallel(ModuleOp module, int64_t tp,
     return failure();
   }
   autopar::annotateModuleWithPlan(module, *plan);
+  if (predicted)
+    *predicted = plan->best.collectives;
   // A plan that splits nothing (small ops on fast GPUs: every op replicated)
   // leaves the program as it is on every tp rank. Upstream's partitioning
   // crashes on a program whose only shardings are the replicated ones added
@@ -172,19 +178,21 @@ partitionTensorParallel(ModuleOp module, int64_t tp,
   // on every tp rank.
   MLIRContext *ctx = module.getContext();
   OpBuilder b(ctx);
+  // One empty entry, not none: see createSharding in PlanAnnotate.cpp.
   auto replicated = [&](Location loc) {
     return shard::ShardingOp::create(
                b, loc, FlatSymbolRefAttr::get(ctx, "autopar_grid"),
-               ArrayRef<shard::GridAxesAttr>{})
+               ArrayRef<shard::GridAxesAttr>{shard::GridAxesAttr::get(ctx, {})})
         .getResult();
   };
   b.setInsertionPointToStart(&main.getBody().front());
   for (BlockArgument arg : main.getArguments()) {
     if (main.getArgAttr(arg.getArgNumber(), autopar::attrs::kParameter))
       continue;
+    // The input itself is whole; a user that needs it split slices it.
     auto annotated =
         shard::ShardOp::create(b, arg.getLoc(), arg, replicated(arg.getLoc()),
-                               /*annotate_for_users=*/true);
+                               /*annotate_for_users=*/false);
     arg.replaceAllUsesExcept(annotated.getResult(), annotated);
   }
   auto ret = cast<func::ReturnOp>(main.getBody().front().getTerminator());
@@ -201,13 +209,19 @@ partitionTensorParallel(ModuleOp module, int64_t tp,
     global.push_back(
         llvm::SmallVector<int64_t>(cast<RankedTensorType>(t).getShape()));
 
-  PassManager pm = PassManager::on<ModuleOp>(ctx);
-  if (failed(
-          parsePassPipeline("func.func(sharding-propagation,shard-partition),"
-                            "autopar-lower-collectives-to-runtime,canonicalize",
-                            pm)) ||
-      failed(pm.run(module)))
-    return failure();
+  // Partition, then (after writing the partitioned IR) lower the
+  // collectives to runtime calls.
+  for (llvm::StringRef pipeline :
+       {"func.func(sharding-propagation,autopar-check-partitionable,"
+        "shard-partition,autopar-lower-embeddings,"
+        "autopar-merge-projection-parts)",
+        "autopar-lower-collectives-to-runtime,canonicalize"}) {
+    PassManager pm = PassManager::on<ModuleOp>(ctx);
+    if (failed(parsePassPipeline(pipeline, pm)) || failed(pm.run(module)))
+      return failure();
+    if (pipeline.starts_with("func"))
+      writeIR("partitioned.mlir", module);
+  }
 
   main = module.lookupSymbol<func::FuncOp>("main");
   for (auto [i, type] : llvm::enumerate(main.getArgumentTypes())) {
@@ -344,6 +358,10 @@ int main(int argc, char **argv) {
     return 1;
   writeIR("imported.mlir", *module);
   auto main = module->lookupSymbol<func::FuncOp>("main");
+  // On several ranks, plan attention's fused QKV projection as the parts a
+  // tensor-parallel partition splits (a replica is re-imported).
+  if (cluster->worldSize() > 1)
+    autopar::exposeProjectionParts(main);
   auto arguments = autopar::collectArtifactArguments(main);
   if (failed(arguments))
     return 1;
@@ -461,11 +479,6 @@ int main(int argc, char **argv) {
     }
   }
 
-  if (!writeReport(executedPlan ? *executedPlan : *plan,
-                   executedRequest ? *executedRequest : request,
-                   std::move(fallbacks)))
-    return 1;
-
   int64_t dpDegree = executable.dp;
   if (dpDegree > 1 && programs.empty()) {
     // Re-import for one rank's slice of the batch: every input and output
@@ -520,16 +533,37 @@ int main(int argc, char **argv) {
 
   autopar::ArtifactDescription description;
   int64_t tpDegree = executable.tp;
+  // A replica's (or stage's) tp sharding is planned for its own program (its
+  // share of the batch), which may differ from the search's estimate on the
+  // whole batch: the report gives what the programs issue.
+  std::vector<autopar::CollectiveVolume> tpCollectives;
   for (auto [k, program] : llvm::enumerate(programs)) {
     std::string name = "stage" + std::to_string(k);
     std::string what = programs.size() > 1
                            ? "stage " + std::to_string(k) + " of " + modelPath
                            : std::string(modelPath);
+    std::vector<autopar::CollectiveVolume> stageCollectives;
     if (tpDegree > 1 &&
         failed(partitionTensorParallel(*program.module, tpDegree, request,
-                                       program.arguments)))
+                                       program.arguments, &stageCollectives)))
       return fail("partitioning " + what + " over " + llvm::Twine(tpDegree) +
                   " tensor-parallel ranks failed (see the diagnostics above)");
+    // Its calls per step: once per micro-batch. Ranks of the busiest stage.
+    for (autopar::CollectiveVolume &v : stageCollectives) {
+      if (v.axis != "tp")
+        continue;
+      v.calls *= programs.size() > 1 ? executable.numMicroBatches : 1;
+      v.busBytes *= programs.size() > 1 ? executable.numMicroBatches : 1;
+      auto same = llvm::find_if(tpCollectives, [&](const auto &w) {
+        return w.op == v.op;
+      });
+      if (same == tpCollectives.end()) {
+        tpCollectives.push_back(v);
+      } else {
+        same->calls = std::max(same->calls, v.calls);
+        same->busBytes = std::max(same->busBytes, v.busBytes);
+      }
+    }
     llvm::outs().flush();
     std::vector<std::string> loweredDTypes;
     LogicalResult lowered =
@@ -575,6 +609,17 @@ int main(int argc, char **argv) {
                                     std::move(program.arguments),
                                     std::move(deviceCode)});
   }
+
+  autopar::PlanResult reported = executedPlan ? *executedPlan : *plan;
+  if (tpDegree > 1) {
+    llvm::erase_if(
+        reported.best.collectives,
+        [](const autopar::CollectiveVolume &v) { return v.axis == "tp"; });
+    llvm::append_range(reported.best.collectives, tpCollectives);
+  }
+  if (!writeReport(reported, executedRequest ? *executedRequest : request,
+                   std::move(fallbacks)))
+    return 1;
 
   llvm::SmallString<256> absModel(modelPath);
   llvm::sys::fs::make_absolute(absModel);

@@ -141,4 +141,73 @@ def SplitPipelineStages : Pass<"autopar-split-pipeline-stages",
   }];
 }
 
+def LowerEmbeddings : Pass<"autopar-lower-embeddings", "mlir::func::FuncOp"> {
+  let summary = "Turn `autopar.embedding` back into a linalg.generic";
+  let description = [{
+    After partitioning, each `autopar.embedding` becomes a `linalg.generic`
+    over its result that reads the table through `tensor.extract`, as the
+    importer writes a Gather: the backends know nothing of autopar's ops.
+    With a row offset (a rank's block of a vocabulary split over ranks) the
+    ids outside the rank's rows read zero.
+  }];
+  let dependentDialects = ["mlir::arith::ArithDialect",
+                           "mlir::linalg::LinalgDialect",
+                           "mlir::tensor::TensorDialect"];
+}
+
+def CheckPartitionable
+    : Pass<"autopar-check-partitionable", "mlir::func::FuncOp"> {
+  let summary = "Check that `shard-partition` can partition the annotated "
+                "function";
+  let description = [{
+    Upstream `shard-partition` asserts what it needs of its input, and a
+    release build of MLIR crashes where an assertion would have failed: a
+    tensor argument without exactly one `shard.shard` user, a result without
+    exactly one annotation, an operand not read through an annotation, an op
+    without a ShardingInterface that is not fully replicated. Run between
+    `sharding-propagation` and `shard-partition`, this pass reports the first
+    such op as an error naming it (and the ONNX node it came from), so that
+    a plan that cannot be partitioned fails cleanly.
+  }];
+}
+
+def ExposeProjectionParts
+    : Pass<"autopar-expose-projection-parts", "mlir::func::FuncOp"> {
+  let summary = "Give the parts of a fused projection (attention's QKV) a "
+                "dim of their own";
+  let description = [{
+    A fused projection computes several results with one MatMul, whose
+    columns are then cut apart (GPT's `c_attn` followed by Split into Q, K
+    and V). Splitting those columns over tensor-parallel ranks (Megatron's
+    column-parallel Linear) gives rank 0 all of Q and half of K: the parts
+    do not line up with the ranks' blocks, and every part would have to be
+    gathered. This pass rewrites `matmul(A, W[K, P*N])`, its reshape, an
+    elementwise op with a bias `b[P*N]`, and the P slices of width N into
+    the same computation over `W[K, P, N]` and `b[P, N]` (the parameters'
+    bytes viewed with another shape), whose slices take one index of the
+    part dim. Splitting the N dim then gives each rank its block of every
+    part, and the parts' consumers (attention heads) stay split without any
+    collective. Only fused projections whose parameters and intermediate
+    results have no other use are rewritten.
+
+    The contraction is a `linalg.generic` marked `autopar.projection_parts`;
+    `autopar-merge-projection-parts` turns it back into a `linalg.matmul`
+    once partitioned.
+  }];
+  let dependentDialects = ["mlir::linalg::LinalgDialect",
+                           "mlir::tensor::TensorDialect"];
+}
+
+def MergeProjectionParts
+    : Pass<"autopar-merge-projection-parts", "mlir::func::FuncOp"> {
+  let summary = "Turn the part-wise contractions of "
+                "`autopar-expose-projection-parts` back into matmuls";
+  let description = [{
+    `C[m, p, n] = A[m, k] * W[k, p, n]` is a matmul over the collapsed
+    `(p, n)` columns; the backends know matmuls, not this generic.
+  }];
+  let dependentDialects = ["mlir::linalg::LinalgDialect",
+                           "mlir::tensor::TensorDialect"];
+}
+
 #endif // AUTOPAR_TRANSFORMS_PASSES

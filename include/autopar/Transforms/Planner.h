@@ -122,6 +122,14 @@ struct OpDecision {
   /// -1 replicated, -2 partial sum.
   std::vector<int> operandShardings;
   int resultSharding = -1;
+  /// A shape op that moves no data (a reshape): annotated for partitioning,
+  /// left out of the explanation.
+  bool free = false;
+  /// Where the result is read after `segmentLast`, the last op of its
+  /// segment (the next segment's input, a graph output), it is read with
+  /// this sharding, converted once; null `segmentLast` when it is not.
+  int leavingSharding = -1;
+  mlir::Operation *segmentLast = nullptr;
   double computeSeconds = 0, communicationSeconds = 0;
 };
 

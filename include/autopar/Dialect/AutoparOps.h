@@ -1,0 +1,41 @@
+//===- AutoparOps.h - autopar's own ops -------------------------*- C++ -*-===//
+//
+// See AutoparOps.td.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef AUTOPAR_DIALECT_AUTOPAROPS_H
+#define AUTOPAR_DIALECT_AUTOPAROPS_H
+
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/Dialect/Shard/Interfaces/ShardingInterface.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Dialect.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+namespace mlir {
+class IRMapping;
+class SymbolTableCollection;
+} // namespace mlir
+
+namespace autopar {
+// ShardingInterface's generated method declarations name these unqualified.
+using ::llvm::ArrayRef;
+using ::llvm::LogicalResult;
+using ::llvm::SmallVector;
+using ::mlir::AffineMap;
+using ::mlir::IRMapping;
+using ::mlir::OpBuilder;
+using ::mlir::SymbolTableCollection;
+using ::mlir::Value;
+using ::mlir::shard::ReductionKind;
+using ::mlir::shard::Sharding;
+} // namespace autopar
+
+#include "autopar/Dialect/AutoparDialect.h.inc"
+
+#define GET_OP_CLASSES
+#include "autopar/Dialect/AutoparOps.h.inc"
+
+#endif // AUTOPAR_DIALECT_AUTOPAROPS_H

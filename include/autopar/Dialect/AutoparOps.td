@@ -1,0 +1,78 @@
+//===- AutoparOps.td - autopar's own ops -------------------*- tablegen -*-===//
+//
+// Ops for what upstream dialects cannot say in a form that sharding
+// understands. They live only between the planner's annotation and the end of
+// partitioning: the importer never emits them and the backends never see them.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef AUTOPAR_DIALECT_AUTOPAROPS
+#define AUTOPAR_DIALECT_AUTOPAROPS
+
+include "mlir/Dialect/Shard/Interfaces/ShardingInterface.td"
+include "mlir/IR/OpBase.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+def Autopar_Dialect : Dialect {
+  let name = "autopar";
+  let cppNamespace = "::autopar";
+  let summary = "autopar's ops for partitioning what upstream cannot";
+  let description = [{
+    Upstream's `shard` dialect partitions ops through their ShardingInterface.
+    An embedding lookup imported from ONNX Gather is a `linalg.generic` that
+    reads its table through `tensor.extract` inside its body: the table is not
+    an operand, so no sharding can reach it. `autopar.embedding` makes the
+    table an operand and says how the lookup splits.
+  }];
+}
+
+class Autopar_Op<string mnemonic, list<Trait> traits = []>
+    : Op<Autopar_Dialect, mnemonic, traits>;
+
+def Autopar_EmbeddingOp : Autopar_Op<"embedding", [
+    Pure,
+    DeclareOpInterfaceMethods<ShardingInterface, [
+      "getLoopIteratorTypes", "getReductionLoopIteratorKinds",
+      "getIndexingMaps", "partition"]>]> {
+  let summary = "Rows of a table picked by integer ids (ONNX Gather, axis 0)";
+  let description = [{
+    `result[i..., j...] = table[ids[i...] - row_offset, j...]` for the ids
+    in `[row_offset, row_offset + dim(table, 0))`, and zero for the others.
+    Ids are first taken as ONNX Gather takes them against the whole table of
+    `num_rows` rows: a negative id counts from the end, and an id out of range
+    is clamped into it.
+
+    Without `row_offset` and with `num_rows` the table's rows this is the
+    plain lookup. A rank holding rows `[row_offset, row_offset + n)` of a
+    vocabulary split over ranks contributes its rows and zeros elsewhere, so
+    the sum over the ranks is the lookup: Megatron-LM's vocabulary-parallel
+    embedding. Its sharding loops are the ids' dims, the table's row dims
+    after the first, and the vocabulary as a sum reduction; splitting the
+    vocabulary leaves a partial sum that partitioning all-reduces.
+
+    ```mlir
+    %e = autopar.embedding %table[%ids] {num_rows = 512 : i64}
+        : tensor<512x128xf32>, tensor<2x32xi64> -> tensor<2x32x128xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$table,
+                       RankedTensorOf<[AnySignlessInteger]>:$ids,
+                       Optional<Index>:$row_offset,
+                       I64Attr:$num_rows);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = [{
+    $table `[` $ids `]` (`offset` $row_offset^)? attr-dict `:` type($table)
+    `,` type($ids) `->` type($result)
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The maps of the table, the ids and the result over the sharding
+    /// loops of a lookup with ids of rank `idsRank` and a result of rank
+    /// `resultRank`: the result's dims, then the vocabulary.
+    static ::llvm::SmallVector<::mlir::AffineMap>
+    getLookupMaps(::mlir::MLIRContext *ctx, int64_t idsRank,
+                  int64_t resultRank);
+  }];
+}
+
+#endif // AUTOPAR_DIALECT_AUTOPAROPS

@@ -1,0 +1,182 @@
+//===- SliceShardingModels.cpp - ShardingInterface for slices and pads ----===//
+//
+// `tensor.extract_slice` (ONNX Slice, Split, Gather with constant indices)
+// has no upstream ShardingInterface. Its loops are the dims of its source; the
+// result reads the dims it keeps. A split of a dim the slice takes whole
+// passes through: each rank slices its own block with the same offsets on
+// the other dims. A dim the slice cuts cannot stay split (a rank's block
+// would not hold the part of the slice it must produce), so it is gathered
+// first while the splits of the other dims stay.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ShardingModelsImpl.h"
+
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "mlir/Dialect/Shard/Interfaces/ShardingInterface.h"
+#include "mlir/Dialect/Shard/Interfaces/ShardingInterfaceImpl.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
+#include "mlir/IR/IRMapping.h"
+
+using namespace mlir;
+using namespace mlir::shard;
+
+namespace {
+
+/// Whether `slice` takes dim `d` of its source whole.
+bool takesWhole(tensor::ExtractSliceOp slice, int64_t d) {
+  RankedTensorType source = slice.getSourceType();
+  return !source.isDynamicDim(d) && !slice.isDynamicOffset(d) &&
+         !slice.isDynamicSize(d) && !slice.isDynamicStride(d) &&
+         slice.getStaticOffset(d) == 0 &&
+         slice.getStaticSize(d) == source.getDimSize(d) &&
+         slice.getStaticStride(d) == 1;
+}
+
+struct ExtractSliceShardingModel
+    : public ShardingInterface::ExternalModel<ExtractSliceShardingModel,
+                                              tensor::ExtractSliceOp> {
+  SmallVector<utils::IteratorType> getLoopIteratorTypes(Operation *op) const {
+    auto slice = cast<tensor::ExtractSliceOp>(op);
+    return SmallVector<utils::IteratorType>(slice.getSourceType().getRank(),
+                                            utils::IteratorType::parallel);
+  }
+
+  SmallVector<AffineMap> getIndexingMaps(Operation *op) const {
+    auto slice = cast<tensor::ExtractSliceOp>(op);
+    MLIRContext *ctx = op->getContext();
+    int64_t loops = slice.getSourceType().getRank();
+    llvm::SmallBitVector dropped = slice.getDroppedDims();
+    SmallVector<AffineExpr> kept;
+    for (int64_t d = 0; d < loops; ++d)
+      if (!dropped.test(d))
+        kept.push_back(getAffineDimExpr(d, ctx));
+    // The source, then the dynamic offsets, sizes and strides (scalars),
+    // then the result.
+    SmallVector<AffineMap> maps = {
+        AffineMap::getMultiDimIdentityMap(loops, ctx)};
+    maps.append(op->getNumOperands() - 1, AffineMap::get(loops, 0, ctx));
+    maps.push_back(AffineMap::get(loops, 0, kept, ctx));
+    return maps;
+  }
+
+  FailureOr<ShardingOption>
+  getShardingOption(Operation *op, ArrayRef<Sharding> operandShardings,
+                    ArrayRef<Sharding> resultShardings) const {
+    FailureOr<ShardingOption> option = shard::detail::defaultGetShardingOption(
+        op, operandShardings, resultShardings);
+    if (failed(option))
+      return failure();
+    auto slice = cast<tensor::ExtractSliceOp>(op);
+    for (auto [d, axes] : llvm::enumerate(option->shardingArray))
+      if (!takesWhole(slice, d))
+        axes.clear();
+    return option;
+  }
+
+  LogicalResult partition(Operation *op, ArrayRef<Value> partitionedOperands,
+                          ArrayRef<Sharding> operandShardings,
+                          ArrayRef<Sharding> resultShardings,
+                          IRMapping &partitionMap,
+                          SymbolTableCollection &symbolTable,
+                          OpBuilder &builder) const {
+    auto slice = cast<tensor::ExtractSliceOp>(op);
+    auto source = cast<RankedTensorType>(partitionedOperands[0].getType());
+    // Split dims are taken whole: their size is the local block's.
+    SmallVector<OpFoldResult> offsets = slice.getMixedOffsets();
+    SmallVector<OpFoldResult> sizes = slice.getMixedSizes();
+    SmallVector<OpFoldResult> strides = slice.getMixedStrides();
+    for (auto [d, size] : llvm::enumerate(source.getShape()))
+      if (takesWhole(slice, d))
+        sizes[d] = builder.getIndexAttr(size);
+    IRMapping mapping;
+    for (auto [old, partitioned] :
+         llvm::zip(op->getOperands(), partitionedOperands))
+      mapping.map(old, partitioned);
+    auto remap = [&](SmallVector<OpFoldResult> &list) {
+      for (OpFoldResult &v : list)
+        if (auto value = dyn_cast<Value>(v))
+          v = mapping.lookupOrDefault(value);
+    };
+    remap(offsets);
+    remap(sizes);
+    remap(strides);
+    auto resultType = slice.getResultType();
+    if (resultShardings[0]) {
+      GridOp grid =
+          shard::getGrid(op, resultShardings[0].getGridAttr(), symbolTable);
+      resultType = cast<RankedTensorType>(
+          shard::shardType(resultType, grid, resultShardings[0]));
+    }
+    Value result = tensor::ExtractSliceOp::create(
+        builder, op->getLoc(), resultType, partitionedOperands[0], offsets,
+        sizes, strides);
+    partitionMap.map(op->getResult(0), result);
+    partitionMap.map(op, result.getDefiningOp());
+    return success();
+  }
+};
+
+/// Whether `pad` adds nothing on either side of dim `d`.
+bool padsNothing(tensor::PadOp pad, int64_t d) {
+  auto zero = [](OpFoldResult v) { return isConstantIntValue(v, 0); };
+  return zero(pad.getMixedLowPad()[d]) && zero(pad.getMixedHighPad()[d]);
+}
+
+/// tensor.pad (convolution padding): a split of a dim it does not pad
+/// passes through; a padded dim is gathered first (a rank's block would need
+/// its neighbours' edges).
+struct PadShardingModel
+    : public ShardingInterface::ExternalModel<PadShardingModel, tensor::PadOp> {
+  SmallVector<utils::IteratorType> getLoopIteratorTypes(Operation *op) const {
+    return SmallVector<utils::IteratorType>(
+        cast<tensor::PadOp>(op).getSourceType().getRank(),
+        utils::IteratorType::parallel);
+  }
+
+  SmallVector<AffineMap> getIndexingMaps(Operation *op) const {
+    MLIRContext *ctx = op->getContext();
+    int64_t loops = cast<tensor::PadOp>(op).getSourceType().getRank();
+    AffineMap identity = AffineMap::getMultiDimIdentityMap(loops, ctx);
+    // The source, the dynamic low and high pads (scalars), the result.
+    SmallVector<AffineMap> maps = {identity};
+    maps.append(op->getNumOperands() - 1, AffineMap::get(loops, 0, ctx));
+    maps.push_back(identity);
+    return maps;
+  }
+
+  FailureOr<ShardingOption>
+  getShardingOption(Operation *op, ArrayRef<Sharding> operandShardings,
+                    ArrayRef<Sharding> resultShardings) const {
+    FailureOr<ShardingOption> option = shard::detail::defaultGetShardingOption(
+        op, operandShardings, resultShardings);
+    if (failed(option))
+      return failure();
+    auto pad = cast<tensor::PadOp>(op);
+    for (auto [d, axes] : llvm::enumerate(option->shardingArray))
+      if (!padsNothing(pad, d))
+        axes.clear();
+    return option;
+  }
+
+  LogicalResult partition(Operation *op, ArrayRef<Value> partitionedOperands,
+                          ArrayRef<Sharding> operandShardings,
+                          ArrayRef<Sharding> resultShardings,
+                          IRMapping &partitionMap,
+                          SymbolTableCollection &symbolTable,
+                          OpBuilder &builder) const {
+    // Split dims are not padded: the same pad of the local block.
+    shard::partitionTriviallyShardableOperation(
+        *op, partitionedOperands, operandShardings, resultShardings,
+        partitionMap, symbolTable, builder);
+    return success();
+  }
+};
+
+} // namespace
+
+void autopar::detail::attachSliceShardingModels(MLIRContext *ctx) {
+  tensor::ExtractSliceOp::attachInterface<ExtractSliceShardingModel>(*ctx);
+  tensor::PadOp::attachInterface<PadShardingModel>(*ctx);
+}

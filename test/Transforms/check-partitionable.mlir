@@ -1,0 +1,85 @@
+// RUN: autopar-opt %s --split-input-file --verify-diagnostics --pass-pipeline='builtin.module(func.func(autopar-check-partitionable))'
+
+// What shard-partition reads without checking is an error that names the op
+// (in a release build of MLIR it would be a crash).
+
+shard.grid @grid(shape = 2)
+func.func @operand(%x: tensor<8xf32>, %y: tensor<8xf32>) -> tensor<8xf32> {
+  %s = shard.sharding @grid split_axes = [[0]] : !shard.sharding
+  %xs = shard.shard %x to %s : tensor<8xf32>
+  %ys = shard.shard %y to %s : tensor<8xf32>
+  %xu = shard.shard %xs to %s annotate_for_users : tensor<8xf32>
+  %e = tensor.empty() : tensor<8xf32>
+  %es = shard.shard %e to %s : tensor<8xf32>
+  %eu = shard.shard %es to %s annotate_for_users : tensor<8xf32>
+  // The importer names each op after its ONNX node (no file location).
+  // expected-error @unknown {{'linalg.add' op cannot be partitioned (ONNX node /Add): operand 1 has no sharding annotation}}
+  %z = linalg.add ins(%xu, %ys : tensor<8xf32>, tensor<8xf32>) outs(%eu : tensor<8xf32>) -> tensor<8xf32> loc("/Add")
+  %zs = shard.shard %z to %s : tensor<8xf32>
+  return %zs : tensor<8xf32>
+}
+
+// -----
+
+shard.grid @grid(shape = 2)
+// expected-error @+1 {{'func.func' op cannot be partitioned: argument 0 must be read through exactly one sharding annotation}}
+func.func @argument(%t: tensor<8x4xf32>, %i: tensor<2xi64>) -> tensor<2x4xf32> {
+  %r = shard.sharding @grid split_axes = [[]] : !shard.sharding
+  %is = shard.shard %i to %r : tensor<2xi64>
+  %iu = shard.shard %is to %r annotate_for_users : tensor<2xi64>
+  %e = tensor.empty() : tensor<2x4xf32>
+  %es = shard.shard %e to %r : tensor<2x4xf32>
+  %eu = shard.shard %es to %r annotate_for_users : tensor<2x4xf32>
+  // A table read inside a body: no sharding reaches it.
+  %g = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0)>, affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]} ins(%iu : tensor<2xi64>) outs(%eu : tensor<2x4xf32>) {
+  ^bb0(%in: i64, %out: f32):
+    %0 = arith.index_cast %in : i64 to index
+    %1 = linalg.index 1 : index
+    %x = tensor.extract %t[%0, %1] : tensor<8x4xf32>
+    linalg.yield %x : f32
+  } -> tensor<2x4xf32>
+  %gs = shard.shard %g to %r : tensor<2x4xf32>
+  return %gs : tensor<2x4xf32>
+}
+
+// -----
+
+shard.grid @grid(shape = 2)
+func.func @unused(%x: tensor<8xf32>) -> tensor<8xf32> {
+  %s = shard.sharding @grid split_axes = [[0]] : !shard.sharding
+  %xs = shard.shard %x to %s : tensor<8xf32>
+  // expected-error @+1 {{'tensor.empty' op cannot be partitioned: result 0 is unused}}
+  %e = tensor.empty() : tensor<4xf32>
+  return %xs : tensor<8xf32>
+}
+
+// -----
+
+shard.grid @grid(shape = 2)
+func.func @no_rule(%x: tensor<8xf32>) -> tensor<8xf32> {
+  %s = shard.sharding @grid split_axes = [[0]] : !shard.sharding
+  %xs = shard.shard %x to %s : tensor<8xf32>
+  %xu = shard.shard %xs to %s annotate_for_users : tensor<8xf32>
+  // expected-error @+1 {{'arith.negf' op cannot be partitioned: it has no sharding rule, and operand 0 is split}}
+  %y = arith.negf %xu : tensor<8xf32>
+  %ys = shard.shard %y to %s : tensor<8xf32>
+  return %ys : tensor<8xf32>
+}
+
+// -----
+
+shard.grid @grid(shape = 2)
+func.func @convolution(%x: tensor<1x4x6x6xf32>, %w: tensor<8x4x3x3xf32>) -> tensor<1x8x4x4xf32> {
+  %r = shard.sharding @grid split_axes = [[]] : !shard.sharding
+  %xs = shard.shard %x to %r : tensor<1x4x6x6xf32>
+  %ws = shard.shard %w to %r : tensor<8x4x3x3xf32>
+  %xu = shard.shard %xs to %r annotate_for_users : tensor<1x4x6x6xf32>
+  %wu = shard.shard %ws to %r annotate_for_users : tensor<8x4x3x3xf32>
+  %e = tensor.empty() : tensor<1x8x4x4xf32>
+  %es = shard.shard %e to %r : tensor<1x8x4x4xf32>
+  %eu = shard.shard %es to %r annotate_for_users : tensor<1x8x4x4xf32>
+  // expected-error @+1 {{'linalg.conv_2d_nchw_fchw' op cannot be partitioned: upstream partitions linalg ops only when every indexing map is a projected permutation (a convolution's input window is not)}}
+  %c = linalg.conv_2d_nchw_fchw ins(%xu, %wu : tensor<1x4x6x6xf32>, tensor<8x4x3x3xf32>) outs(%eu : tensor<1x8x4x4xf32>) -> tensor<1x8x4x4xf32>
+  %cs = shard.shard %c to %r : tensor<1x8x4x4xf32>
+  return %cs : tensor<1x8x4x4xf32>
+}
