@@ -25,6 +25,22 @@ using namespace mlir::shard;
 namespace {
 
 /// Whether `slice` takes dim `d` of its source whole.
+/// The default sharding option of `op`, with the splits of every dim that
+/// `splittable(d)` rejects dropped (those dims are gathered first).
+template <typename Splittable>
+FailureOr<ShardingOption>
+optionSplittingOnly(Operation *op, ArrayRef<Sharding> operandShardings,
+                    ArrayRef<Sharding> resultShardings, Splittable splittable) {
+  FailureOr<ShardingOption> option = shard::detail::defaultGetShardingOption(
+      op, operandShardings, resultShardings);
+  if (failed(option))
+    return failure();
+  for (auto [d, axes] : llvm::enumerate(option->shardingArray))
+    if (!splittable(int64_t(d)))
+      axes.clear();
+  return option;
+}
+
 bool takesWhole(tensor::ExtractSliceOp slice, int64_t d) {
   RankedTensorType source = slice.getSourceType();
   return !source.isDynamicDim(d) && !slice.isDynamicOffset(d) &&
@@ -64,15 +80,9 @@ struct ExtractSliceShardingModel
   FailureOr<ShardingOption>
   getShardingOption(Operation *op, ArrayRef<Sharding> operandShardings,
                     ArrayRef<Sharding> resultShardings) const {
-    FailureOr<ShardingOption> option = shard::detail::defaultGetShardingOption(
-        op, operandShardings, resultShardings);
-    if (failed(option))
-      return failure();
     auto slice = cast<tensor::ExtractSliceOp>(op);
-    for (auto [d, axes] : llvm::enumerate(option->shardingArray))
-      if (!takesWhole(slice, d))
-        axes.clear();
-    return option;
+    return optionSplittingOnly(op, operandShardings, resultShardings,
+                               [&](int64_t d) { return takesWhole(slice, d); });
   }
 
   LogicalResult partition(Operation *op, ArrayRef<Value> partitionedOperands,
@@ -149,15 +159,9 @@ struct PadShardingModel
   FailureOr<ShardingOption>
   getShardingOption(Operation *op, ArrayRef<Sharding> operandShardings,
                     ArrayRef<Sharding> resultShardings) const {
-    FailureOr<ShardingOption> option = shard::detail::defaultGetShardingOption(
-        op, operandShardings, resultShardings);
-    if (failed(option))
-      return failure();
     auto pad = cast<tensor::PadOp>(op);
-    for (auto [d, axes] : llvm::enumerate(option->shardingArray))
-      if (!padsNothing(pad, d))
-        axes.clear();
-    return option;
+    return optionSplittingOnly(op, operandShardings, resultShardings,
+                               [&](int64_t d) { return padsNothing(pad, d); });
   }
 
   LogicalResult partition(Operation *op, ArrayRef<Value> partitionedOperands,
