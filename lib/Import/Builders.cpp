@@ -201,6 +201,42 @@ Value castScalar(OpBuilder &b, Location loc, Value value, OnnxDType from,
   return arith::ExtSIOp::create(b, loc, toType, value);
 }
 
+/// The finest runs of consecutive dims of `src` and `dst` with equal sizes
+/// (a size-1 dim belongs to the run it starts, or to the last), when there
+/// are at least two; nullopt otherwise.
+static std::optional<std::pair<llvm::SmallVector<ReassociationIndices>,
+                               llvm::SmallVector<ReassociationIndices>>>
+commonRuns(llvm::ArrayRef<int64_t> src, llvm::ArrayRef<int64_t> dst) {
+  if (src.empty() || dst.empty() || llvm::is_contained(src, 0) ||
+      llvm::is_contained(dst, 0) || ShapedType::isDynamicShape(src) ||
+      ShapedType::isDynamicShape(dst))
+    return std::nullopt;
+  llvm::SmallVector<ReassociationIndices> srcRuns, dstRuns;
+  int64_t i = 0, j = 0, n = src.size(), m = dst.size();
+  while (i < n && j < m) {
+    ReassociationIndices a = {i}, c = {j};
+    int64_t pa = src[i++], pc = dst[j++];
+    while (pa != pc) {
+      if (pa < pc && i < n)
+        pa *= src[a.emplace_back(i++)];
+      else if (pc < pa && j < m)
+        pc *= dst[c.emplace_back(j++)];
+      else
+        return std::nullopt;
+    }
+    srcRuns.push_back(a);
+    dstRuns.push_back(c);
+  }
+  // Leftover dims are of size 1: they join the last run.
+  for (; i < n; ++i)
+    srcRuns.back().push_back(i);
+  for (; j < m; ++j)
+    dstRuns.back().push_back(j);
+  if (srcRuns.size() < 2)
+    return std::nullopt;
+  return std::make_pair(srcRuns, dstRuns);
+}
+
 Value reshapeTensor(OpBuilder &b, Location loc, Value value,
                     llvm::ArrayRef<int64_t> shape) {
   auto srcType = cast<RankedTensorType>(value.getType());
@@ -216,7 +252,29 @@ Value reshapeTensor(OpBuilder &b, Location loc, Value value,
                                                          srcType.getShape()))
       return tensor::ExpandShapeOp::create(b, loc, dstType, value, *groups);
   }
-  // General case: through a 1-D tensor.
+  // General case: collapse each run of source dims to the size it shares
+  // with a run of result dims, then expand it (through one flat dim only
+  // when no finer grouping exists). Keeping the runs apart lets sharding
+  // follow a split through the reshape ([seq, batch, heads * d] to
+  // [seq, batch * heads, d] keeps seq a dim of its own).
+  if (auto runs = commonRuns(srcType.getShape(), shape)) {
+    llvm::SmallVector<int64_t> mid;
+    for (const ReassociationIndices &run : runs->first) {
+      int64_t size = 1;
+      for (int64_t d : run)
+        size *= srcType.getDimSize(d);
+      mid.push_back(size);
+    }
+    Value v = value;
+    if (int64_t(mid.size()) != srcType.getRank())
+      v = tensor::CollapseShapeOp::create(
+          b, loc, RankedTensorType::get(mid, srcType.getElementType()), v,
+          runs->first);
+    if (int64_t(mid.size()) != dstType.getRank())
+      v = tensor::ExpandShapeOp::create(b, loc, dstType, v, runs->second);
+    return v;
+  }
+  // Through a 1-D tensor.
   int64_t n = srcType.getNumElements();
   Value flat = value;
   if (srcType.getRank() != 1) {

@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "PlannerImpl.h"
+#include "ShardingModelsImpl.h"
 
 #include "autopar/Dialect/AutoparOps.h"
 #include "autopar/Import/OnnxImporter.h"
@@ -146,17 +147,21 @@ static void passThroughOptions(Operation *op, ArrayRef<int64_t> map,
 }
 
 static void shapeOpOptions(Operation *op, PlanOp &planOp) {
+  // A split passes through a reshape at a group's outermost non-unit dim
+  // (ShardingModels.cpp).
   if (auto expand = dyn_cast<tensor::ExpandShapeOp>(op)) {
     SmallVector<int64_t> map;
     for (const auto &group : expand.getReassociationIndices())
-      map.push_back(group.front());
+      map.push_back(detail::splittableDimOfGroup(
+          group, expand.getResultType().getShape()));
     return passThroughOptions(op, map, planOp);
   }
   if (auto collapse = dyn_cast<tensor::CollapseShapeOp>(op)) {
     auto groups = collapse.getReassociationIndices();
     SmallVector<int64_t> map(collapse.getSrcType().getRank(), -1);
     for (auto [g, group] : llvm::enumerate(groups))
-      map[group.front()] = g;
+      map[detail::splittableDimOfGroup(group,
+                                       collapse.getSrcType().getShape())] = g;
     return passThroughOptions(op, map, planOp);
   }
   if (auto slice = dyn_cast<tensor::ExtractSliceOp>(op)) {

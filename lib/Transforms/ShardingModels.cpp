@@ -1,12 +1,12 @@
 //===- ShardingModels.cpp - ShardingInterface for reshapes ----------------===//
 //
 // A reshape's "loops" are the dims of its higher-rank side; the lower-rank
-// side reads, for each reassociation group, the group's first (outermost)
-// dim. Splitting that dim over grid axes splits the whole group the same way
-// in both shapes, so propagation and partitioning follow upstream's default
-// rules through these maps. Splitting an inner dim of a group would
-// interleave the blocks: then the reshape runs replicated and its operand is
-// gathered first.
+// side reads, for each reassociation group, the group's outermost dim of size
+// > 1 (unit dims before it hold a single index). Splitting that dim over grid
+// axes splits the whole group the same way in both shapes, so propagation and
+// partitioning follow upstream's default rules through these maps. Splitting
+// an inner dim of a group would interleave the blocks: then the reshape runs
+// replicated and its operand is gathered first.
 //
 //===----------------------------------------------------------------------===//
 
@@ -50,7 +50,9 @@ struct ReshapeShardingModel
     SmallVector<AffineExpr> firsts;
     for (const ReassociationIndices &group :
          cast<ReshapeOp>(op).getReassociationIndices())
-      firsts.push_back(getAffineDimExpr(group.front(), ctx));
+      firsts.push_back(getAffineDimExpr(autopar::detail::splittableDimOfGroup(
+                                            group, highRankType(op).getShape()),
+                                        ctx));
     AffineMap high = AffineMap::getMultiDimIdentityMap(loops, ctx);
     AffineMap low = AffineMap::get(loops, 0, firsts, ctx);
     // Operand maps, then result maps.
@@ -65,9 +67,10 @@ struct ReshapeShardingModel
         op, operandShardings, resultShardings);
     if (failed(option))
       return failure();
-    // Only the outermost dim of a group may be split, evenly; otherwise the
-    // reshape runs replicated and its operand is gathered first (returning
-    // failure instead would leave the op unannotated for shard-partition).
+    // Only the outermost non-unit dim of a group may be split, evenly;
+    // otherwise the reshape runs replicated and its operand is gathered
+    // first (returning failure instead would leave the op unannotated for
+    // shard-partition).
     RankedTensorType high = highRankType(op);
     SymbolTableCollection symbols;
     auto replicate = [&]() {
@@ -76,7 +79,9 @@ struct ReshapeShardingModel
     };
     for (const ReassociationIndices &group :
          cast<ReshapeOp>(op).getReassociationIndices()) {
-      for (auto [k, dim] : llvm::enumerate(group)) {
+      int64_t outer =
+          autopar::detail::splittableDimOfGroup(group, high.getShape());
+      for (int64_t dim : group) {
         if (dim >= int64_t(option->shardingArray.size()) ||
             option->shardingArray[dim].empty())
           continue;
@@ -86,7 +91,7 @@ struct ReshapeShardingModel
         if (grid)
           for (GridAxis axis : option->shardingArray[dim])
             parts *= grid.getShape()[axis];
-        if (k != 0 || !grid || high.isDynamicDim(dim) ||
+        if (dim != outer || !grid || high.isDynamicDim(dim) ||
             high.getDimSize(dim) % parts != 0) {
           replicate();
           return option;

@@ -9,11 +9,24 @@
 #ifndef AUTOPAR_LIB_TRANSFORMS_SHARDINGMODELSIMPL_H
 #define AUTOPAR_LIB_TRANSFORMS_SHARDINGMODELSIMPL_H
 
+#include "mlir/Dialect/Utils/ReshapeOpsUtils.h"
+
 namespace mlir {
 class MLIRContext;
 } // namespace mlir
 
 namespace autopar::detail {
+
+/// The dim of a reshape's reassociation group that a split may pass through:
+/// its outermost dim of size > 1 (the unit dims before it hold one index),
+/// or its first. `shape` is the shape the group indexes.
+inline int64_t splittableDimOfGroup(mlir::ReassociationIndicesRef group,
+                                    llvm::ArrayRef<int64_t> shape) {
+  for (int64_t d : group)
+    if (shape[d] != 1)
+      return d;
+  return group.front();
+}
 
 /// tensor.extract_slice and tensor.pad (SliceShardingModels.cpp).
 void attachSliceShardingModels(mlir::MLIRContext *ctx);
