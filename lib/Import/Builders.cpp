@@ -162,9 +162,8 @@ Value castScalar(OpBuilder &b, Location loc, Value value, OnnxDType from,
     return value;
   if (isBoolDType(to)) {
     if (isFloatDType(from))
-      return arith::CmpFOp::create(
-          b, loc, arith::CmpFPredicate::UNE, value,
-          createScalarConstant(b, loc, fromType, 0.0));
+      return arith::CmpFOp::create(b, loc, arith::CmpFPredicate::UNE, value,
+                                   createScalarConstant(b, loc, fromType, 0.0));
     return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, value,
                                  createScalarConstant(b, loc, fromType, 0.0));
   }
@@ -244,12 +243,12 @@ Value reshapeTensor(OpBuilder &b, Location loc, Value value,
     return value;
   auto dstType = RankedTensorType::get(shape, srcType.getElementType());
   if (srcType.getRank() > dstType.getRank()) {
-    if (auto groups = getReassociationIndicesForCollapse(srcType.getShape(),
-                                                         shape))
+    if (auto groups =
+            getReassociationIndicesForCollapse(srcType.getShape(), shape))
       return tensor::CollapseShapeOp::create(b, loc, dstType, value, *groups);
   } else if (srcType.getRank() < dstType.getRank()) {
-    if (auto groups = getReassociationIndicesForCollapse(shape,
-                                                         srcType.getShape()))
+    if (auto groups =
+            getReassociationIndicesForCollapse(shape, srcType.getShape()))
       return tensor::ExpandShapeOp::create(b, loc, dstType, value, *groups);
   }
   // General case: collapse each run of source dims to the size it shares
