@@ -495,6 +495,27 @@ PlanCandidate Search::evaluate(int64_t dp, int64_t tp, int64_t pp, int zero,
 }
 
 /// Says why `loser` lost to `best`.
+} // namespace
+} // namespace plan
+
+void keepBusiest(std::vector<CollectiveVolume> &volumes,
+                 const CollectiveVolume &v) {
+  if (v.calls <= 0)
+    return;
+  auto same = llvm::find_if(volumes, [&](const CollectiveVolume &w) {
+    return w.axis == v.axis && w.op == v.op;
+  });
+  if (same == volumes.end()) {
+    volumes.push_back(v);
+    return;
+  }
+  same->calls = std::max(same->calls, v.calls);
+  same->busBytes = std::max(same->busBytes, v.busBytes);
+}
+
+namespace plan {
+namespace {
+
 /// Adds up, per stage, the collectives the plan's programs issue in one
 /// step, and keeps for each axis and operation the busiest stage's figures
 /// (every rank of a stage issues the same ones).
@@ -502,16 +523,10 @@ std::vector<CollectiveVolume> Search::collectiveVolume(const PlanCandidate &c) {
   bool training = request.mode == PlanMode::Training;
   const std::vector<SegmentCost> &segs = segmentCosts(c.tp, c.microBatchSize);
   const StageSplit &split = stages(c.tp, c.microBatchSize, c.recompute, c.pp);
-  std::map<std::pair<std::string, std::string>, CollectiveVolume> busiest;
+  std::vector<CollectiveVolume> busiest;
   auto keep = [&](llvm::StringRef axis, llvm::StringRef op, double calls,
                   double busBytes) {
-    if (calls <= 0)
-      return;
-    CollectiveVolume &v = busiest[{axis.str(), op.str()}];
-    v.axis = axis.str();
-    v.op = op.str();
-    v.calls = std::max(v.calls, calls);
-    v.busBytes = std::max(v.busBytes, busBytes);
+    keepBusiest(busiest, {axis.str(), op.str(), calls, busBytes});
   };
   auto keepTally = [&](llvm::StringRef axis, const CollectiveTally &t,
                        int64_t n) {
@@ -574,10 +589,7 @@ std::vector<CollectiveVolume> Search::collectiveVolume(const PlanCandidate &c) {
       keep("pp", "recv", recvs, m * (in + (training ? out : 0)));
     }
   }
-  std::vector<CollectiveVolume> result;
-  for (auto &[key, volume] : busiest)
-    result.push_back(volume);
-  return result;
+  return busiest;
 }
 
 std::string whyNot(const PlanCandidate &loser, const PlanCandidate &best,

@@ -554,14 +554,7 @@ int main(int argc, char **argv) {
         continue;
       v.calls *= programs.size() > 1 ? executable.numMicroBatches : 1;
       v.busBytes *= programs.size() > 1 ? executable.numMicroBatches : 1;
-      auto same = llvm::find_if(tpCollectives,
-                                [&](const auto &w) { return w.op == v.op; });
-      if (same == tpCollectives.end()) {
-        tpCollectives.push_back(v);
-      } else {
-        same->calls = std::max(same->calls, v.calls);
-        same->busBytes = std::max(same->busBytes, v.busBytes);
-      }
+      autopar::keepBusiest(tpCollectives, v);
     }
     llvm::outs().flush();
     std::vector<std::string> loweredDTypes;

@@ -91,6 +91,13 @@ struct CollectiveVolume {
   double busBytes = 0;
 };
 
+/// Adds `v` to `volumes` as the busiest rank's figures: where `volumes`
+/// already has v's axis and op, each number becomes the larger of the two
+/// (the stages of a pipeline issue different collectives). Zero calls add
+/// nothing.
+void keepBusiest(std::vector<CollectiveVolume> &volumes,
+                 const CollectiveVolume &v);
+
 /// A fully specified plan and its predicted cost.
 struct PlanCandidate {
   int64_t dp = 1, tp = 1, pp = 1;
