@@ -11,6 +11,7 @@
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/Dialect/Shard/Interfaces/ShardingInterface.h"
+#include "llvm/ADT/SmallBitVector.h"
 
 namespace autopar {
 #define GEN_PASS_DEF_CHECKPARTITIONABLE
@@ -40,23 +41,76 @@ bool isReplicated(shard::ShardOp shard) {
                       [](shard::GridAxesAttr axes) { return axes.empty(); });
 }
 
+/// The sharding that annotates `value` for `op` (the shard.shard that reads
+/// it, or that its result feeds), if any.
+std::optional<shard::Sharding> annotationOf(Value value, bool isResult) {
+  shard::ShardOp shard;
+  if (isResult)
+    shard = value.hasOneUse() ? dyn_cast<shard::ShardOp>(*value.user_begin())
+                              : shard::ShardOp();
+  else
+    shard = value.getDefiningOp<shard::ShardOp>();
+  if (!shard)
+    return std::nullopt;
+  return shard::Sharding(shard.getSharding());
+}
+
+/// Errors if a tensor dim of `op` read through a window, or indexed by a
+/// loop that also indexes a window, is split.
+LogicalResult checkWindowsWhole(linalg::LinalgOp op) {
+  SmallVector<AffineMap> maps = op.getIndexingMapsArray();
+  llvm::SmallBitVector window(op.getNumLoops());
+  for (AffineMap map : maps)
+    for (AffineExpr expr : map.getResults())
+      if (!isa<AffineDimExpr, AffineConstantExpr>(expr))
+        for (unsigned d = 0; d < window.size(); ++d)
+          if (expr.isFunctionOfDim(d))
+            window.set(d);
+  if (window.none())
+    return success();
+  auto check = [&](Value value, AffineMap map, bool isResult,
+                   unsigned number) -> LogicalResult {
+    std::optional<shard::Sharding> sharding = annotationOf(value, isResult);
+    if (!sharding)
+      return success();
+    for (auto [dim, axes] : llvm::enumerate(sharding->getSplitAxes())) {
+      if (axes.empty() || dim >= map.getNumResults())
+        continue;
+      auto loop = dyn_cast<AffineDimExpr>(map.getResult(dim));
+      if (!loop || window.test(loop.getPosition()))
+        return op->emitOpError("cannot be partitioned")
+               << nodeSuffix(op) << ": " << (isResult ? "result " : "operand ")
+               << number << " is split along dim " << dim
+               << ", which the op reads through a window (only channel and "
+                  "batch dims of a convolution or pool can be split)";
+    }
+    return success();
+  };
+  for (OpOperand &operand : op->getOpOperands())
+    if (failed(check(operand.get(), maps[operand.getOperandNumber()], false,
+                     operand.getOperandNumber())))
+      return failure();
+  for (OpResult result : op.getOperation()->getResults())
+    if (failed(check(result,
+                     maps[op.getDpsInitOperand(result.getResultNumber())
+                              ->getOperandNumber()],
+                     true, result.getResultNumber())))
+      return failure();
+  return success();
+}
+
 LogicalResult checkOp(Operation *op) {
   if (isa<shard::ShardOp, shard::ShardingOp>(op) ||
       op->hasTrait<OpTrait::ConstantLike>() ||
       op->hasTrait<OpTrait::IsTerminator>())
     return success();
   bool interface = isa<shard::ShardingInterface>(op);
-  // Upstream's linalg model partitions only ops whose maps are projected
-  // permutations (release 22); a convolution reads its input through
-  // windows (h + kh).
+  // A convolution or pool reads its input through windows (oh + kh): a
+  // split of a window loop would need the neighbours' halo
+  // (LinalgShardingModels.cpp partitions only the other loops).
   if (auto linalgOp = dyn_cast<linalg::LinalgOp>(op))
-    if (!llvm::all_of(linalgOp.getIndexingMapsArray(),
-                      [](AffineMap m) { return m.isProjectedPermutation(); }))
-      return op->emitOpError("cannot be partitioned")
-             << nodeSuffix(op)
-             << ": upstream partitions linalg ops only when every indexing "
-                "map is a projected permutation (a convolution's input "
-                "window is not)";
+    if (failed(checkWindowsWhole(linalgOp)))
+      return failure();
   for (OpOperand &operand : op->getOpOperands()) {
     if (!isShardable(operand.get().getType()))
       continue;

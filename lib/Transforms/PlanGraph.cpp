@@ -135,12 +135,15 @@ static void passThroughOptions(Operation *op, ArrayRef<int64_t> map,
   whole.operands.assign(op->getNumOperands(), kReplicated);
   whole.wholeOperandOfSplitOp.assign(op->getNumOperands(), false);
   planOp.options.push_back(whole);
+  // A concat reads every operand like its first.
+  unsigned splitOperands = isa<tensor::ConcatOp>(op) ? op->getNumOperands() : 1;
   for (auto [i, j] : llvm::enumerate(map)) {
     if (j < 0)
       continue;
     OpOption option = whole;
     option.splitLoop = i;
-    option.operands[0] = i;
+    for (unsigned k = 0; k < splitOperands; ++k)
+      option.operands[k] = i;
     option.result = j;
     planOp.options.push_back(option);
   }
@@ -189,6 +192,13 @@ static void shapeOpOptions(Operation *op, PlanOp &planOp) {
       map.push_back(isConstantIntValue(low, 0) && isConstantIntValue(high, 0)
                         ? int64_t(d)
                         : -1);
+    return passThroughOptions(op, map, planOp);
+  }
+  if (auto concat = dyn_cast<tensor::ConcatOp>(op)) {
+    // Every dim but the concatenated one passes through.
+    SmallVector<int64_t> map;
+    for (int64_t d = 0; d < concat.getResultType().getRank(); ++d)
+      map.push_back(d == int64_t(concat.getDim()) ? -1 : d);
     return passThroughOptions(op, map, planOp);
   }
   passThroughOptions(op, {}, planOp);

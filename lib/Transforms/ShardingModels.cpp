@@ -15,6 +15,8 @@
 
 #include "autopar/Dialect/AutoparOps.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/Dialect/Shard/Interfaces/ShardingInterface.h"
 #include "mlir/Dialect/Shard/Interfaces/ShardingInterfaceImpl.h"
@@ -142,4 +144,22 @@ void autopar::registerShardingModels(DialectRegistry &registry) {
         ReshapeShardingModel<tensor::CollapseShapeOp>>(*ctx);
     autopar::detail::attachSliceShardingModels(ctx);
   });
+  registry.addExtension(+[](MLIRContext *ctx, linalg::LinalgDialect *) {
+    autopar::detail::attachLinalgShardingModels(ctx);
+  });
+  registry.addExtension(+[](MLIRContext *ctx, arith::ArithDialect *) {
+    autopar::detail::attachConstantShardingModel(ctx);
+  });
+}
+
+void autopar::detail::requireFirstModel(llvm::StringRef name,
+                                        MLIRContext *ctx) {
+  std::optional<RegisteredOperationName> op =
+      RegisteredOperationName::lookup(name, ctx);
+  if (op && op->hasInterface<ShardingInterface>())
+    llvm::report_fatal_error(
+        llvm::Twine("autopar::registerShardingModels must be called before "
+                    "upstream's sharding models are registered "
+                    "(registerAllDialects): ") +
+        name + " already has one");
 }

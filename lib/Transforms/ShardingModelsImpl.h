@@ -28,8 +28,22 @@ inline int64_t splittableDimOfGroup(mlir::ReassociationIndicesRef group,
   return group.front();
 }
 
-/// tensor.extract_slice and tensor.pad (SliceShardingModels.cpp).
+/// tensor.extract_slice, tensor.pad and tensor.concat
+/// (SliceShardingModels.cpp).
 void attachSliceShardingModels(mlir::MLIRContext *ctx);
+
+/// arith.constant, dense ones split too (ConstantShardingModel.cpp). Must
+/// run before upstream's arith models.
+void attachConstantShardingModel(mlir::MLIRContext *ctx);
+
+/// Stops with a fatal error if op `name` already has a ShardingInterface:
+/// the first model attached wins, so autopar's replacements of upstream's
+/// models must be attached first (an ordering bug, not a user error).
+void requireFirstModel(llvm::StringRef name, mlir::MLIRContext *ctx);
+
+/// linalg.generic and the named convolutions and pools, windows included
+/// (LinalgShardingModels.cpp). Must run before upstream's linalg models.
+void attachLinalgShardingModels(mlir::MLIRContext *ctx);
 
 } // namespace autopar::detail
 

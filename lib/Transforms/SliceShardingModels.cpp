@@ -1,4 +1,4 @@
-//===- SliceShardingModels.cpp - ShardingInterface for slices and pads ----===//
+//===- SliceShardingModels.cpp - ShardingInterface for slices, pads, concats =//
 //
 // `tensor.extract_slice` (ONNX Slice, Split, Gather with constant indices)
 // has no upstream ShardingInterface. Its loops are the dims of its source; the
@@ -178,9 +178,58 @@ struct PadShardingModel
   }
 };
 
+/// tensor.concat (ONNX Concat): every operand and the result are indexed by
+/// the result's dims; a split of any dim but the concatenated one passes
+/// through (each rank concatenates its blocks), the concatenated dim is
+/// gathered first (a rank's block would straddle the inputs).
+struct ConcatShardingModel
+    : public ShardingInterface::ExternalModel<ConcatShardingModel,
+                                              tensor::ConcatOp> {
+  SmallVector<utils::IteratorType> getLoopIteratorTypes(Operation *op) const {
+    return SmallVector<utils::IteratorType>(
+        cast<tensor::ConcatOp>(op).getResultType().getRank(),
+        utils::IteratorType::parallel);
+  }
+
+  SmallVector<AffineMap> getIndexingMaps(Operation *op) const {
+    int64_t loops = cast<tensor::ConcatOp>(op).getResultType().getRank();
+    return SmallVector<AffineMap>(
+        op->getNumOperands() + 1,
+        AffineMap::getMultiDimIdentityMap(loops, op->getContext()));
+  }
+
+  FailureOr<ShardingOption>
+  getShardingOption(Operation *op, ArrayRef<Sharding> operandShardings,
+                    ArrayRef<Sharding> resultShardings) const {
+    int64_t dim = cast<tensor::ConcatOp>(op).getDim();
+    return optionSplittingOnly(op, operandShardings, resultShardings,
+                               [&](int64_t d) { return d != dim; });
+  }
+
+  LogicalResult partition(Operation *op, ArrayRef<Value> partitionedOperands,
+                          ArrayRef<Sharding> operandShardings,
+                          ArrayRef<Sharding> resultShardings,
+                          IRMapping &partitionMap,
+                          SymbolTableCollection &symbolTable,
+                          OpBuilder &builder) const {
+    int64_t dim = cast<tensor::ConcatOp>(op).getDim();
+    for (const Sharding &sharding :
+         llvm::concat<const Sharding>(operandShardings, resultShardings))
+      if (sharding && dim < int64_t(sharding.getSplitAxes().size()) &&
+          !sharding.getSplitAxes()[dim].empty())
+        return op->emitOpError("cannot be partitioned: the concatenated dim ")
+               << dim << " is split";
+    shard::partitionTriviallyShardableOperation(
+        *op, partitionedOperands, operandShardings, resultShardings,
+        partitionMap, symbolTable, builder);
+    return success();
+  }
+};
+
 } // namespace
 
 void autopar::detail::attachSliceShardingModels(MLIRContext *ctx) {
   tensor::ExtractSliceOp::attachInterface<ExtractSliceShardingModel>(*ctx);
   tensor::PadOp::attachInterface<PadShardingModel>(*ctx);
+  tensor::ConcatOp::attachInterface<ConcatShardingModel>(*ctx);
 }

@@ -97,12 +97,13 @@ static cl::opt<bool> explain("explain",
 static cl::opt<std::string> outputDir("o", cl::desc("Artifact directory"),
                                       cl::value_desc("ARTIFACT_DIR"),
                                       cl::cat(category));
-static cl::opt<std::string>
-    dumpDir("dump-ir",
-            cl::desc("Write the IR after each phase to DIR "
-                     "(imported.mlir, partitioned.mlir, llvm-dialect.mlir, "
-                     "model.ll)"),
-            cl::value_desc("DIR"), cl::cat(category));
+static cl::opt<std::string> dumpDir(
+    "dump-ir",
+    cl::desc(
+        "Write the IR after each phase to DIR "
+        "(imported.mlir, annotated.mlir, partitioned.mlir, llvm-dialect.mlir, "
+        "model.ll)"),
+    cl::value_desc("DIR"), cl::cat(category));
 static cl::opt<std::string>
     targetCpu("target-cpu", cl::init("native"),
               cl::desc("LLVM CPU name for CPU code, and for the host code of "
@@ -209,6 +210,7 @@ static LogicalResult partitionTensorParallel(
     global.push_back(
         llvm::SmallVector<int64_t>(cast<RankedTensorType>(t).getShape()));
 
+  writeIR("annotated.mlir", module);
   // Partition, then (after writing the partitioned IR) lower the
   // collectives to runtime calls.
   for (llvm::StringRef pipeline :
@@ -334,10 +336,12 @@ int main(int argc, char **argv) {
   }
 
   DialectRegistry registry;
+  // autopar's sharding models first (registerAllDialects brings upstream's
+  // linalg models, and the first attached wins): they replace upstream's.
+  autopar::registerShardingModels(registry);
   registerAllDialects(registry);
   registerAllExtensions(registry);
   registerAllToLLVMIRTranslations(registry);
-  autopar::registerShardingModels(registry);
   MLIRContext context(registry);
   // Importer messages name the file and node themselves; print them plainly.
   ScopedDiagnosticHandler handler(&context, [](Diagnostic &diag) {
@@ -444,6 +448,9 @@ int main(int argc, char **argv) {
           partitionTensorParallel(*trial, executable.tp, request, trialArgs);
     }
     if (failed(partitioned)) {
+      if (reason.empty())
+        reason = "a partitioning pass failed without saying why (--dump-ir "
+                 "DIR writes the annotated program, annotated.mlir)";
       if (request.pins.tp && *request.pins.tp > 1)
         return fail("--tp " + llvm::Twine(*request.pins.tp) +
                     ": this program cannot be partitioned over tensor-"

@@ -76,10 +76,12 @@ int main(int argc, char **argv) {
   autopar::registerAutoparTransformsPasses();
 
   DialectRegistry registry;
+  // autopar's sharding models first (registerAllDialects brings upstream's
+  // linalg models, and the first attached wins): they replace upstream's.
+  autopar::registerShardingModels(registry);
   registerAllDialects(registry);
   registerAllExtensions(registry);
   autopar::registerImportDialects(registry);
-  autopar::registerShardingModels(registry);
 
   auto [inputFilename, outputFilename] = registerAndParseCLIOptions(
       argc, argv, "autopar optimizer driver", registry);

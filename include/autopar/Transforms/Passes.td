@@ -164,7 +164,9 @@ def CheckPartitionable
     release build of MLIR crashes where an assertion would have failed: a
     tensor argument without exactly one `shard.shard` user, a result without
     exactly one annotation, an operand not read through an annotation, an op
-    without a ShardingInterface that is not fully replicated. Run between
+    without a ShardingInterface that is not fully replicated, a convolution
+    or pool split along a window dim (only its channel and batch loops
+    partition). Run between
     `sharding-propagation` and `shard-partition`, this pass reports the first
     such op as an error naming it (and the ONNX node it came from), so that
     a plan that cannot be partitioned fails cleanly.

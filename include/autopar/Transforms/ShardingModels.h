@@ -3,11 +3,14 @@
 // Upstream's `shard` dialect cannot partition a program across a reshape, a
 // slice or a pad: `tensor.expand_shape`, `tensor.collapse_shape`,
 // `tensor.extract_slice` and `tensor.pad` have no ShardingInterface
-// (ARCHITECTURE.md). ONNX graphs are full of them (attention heads, Split,
-// convolution padding), so autopar registers external models: a sharding
-// passes through a reshape when it splits the outermost dim of a
-// reassociation group, and through a slice or pad when it splits a dim the
-// op keeps whole. autopar's own ops (autopar.embedding) come with theirs.
+// (ARCHITECTURE.md), and its linalg model does not partition convolutions
+// or pools (windowed maps). ONNX graphs are full of them (attention heads,
+// Split, Concat, convolution padding, CNNs), so autopar registers external
+// models: a sharding passes through a reshape when it splits the outermost
+// dim of a reassociation group, through a slice, pad or concat when it
+// splits a dim the op keeps whole, and through a convolution or pool when it
+// splits a loop outside the window (channels). autopar's own ops
+// (autopar.embedding) come with theirs.
 //
 //===----------------------------------------------------------------------===//
 
@@ -21,7 +24,11 @@ class DialectRegistry;
 namespace autopar {
 
 /// Attaches autopar's ShardingInterface models (expand_shape, collapse_shape,
-/// extract_slice, pad) and registers the autopar dialect.
+/// extract_slice, pad, concat; linalg ops whose maps have windows:
+/// convolutions and pools) and registers the autopar dialect. Call it before
+/// upstream's `registerAllDialects`: the first model attached to an op
+/// wins, and autopar's linalg model replaces upstream's (it is upstream's,
+/// extended to windows); the other order is a fatal error.
 void registerShardingModels(mlir::DialectRegistry &registry);
 
 } // namespace autopar
