@@ -18,6 +18,7 @@ The last line printed is `P passed, F failed`; exit status 1 if anything failed.
   test/Integration/run_models.py --cluster local:2 --launcher 'mpirun -np 2'
   test/Integration/run_models.py --cluster local:2 --launcher 'mpirun -np 2' --check-comm
   test/Integration/run_models.py --models gpt --input-shape idx=8x32 ...  # another batch
+  test/Integration/run_models.py --models resnet18,paddleocr-rec --batch 2 ...  # every model's batch
 
 --check-comm: the compile writes its plan report, the run its measured collectives
 (autopar-run --comm-stats-json), and every (axis, operation) must have exactly the
@@ -41,6 +42,10 @@ def run_model(name, args, log):
     """Returns (ok, stage, message, compile_seconds)."""
     model = models.get(name)
     shapes = {k: v for k, v in args.input_shapes.items() if k in model.input_shapes()}
+    if args.batch:
+        for i in model.inputs:
+            if 0 in model.dynamic_dims.get(i.name, {}) and i.name not in shapes:
+                shapes[i.name] = [args.batch] + list(i.shape[1:])
     if shapes:
         model = models.with_shapes(name, shapes)
     work = os.path.join(args.work_dir, name)
@@ -124,6 +129,9 @@ def main(argv=None):
                    help="run command template (default: %(default)s)")
     p.add_argument("--input-shape", action="append", default=[], metavar="NAME=D0xD1...",
                    help="use this shape for the models' input NAME (dynamic dims only; repeatable)")
+    p.add_argument("--batch", type=int, default=0, metavar="N",
+                   help="use batch N for every model: dim 0 of each input whose dim 0 is dynamic "
+                        "(--input-shape takes precedence)")
     p.add_argument("--reference", action="store_true",
                    help="use onnxruntime instead of autopar, to check the harness")
     p.add_argument("--check-comm", action="store_true",
