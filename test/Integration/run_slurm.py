@@ -405,12 +405,16 @@ def sbatch_cases(cluster, args, checks):
     script = os.path.join(args.work_dir, "job.sh")
     with open(script, "w") as f:
         f.write(f"""#!/bin/bash
-#SBATCH --ntasks=2
+#SBATCH --nodes=1
+#SBATCH --ntasks-per-node=2
+#SBATCH --cpus-per-task=1
 #SBATCH --time=5
 #SBATCH --output={args.work_dir}/job.out
 set -e
 # The example of docs/distributed.md: one autopar-run per task, MPI through PMIx.
-srun --mpi=pmix {bindir}/autopar-run {art} --inputs {ins} --outputs {outs} --steps 2
+export OPENBLAS_NUM_THREADS=$SLURM_CPUS_PER_TASK
+srun --mpi=pmix --cpus-per-task=$SLURM_CPUS_PER_TASK \\
+    {bindir}/autopar-run {art} --inputs {ins} --outputs {outs} --steps 2
 # Not a launch: the batch script is one process (SLURM_NTASKS=2 notwithstanding).
 {bindir}/autopar-run {one} --steps 1
 echo job-done
