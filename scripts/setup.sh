@@ -16,6 +16,10 @@ APT_PACKAGES=(
   libonnx-dev libonnx-testdata libprotobuf-dev protobuf-compiler
   # CPU BLAS used for contractions, MPI for multi-rank runs.
   libopenblas-dev openmpi-bin libopenmpi-dev
+  # Slurm (srun, and the daemons the integration-slurm test starts on localhost) with
+  # munge for its authentication; slurm-wlm-basic-plugins holds the PMIx plugin
+  # (srun --mpi=pmix) that Open MPI needs under srun.
+  slurm-wlm slurm-wlm-basic-plugins munge
   # Unit tests; JSON for the runtime's manifest reader.
   libgtest-dev googletest nlohmann-json3-dev
   # Python side: model export with PyTorch, numpy for .npy, onnx for checks.

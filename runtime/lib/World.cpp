@@ -35,12 +35,14 @@ int64_t parseCount(const char *name, const char *text) {
 } // namespace
 
 WorldInfo detectWorld(const EnvLookup &getEnv) {
-  // Slurm exports SLURM_NTASKS to the whole job, but srun sets
-  // SLURM_STEP_NUM_TASKS to the size of this step, which is what counts.
+  // Slurm: only srun's tasks are ranks. SLURM_STEP_NUM_TASKS is the size of
+  // this srun step. SLURM_NTASKS (with SLURM_PROCID=0) is the allocation's
+  // and is set in an sbatch script and an salloc shell too, where a plain
+  // `autopar-run ART` is one process, not rank 0 of SLURM_NTASKS.
   const LauncherVars launchers[] = {
       {{"OMPI_COMM_WORLD_SIZE"}, "OMPI_COMM_WORLD_RANK"},
       {{"PMI_SIZE"}, "PMI_RANK"},
-      {{"SLURM_STEP_NUM_TASKS", "SLURM_NTASKS"}, "SLURM_PROCID"},
+      {{"SLURM_STEP_NUM_TASKS"}, "SLURM_PROCID"},
   };
   for (const LauncherVars &launcher : launchers) {
     const char *sizeName = nullptr;
@@ -89,6 +91,25 @@ std::optional<NodePlacement> detectNodePlacement(const EnvLookup &getEnv) {
     return placement;
   }
   return std::nullopt;
+}
+
+std::optional<std::string> srunWithoutPmix(const WorldInfo &world,
+                                           const EnvLookup &getEnv) {
+  if (world.size < 2 || !getEnv("SLURM_STEP_NUM_TASKS") ||
+      getEnv("OMPI_COMM_WORLD_SIZE") || getEnv("PMIX_RANK"))
+    return std::nullopt;
+  const char *skip = getEnv("AUTOPAR_SRUN_PMIX_CHECK");
+  if (skip && std::string(skip) == "0")
+    return std::nullopt;
+  const char *type = getEnv("SLURM_MPI_TYPE");
+  std::string how = type && *type ? "with --mpi=" + std::string(type)
+                                  : "without an MPI plugin (--mpi=none)";
+  return "srun started this rank " + how +
+         ", but Open MPI finds the other ranks under srun only through "
+         "Slurm's PMIx plugin (PMIX_RANK is not set): launch with srun "
+         "--mpi=pmix (srun --mpi=list shows the plugins), or set "
+         "MpiDefault=pmix in slurm.conf; AUTOPAR_SRUN_PMIX_CHECK=0 skips "
+         "this check";
 }
 
 WorldInfo detectWorld() {

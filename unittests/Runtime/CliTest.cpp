@@ -214,6 +214,41 @@ TEST_F(CliTest, RefusesALauncherOfAnotherMpi) {
               "environment (PMI_SIZE/PMI_RANK) says rank 3 of 4");
 }
 
+TEST_F(CliTest, AnSbatchScriptIsNoLaunch) {
+  // `sbatch -n 2` runs its script once with the allocation's SLURM_NTASKS:
+  // autopar-run started there without srun is one process.
+  CommandResult result =
+      run(shellQuote(artifact.path()), "SLURM_NTASKS=2 SLURM_PROCID=0 "
+                                       "SLURM_JOB_ID=7 SLURM_LOCALID=0");
+  EXPECT_EQ(result.exitCode, 0) << result.err;
+  EXPECT_NE(result.out.find("world_size 1"), std::string::npos) << result.out;
+}
+
+TEST_F(CliTest, NamesAnSrunStepWithoutPmix) {
+#ifndef AUTOPAR_TEST_OPEN_MPI
+  GTEST_SKIP() << "autopar-run is not built with Open MPI";
+#endif
+  manifest["world_size"] = 2;
+  manifest["ranks"].push_back({{"rank", 1}, {"program", "stage0"}});
+  saveManifest();
+  // What srun --mpi=none gives each task; before MPI_Init, every rank
+  // says what to do instead of Open MPI's abort.
+  for (const char *rank : {"0", "1"}) {
+    CommandResult result =
+        run(shellQuote(artifact.path()),
+            std::string("-u PMIX_RANK -u SLURM_MPI_TYPE SLURM_STEP_NUM_TASKS=2 "
+                        "SLURM_NTASKS=2 SLURM_STEP_ID=0 SLURM_JOB_ID=7 "
+                        "SLURM_PROCID=") +
+                rank);
+    expectError(result, std::string("rank ") + rank +
+                            ": srun started this rank without an MPI plugin "
+                            "(--mpi=none), but Open MPI finds the other ranks "
+                            "under srun only through Slurm's PMIx plugin");
+    EXPECT_NE(result.err.find("launch with srun --mpi=pmix"), std::string::npos)
+        << result.err;
+  }
+}
+
 TEST_F(CliTest, ReportsBadArtifacts) {
   expectError(run(shellQuote(work.file("nothing"))),
               "artifact directory " + work.file("nothing") + " does not exist");

@@ -16,7 +16,9 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 namespace autopar::runtime {
@@ -113,6 +115,13 @@ struct MpiCommunicator::Comms {
 };
 
 MpiEnvironment::MpiEnvironment(const WorldInfo &world) {
+#ifdef OMPI_MAJOR_VERSION
+  // Under srun without PMIx, Open MPI's MPI_Init aborts with a page that
+  // blames its own build; say what to do before calling it.
+  if (std::optional<std::string> error = srunWithoutPmix(
+          world, [](const char *name) { return std::getenv(name); }))
+    throw Error(*error);
+#endif
   int provided = MPI_THREAD_SINGLE;
   int argc = 0;
   char **argv = nullptr;
@@ -136,8 +145,8 @@ MpiEnvironment::MpiEnvironment(const WorldInfo &world) {
                 world.source + ") says rank " + std::to_string(world.rank) +
                 " of " + std::to_string(world.size) +
                 "; autopar-run was built with another MPI than the one "
-                "that launched it (use that MPI's mpirun, or srun with its "
-                "PMI plugin)");
+                "that launched it (use that MPI's mpirun, or srun with the "
+                "PMI plugin it needs: --mpi=pmix for Open MPI)");
   }
 }
 

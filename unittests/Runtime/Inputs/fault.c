@@ -1,7 +1,8 @@
 /* A data-parallel stage that fails on purpose, for the fault tests:
  * y = all_reduce(x) over dp, x and y [2, 8] float32.
  *
- * If AUTOPAR_TEST_FAULT_RANK names this rank (OMPI_COMM_WORLD_RANK), then
+ * If AUTOPAR_TEST_FAULT_RANK names this rank (OMPI_COMM_WORLD_RANK under
+ * mpirun, SLURM_PROCID under srun), then
  * before the all_reduce it
  *   AUTOPAR_TEST_FAULT=hang:  sleeps for an hour (a rank that hangs),
  *   AUTOPAR_TEST_FAULT=kill:  raise(SIGKILL)  (a rank that dies silently),
@@ -33,6 +34,8 @@ void _mlir_ciface_autopar_rt_all_reduce_f32(Unranked *, Unranked *, int64_t);
 
 void autopar_entry(void **args) {
   const char *rankText = getenv("OMPI_COMM_WORLD_RANK");
+  if (!rankText)
+    rankText = getenv("SLURM_PROCID"); /* srun sets no OMPI_COMM_WORLD_RANK */
   int rank = rankText ? atoi(rankText) : 0;
   const char *pidDir = getenv("AUTOPAR_TEST_PID_DIR");
   if (pidDir) {

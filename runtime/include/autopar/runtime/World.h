@@ -31,10 +31,24 @@ struct WorldInfo {
 using EnvLookup = std::function<const char *(const char *)>;
 
 /// Reads the world from Open MPI (OMPI_COMM_WORLD_*), PMI (PMI_*, set by MPICH
-/// and Intel MPI) or Slurm (SLURM_STEP_NUM_TASKS or SLURM_NTASKS, and
-/// SLURM_PROCID), in that order; without any of them, a world of one. Throws
-/// Error if a variable is not a number or the rank is out of range.
+/// and Intel MPI, and by srun --mpi=pmi2) or an srun step
+/// (SLURM_STEP_NUM_TASKS, SLURM_PROCID), in that order; without any of them,
+/// a world of one. SLURM_NTASKS alone (an sbatch script, an salloc shell) is
+/// not a launch: a world of one. Throws Error if a variable is not a number or
+/// the rank is out of range.
 WorldInfo detectWorld(const EnvLookup &getEnv);
+
+/// Open MPI (4.1 as Debian builds it, and every 5.x) finds its peers under
+/// srun only through Slurm's PMIx plugin; started by srun without it
+/// (--mpi=none, often the default, or --mpi=pmi2), its MPI_Init prints a page
+/// about rebuilding Open MPI and aborts. For a rank of \p world (more than
+/// one) that srun started without a PMIx server (no PMIX_RANK, no
+/// OMPI_COMM_WORLD_SIZE), returns the error that says what to do instead;
+/// std::nullopt otherwise, or when AUTOPAR_SRUN_PMIX_CHECK=0 (an Open MPI
+/// built with Slurm's PMI-1/PMI-2 support). Checked before MPI_Init by
+/// MpiEnvironment when autopar-run is built with Open MPI.
+std::optional<std::string> srunWithoutPmix(const WorldInfo &world,
+                                           const EnvLookup &getEnv);
 
 /// detectWorld on the process environment.
 WorldInfo detectWorld();
