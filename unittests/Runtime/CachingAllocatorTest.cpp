@@ -56,8 +56,9 @@ TEST(CachingAllocatorTest, SizeClassesAreCoarseButTight) {
     size_t size = CachingAllocator::sizeClass(bytes);
     EXPECT_GE(size, bytes);
     EXPECT_EQ(size % CachingAllocator::MinBlock, 0u) << bytes;
-    if (bytes > 4096)
+    if (bytes > 4096) {
       EXPECT_LE(size - bytes, bytes / 8) << bytes; // At most 12.5% slack.
+    }
     EXPECT_EQ(CachingAllocator::sizeClass(size), size) << "classes are stable";
   }
 }

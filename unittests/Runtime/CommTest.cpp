@@ -135,8 +135,9 @@ template <typename T> void checkCollectives(Communicator &comm, int64_t n) {
       for (int64_t i = 0; i < n; ++i) {
         T expected = valueOf<T>(group[q], i);
         ASSERT_EQ(gathered[q * n + i], expected) << "all_gather " << q;
-        if (me == p - 1)
+        if (me == p - 1) {
           ASSERT_EQ(atRoot[q * n + i], expected) << "gather " << q;
+        }
       }
 
     // reduce_scatter: block `me` of the sum over the group of everyone's
