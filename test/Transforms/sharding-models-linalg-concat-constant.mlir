@@ -140,3 +140,28 @@ func.func @dense_constant() -> tensor<2x2xf32> {
   %r = tensor.extract_slice %ns[0, 0] [2, 2] [1, 1] : tensor<4x2xf32> to tensor<2x2xf32>
   return %r : tensor<2x2xf32>
 }
+
+// -----
+
+// A depthwise convolution (grouped, one channel per group) split by groups:
+// each rank convolves its channels with their filters; no collective.
+// CHECK-LABEL: func.func @depthwise_groups
+// CHECK-SAME: (%[[X:.*]]: tensor<1x2x1x6x6xf32>, %[[W:.*]]: tensor<2x1x1x3x3xf32>) -> tensor<1x2x1x4x4xf32>
+// CHECK: %[[C:.*]] = linalg.conv_2d_ngchw_gfchw ins(%[[X]], %[[W]] : tensor<1x2x1x6x6xf32>, tensor<2x1x1x3x3xf32>)
+// CHECK-NOT: shard.all
+// CHECK: return %[[C]]
+shard.grid @grid(shape = 2)
+func.func @depthwise_groups(%x: tensor<1x4x1x6x6xf32>, %w: tensor<4x1x1x3x3xf32>) -> tensor<1x4x1x4x4xf32> {
+  %g = shard.sharding @grid split_axes = [[], [0]] : !shard.sharding
+  %f = shard.sharding @grid split_axes = [[0]] : !shard.sharding
+  %xs = shard.shard %x to %g annotate_for_users : tensor<1x4x1x6x6xf32>
+  %ws = shard.shard %w to %f annotate_for_users : tensor<4x1x1x3x3xf32>
+  %z = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<1x4x1x4x4xf32>
+  %fill = linalg.fill ins(%z : f32) outs(%e : tensor<1x4x1x4x4xf32>) -> tensor<1x4x1x4x4xf32>
+  %fs = shard.shard %fill to %g : tensor<1x4x1x4x4xf32>
+  %fu = shard.shard %fs to %g annotate_for_users : tensor<1x4x1x4x4xf32>
+  %c = linalg.conv_2d_ngchw_gfchw ins(%xs, %ws : tensor<1x4x1x6x6xf32>, tensor<4x1x1x3x3xf32>) outs(%fu : tensor<1x4x1x4x4xf32>) -> tensor<1x4x1x4x4xf32>
+  %cs = shard.shard %c to %g : tensor<1x4x1x4x4xf32>
+  return %cs : tensor<1x4x1x4x4xf32>
+}

@@ -1,0 +1,60 @@
+// RUN: autopar-opt %s --pass-pipeline='builtin.module(func.func(sharding-propagation,shard-partition))' | FileCheck %s
+
+// Softmax over a split dim (a row split over tp): each rank reduces its
+// block, then the partial max and the partial sum are all-reduced with their
+// own reduction kinds; the elementwise ops stay split. autopar's linalg model
+// (LinalgShardingModels.cpp) partitions the reductions.
+
+// CHECK-LABEL: func.func @softmax_split_dim
+// CHECK-SAME: (%[[X:.*]]: tensor<4x4xf32>) -> tensor<4x4xf32>
+// CHECK: %[[M:.*]] = linalg.generic {{.*}} ins(%[[X]] : tensor<4x4xf32>)
+// CHECK: arith.maximumf
+// CHECK: %[[MAX:.*]] = shard.all_reduce %[[M]] on @grid grid_axes = [0] reduction = max : tensor<4xf32> -> tensor<4xf32>
+// CHECK: %[[EX:.*]] = linalg.generic {{.*}} ins(%[[X]], %[[MAX]] : tensor<4x4xf32>, tensor<4xf32>)
+// CHECK: math.exp
+// CHECK-NOT: shard.all_gather
+// CHECK: %[[S:.*]] = linalg.generic {{.*}} ins(%[[EX]] : tensor<4x4xf32>)
+// CHECK: arith.addf
+// CHECK: %[[SUM:.*]] = shard.all_reduce %[[S]] on @grid grid_axes = [0] : tensor<4xf32> -> tensor<4xf32>
+// CHECK: %[[Y:.*]] = linalg.generic {{.*}} ins(%[[EX]], %[[SUM]] : tensor<4x4xf32>, tensor<4xf32>)
+// CHECK: arith.divf
+// CHECK: return %[[Y]]
+#row = affine_map<(d0, d1) -> (d0, d1)>
+#red = affine_map<(d0, d1) -> (d0)>
+shard.grid @grid(shape = 2)
+func.func @softmax_split_dim(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %s = shard.sharding @grid split_axes = [[], [0]] : !shard.sharding
+  %xs = shard.shard %x to %s annotate_for_users : tensor<4x8xf32>
+  %ninf = arith.constant 0xFF800000 : f32
+  %zero = arith.constant 0.0 : f32
+  %e1 = tensor.empty() : tensor<4xf32>
+  %m0 = linalg.fill ins(%ninf : f32) outs(%e1 : tensor<4xf32>) -> tensor<4xf32>
+  %m = linalg.generic {indexing_maps = [#row, #red], iterator_types = ["parallel", "reduction"]} ins(%xs : tensor<4x8xf32>) outs(%m0 : tensor<4xf32>) {
+  ^bb0(%a: f32, %acc: f32):
+    %r = arith.maximumf %a, %acc : f32
+    linalg.yield %r : f32
+  } -> tensor<4xf32>
+  %e2 = tensor.empty() : tensor<4x8xf32>
+  %ex = linalg.generic {indexing_maps = [#row, #red, #row], iterator_types = ["parallel", "parallel"]} ins(%xs, %m : tensor<4x8xf32>, tensor<4xf32>) outs(%e2 : tensor<4x8xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %d = arith.subf %a, %b : f32
+    %r = math.exp %d : f32
+    linalg.yield %r : f32
+  } -> tensor<4x8xf32>
+  %exs = shard.shard %ex to %s : tensor<4x8xf32>
+  %exu = shard.shard %exs to %s annotate_for_users : tensor<4x8xf32>
+  %s0 = linalg.fill ins(%zero : f32) outs(%e1 : tensor<4xf32>) -> tensor<4xf32>
+  %sum = linalg.generic {indexing_maps = [#row, #red], iterator_types = ["parallel", "reduction"]} ins(%exu : tensor<4x8xf32>) outs(%s0 : tensor<4xf32>) {
+  ^bb0(%a: f32, %acc: f32):
+    %r = arith.addf %a, %acc : f32
+    linalg.yield %r : f32
+  } -> tensor<4xf32>
+  %e3 = tensor.empty() : tensor<4x8xf32>
+  %y = linalg.generic {indexing_maps = [#row, #red, #row], iterator_types = ["parallel", "parallel"]} ins(%exu, %sum : tensor<4x8xf32>, tensor<4xf32>) outs(%e3 : tensor<4x8xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %r = arith.divf %a, %b : f32
+    linalg.yield %r : f32
+  } -> tensor<4x8xf32>
+  %ys = shard.shard %y to %s : tensor<4x8xf32>
+  return %ys : tensor<4x8xf32>
+}
