@@ -2,7 +2,9 @@
 //
 // Writes the chosen plan into the module so that upstream
 // `sharding-propagation` and `shard-partition` can partition it: a grid of
-// shape dp x tp, the graph inputs' batch split over dp, each parameter's
+// shape dp x tp, the batch of every activation split over dp (where a
+// reshape merges it inside another dim, as torch's attention does with
+// [seq * batch, hidden], that tensor is gathered over dp), each parameter's
 // split over tp as its consumer needs it, and each split op's result
 // sharding. Pipeline stages are `autopar.stage` attributes.
 //
@@ -25,13 +27,14 @@ namespace autopar {
 
 static constexpr llvm::StringLiteral kGridName = "autopar_grid";
 
-/// A `shard.sharding` splitting tensor dim `tpDim` over grid axis 1 (tp) and,
-/// when `dpBatch`, dim 0 over axis 0 (dp).
+/// A `shard.sharding` splitting tensor dim `tpDim` over grid axis 1 (tp) and
+/// dim `dpDim` over axis 0 (dp); -1: none. On a dim split both ways, dp is
+/// the major axis (the batch is the outer factor of a dim that holds it).
 static Value createSharding(OpBuilder &b, Location loc, int64_t rank, int tpDim,
-                            bool dpBatch) {
+                            int dpDim) {
   SmallVector<SmallVector<int16_t>> axes(std::max<int64_t>(rank, 0));
-  if (dpBatch && rank > 0)
-    axes[0].push_back(0);
+  if (dpDim >= 0 && dpDim < rank)
+    axes[dpDim].push_back(0);
   if (tpDim >= 0 && tpDim < rank)
     axes[tpDim].push_back(1);
   // Trailing empty entries are dropped, as the shard dialect prints them,
@@ -46,6 +49,29 @@ static Value createSharding(OpBuilder &b, Location loc, int64_t rank, int tpDim,
   return shard::ShardingOp::create(
              b, loc, FlatSymbolRefAttr::get(b.getContext(), kGridName), attrs)
       .getResult();
+}
+
+/// For each tensor of `main` that holds the batch as the outermost factor of
+/// one of its dims (PlanBatch.cpp), that dim: data parallelism splits it.
+/// Others (parameters, or a batch mixed into a dim) are whole on every
+/// replica.
+static llvm::DenseMap<Value, int> batchDims(func::FuncOp main) {
+  llvm::DenseMap<Value, int> dims;
+  FailureOr<plan::ProgramGraph> graph = plan::buildProgramGraph(main);
+  if (failed(graph))
+    return dims;
+  for (auto [value, id] : graph->valueIds) {
+    auto type = dyn_cast<RankedTensorType>(value.getType());
+    if (!type || !type.hasStaticShape())
+      continue;
+    for (auto [d, stride] : llvm::enumerate(graph->values[id].batch))
+      if (stride > 0 && d < size_t(type.getRank()) &&
+          stride * graph->globalBatch == type.getDimSize(d)) {
+        dims[value] = d;
+        break;
+      }
+  }
+  return dims;
 }
 
 /// Gives each tensor parameter of `main` one annotation that all its users
@@ -73,9 +99,9 @@ static void annotateParameters(func::FuncOp main) {
       }
       sharding = s;
     }
-    Value def =
-        sharding ? b.clone(*sharding.getDefiningOp())->getResult(0)
-                 : createSharding(b, arg.getLoc(), type.getRank(), -1, false);
+    Value def = sharding
+                    ? b.clone(*sharding.getDefiningOp())->getResult(0)
+                    : createSharding(b, arg.getLoc(), type.getRank(), -1, -1);
     auto annotated = shard::ShardOp::create(b, arg.getLoc(), arg, def,
                                             /*annotate_for_users=*/false);
     arg.replaceAllUsesExcept(annotated.getResult(), annotated);
@@ -106,8 +132,21 @@ void annotateModuleWithPlan(ModuleOp module, const PlanResult &result) {
   for (auto [op, stage] : result.opStages)
     op->setAttr(attrs::kStage, b.getI64IntegerAttr(stage));
 
-  // Graph inputs are split over dp along the batch.
+  // Data parallelism splits the batch of every activation over axis 0 (the
+  // graph inputs' dim 0, and wherever the batch is the outer factor of a
+  // dim further on), so the annotated program is the whole plan.
   auto main = module.lookupSymbol<func::FuncOp>("main");
+  bool annotates = main && (best.tp > 1 || best.dp > 1);
+  llvm::DenseMap<Value, int> dpDims;
+  if (main && best.dp > 1)
+    dpDims = batchDims(main);
+  // The dp dim of `v`, looking through annotations; -1 without dp.
+  auto dpDimOf = [&](Value v) -> int {
+    while (auto shard = v.getDefiningOp<shard::ShardOp>())
+      v = shard.getSrc();
+    auto it = dpDims.find(v);
+    return it == dpDims.end() ? -1 : it->second;
+  };
   if (main && best.dp > 1) {
     b.setInsertionPointToStart(&main.getBody().front());
     for (BlockArgument arg : main.getArguments()) {
@@ -116,7 +155,7 @@ void annotateModuleWithPlan(ModuleOp module, const PlanResult &result) {
       auto type = dyn_cast<RankedTensorType>(arg.getType());
       if (!type || type.getRank() == 0)
         continue;
-      Value s = createSharding(b, arg.getLoc(), type.getRank(), -1, true);
+      Value s = createSharding(b, arg.getLoc(), type.getRank(), -1, 0);
       auto annotated = shard::ShardOp::create(b, arg.getLoc(), arg, s,
                                               /*annotate_for_users=*/true);
       arg.replaceAllUsesExcept(annotated.getResult(), annotated);
@@ -126,14 +165,19 @@ void annotateModuleWithPlan(ModuleOp module, const PlanResult &result) {
   // Lookups read their table inside their body, where no sharding reaches:
   // make it an operand. (The decisions name the ops they replace.)
   llvm::DenseMap<Operation *, Operation *> raised;
-  if (main && best.tp > 1) {
+  if (annotates) {
     SmallVector<Operation *> lookups;
     main.walk([&](linalg::GenericOp op) {
       if (matchEmbeddingLookup(op))
         lookups.push_back(op);
     });
-    for (Operation *op : lookups)
+    for (Operation *op : lookups) {
+      Value old = op->getResult(0);
+      int dim = dpDimOf(old);
       raised[op] = raiseEmbeddingLookup(op);
+      if (dim >= 0)
+        dpDims[raised[op]->getResult(0)] = dim;
+    }
   }
 
   // Every op the plan decided on: the operands whose sharding the plan
@@ -158,7 +202,7 @@ void annotateModuleWithPlan(ModuleOp module, const PlanResult &result) {
     return shard && !shard.getAnnotateForUsers();
   };
   for (const OpDecision &d : result.decisions) {
-    if (best.tp <= 1)
+    if (!annotates)
       break;
     Operation *op = raised.lookup(d.op) ? raised.lookup(d.op) : d.op;
     b.setInsertionPoint(op);
@@ -168,7 +212,7 @@ void annotateModuleWithPlan(ModuleOp module, const PlanResult &result) {
         continue;
       auto type = cast<RankedTensorType>(operand.getType());
       Value s = createSharding(b, op->getLoc(), type.getRank(),
-                               d.operandShardings[k], false);
+                               d.operandShardings[k], dpDimOf(operand));
       auto annotated = shard::ShardOp::create(b, op->getLoc(), operand, s,
                                               /*annotate_for_users=*/true);
       op->setOperand(k, annotated.getResult());
@@ -177,9 +221,10 @@ void annotateModuleWithPlan(ModuleOp module, const PlanResult &result) {
       continue;
     Value res = op->getResult(0);
     b.setInsertionPointAfter(op);
+    int dpDim = dpDimOf(res);
     Value s = createSharding(b, op->getLoc(),
                              cast<RankedTensorType>(res.getType()).getRank(),
-                             d.resultSharding, false);
+                             d.resultSharding, dpDim);
     auto annotated = shard::ShardOp::create(b, op->getLoc(), res, s,
                                             /*annotate_for_users=*/false);
     res.replaceAllUsesExcept(annotated.getResult(), annotated);
@@ -192,7 +237,7 @@ void annotateModuleWithPlan(ModuleOp module, const PlanResult &result) {
                           : d.segmentLast;
     Value leaving = createSharding(
         b, op->getLoc(), cast<RankedTensorType>(res.getType()).getRank(),
-        d.leavingSharding, false);
+        d.leavingSharding, dpDim);
     auto converted = shard::ShardOp::create(b, op->getLoc(), annotated, leaving,
                                             /*annotate_for_users=*/false);
     annotated.getResult().replaceUsesWithIf(
@@ -202,7 +247,7 @@ void annotateModuleWithPlan(ModuleOp module, const PlanResult &result) {
                  last->isBeforeInBlock(user);
         });
   }
-  if (main && best.tp > 1)
+  if (annotates)
     annotateParameters(main);
 }
 

@@ -87,8 +87,9 @@ def AutoparPlan : Pass<"autopar-plan", "mlir::ModuleOp"> {
     parallelism, ZeRO stage, micro-batches, recomputation, stage boundaries
     and the tensor-parallel sharding of every op, chosen by predicted step
     time under a memory limit. The module gets a `shard.grid @autopar_grid`
-    of shape dp x tp, `shard.shard` annotations (the inputs' batch split over
-    dp; each split op's parameters and result over tp) that upstream
+    of shape dp x tp, `shard.shard` annotations (the batch of every
+    activation split over dp wherever it is the outer factor of a dim, else
+    gathered; each split op's parameters and result over tp) that upstream
     `sharding-propagation` and `shard-partition` accept, an `autopar.plan`
     dictionary and an `autopar.stage` on every op. Options pin parts of the
     plan like `autopar-compile`'s flags; a plan that cannot exist is an
