@@ -10,8 +10,11 @@
 // FLOP/cycle assumes two FMA pipes (Intel since Haswell, AMD since Zen 2):
 // AVX-512 2 x 16 lanes x 2 = 64, AVX2+FMA 2 x 8 x 2 = 32. CPUs with a single
 // 512-bit FMA pipe reach half of that. 10 GB/s per core is the order of a
-// STREAM triad per core before the memory channels saturate. Both are
-// estimates for `bench/` to replace with measurements.
+// STREAM triad per core before the memory channels saturate.
+// `bench/bench_host.py` measures both on the machine at hand (bench/RESULTS.md,
+// 2026-11-22, on the 2-core development VM: triad 11.8-13.0 GB/s per core,
+// close; one-thread OpenBLAS sgemm 19-33 GFLOP/s, 4-7x below this peak
+// estimate, so CPU GEMM times are optimistic there).
 //
 //===----------------------------------------------------------------------===//
 
@@ -35,7 +38,8 @@ constexpr double kFallbackGhz = 2.0;
 constexpr double kMemoryGBytesPerSPerCore = 10.0;
 /// MPI's shared-memory transport copies once through memory (Open MPI's sm
 /// BTL with CMA single-copy); on commodity x86 that is ~10 GB/s and ~1 us
-/// per message. An assumption until `bench/` measures it.
+/// per message. `bench/bench_host.py`'s ping-pong measured 8.4-9.6 GB/s and
+/// 0.44-0.55 us on the development VM (bench/RESULTS.md, 2026-11-22).
 constexpr double kShmGBytesPerS = 10.0;
 constexpr double kShmLatencyUs = 1.0;
 
@@ -135,15 +139,16 @@ ClusterSpec autopar::makeLocalCluster(int64_t ranks, const HostInfo &host) {
   cpu.source =
       llvm::formatv("estimate (lib/Target/LocalCluster.cpp): {0} "
                     "cores x {1:f2} GHz x {2:f0} FLOP/cycle ({3}), {4:f0} "
-                    "GB/s per core, shared by {5} ranks; to be "
-                    "replaced by bench/ measurements",
+                    "GB/s per core, shared by {5} ranks; compare "
+                    "with bench/bench_host.py",
                     host.physicalCores, host.ghz, host.fp32FlopsPerCycle,
                     host.isa, host.memoryGBytesPerSPerCore, ranks)
           .str();
 
   cluster.intraNode = {"shm", kShmGBytesPerS, kShmLatencyUs,
-                       "assumption: MPI shared memory, one memcpy per "
-                       "message (lib/Target/LocalCluster.cpp)"};
+                       "MPI shared memory, one memcpy per message "
+                       "(lib/Target/LocalCluster.cpp; measured by "
+                       "bench/bench_host.py)"};
   cluster.interNode = {"none", 0, 0, 0, "one machine"};
   return cluster;
 }

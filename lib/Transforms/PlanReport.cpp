@@ -84,6 +84,9 @@ llvm::json::Value planReportJson(const PlanResult &result,
       {"mode", request.mode == PlanMode::Training ? "train" : "infer"},
       {"precision", precisionName(request.precision)},
       {"cluster", cluster.name},
+      // The machine model the plan was made for, in the cluster file format
+      // (a local:N cluster's estimates included).
+      {"cluster_spec", clusterToJson(cluster)},
       {"device", cluster.device.name},
       {"device_memory_bytes", cluster.device.memoryGiB * 1024.0 * 1024 * 1024},
       {"world_size", cluster.worldSize()},
