@@ -204,6 +204,39 @@ static void shapeOpOptions(Operation *op, PlanOp &planOp) {
   passThroughOptions(op, {}, planOp);
 }
 
+/// Elementwise fusion as the backends will do it (autopar-fuse-elementwise):
+/// an all-parallel linalg.generic whose only user is a linalg.generic reading
+/// its result through a permutation is computed inside that user, so the
+/// intermediate tensor is neither written nor read back (the producer's own
+/// reads stay: the fused loop does them). Without this, a GELU costs five
+/// round trips of the activation through memory where the generated code
+/// makes one. (A sharding conversion between the two would prevent the
+/// fusion; the search does not see that.)
+static void
+fuseElementwiseProducers(Operation &op, PlanOp &consumer,
+                         const llvm::DenseMap<Operation *, size_t> &opIndex,
+                         std::vector<PlanOp> &ops) {
+  // An embedding lookup lists other operands (PlanOp::operands).
+  auto generic = dyn_cast<linalg::GenericOp>(op);
+  if (!generic || matchEmbeddingLookup(&op))
+    return;
+  for (OpOperand &use : op.getOpOperands()) {
+    auto producer = use.get().getDefiningOp<linalg::GenericOp>();
+    if (!producer || producer->getNumResults() != 1 || !use.get().hasOneUse() ||
+        use.getOperandNumber() >= 64 ||
+        producer.getNumParallelLoops() != producer.getNumLoops() ||
+        !producer.getIndexingMapMatchingResult(producer->getResult(0))
+             .isPermutation() ||
+        !generic.getMatchingIndexingMap(&use).isPermutation())
+      continue;
+    auto it = opIndex.find(producer);
+    if (it == opIndex.end())
+      continue;
+    ops[it->second].resultFused = true;
+    consumer.unreadOperands |= uint64_t(1) << use.getOperandNumber();
+  }
+}
+
 /// The ONNX node an op came from (its NameLoc), for counting nodes.
 static std::string onnxNodeName(Operation *op) {
   if (auto name = dyn_cast<NameLoc>(op->getLoc()))
@@ -260,6 +293,7 @@ FailureOr<ProgramGraph> buildProgramGraph(func::FuncOp main) {
       info.batch.front() = 1;
   }
 
+  llvm::DenseMap<Operation *, size_t> opIndex;
   for (Operation &op : main.getBody().front()) {
     if (isa<func::ReturnOp>(op)) {
       for (Value v : op.getOperands())
@@ -271,6 +305,15 @@ FailureOr<ProgramGraph> buildProgramGraph(func::FuncOp main) {
     planOp.op = &op;
     planOp.cost = getOpCost(&op);
     planOp.free = !planOp.cost.executes;
+    fuseElementwiseProducers(op, planOp, opIndex, graph.ops);
+    // Inits the body does not read are only written (once, as the result).
+    if (auto linalgOp = dyn_cast<linalg::LinalgOp>(op);
+        linalgOp && !matchEmbeddingLookup(&op))
+      for (OpOperand &init : linalgOp.getDpsInitsMutable())
+        if (init.getOperandNumber() < 64 &&
+            !linalgOp.payloadUsesValueFromOperand(&init))
+          planOp.unreadOperands |= uint64_t(1) << init.getOperandNumber();
+    opIndex[&op] = graph.ops.size();
     // A lookup's table is read in its body: list it as an operand.
     std::optional<EmbeddingLookup> lookup = matchEmbeddingLookup(&op);
     SmallVector<Value> operands(op.getOperands());

@@ -44,9 +44,11 @@ double opComputeSeconds(const ProgramGraph &graph, const PlanOp &op,
     if (isSplit(option.result))
       resultBytes /= tp;
   }
-  double bytes = resultBytes;
+  // A fused producer writes nothing; its user does not read it back, nor
+  // an init its body ignores.
+  double bytes = op.resultFused ? 0 : resultBytes;
   for (auto [k, id] : llvm::enumerate(op.operands)) {
-    if (id < 0)
+    if (id < 0 || (k < 64 && (op.unreadOperands >> k) & 1))
       continue;
     const ValueInfo &v = graph.values[id];
     double b = ctx.bytes(v);

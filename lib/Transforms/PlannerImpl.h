@@ -111,6 +111,13 @@ struct PlanOp {
   int64_t gatheredOperand = -1;
   /// Free shape ops (reshapes, empties, constants).
   bool free = false;
+  /// Elementwise fusion (PlanGraph.cpp): the result is computed inside its
+  /// only user and never written.
+  bool resultFused = false;
+  /// Operands the op does not read from memory (bit k: operand k): the
+  /// result of a producer fused into it, an init its body ignores (the
+  /// `tensor.empty` of an elementwise op).
+  uint64_t unreadOperands = 0;
 };
 
 /// Calls of each collective and the sum of their sizes (bytes, as the
