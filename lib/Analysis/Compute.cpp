@@ -80,16 +80,22 @@ ComputeCost autopar::computeTime(const ClusterSpec &cluster, Precision p,
   // those kernels are memory-bound, and their memory roof carries the
   // efficiency.
   double computeEff = 1.0, peak = 0;
+  // On a CPU rank only BLAS uses all the rank's cores; the generated loops
+  // (everything but GEMMs) run on one thread: one core's share of the peak
+  // and of the bandwidth.
+  double share = 1.0;
+  if (device.isCpu() && kind != ComputeKind::Gemm && device.cpuCores > 1)
+    share = 1.0 / device.cpuCores;
   if (kind == ComputeKind::Gemm) {
     computeEff = gemmEfficiency(device, minDim);
     peak = peakFor(device, p);
   } else {
-    peak = peakFor(device, Precision::FP32);
+    peak = peakFor(device, Precision::FP32) * share;
   }
   double computeSeconds =
       peak > 0 && cost.flops > 0 ? cost.flops / (peak * computeEff) : 0;
 
-  double bandwidth = device.memoryGBytesPerS * 1e9;
+  double bandwidth = device.memoryGBytesPerS * 1e9 * share;
   double memorySeconds = bandwidth > 0 && cost.bytes > 0
                              ? cost.bytes / (bandwidth * curve.memory)
                              : 0;

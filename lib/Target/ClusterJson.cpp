@@ -46,12 +46,14 @@ const Quantity kNicGbitsPerS = {"Gb/s per NIC per direction", false, 10000,
                                 "is it in bits/s?"};
 const Quantity kLatencyUs = {"microseconds per message", true, 1e6,
                              "is it in nanoseconds?"};
+const Quantity kCpuCores = {"cores one CPU rank owns", false, 4096,
+                            "is it the whole machine's thread count?"};
 
 constexpr StringRef kTopKeys[] = {"name", "nodes",      "gpus_per_node",
                                   "gpu",  "intra_node", "inter_node"};
-constexpr StringRef kGpuKeys[] = {"name",        "memory_gib",
-                                  "peak_tflops", "memory_gbytes_per_s",
-                                  "arch",        "source"};
+constexpr StringRef kGpuKeys[] = {
+    "name", "memory_gib", "peak_tflops", "memory_gbytes_per_s",
+    "arch", "cpu_cores",  "source"};
 constexpr StringRef kPeakKeys[] = {"fp32", "tf32", "bf16", "fp16"};
 constexpr StringRef kIntraKeys[] = {"kind", "gbytes_per_s", "latency_us",
                                     "source"};
@@ -310,6 +312,15 @@ llvm::Expected<DeviceSpec> Reader::device(const json::Value &v) const {
                                       "capability, e.g. \"sm_90\") or \"cpu\"");
     d.arch = s->str();
   }
+  if (obj->get("cpu_cores")) {
+    if (d.arch != "cpu")
+      return keyError("gpu.cpu_cores",
+                      "is only for CPU ranks (\"arch\": \"cpu\")");
+    auto cores = number(*obj, "gpu", "cpu_cores", kCpuCores);
+    if (!cores)
+      return cores.takeError();
+    d.cpuCores = *cores;
+  }
   if (auto err = optionalSource(*obj, "gpu", d.source))
     return std::move(err);
   return d;
@@ -460,6 +471,8 @@ json::Value autopar::clusterToJson(const ClusterSpec &c) {
   };
   if (!d.arch.empty())
     gpu["arch"] = d.arch;
+  if (d.cpuCores > 0)
+    gpu["cpu_cores"] = d.cpuCores;
   if (!d.source.empty())
     gpu["source"] = d.source;
 

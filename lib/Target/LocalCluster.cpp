@@ -136,6 +136,7 @@ ClusterSpec autopar::makeLocalCluster(int64_t ranks, const HostInfo &host) {
   double cores = double(host.physicalCores) / ranks;
   cpu.peakTflopsFp32 = cores * host.ghz * host.fp32FlopsPerCycle / 1e3;
   cpu.memoryGBytesPerS = cores * host.memoryGBytesPerSPerCore;
+  cpu.cpuCores = cores;
   cpu.source =
       llvm::formatv("estimate (lib/Target/LocalCluster.cpp): {0} "
                     "cores x {1:f2} GHz x {2:f0} FLOP/cycle ({3}), {4:f0} "

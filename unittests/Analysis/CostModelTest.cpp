@@ -139,6 +139,31 @@ TEST(ComputeTime, CpuFallsBackToFp32Peak) {
   EXPECT_CLOSE(cost.seconds, flops / (1e12 * eff));
 }
 
+// A CPU rank with 4 cores: BLAS (GEMMs) uses all of them, autopar's
+// generated loops one, so an elementwise op gets a quarter of the rank's
+// bandwidth and peak; a device without cpuCores (a GPU) is not divided.
+TEST(ComputeTime, CpuLoopsRunOnOneCore) {
+  ClusterSpec c = testCluster(1);
+  c.device = DeviceSpec();
+  c.device.arch = "cpu";
+  c.device.peakTflopsFp32 = 1;
+  c.device.memoryGBytesPerS = 40;
+  c.device.cpuCores = 4;
+  double bytes = 64.0 * 1024 * 1024;
+  ComputeCost add =
+      computeTime(c, Precision::FP32, ComputeKind::Elementwise, 0, bytes, 0);
+  EXPECT_CLOSE(add.seconds, bytes / (10e9 * 0.60));
+  double flops = 2.0 * 1024 * 1024 * 1024;
+  ComputeCost gemm =
+      computeTime(c, Precision::FP32, ComputeKind::Gemm, flops, 0, 1024);
+  EXPECT_CLOSE(gemm.seconds, flops / (1e12 * 0.70 * 1024 / (1024 + 32)));
+  // Half a core (more ranks than cores): the loops get that half.
+  c.device.cpuCores = 0.5;
+  ComputeCost shared =
+      computeTime(c, Precision::FP32, ComputeKind::Elementwise, 0, bytes, 0);
+  EXPECT_CLOSE(shared.seconds, bytes / (40e9 * 0.60));
+}
+
 //===----------------------------------------------------------------------===//
 // Collectives
 //===----------------------------------------------------------------------===//

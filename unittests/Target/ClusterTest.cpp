@@ -90,6 +90,7 @@ void expectSame(const ClusterSpec &a, const ClusterSpec &b) {
   EXPECT_EQ(a.device.source, b.device.source);
   EXPECT_EQ(a.device.memoryGiB, b.device.memoryGiB);
   EXPECT_EQ(a.device.memoryGBytesPerS, b.device.memoryGBytesPerS);
+  EXPECT_EQ(a.device.cpuCores, b.device.cpuCores);
   for (Precision p :
        {Precision::FP32, Precision::TF32, Precision::BF16, Precision::FP16})
     EXPECT_EQ(a.device.peakFlops(p), b.device.peakFlops(p));
@@ -307,6 +308,9 @@ TEST(LocalCluster, SharesTheHostEvenly) {
   EXPECT_EQ(c.device.peakFlops(Precision::BF16), 0);
   EXPECT_DOUBLE_EQ(c.device.memoryGiB, 32);
   EXPECT_DOUBLE_EQ(c.device.memoryGBytesPerS, 40);
+  EXPECT_DOUBLE_EQ(c.device.cpuCores, 4);
+  // More ranks than cores: each owns a fraction of one.
+  EXPECT_DOUBLE_EQ(makeLocalCluster(16, fakeHost()).device.cpuCores, 0.5);
   EXPECT_EQ(c.intraNode.kind, "shm");
   EXPECT_EQ(c.interNode.kind, "none");
   EXPECT_EQ(c.interNode.nodeBytesPerS(), 0);
@@ -525,6 +529,15 @@ TEST(ClusterJson, GpuObjectErrors) {
               g["peak_tflops"] = 312;
             }).find("key 'gpu.peak_tflops': 312 is not an object"),
             std::string::npos);
+  EXPECT_EQ(gpu([](json::Object &g) { g["cpu_cores"] = 4; }),
+            "c.json: key 'gpu.cpu_cores': is only for CPU ranks (\"arch\": "
+            "\"cpu\")");
+  EXPECT_EQ(gpu([](json::Object &g) {
+              g["arch"] = "cpu";
+              g["cpu_cores"] = 0;
+            }),
+            "c.json: key 'gpu.cpu_cores': 0 is not a positive number (cores "
+            "one CPU rank owns)");
   EXPECT_NE(gpu([](json::Object &g) { g["memory_gbytes_per_s"] = "2 TB/s"; })
                 .find("\"2 TB/s\" is not a positive number (device memory "
                       "bandwidth, GB/s)"),

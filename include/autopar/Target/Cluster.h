@@ -38,6 +38,12 @@ struct DeviceSpec {
   double memoryGBytesPerS = 0; ///< device memory bandwidth
   std::string arch;            ///< "sm_80", "sm_89", "sm_90"; "cpu" for local
   std::string source;          ///< where the numbers come from (datasheet URL)
+  /// CPU ranks: the cores one rank owns (a fraction when ranks outnumber
+  /// cores). The peak and bandwidth above are for all of them, which BLAS
+  /// uses (autopar-run gives it that many threads); autopar's generated
+  /// loops run on one thread, so they get min(1, cpuCores) of it. 0: not a
+  /// CPU (or unknown; everything then uses the whole device).
+  double cpuCores = 0;
 
   /// Dense peak for `p` in FLOP/s (not TFLOP/s).
   double peakFlops(Precision p) const;
