@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "ShardingModelsImpl.h"
 #include "autopar/Transforms/Passes.h"
 
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
@@ -59,13 +60,7 @@ std::optional<shard::Sharding> annotationOf(Value value, bool isResult) {
 /// loop that also indexes a window, is split.
 LogicalResult checkWindowsWhole(linalg::LinalgOp op) {
   SmallVector<AffineMap> maps = op.getIndexingMapsArray();
-  llvm::SmallBitVector window(op.getNumLoops());
-  for (AffineMap map : maps)
-    for (AffineExpr expr : map.getResults())
-      if (!isa<AffineDimExpr, AffineConstantExpr>(expr))
-        for (unsigned d = 0; d < window.size(); ++d)
-          if (expr.isFunctionOfDim(d))
-            window.set(d);
+  llvm::SmallBitVector window = autopar::detail::windowLoops(op);
   if (window.none())
     return success();
   auto check = [&](Value value, AffineMap map, bool isResult,

@@ -42,20 +42,6 @@ using namespace mlir::shard;
 
 namespace {
 
-/// The loops some operand of `op` reads through a compound expression (a
-/// window's `oh * stride + kh`): splitting one would need the neighbours'
-/// halo, so they stay whole.
-llvm::SmallBitVector windowLoops(linalg::LinalgOp op) {
-  llvm::SmallBitVector loops(op.getNumLoops());
-  for (AffineMap map : op.getIndexingMapsArray())
-    for (AffineExpr expr : map.getResults())
-      if (!isa<AffineDimExpr, AffineConstantExpr>(expr))
-        for (unsigned d = 0; d < loops.size(); ++d)
-          if (expr.isFunctionOfDim(d))
-            loops.set(d);
-  return loops;
-}
-
 /// The single combiner of `op`'s first init (addf for a convolution, maximumf
 /// for a max pool), if its body reduces that way.
 Operation *getCombiner(linalg::LinalgOp op) {
@@ -96,7 +82,7 @@ FailureOr<ShardingArray> loopAxes(linalg::LinalgOp op,
   }
   ShardingArray axes(op.getNumLoops());
   SmallVector<bool> seen(op.getNumLoops(), false);
-  llvm::SmallBitVector window = windowLoops(op);
+  llvm::SmallBitVector window = autopar::detail::windowLoops(op);
   for (auto [sharding, map] : llvm::zip_equal(shardings, maps)) {
     if (!sharding)
       continue;
@@ -193,7 +179,8 @@ struct WindowedLinalgShardingModel
     if (failed(option))
       return failure();
     // Window loops stay whole; their tensors are gathered first.
-    llvm::SmallBitVector window = windowLoops(cast<linalg::LinalgOp>(op));
+    llvm::SmallBitVector window =
+        autopar::detail::windowLoops(cast<linalg::LinalgOp>(op));
     for (auto [loop, axes] : llvm::enumerate(option->shardingArray))
       if (loop < window.size() && window.test(loop))
         axes.clear();
@@ -264,6 +251,17 @@ template <typename... Ops> void attach(MLIRContext *ctx) {
 }
 
 } // namespace
+
+llvm::SmallBitVector autopar::detail::windowLoops(linalg::LinalgOp op) {
+  llvm::SmallBitVector loops(op.getNumLoops());
+  for (AffineMap map : op.getIndexingMapsArray())
+    for (AffineExpr expr : map.getResults())
+      if (!isa<AffineDimExpr, AffineConstantExpr>(expr))
+        for (unsigned d = 0; d < loops.size(); ++d)
+          if (expr.isFunctionOfDim(d))
+            loops.set(d);
+  return loops;
+}
 
 void autopar::detail::attachLinalgShardingModels(MLIRContext *ctx) {
   requireFirstModel(linalg::GenericOp::getOperationName(), ctx);

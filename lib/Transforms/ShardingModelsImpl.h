@@ -9,7 +9,9 @@
 #ifndef AUTOPAR_LIB_TRANSFORMS_SHARDINGMODELSIMPL_H
 #define AUTOPAR_LIB_TRANSFORMS_SHARDINGMODELSIMPL_H
 
+#include "mlir/Dialect/Linalg/IR/LinalgInterfaces.h"
 #include "mlir/Dialect/Utils/ReshapeOpsUtils.h"
+#include "llvm/ADT/SmallBitVector.h"
 
 namespace mlir {
 class MLIRContext;
@@ -40,6 +42,11 @@ void attachConstantShardingModel(mlir::MLIRContext *ctx);
 /// the first model attached wins, so autopar's replacements of upstream's
 /// models must be attached first (an ordering bug, not a user error).
 void requireFirstModel(llvm::StringRef name, mlir::MLIRContext *ctx);
+
+/// The loops some operand of `op` reads through a compound expression (a
+/// convolution's or pool's window: `oh * stride + kh`): splitting one would
+/// need the neighbours' halo, so they stay whole (LinalgShardingModels.cpp).
+llvm::SmallBitVector windowLoops(mlir::linalg::LinalgOp op);
 
 /// linalg.generic and the named convolutions and pools, windows included
 /// (LinalgShardingModels.cpp). Must run before upstream's linalg models.
