@@ -93,7 +93,7 @@ void checkWorldSize(const Manifest &manifest, const WorldInfo &world) {
               std::to_string(manifest.worldSize) + " (" + manifest.path +
               "), but " + started + "; launch it with mpirun -np " +
               std::to_string(manifest.worldSize) + " or srun -n " +
-              std::to_string(manifest.worldSize));
+              std::to_string(manifest.worldSize) + " --mpi=pmix");
 }
 
 Session::Session(Manifest manifest, std::string artifactDir, WorldInfo world)

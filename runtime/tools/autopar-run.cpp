@@ -8,10 +8,11 @@
 // user-facing contract is docs INTERFACES.md ("autopar-run"); the artifact
 // format is docs/design/artifact.md.
 //
-// Order of events: the world size from the launcher's environment is checked
-// against the manifest on every rank before MPI exists (so a mismatch is
-// reported by every rank, not raced by an MPI_Abort); then MPI is
-// initialized (more than one rank only), and from there on any error ends
+// Order of events: MPI is initialized (more than one rank only); each rank
+// loads its part of the artifact, checking the launcher's world size against
+// the manifest, and the ranks agree on the outcome, so a mismatch or a bad
+// file is reported by every rank that sees it and all exit cleanly rather
+// than racing an MPI_Abort (loadOnEveryRank). From there on any error ends
 // every rank through MPI_Abort.
 //
 //===----------------------------------------------------------------------===//
