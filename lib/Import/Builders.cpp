@@ -236,6 +236,37 @@ commonRuns(llvm::ArrayRef<int64_t> src, llvm::ArrayRef<int64_t> dst) {
   return std::make_pair(srcRuns, dstRuns);
 }
 
+/// The coarsest shape that both `src` and `dst` collapse from (each dim of
+/// either is a run of its dims), when one exists: the union of the two
+/// shapes' running products must form a chain of divisors. nullopt for
+/// shapes with unit or dynamic dims, and when there is no such chain
+/// ([6] and [4, ...]).
+static std::optional<llvm::SmallVector<int64_t>>
+commonRefinement(llvm::ArrayRef<int64_t> src, llvm::ArrayRef<int64_t> dst) {
+  auto plain = [](llvm::ArrayRef<int64_t> s) {
+    return !s.empty() && llvm::all_of(s, [](int64_t d) { return d > 1; });
+  };
+  if (!plain(src) || !plain(dst))
+    return std::nullopt;
+  llvm::SmallVector<int64_t> bounds;
+  for (llvm::ArrayRef<int64_t> shape : {src, dst}) {
+    int64_t product = 1;
+    for (int64_t d : shape)
+      bounds.push_back(product *= d);
+  }
+  llvm::sort(bounds);
+  bounds.erase(std::unique(bounds.begin(), bounds.end()), bounds.end());
+  llvm::SmallVector<int64_t> refined;
+  int64_t previous = 1;
+  for (int64_t bound : bounds) {
+    if (bound % previous != 0)
+      return std::nullopt;
+    refined.push_back(bound / previous);
+    previous = bound;
+  }
+  return refined;
+}
+
 Value reshapeTensor(OpBuilder &b, Location loc, Value value,
                     llvm::ArrayRef<int64_t> shape) {
   auto srcType = cast<RankedTensorType>(value.getType());
@@ -250,6 +281,25 @@ Value reshapeTensor(OpBuilder &b, Location loc, Value value,
     if (auto groups =
             getReassociationIndicesForCollapse(shape, srcType.getShape()))
       return tensor::ExpandShapeOp::create(b, loc, dstType, value, *groups);
+  }
+  // Split then merge when a common refinement exists: [seq, batch, heads *
+  // d] becomes [seq, batch, heads, d], then [seq, batch * heads, d]. The
+  // heads are a dim of their own before they merge with the batch, so
+  // autopar-sink-merging-reshapes can carry them apart through attention.
+  if (auto refined = commonRefinement(srcType.getShape(), shape)) {
+    auto refinedType =
+        RankedTensorType::get(*refined, srcType.getElementType());
+    auto toRefined =
+        getReassociationIndicesForCollapse(*refined, srcType.getShape());
+    auto fromRefined = getReassociationIndicesForCollapse(*refined, shape);
+    if (toRefined && fromRefined) {
+      Value v = value;
+      if (refinedType.getShape() != srcType.getShape())
+        v = tensor::ExpandShapeOp::create(b, loc, refinedType, v, *toRefined);
+      if (refinedType.getShape() != shape)
+        v = tensor::CollapseShapeOp::create(b, loc, dstType, v, *fromRefined);
+      return v;
+    }
   }
   // General case: collapse each run of source dims to the size it shares
   // with a run of result dims, then expand it (through one flat dim only

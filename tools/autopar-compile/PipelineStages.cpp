@@ -3,6 +3,7 @@
 #include "PipelineStages.h"
 
 #include "autopar/Transforms/Passes.h"
+#include "autopar/Transforms/SinkMergingReshapes.h"
 
 #include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/StringMap.h"
@@ -50,7 +51,8 @@ buildPipelineStages(MLIRContext &context, llvm::StringRef modelPath,
   }
   OwningOpRef<ModuleOp> module =
       importOnnxFile(&context, modelPath, perMicroBatch);
-  if (!module)
+  if (!module ||
+      failed(sinkMergingReshapes(module->lookupSymbol<func::FuncOp>("main"))))
     return error("importing " + modelPath + " for a micro-batch of " +
                  llvm::Twine(microBatch) +
                  " failed (see the diagnostics above)");

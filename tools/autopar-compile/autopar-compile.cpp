@@ -19,6 +19,7 @@
 #include "autopar/Transforms/Planner.h"
 #include "autopar/Transforms/ProjectionParts.h"
 #include "autopar/Transforms/ShardingModels.h"
+#include "autopar/Transforms/SinkMergingReshapes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
@@ -360,8 +361,13 @@ int main(int argc, char **argv) {
       autopar::importOnnxFile(&context, modelPath, options);
   if (!module)
     return 1;
-  writeIR("imported.mlir", *module);
   auto main = module->lookupSymbol<func::FuncOp>("main");
+  // Every program is planned and compiled with merged dims carried apart
+  // (attention's batch * heads), here and where a replica or a stage is
+  // re-imported.
+  if (failed(autopar::sinkMergingReshapes(main)))
+    return fail("internal error: autopar-sink-merging-reshapes failed");
+  writeIR("imported.mlir", *module);
   // On several ranks, plan attention's fused QKV projection as the parts a
   // tensor-parallel partition splits (a replica is re-imported).
   if (cluster->worldSize() > 1)
@@ -506,7 +512,8 @@ int main(int argc, char **argv) {
     }
     OwningOpRef<ModuleOp> rankModule =
         autopar::importOnnxFile(&context, modelPath, perRank);
-    if (!rankModule)
+    if (!rankModule || failed(autopar::sinkMergingReshapes(
+                           rankModule->lookupSymbol<func::FuncOp>("main"))))
       return 1;
     auto rankArgs = autopar::collectArtifactArguments(
         rankModule->lookupSymbol<func::FuncOp>("main"));

@@ -201,6 +201,33 @@ def ExposeProjectionParts
                            "mlir::tensor::TensorDialect"];
 }
 
+def SinkMergingReshapes
+    : Pass<"autopar-sink-merging-reshapes", "mlir::func::FuncOp"> {
+  let summary = "Carry dims that a reshape merges apart through the linalg "
+                "ops around it";
+  let description = [{
+    torch's MultiheadAttention works on `[seq, batch * heads, d]`: the
+    importer writes that Reshape as a split of `heads * d` followed by a
+    merge of `batch` and `heads`. With one batch item per replica the merged
+    dim is the heads, and tensor parallelism splits it; with more, the heads
+    are the inner factor of the merged dim, a block split of it falls
+    between batch items, and the attention is not split by heads.
+
+    This pass moves such merges (and the splits that undo them) across the
+    linalg ops they feed (upstream's reshape-by-expansion patterns), so that
+    transposes, the attention's batched matmuls, softmax and scaling iterate
+    over `batch` and `heads` apart, as GPT's attention does. It applies only
+    to reshapes that merge dims of size > 1, and never to ops that read
+    through windows or to contractions without a batch dim (a matmul turned
+    into a generic over a split M would no longer reach BLAS or cuBLAS); the
+    backends collapse the new batch dims again
+    (`autopar-collapse-batched-contractions`). `autopar-compile` runs it on
+    every imported program, before planning.
+  }];
+  let dependentDialects = ["mlir::linalg::LinalgDialect",
+                           "mlir::tensor::TensorDialect"];
+}
+
 def MergeProjectionParts
     : Pass<"autopar-merge-projection-parts", "mlir::func::FuncOp"> {
   let summary = "Turn the part-wise contractions of "
