@@ -71,14 +71,13 @@ bool shouldSink(OpOperand *fused) {
 struct SinkMergingReshapesPass
     : autopar::impl::SinkMergingReshapesBase<SinkMergingReshapesPass> {
   void runOnOperation() override {
-    if (failed(autopar::sinkMergingReshapes(getOperation())))
-      signalPassFailure();
+    autopar::sinkMergingReshapes(getOperation());
   }
 };
 
 } // namespace
 
-LogicalResult autopar::sinkMergingReshapes(func::FuncOp func) {
+void autopar::sinkMergingReshapes(func::FuncOp func) {
   RewritePatternSet patterns(func.getContext());
   linalg::populateFoldReshapeOpsByExpansionPatterns(patterns, shouldSink);
   // Reshapes of tensor.empty become empties of the new shape.
@@ -87,5 +86,7 @@ LogicalResult autopar::sinkMergingReshapes(func::FuncOp func) {
                                                        func.getContext());
   tensor::ExpandShapeOp::getCanonicalizationPatterns(patterns,
                                                      func.getContext());
-  return applyPatternsGreedily(func, std::move(patterns));
+  // Every rewrite leaves a valid program: should the patterns not settle
+  // within the driver's limit, the reshapes not yet moved simply stay.
+  (void)applyPatternsGreedily(func, std::move(patterns));
 }

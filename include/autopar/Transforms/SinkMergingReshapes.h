@@ -7,8 +7,6 @@
 #ifndef AUTOPAR_TRANSFORMS_SINKMERGINGRESHAPES_H
 #define AUTOPAR_TRANSFORMS_SINKMERGINGRESHAPES_H
 
-#include "mlir/Support/LLVM.h"
-
 namespace mlir::func {
 class FuncOp;
 } // namespace mlir::func
@@ -20,7 +18,7 @@ namespace autopar {
 /// over the dims apart (torch's attention: [batch * heads, seq, d] becomes
 /// [batch, heads, seq, d]). Contractions without batch dims, convolutions
 /// and pools are left as they are.
-mlir::LogicalResult sinkMergingReshapes(mlir::func::FuncOp func);
+void sinkMergingReshapes(mlir::func::FuncOp func);
 
 } // namespace autopar
 
