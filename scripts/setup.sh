@@ -37,6 +37,12 @@ if [ ${#missing[@]} -gt 0 ]; then
   echo "setup: installing ${missing[*]}"
   $SUDO apt-get update -q
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+  # Installing Slurm enables its system daemons, configured for no cluster. autopar's
+  # test starts its own private ones; a machine that already ran Slurm had the packages
+  # and never gets here.
+  if [[ " ${missing[*]} " == *" slurm-wlm "* ]] && [ -d /run/systemd/system ]; then
+    $SUDO systemctl disable --now slurmctld slurmd munge >/dev/null 2>&1 || true
+  fi
 else
   echo "setup: apt packages already installed"
 fi
