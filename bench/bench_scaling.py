@@ -42,7 +42,7 @@ SHARED_CORES = {"OMP_NUM_THREADS": None, "OPENBLAS_NUM_THREADS": None, "MKL_NUM_
 PLANS = {
     "mlp": [("auto", [], 1), ("tp", ["--tp", "{n}"], 2)],
     "gpt": [("auto", [], 1), ("tp", ["--tp", "{n}"], 2)],
-    "bert": [("auto", [], 1)],
+    "bert": [("auto", [], 1), ("tp", ["--tp", "{n}"], 2)],
     "resnet18": [("auto", [], 1), ("tp", ["--tp", "{n}"], 2)],
     "mobilenet_v3_small": [("auto", [], 1), ("tp", ["--tp", "{n}"], 2)],
 }
