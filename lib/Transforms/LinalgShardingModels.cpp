@@ -116,10 +116,10 @@ FailureOr<ShardingArray> loopAxes(linalg::LinalgOp op,
   return axes;
 }
 
-/// `partitioned`, the local block of init operand `init`, on the first rank
-/// of each reduction group; a tensor of the combiner's neutral element on the
-/// others (so the all-reduce adds the init once).
-Value initOnLeadRank(linalg::LinalgOp op, Value partitioned,
+/// `partitioned`, the local block of the init, on the first rank of each
+/// reduction group; a tensor of `neutral` (the combiner's neutral element)
+/// on the others, so the all-reduce adds the init once.
+Value initOnLeadRank(TypedAttr neutral, Value partitioned,
                      ArrayRef<GridAxis> reductionAxes, GridOp grid,
                      ImplicitLocOpBuilder &b) {
   Value index = createProcessLinearIndex(grid.getSymName(), reductionAxes, b);
@@ -136,7 +136,6 @@ Value initOnLeadRank(linalg::LinalgOp op, Value partitioned,
   {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToEnd(&ifOp.getElseRegion().front());
-    TypedAttr neutral = *arith::getNeutralElement(getCombiner(op));
     SmallVector<OpFoldResult> sizes =
         tensor::getMixedSizes(b, b.getLoc(), partitioned);
     Value empty = tensor::EmptyOp::create(b, sizes, neutral.getType());
@@ -209,8 +208,10 @@ struct WindowedLinalgShardingModel
 
     // A split reduction: each rank reduces its block, then the partial
     // results are combined across the reduction group.
-    if (linalgOp.getNumDpsInits() != 1 || !getCombiner(linalgOp) ||
-        !arith::getNeutralElement(getCombiner(linalgOp)))
+    Operation *combiner = getCombiner(linalgOp);
+    std::optional<TypedAttr> neutral =
+        combiner ? arith::getNeutralElement(combiner) : std::nullopt;
+    if (linalgOp.getNumDpsInits() != 1 || !neutral)
       return op->emitOpError(
           "cannot be partitioned: its reduction is split, but its body does "
           "not reduce one result with a single arith combiner");
@@ -225,7 +226,7 @@ struct WindowedLinalgShardingModel
     SmallVector<Value> operands(partitionedOperands);
     unsigned initIndex = linalgOp.getDpsInitOperand(0)->getOperandNumber();
     operands[initIndex] =
-        initOnLeadRank(linalgOp, operands[initIndex], reductionAxes, grid, b);
+        initOnLeadRank(*neutral, operands[initIndex], reductionAxes, grid, b);
     // The clone reads the new init; the caller's mapping of operands stays.
     IRMapping local;
     for (auto [original, partitioned] :

@@ -216,9 +216,8 @@ static void
 fuseElementwiseProducers(Operation &op, PlanOp &consumer,
                          const llvm::DenseMap<Operation *, size_t> &opIndex,
                          std::vector<PlanOp> &ops) {
-  // An embedding lookup lists other operands (PlanOp::operands).
   auto generic = dyn_cast<linalg::GenericOp>(op);
-  if (!generic || matchEmbeddingLookup(&op))
+  if (!generic)
     return;
   for (OpOperand &use : op.getOpOperands()) {
     auto producer = use.get().getDefiningOp<linalg::GenericOp>();
@@ -305,17 +304,19 @@ FailureOr<ProgramGraph> buildProgramGraph(func::FuncOp main) {
     planOp.op = &op;
     planOp.cost = getOpCost(&op);
     planOp.free = !planOp.cost.executes;
-    fuseElementwiseProducers(op, planOp, opIndex, graph.ops);
-    // Inits the body does not read are only written (once, as the result).
-    if (auto linalgOp = dyn_cast<linalg::LinalgOp>(op);
-        linalgOp && !matchEmbeddingLookup(&op))
-      for (OpOperand &init : linalgOp.getDpsInitsMutable())
-        if (init.getOperandNumber() < 64 &&
-            !linalgOp.payloadUsesValueFromOperand(&init))
-          planOp.unreadOperands |= uint64_t(1) << init.getOperandNumber();
-    opIndex[&op] = graph.ops.size();
     // A lookup's table is read in its body: list it as an operand.
     std::optional<EmbeddingLookup> lookup = matchEmbeddingLookup(&op);
+    // Operands by position (a lookup lists others, PlanOp::operands).
+    if (!lookup) {
+      fuseElementwiseProducers(op, planOp, opIndex, graph.ops);
+      // Inits the body does not read are only written (once, as the result).
+      if (auto linalgOp = dyn_cast<linalg::LinalgOp>(op))
+        for (OpOperand &init : linalgOp.getDpsInitsMutable())
+          if (init.getOperandNumber() < 64 &&
+              !linalgOp.payloadUsesValueFromOperand(&init))
+            planOp.unreadOperands |= uint64_t(1) << init.getOperandNumber();
+    }
+    opIndex[&op] = graph.ops.size();
     SmallVector<Value> operands(op.getOperands());
     if (lookup)
       operands = {lookup->table, lookup->ids};
