@@ -182,6 +182,7 @@ void registerShapeConverters(ConverterRegistry &registry);
 void registerReductionConverters(ConverterRegistry &registry);
 void registerNormalizationConverters(ConverterRegistry &registry);
 void registerConvolutionConverters(ConverterRegistry &registry);
+void registerLossConverters(ConverterRegistry &registry);
 
 /// All converters, built once.
 const ConverterRegistry &getConverterRegistry();
@@ -274,6 +275,11 @@ mlir::Value createReduction(mlir::OpBuilder &b, mlir::Location loc,
 mlir::Value expandReducedDims(mlir::OpBuilder &b, mlir::Location loc,
                               mlir::Value reduced,
                               llvm::ArrayRef<int64_t> dims);
+
+/// softmax(x) = exp(x - max) / sum(exp(x - max)) over `dims`;
+/// log-softmax(x) = (x - max) - log(sum(exp(x - max))) (Normalization.cpp).
+mlir::Value buildSoftmax(mlir::OpBuilder &b, mlir::Location loc, mlir::Value x,
+                         llvm::ArrayRef<int64_t> dims, bool isLog);
 
 } // namespace autopar::import
 

@@ -35,8 +35,8 @@ Value reduceKeepDims(OpBuilder &b, Location loc, Value x,
 // Softmax / LogSoftmax
 //===----------------------------------------------------------------------===//
 
-/// softmax(x) = exp(x - max) / sum(exp(x - max)) over `dims`;
-/// log-softmax(x) = (x - max) - log(sum(exp(x - max))).
+} // namespace
+
 Value buildSoftmax(OpBuilder &b, Location loc, Value x,
                    llvm::ArrayRef<int64_t> dims, bool isLog) {
   llvm::ArrayRef<int64_t> shape = getShape(x);
@@ -63,6 +63,8 @@ Value buildSoftmax(OpBuilder &b, Location loc, Value x,
                                      math::LogOp::create(nb, l, a[2]));
       });
 }
+
+namespace {
 
 /// Opset >= 13 normalizes along `axis` (default -1). Earlier opsets coerce
 /// the input to 2-D at `axis` (default 1) and normalize each row, i.e. over

@@ -532,6 +532,7 @@ const ConverterRegistry &getConverterRegistry() {
     registerReductionConverters(r);
     registerNormalizationConverters(r);
     registerConvolutionConverters(r);
+    registerLossConverters(r);
     return r;
   }();
   return registry;

@@ -37,11 +37,27 @@ collectArtifactArguments(func::FuncOp main) {
         return main.emitError("activation '")
                << arg.name << "' has no '" << attrs::kPeerStage << "'";
       arg.peerStage = peer.getInt();
+    } else if (isResult && !(arg.name = stringAttr(dict, attrs::kMetric))
+                                  .empty()) {
+      arg.kind = ArtifactArgument::Kind::Metric;
+    } else if (isResult &&
+               !(arg.updates = stringAttr(dict, attrs::kUpdate)).empty()) {
+      arg.kind = ArtifactArgument::Kind::Update;
+      arg.name = arg.updates + ".next";
     } else if (isResult) {
       arg.kind = ArtifactArgument::Kind::Output;
       arg.name = stringAttr(dict, attrs::kOutput);
     } else if (!(arg.name = stringAttr(dict, attrs::kParameter)).empty()) {
       arg.kind = ArtifactArgument::Kind::Parameter;
+      arg.trainable = dict && dict.contains(attrs::kTrainable);
+    } else if (!(arg.role = stringAttr(dict, attrs::kOptimizerState))
+                    .empty()) {
+      arg.kind = ArtifactArgument::Kind::OptimizerState;
+      arg.stateOf = stringAttr(dict, attrs::kStateOf);
+      arg.name = arg.stateOf + "." + arg.role;
+    } else if (dict && dict.contains(attrs::kStep)) {
+      arg.kind = ArtifactArgument::Kind::Step;
+      arg.name = "step";
     } else {
       arg.kind = ArtifactArgument::Kind::Input;
       arg.name = stringAttr(dict, attrs::kInput);
@@ -77,6 +93,14 @@ static llvm::StringRef kindName(ArtifactArgument::Kind kind) {
     return "activation_in";
   case ArtifactArgument::Kind::ActivationOut:
     return "activation_out";
+  case ArtifactArgument::Kind::OptimizerState:
+    return "optimizer_state";
+  case ArtifactArgument::Kind::Step:
+    return "step";
+  case ArtifactArgument::Kind::Metric:
+    return "metric";
+  case ArtifactArgument::Kind::Update:
+    return "update";
   }
   return "";
 }
@@ -103,6 +127,14 @@ LogicalResult writeManifest(llvm::StringRef dir,
             llvm::json::Object{{"axis", arg.splitAxis}, {"dim", arg.splitDim}};
       if (arg.peerStage >= 0)
         entry["peer_stage"] = arg.peerStage;
+      if (arg.kind == ArtifactArgument::Kind::Parameter && description.training)
+        entry["trainable"] = arg.trainable;
+      if (arg.kind == ArtifactArgument::Kind::OptimizerState) {
+        entry["role"] = arg.role;
+        entry["of"] = arg.stateOf;
+      }
+      if (arg.kind == ArtifactArgument::Kind::Update)
+        entry["updates"] = arg.updates;
       if (arg.kind == ArtifactArgument::Kind::Parameter) {
         auto known = sources.find(arg.name);
         if (known == sources.end()) {
@@ -186,6 +218,18 @@ LogicalResult writeManifest(llvm::StringRef dir,
         {"micro_batch_size", description.pipeline->microBatchSize},
         {"schedule", description.pipeline->schedule}};
 
+  if (description.training) {
+    ArtifactTraining &training = *description.training;
+    manifest["mode"] = "train";
+    llvm::json::Object entry{{"loss", training.loss},
+                             {"global_batch", training.globalBatch},
+                             {"optimizer", std::move(training.optimizer)},
+                             {"scheduler", std::move(training.scheduler)},
+                             {"gradient_clipping", training.gradientClipping}};
+    if (training.tokensPerSample > 0)
+      entry["tokens_per_sample"] = training.tokensPerSample;
+    manifest["training"] = std::move(entry);
+  }
   if (description.target)
     manifest["target"] =
         llvm::json::Object{{"kind", description.target->kind},

@@ -8,6 +8,8 @@
 
 #include "PipelineStages.h"
 
+#include "autopar/Driver/TrainConfig.h"
+
 #include "autopar/Conversion/Passes.h"
 #include "autopar/Import/OnnxImporter.h"
 #include "autopar/Import/WeightLocator.h"
@@ -30,6 +32,7 @@
 #include "mlir/InitAllPasses.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
+#include "mlir/Transforms/Passes.h"
 #include "mlir/Target/LLVMIR/Dialect/All.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
@@ -66,6 +69,28 @@ static cl::list<std::string> constInputs(
 static cl::opt<std::string> mode("mode", cl::init("infer"),
                                  cl::desc("infer (forward only) or train"),
                                  cl::cat(category));
+static cl::opt<std::string>
+    lossName("loss",
+             cl::desc("--mode train: the graph output that is the loss "
+                      "(default: the only scalar float output)"),
+             cl::value_desc("NAME"), cl::cat(category));
+static cl::opt<std::string> trainConfigPath(
+    "train-config",
+    cl::desc("--mode train: hyperparameters in DeepSpeed's JSON schema "
+             "(optimizer, scheduler, gradient_clipping, batch sizes)"),
+    cl::value_desc("FILE"), cl::cat(category));
+static cl::list<std::string>
+    freezeGlobs("freeze",
+                cl::desc("--mode train: keep initializers matching this glob "
+                         "fixed (repeatable)"),
+                cl::value_desc("GLOB"), cl::cat(category));
+static cl::opt<bool> emitGradients(
+    "emit-gradients",
+    cl::desc("--mode train: stop after differentiation; the program returns "
+             "the loss and one '<parameter>.grad' output per trained "
+             "parameter and runs as an inference artifact (for checking "
+             "gradients)"),
+    cl::cat(category));
 static cl::opt<std::string> precision("precision", cl::init(""),
                                       cl::desc("fp32, bf16 or fp16"),
                                       cl::cat(category));
@@ -289,11 +314,46 @@ int main(int argc, char **argv) {
   // Code generation exists for inference, on CPU ranks and NVIDIA GPUs;
   // planning works for every request (--plan-only).
   bool gpu = !cluster->isLocalCpu();
-  if (!planOnly && request.mode == autopar::PlanMode::Training)
+  bool training = request.mode == autopar::PlanMode::Training;
+  for (auto [flag, given] :
+       {std::pair{"--loss", !lossName.empty()},
+        {"--train-config", !trainConfigPath.empty()},
+        {"--freeze", !freezeGlobs.empty()},
+        {"--emit-gradients", bool(emitGradients)}})
+    if (given && !training)
+      return fail(llvm::Twine(flag) + " needs --mode train");
+  autopar::TrainConfig trainConfig = autopar::defaultTrainConfig();
+  if (training && !trainConfigPath.empty()) {
+    auto parsed = autopar::readTrainConfig(trainConfigPath);
+    if (!parsed)
+      return fail(llvm::toString(parsed.takeError()));
+    trainConfig = std::move(*parsed);
+    // A value in the file is a pin, like the CLI's: they must agree.
+    if (trainConfig.zeroStage && zero >= 0 && *trainConfig.zeroStage != zero)
+      return fail(trainConfigPath + ": zero_optimization.stage is " +
+                  llvm::Twine(*trainConfig.zeroStage) + " but --zero is " +
+                  llvm::Twine(int(zero)));
+    if (trainConfig.microBatchSize && microBatchSize > 0 &&
+        *trainConfig.microBatchSize != microBatchSize)
+      return fail(trainConfigPath + ": train_micro_batch_size_per_gpu is " +
+                  llvm::Twine(*trainConfig.microBatchSize) +
+                  " but --micro-batch-size is " +
+                  llvm::Twine(int(microBatchSize)));
+  }
+  if (!planOnly && training && gpu)
     return fail("--cluster " + clusterSpec +
-                " --mode train: code generation "
-                "for training is not implemented yet; use --plan-only to "
-                "plan and report");
+                " --mode train: training code generation for GPUs is not "
+                "implemented yet; use --cluster local:1, or --plan-only");
+  if (!planOnly && training && cluster->worldSize() != 1)
+    return fail("--cluster " + clusterSpec +
+                " --mode train: training code is generated for one rank so "
+                "far (--cluster local:1); distributed training is being "
+                "built. Use --plan-only to plan and report for this cluster");
+  if (lossName.getValue().rfind("cross-entropy:", 0) == 0)
+    return fail("--loss " + lossName +
+                ": adding a loss to a graph that returns logits is not "
+                "implemented yet; export the model with its loss "
+                "(F.cross_entropy inside forward)");
   // The precision the generated code stores parameters and activations in
   // (GPU: bf16/fp16 with f32 arithmetic; TF32 is not used, so tf32 plans run
   // fp32 GEMMs).
@@ -402,6 +462,120 @@ int main(int argc, char **argv) {
   };
   if (planOnly)
     return writeReport(*plan, request, {}) ? 0 : 1;
+
+  if (training) {
+    // train_batch_size, when given, must be the batch of --input-shape.
+    if (trainConfig.trainBatchSize &&
+        *trainConfig.trainBatchSize != plan->globalBatch)
+      return fail(trainConfigPath + ": train_batch_size is " +
+                  llvm::Twine(*trainConfig.trainBatchSize) +
+                  " but the inputs' batch (--input-shape) is " +
+                  llvm::Twine(plan->globalBatch));
+    int64_t micro = trainConfig.microBatchSize.value_or(plan->globalBatch);
+    if (trainConfig.accumulationSteps && !trainConfig.microBatchSize)
+      micro = plan->globalBatch / *trainConfig.accumulationSteps;
+    if (micro != plan->globalBatch)
+      return fail(trainConfigPath +
+                  ": gradient accumulation over micro-batches is not "
+                  "implemented yet; set train_micro_batch_size_per_gpu to "
+                  "the global batch (" +
+                  llvm::Twine(plan->globalBatch) + ") or \"auto\"");
+    writeReport(*plan, request, {});
+    // One training step: loss and gradients, then clipping, schedule and
+    // update (docs/training.md).
+    PassManager pm = PassManager::on<ModuleOp>(&context);
+    autopar::DifferentiateOptions differentiate;
+    differentiate.loss = lossName;
+    differentiate.freeze.assign(freezeGlobs.begin(), freezeGlobs.end());
+    pm.addPass(autopar::createDifferentiate(differentiate));
+    if (!emitGradients) {
+      autopar::ApplyOptimizerOptions o;
+      const autopar::TrainConfig &c = trainConfig;
+      o.optimizer = c.optimizer;
+      o.lr = c.lr;
+      o.momentum = c.momentum;
+      o.dampening = c.dampening;
+      o.nesterov = c.nesterov;
+      o.weightDecay = c.weightDecay;
+      o.beta1 = c.beta1;
+      o.beta2 = c.beta2;
+      o.eps = c.eps;
+      o.clip = c.gradientClipping;
+      o.schedule = c.schedule;
+      o.warmupType = c.warmupType;
+      o.warmupMinLr = c.warmupMinLr;
+      o.warmupMaxLr = c.warmupMaxLr;
+      o.warmupSteps = c.warmupSteps;
+      o.totalSteps = c.totalSteps;
+      o.warmupMinRatio = c.warmupMinRatio;
+      o.cosMinRatio = c.cosMinRatio;
+      pm.addPass(autopar::createApplyOptimizer(o));
+    }
+    pm.addPass(createCanonicalizerPass());
+    pm.addPass(createCSEPass());
+    if (failed(pm.run(*module)))
+      return 1;
+    writeIR("train-step.mlir", *module);
+    auto trainArgs = autopar::collectArtifactArguments(
+        module->lookupSymbol<func::FuncOp>("main"));
+    if (failed(trainArgs))
+      return 1;
+    auto weights = autopar::locateInitializers(modelPath);
+    if (!weights)
+      return fail(llvm::toString(weights.takeError()));
+    if (std::error_code ec = llvm::sys::fs::create_directories(outputDir))
+      return fail("cannot create " + outputDir + ": " + ec.message());
+    if (failed(autopar::lowerToLLVMForCpu(*module)))
+      return fail("lowering the training step of " + modelPath +
+                  " to native code failed (see the diagnostics above)");
+    writeIR("llvm-dialect.mlir", *module);
+    llvm::SmallString<256> soPath(outputDir);
+    llvm::sys::path::append(soPath, "stage0.so");
+    autopar::SharedLibraryOptions codegen;
+    codegen.cpu = targetCpu;
+    if (!dumpDir.empty())
+      codegen.llvmIRPath = dumpDir + "/model.ll";
+    std::string error;
+    if (failed(autopar::emitSharedLibrary(*module, soPath, codegen, error)))
+      return fail(error);
+    autopar::ArtifactDescription description;
+    description.programs.push_back(
+        {"stage0", "stage0.so", std::move(*trainArgs), {}});
+    llvm::SmallString<256> absModel(modelPath);
+    llvm::sys::fs::make_absolute(absModel);
+    description.modelPath = std::string(absModel);
+    description.cluster = clusterSpec;
+    if (!emitGradients) {
+      autopar::ArtifactTraining t;
+      for (const autopar::ArtifactArgument &arg :
+           description.programs[0].arguments)
+        if (arg.kind == autopar::ArtifactArgument::Kind::Output)
+          t.loss = arg.name;
+      t.globalBatch = plan->globalBatch;
+      // Sequence models (integer [batch, seq] inputs such as token ids):
+      // tokens per sample for the throughput line.
+      for (const autopar::ArtifactArgument &arg :
+           description.programs[0].arguments)
+        if (arg.kind == autopar::ArtifactArgument::Kind::Input &&
+            arg.shape.size() == 2 && arg.dtype.rfind("int", 0) == 0) {
+          t.tokensPerSample = arg.shape[1];
+          break;
+        }
+      t.optimizer = trainConfig.optimizerJson();
+      t.scheduler = trainConfig.schedulerJson();
+      t.gradientClipping = trainConfig.gradientClipping;
+      description.training = std::move(t);
+    }
+    if (failed(autopar::writeManifest(outputDir, std::move(description),
+                                      *weights, error)))
+      return fail(error);
+    double seconds = std::chrono::duration<double>(
+                         std::chrono::steady_clock::now() - start)
+                         .count();
+    llvm::outs() << "wrote " << outputDir << " (training step, compiled in "
+                 << llvm::format("%.2f", seconds) << " s)\n";
+    return 0;
+  }
 
   autopar::PlanCandidate executable = plan->best;
   std::optional<autopar::PlanResult> executedPlan;

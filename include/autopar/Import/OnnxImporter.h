@@ -44,6 +44,24 @@ inline constexpr llvm::StringLiteral kActivationIn = "autopar.activation_in";
 inline constexpr llvm::StringLiteral kActivationOut = "autopar.activation_out";
 /// With an activation: the stage (i64) it comes from or goes to.
 inline constexpr llvm::StringLiteral kPeerStage = "autopar.peer_stage";
+
+// A training step's signature (autopar-differentiate,
+// autopar-apply-optimizer; docs/design/training-artifact.md).
+/// A parameter that is trained (unit).
+inline constexpr llvm::StringLiteral kTrainable = "autopar.trainable";
+/// A result that is the gradient of the named parameter.
+inline constexpr llvm::StringLiteral kGradient = "autopar.gradient";
+/// An optimizer state argument: its role ("momentum", "exp_avg",
+/// "exp_avg_sq").
+inline constexpr llvm::StringLiteral kOptimizerState = "autopar.optimizer_state";
+/// With an optimizer state: the parameter it belongs to.
+inline constexpr llvm::StringLiteral kStateOf = "autopar.state_of";
+/// The 1-based step number argument (unit).
+inline constexpr llvm::StringLiteral kStep = "autopar.step";
+/// A scalar metric result: its name ("lr", "grad_norm").
+inline constexpr llvm::StringLiteral kMetric = "autopar.metric";
+/// A result holding the new value of the named parameter or optimizer state.
+inline constexpr llvm::StringLiteral kUpdate = "autopar.update";
 } // namespace attrs
 
 /// Options that steer the import.

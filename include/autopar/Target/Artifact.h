@@ -12,6 +12,7 @@
 #include "autopar/Import/WeightLocator.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/Support/JSON.h"
 #include "llvm/ADT/SmallVector.h"
 
 #include <optional>
@@ -22,7 +23,19 @@ namespace autopar {
 
 /// One argument of a program's entry point.
 struct ArtifactArgument {
-  enum class Kind { Parameter, Input, Output, ActivationIn, ActivationOut };
+  /// Training steps add OptimizerState, Step, Metric and Update
+  /// (docs/design/training-artifact.md).
+  enum class Kind {
+    Parameter,
+    Input,
+    Output,
+    ActivationIn,
+    ActivationOut,
+    OptimizerState,
+    Step,
+    Metric,
+    Update
+  };
   Kind kind;
   std::string name;
   /// NumPy-style element type name.
@@ -43,6 +56,23 @@ struct ArtifactArgument {
   std::string splitAxis = "dp";
   /// For activations: the pipeline stage they come from or go to.
   int64_t peerStage = -1;
+  /// Parameters of a training step: whether it is trained.
+  bool trainable = false;
+  /// Optimizer states: the role ("exp_avg", ...) and the parameter.
+  std::string role, stateOf;
+  /// Updates: the argument whose next value this result is.
+  std::string updates;
+};
+
+/// The `training` key of a training artifact's manifest.
+struct ArtifactTraining {
+  std::string loss;
+  int64_t globalBatch = 0;
+  /// Samples times this is the token count (sequence models), or 0.
+  int64_t tokensPerSample = 0;
+  /// The resolved configuration, for logs and checkpoints.
+  llvm::json::Object optimizer, scheduler;
+  double gradientClipping = 0.0;
 };
 
 /// One program: a shared library and the arguments of its entry.
@@ -81,6 +111,8 @@ struct ArtifactDescription {
   std::optional<ArtifactPipeline> pipeline;
   /// GPU programs: the target (absent: the CPU).
   std::optional<ArtifactTarget> target;
+  /// Training artifacts (`mode` "train").
+  std::optional<ArtifactTraining> training;
 };
 
 /// The entry's arguments in call order (parameters, inputs, then outputs;

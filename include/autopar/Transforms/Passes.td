@@ -240,4 +240,118 @@ def MergeProjectionParts
                            "mlir::tensor::TensorDialect"];
 }
 
+
+def Differentiate : Pass<"autopar-differentiate", "mlir::ModuleOp"> {
+  let summary = "Reverse-mode differentiation of @main's loss with respect "
+                "to its trainable parameters";
+  let description = [{
+    The first step of training (docs/training.md): `@main(params, inputs) ->
+    (outputs)` becomes `@main(params, inputs) -> (loss, gradients...)`, on
+    linalg-on-tensors, before any planning, so the planner, the partitioner
+    and the backends see the backward pass as ordinary IR.
+
+    - The loss is the result named by `loss` (its `autopar.output` name), or
+      else the only scalar float result. It must be a float scalar.
+    - Trained: every float parameter (`autopar.parameter`) the loss depends
+      on, except those matching a `freeze` glob. They get `autopar.trainable`;
+      each gradient result carries `autopar.gradient` = the parameter's name,
+      in argument order. Other results are dropped.
+    - The adjoint of a linalg op is a linalg op over the same iteration
+      domain with the body differentiated; reshapes, slices, padding and
+      concatenation get their linear transposes; 2-D matmuls stay matmuls.
+    - Every op on the path without a gradient rule is reported in one error
+      that lists op types, ONNX nodes and counts.
+  }];
+  let options = [
+    Option<"loss", "loss", "std::string", "\"\"",
+           "Name of the graph output that is the loss (default: the only "
+           "scalar float output)">,
+    ListOption<"freeze", "freeze", "std::string",
+               "Globs of parameter names to keep fixed">,
+  ];
+  let dependentDialects = ["mlir::linalg::LinalgDialect",
+                           "mlir::arith::ArithDialect",
+                           "mlir::math::MathDialect",
+                           "mlir::tensor::TensorDialect"];
+}
+
+
+def ApplyOptimizer : Pass<"autopar-apply-optimizer", "mlir::ModuleOp"> {
+  let summary = "Turn @main's loss and gradients into one training step: "
+                "clipping, learning-rate schedule and optimizer update";
+  let description = [{
+    Runs after `autopar-differentiate` (docs/training.md). The update is IR,
+    with PyTorch's arithmetic (`torch.optim.SGD/Adam/AdamW` single-tensor
+    code, `clip_grad_norm_`) and DeepSpeed's schedules (`WarmupLR`,
+    `WarmupDecayLR`, `WarmupCosineLR`), so the planner and partitioner see
+    it like any other op.
+
+    `@main(params, inputs) -> (loss, gradients)` becomes
+    `@main(params, optimizer_states, step, inputs) -> (loss, lr, grad_norm,
+    updates)` (docs/design/training-artifact.md):
+    - one optimizer state per trained parameter and role (`momentum` for SGD
+      with momentum, `exp_avg` and `exp_avg_sq` for Adam/AdamW), argument
+      attributes `autopar.optimizer_state` (the role) and `autopar.state_of`;
+    - `step` (tensor<i64>, `autopar.step`): the 1-based number of the step;
+      the learning rate is the schedule's value at iteration `step - 1`
+      (DeepSpeed's `last_batch_iteration`), computed in f64;
+    - results `lr` and `grad_norm` (`autopar.metric`): the rate used and the
+      global L2 norm of the gradients before clipping;
+    - one `autopar.update` result per trained parameter and state: its new
+      value.
+  }];
+  let options = [
+    Option<"optimizer", "optimizer", "autopar::OptimizerKind",
+           "autopar::OptimizerKind::SGD", "The update rule", [{::llvm::cl::values(
+      clEnumValN(autopar::OptimizerKind::SGD, "sgd", "torch.optim.SGD"),
+      clEnumValN(autopar::OptimizerKind::Adam, "adam",
+                 "torch.optim.Adam (L2 weight decay)"),
+      clEnumValN(autopar::OptimizerKind::AdamW, "adamw",
+                 "torch.optim.AdamW (decoupled weight decay)"))}]>,
+    Option<"lr", "lr", "double", "1e-3", "Learning rate (the schedule's "
+           "peak)">,
+    Option<"momentum", "momentum", "double", "0.0", "SGD momentum">,
+    Option<"dampening", "dampening", "double", "0.0", "SGD dampening">,
+    Option<"nesterov", "nesterov", "bool", "false", "SGD Nesterov momentum">,
+    Option<"weightDecay", "weight-decay", "double", "0.0", "Weight decay">,
+    Option<"beta1", "beta1", "double", "0.9", "Adam beta1">,
+    Option<"beta2", "beta2", "double", "0.999", "Adam beta2">,
+    Option<"eps", "eps", "double", "1e-8", "Adam epsilon">,
+    Option<"clip", "clip", "double", "0.0",
+           "Clip the global gradient norm to this (0: no clipping)">,
+    Option<"schedule", "schedule", "autopar::LrSchedule",
+           "autopar::LrSchedule::Constant", "The learning-rate schedule",
+           [{::llvm::cl::values(
+      clEnumValN(autopar::LrSchedule::Constant, "constant", "lr throughout"),
+      clEnumValN(autopar::LrSchedule::Warmup, "warmup", "DeepSpeed WarmupLR"),
+      clEnumValN(autopar::LrSchedule::WarmupDecay, "warmup-decay",
+                 "DeepSpeed WarmupDecayLR"),
+      clEnumValN(autopar::LrSchedule::WarmupCosine, "warmup-cosine",
+                 "DeepSpeed WarmupCosineLR"))}]>,
+    Option<"warmupType", "warmup-type", "autopar::WarmupType",
+           "autopar::WarmupType::Log", "How the warm-up rises",
+           [{::llvm::cl::values(
+      clEnumValN(autopar::WarmupType::Log, "log", "log(iteration + 1) / "
+                 "log(warmup steps)"),
+      clEnumValN(autopar::WarmupType::Linear, "linear",
+                 "iteration / warmup steps"))}]>,
+    Option<"warmupMinLr", "warmup-min-lr", "double", "0.0",
+           "WarmupLR/WarmupDecayLR: the rate at iteration 0">,
+    Option<"warmupMaxLr", "warmup-max-lr", "double", "0.001",
+           "WarmupLR/WarmupDecayLR: the rate after warm-up">,
+    Option<"warmupSteps", "warmup-steps", "int64_t", "1000",
+           "Warm-up iterations">,
+    Option<"totalSteps", "total-steps", "int64_t", "0",
+           "WarmupDecayLR/WarmupCosineLR: the iteration the schedule ends at">,
+    Option<"warmupMinRatio", "warmup-min-ratio", "double", "0.0",
+           "WarmupCosineLR: the rate's ratio to lr at iteration 0">,
+    Option<"cosMinRatio", "cos-min-ratio", "double", "0.0001",
+           "WarmupCosineLR: the ratio at the end">,
+  ];
+  let dependentDialects = ["mlir::linalg::LinalgDialect",
+                           "mlir::arith::ArithDialect",
+                           "mlir::math::MathDialect",
+                           "mlir::tensor::TensorDialect"];
+}
+
 #endif // AUTOPAR_TRANSFORMS_PASSES

@@ -1,0 +1,460 @@
+//===- ApplyOptimizer.cpp - Clipping, LR schedule and update as IR --------===//
+//
+// See Passes.td. Each formula is PyTorch's single-tensor code (torch 1.13,
+// torch/optim/{sgd,adam,adamw}.py; clip_grad_norm_ in
+// torch/nn/utils/clip_grad.py) or DeepSpeed's scheduler
+// (deepspeed/runtime/lr_schedules.py), in the same order of operations:
+// scalar hyperparameter arithmetic in f64 (Python floats there), tensor
+// arithmetic in the parameters' type.
+//
+//===----------------------------------------------------------------------===//
+
+#include "autopar/Import/OnnxImporter.h"
+#include "autopar/Transforms/Autodiff.h"
+#include "autopar/Transforms/Passes.h"
+
+#include <cmath>
+
+namespace autopar {
+#define GEN_PASS_DEF_APPLYOPTIMIZER
+#include "autopar/Transforms/Passes.h.inc"
+} // namespace autopar
+
+using namespace mlir;
+
+namespace {
+
+/// Builds scalar and elementwise arithmetic before @main's return.
+struct UpdateBuilder {
+  OpBuilder &b;
+  Location loc;
+
+  Value f64(double v) {
+    return arith::ConstantOp::create(b, loc, b.getF64FloatAttr(v));
+  }
+  Value constant(Type type, double v) {
+    return arith::ConstantOp::create(b, loc, type, b.getFloatAttr(type, v));
+  }
+  Value add(Value x, Value y) { return arith::AddFOp::create(b, loc, x, y); }
+  Value sub(Value x, Value y) { return arith::SubFOp::create(b, loc, x, y); }
+  Value mul(Value x, Value y) { return arith::MulFOp::create(b, loc, x, y); }
+  Value div(Value x, Value y) { return arith::DivFOp::create(b, loc, x, y); }
+  Value lt(Value x, Value y) {
+    return arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT, x, y);
+  }
+  Value select(Value c, Value x, Value y) {
+    return arith::SelectOp::create(b, loc, c, x, y);
+  }
+  Value max(Value x, Value y) {
+    return arith::MaximumFOp::create(b, loc, x, y);
+  }
+
+  /// A rank-0 tensor holding scalar `v`, converted to `type`.
+  Value scalarTensor(Value v, Type type) {
+    if (v.getType() != type)
+      v = arith::TruncFOp::create(b, loc, type, v);
+    return tensor::FromElementsOp::create(
+        b, loc, RankedTensorType::get({}, type), ValueRange{v});
+  }
+
+  /// An elementwise linalg.generic over `operands` (tensors of one shape,
+  /// or rank-0 tensors broadcast to it) producing a tensor like the first.
+  Value
+  elementwise(ValueRange operands,
+              function_ref<Value(OpBuilder &, Location, ValueRange)> body) {
+    auto type = cast<RankedTensorType>(operands.front().getType());
+    int64_t rank = type.getRank();
+    SmallVector<AffineMap> maps;
+    for (Value v : operands)
+      maps.push_back(cast<RankedTensorType>(v.getType()).getRank() == 0
+                         ? AffineMap::get(rank, 0, {}, b.getContext())
+                         : b.getMultiDimIdentityMap(rank));
+    maps.push_back(b.getMultiDimIdentityMap(rank));
+    Value init =
+        tensor::EmptyOp::create(b, loc, type.getShape(), type.getElementType());
+    SmallVector<utils::IteratorType> iterators(rank,
+                                               utils::IteratorType::parallel);
+    return linalg::GenericOp::create(
+               b, loc, TypeRange{type}, operands, ValueRange{init}, maps,
+               iterators,
+               [&](OpBuilder &nb, Location nl, ValueRange args) {
+                 linalg::YieldOp::create(
+                     nb, nl, ValueRange{body(nb, nl, args.drop_back())});
+               })
+        .getResult(0);
+  }
+
+  /// sum(g * g) over every element, as a rank-0 tensor.
+  Value sumOfSquares(Value g) {
+    auto type = cast<RankedTensorType>(g.getType());
+    Type et = type.getElementType();
+    Value zero = constant(et, 0.0);
+    Value init =
+        linalg::FillOp::create(
+            b, loc, zero,
+            Value(tensor::EmptyOp::create(b, loc, ArrayRef<int64_t>{}, et)))
+            .getResult(0);
+    SmallVector<int64_t> dims;
+    for (int64_t d = 0; d < type.getRank(); ++d)
+      dims.push_back(d);
+    SmallVector<AffineMap> maps{
+        b.getMultiDimIdentityMap(type.getRank()),
+        AffineMap::get(type.getRank(), 0, {}, b.getContext())};
+    SmallVector<utils::IteratorType> iterators(type.getRank(),
+                                               utils::IteratorType::reduction);
+    return linalg::GenericOp::create(
+               b, loc, TypeRange{init.getType()}, ValueRange{g},
+               ValueRange{init}, maps, iterators,
+               [](OpBuilder &nb, Location nl, ValueRange a) {
+                 Value sq = arith::MulFOp::create(nb, nl, a[0], a[0]);
+                 linalg::YieldOp::create(
+                     nb, nl,
+                     ValueRange{arith::AddFOp::create(nb, nl, a[1], sq)});
+               })
+        .getResult(0);
+  }
+};
+
+struct ApplyOptimizerPass
+    : autopar::impl::ApplyOptimizerBase<ApplyOptimizerPass> {
+  using Base::Base;
+
+  /// The warm-up fraction at f64 iteration `it` (DeepSpeed's gamma / ratio
+  /// before warmup_min_ratio), valid below the warm-up's end.
+  Value warmupFraction(UpdateBuilder &u, Value it) {
+    // DeepSpeed: warmup_num_steps = max(2, warmup_num_steps).
+    double steps = std::max<int64_t>(2, warmupSteps);
+    if (warmupType == autopar::WarmupType::Linear)
+      return u.div(it, u.f64(steps));
+    Value logIt = math::LogOp::create(u.b, u.loc, u.add(it, u.f64(1.0)));
+    return u.mul(u.f64(1.0 / std::log(steps)), logIt);
+  }
+
+  /// The learning rate (f64) at iteration `it` = step - 1.
+  Value learningRate(UpdateBuilder &u, Value it) {
+    double steps = std::max<int64_t>(2, warmupSteps);
+    Value inWarmup = u.lt(it, u.f64(steps));
+    switch (schedule) {
+    case autopar::LrSchedule::Constant:
+      return u.f64(lr);
+    case autopar::LrSchedule::Warmup:
+    case autopar::LrSchedule::WarmupDecay: {
+      Value gamma = warmupFraction(u, it);
+      Value after = u.f64(1.0);
+      if (schedule == autopar::LrSchedule::WarmupDecay)
+        after = u.max(u.f64(0.0),
+                      u.div(u.sub(u.f64(double(totalSteps)), it),
+                            u.f64(std::max(1.0, double(totalSteps) - steps))));
+      gamma = u.select(inWarmup, gamma, after);
+      return u.add(u.f64(warmupMinLr),
+                   u.mul(u.f64(warmupMaxLr - warmupMinLr), gamma));
+    }
+    case autopar::LrSchedule::WarmupCosine: {
+      Value warm =
+          u.add(u.f64(warmupMinRatio),
+                u.mul(warmupFraction(u, it), u.f64(1.0 - warmupMinRatio)));
+      Value realLast = u.add(u.sub(it, u.f64(steps)), u.f64(1.0));
+      double realTotal = double(totalSteps) - steps;
+      Value cosine = math::CosOp::create(
+          u.b, u.loc, u.div(u.mul(u.f64(M_PI), realLast), u.f64(realTotal)));
+      Value ratio = u.div(u.add(u.f64(1.0), cosine), u.f64(2.0));
+      ratio = u.max(u.f64(0.0), u.add(u.f64(cosMinRatio),
+                                      u.mul(u.f64(1.0 - cosMinRatio), ratio)));
+      return u.mul(u.f64(lr), u.select(inWarmup, warm, ratio));
+    }
+    }
+    llvm_unreachable("unknown schedule");
+  }
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto main = module.lookupSymbol<func::FuncOp>("main");
+    if (!main) {
+      module.emitError("autopar-apply-optimizer: no func.func @main");
+      return signalPassFailure();
+    }
+    if ((schedule == autopar::LrSchedule::WarmupDecay ||
+         schedule == autopar::LrSchedule::WarmupCosine) &&
+        totalSteps <= std::max<int64_t>(2, warmupSteps)) {
+      main.emitError() << "autopar-apply-optimizer: the schedule needs "
+                          "total-steps ("
+                       << totalSteps << ") greater than warmup-steps ("
+                       << std::max<int64_t>(2, warmupSteps) << ")";
+      return signalPassFailure();
+    }
+    auto ret = cast<func::ReturnOp>(main.getBody().front().getTerminator());
+
+    // The loss, and each gradient with its parameter's argument.
+    std::optional<unsigned> lossIndex;
+    SmallVector<std::pair<BlockArgument, Value>> trained;
+    llvm::StringMap<BlockArgument> params;
+    for (BlockArgument arg : main.getArguments())
+      if (auto name = main.getArgAttrOfType<StringAttr>(
+              arg.getArgNumber(), autopar::attrs::kParameter))
+        params[name.getValue()] = arg;
+    for (unsigned i = 0; i < main.getNumResults(); ++i) {
+      auto of =
+          main.getResultAttrOfType<StringAttr>(i, autopar::attrs::kGradient);
+      if (!of) {
+        lossIndex = i;
+        continue;
+      }
+      auto it = params.find(of.getValue());
+      if (it == params.end()) {
+        main.emitError() << "autopar-apply-optimizer: result " << i
+                         << " is the gradient of '" << of.getValue()
+                         << "', which is no parameter of @main";
+        return signalPassFailure();
+      }
+      trained.push_back({it->second, ret.getOperand(i)});
+    }
+    if (trained.empty() || !lossIndex) {
+      main.emitError("autopar-apply-optimizer: @main returns no loss and "
+                     "gradients; run autopar-differentiate first");
+      return signalPassFailure();
+    }
+    Value loss = ret.getOperand(*lossIndex);
+    DictionaryAttr lossAttrs = main.getResultAttrDict(*lossIndex);
+
+    // New arguments after the last parameter: the optimizer states, then
+    // the step.
+    SmallVector<StringRef> roles;
+    if (optimizer == autopar::OptimizerKind::SGD) {
+      if (momentum != 0.0)
+        roles = {"momentum"};
+    } else {
+      roles = {"exp_avg", "exp_avg_sq"};
+    }
+    unsigned position = 0;
+    for (BlockArgument arg : main.getArguments())
+      if (main.getArgAttr(arg.getArgNumber(), autopar::attrs::kParameter))
+        position = arg.getArgNumber() + 1;
+    Builder attrs(&getContext());
+    // states[k][r]: parameter k's state of role r.
+    SmallVector<SmallVector<BlockArgument>> states(trained.size());
+    for (auto [k, entry] : llvm::enumerate(trained)) {
+      BlockArgument param = entry.first;
+      StringRef name = main.getArgAttrOfType<StringAttr>(
+                               param.getArgNumber(), autopar::attrs::kParameter)
+                           .getValue();
+      for (StringRef role : roles) {
+        SmallVector<NamedAttribute> dict{
+            attrs.getNamedAttr(autopar::attrs::kOptimizerState,
+                               attrs.getStringAttr(role)),
+            attrs.getNamedAttr(autopar::attrs::kStateOf,
+                               attrs.getStringAttr(name))};
+        if (Attribute dtype =
+                main.getArgAttr(param.getArgNumber(), autopar::attrs::kDType))
+          dict.push_back(attrs.getNamedAttr(autopar::attrs::kDType, dtype));
+        if (failed(main.insertArgument(position, param.getType(),
+                                       attrs.getDictionaryAttr(dict),
+                                       param.getLoc())))
+          return signalPassFailure();
+        states[k].push_back(main.getArgument(position++));
+      }
+    }
+    auto stepType = RankedTensorType::get({}, attrs.getI64Type());
+    if (failed(main.insertArgument(
+            position, stepType,
+            attrs.getDictionaryAttr(
+                {attrs.getNamedAttr(autopar::attrs::kStep, attrs.getUnitAttr()),
+                 attrs.getNamedAttr(autopar::attrs::kDType,
+                                    attrs.getStringAttr("int64"))}),
+            main.getLoc())))
+      return signalPassFailure();
+    Value stepArg = main.getArgument(position);
+
+    OpBuilder b(ret);
+    UpdateBuilder u{b, main.getLoc()};
+    Type f32 = b.getF32Type();
+    Value stepInt = tensor::ExtractOp::create(b, u.loc, stepArg, ValueRange{});
+    Value stepF = arith::SIToFPOp::create(b, u.loc, b.getF64Type(), stepInt);
+    Value iteration = u.sub(stepF, u.f64(1.0));
+    Value rate = learningRate(u, iteration);
+
+    // The global norm before clipping: sqrt of the sum of squares over every
+    // gradient (clip_grad_norm_'s total_norm for norm_type 2).
+    Value sumSq;
+    for (auto &[param, grad] : trained) {
+      Value s = tensor::ExtractOp::create(b, u.loc, u.sumOfSquares(grad),
+                                          ValueRange{});
+      if (s.getType() != f32)
+        s = arith::ExtFOp::create(b, u.loc, f32, s);
+      sumSq = sumSq ? u.add(sumSq, s) : s;
+    }
+    Value gradNorm = math::SqrtOp::create(b, u.loc, sumSq);
+    if (clip > 0.0) {
+      // clip_coef = max_norm / (total_norm + 1e-6), clamped to 1.
+      Value coef =
+          u.div(u.constant(f32, clip), u.add(gradNorm, u.constant(f32, 1e-6)));
+      coef = arith::MinimumFOp::create(b, u.loc, coef, u.constant(f32, 1.0));
+      for (auto &entry : trained) {
+        Type et =
+            cast<RankedTensorType>(entry.second.getType()).getElementType();
+        Value c = u.scalarTensor(coef, et);
+        entry.second = u.elementwise(
+            {entry.second, c}, [](OpBuilder &nb, Location nl, ValueRange a) {
+              return Value(arith::MulFOp::create(nb, nl, a[0], a[1]));
+            });
+      }
+    }
+
+    // Scalars of the update, each a rank-0 tensor read by the elementwise
+    // update kernels.
+    SmallVector<Value> newResults{loss, u.scalarTensor(rate, f32),
+                                  u.scalarTensor(gradNorm, f32)};
+    SmallVector<DictionaryAttr> newAttrs{
+        lossAttrs,
+        attrs.getDictionaryAttr(
+            {attrs.getNamedAttr(autopar::attrs::kMetric,
+                                attrs.getStringAttr("lr")),
+             attrs.getNamedAttr(autopar::attrs::kDType,
+                                attrs.getStringAttr("float32"))}),
+        attrs.getDictionaryAttr(
+            {attrs.getNamedAttr(autopar::attrs::kMetric,
+                                attrs.getStringAttr("grad_norm")),
+             attrs.getNamedAttr(autopar::attrs::kDType,
+                                attrs.getStringAttr("float32"))})};
+    auto updateAttrs = [&](BlockArgument of) {
+      SmallVector<NamedAttribute> dict;
+      DictionaryAttr argAttrs = main.getArgAttrDict(of.getArgNumber());
+      StringAttr name = argAttrs.getAs<StringAttr>(autopar::attrs::kParameter);
+      std::string updated =
+          name ? name.str()
+               : (argAttrs.getAs<StringAttr>(autopar::attrs::kStateOf).str() +
+                  "." +
+                  argAttrs.getAs<StringAttr>(autopar::attrs::kOptimizerState)
+                      .str());
+      dict.push_back(attrs.getNamedAttr(autopar::attrs::kUpdate,
+                                        attrs.getStringAttr(updated)));
+      if (Attribute dtype = argAttrs.get(autopar::attrs::kDType))
+        dict.push_back(attrs.getNamedAttr(autopar::attrs::kDType, dtype));
+      return attrs.getDictionaryAttr(dict);
+    };
+
+    Value isFirst = arith::CmpIOp::create(
+        b, u.loc, arith::CmpIPredicate::eq, stepInt,
+        arith::ConstantOp::create(b, u.loc, b.getI64IntegerAttr(1)));
+    for (auto [k, entry] : llvm::enumerate(trained)) {
+      auto [param, grad] = entry;
+      Type et = cast<RankedTensorType>(param.getType()).getElementType();
+      auto scalar = [&](Value v) { return u.scalarTensor(v, et); };
+      auto constant = [&](double v) { return u.scalarTensor(u.f64(v), et); };
+      SmallVector<std::pair<BlockArgument, Value>> updates;
+      if (optimizer == autopar::OptimizerKind::SGD) {
+        // d_p = grad + wd * p; buf = d_p at the first step, else
+        // momentum * buf + (1 - dampening) * d_p; nesterov: d_p + momentum *
+        // buf; p -= lr * d_p.
+        Value d = grad;
+        if (weightDecay != 0.0)
+          d = u.elementwise(
+              {grad, param, constant(weightDecay)},
+              [](OpBuilder &nb, Location nl, ValueRange a) {
+                Value wp = arith::MulFOp::create(nb, nl, a[2], a[1]);
+                return Value(arith::AddFOp::create(nb, nl, a[0], wp));
+              });
+        if (momentum != 0.0) {
+          Value first = tensor::FromElementsOp::create(
+              b, u.loc, RankedTensorType::get({}, b.getI1Type()),
+              ValueRange{isFirst});
+          Value buf = u.elementwise(
+              {d, states[k][0], constant(momentum), constant(1.0 - dampening),
+               first},
+              [](OpBuilder &nb, Location nl, ValueRange a) {
+                Value mb = arith::MulFOp::create(nb, nl, a[2], a[1]);
+                Value dd = arith::MulFOp::create(nb, nl, a[3], a[0]);
+                Value next = arith::AddFOp::create(nb, nl, mb, dd);
+                return Value(arith::SelectOp::create(nb, nl, a[4], a[0], next));
+              });
+          updates.push_back({states[k][0], buf});
+          if (nesterov)
+            d = u.elementwise(
+                {d, buf, constant(momentum)},
+                [](OpBuilder &nb, Location nl, ValueRange a) {
+                  Value mb = arith::MulFOp::create(nb, nl, a[2], a[1]);
+                  return Value(arith::AddFOp::create(nb, nl, a[0], mb));
+                });
+          else
+            d = buf;
+        }
+        Value newParam = u.elementwise(
+            {param, d, scalar(rate)},
+            [](OpBuilder &nb, Location nl, ValueRange a) {
+              Value step = arith::MulFOp::create(nb, nl, a[2], a[1]);
+              return Value(arith::SubFOp::create(nb, nl, a[0], step));
+            });
+        updates.insert(updates.begin(), {param, newParam});
+      } else {
+        // Adam: grad += wd * p. AdamW: p *= 1 - lr * wd.
+        Value g = grad, p = param;
+        if (weightDecay != 0.0) {
+          if (optimizer == autopar::OptimizerKind::Adam)
+            g = u.elementwise(
+                {grad, param, constant(weightDecay)},
+                [](OpBuilder &nb, Location nl, ValueRange a) {
+                  Value wp = arith::MulFOp::create(nb, nl, a[2], a[1]);
+                  return Value(arith::AddFOp::create(nb, nl, a[0], wp));
+                });
+          else
+            p = u.elementwise(
+                {param,
+                 scalar(u.sub(u.f64(1.0), u.mul(rate, u.f64(weightDecay))))},
+                [](OpBuilder &nb, Location nl, ValueRange a) {
+                  return Value(arith::MulFOp::create(nb, nl, a[0], a[1]));
+                });
+        }
+        // exp_avg = exp_avg * beta1 + (1 - beta1) * g;
+        // exp_avg_sq = exp_avg_sq * beta2 + (1 - beta2) * g * g.
+        Value expAvg = u.elementwise(
+            {states[k][0], g, constant(beta1), constant(1.0 - beta1)},
+            [](OpBuilder &nb, Location nl, ValueRange a) {
+              Value decayed = arith::MulFOp::create(nb, nl, a[0], a[2]);
+              Value added = arith::MulFOp::create(nb, nl, a[1], a[3]);
+              return Value(arith::AddFOp::create(nb, nl, decayed, added));
+            });
+        Value expAvgSq = u.elementwise(
+            {states[k][1], g, constant(beta2), constant(1.0 - beta2)},
+            [](OpBuilder &nb, Location nl, ValueRange a) {
+              Value decayed = arith::MulFOp::create(nb, nl, a[0], a[2]);
+              Value gg = arith::MulFOp::create(nb, nl, a[1], a[1]);
+              Value added = arith::MulFOp::create(nb, nl, gg, a[3]);
+              return Value(arith::AddFOp::create(nb, nl, decayed, added));
+            });
+        // step_size = lr / (1 - beta1^step);
+        // denom = sqrt(exp_avg_sq) / sqrt(1 - beta2^step) + eps;
+        // p -= step_size * exp_avg / denom.
+        Value pow1 = math::PowFOp::create(b, u.loc, u.f64(beta1), stepF);
+        Value pow2 = math::PowFOp::create(b, u.loc, u.f64(beta2), stepF);
+        Value stepSize = u.div(rate, u.sub(u.f64(1.0), pow1));
+        Value correction2 =
+            math::SqrtOp::create(b, u.loc, u.sub(u.f64(1.0), pow2));
+        Value newParam = u.elementwise(
+            {p, expAvg, expAvgSq, scalar(stepSize), scalar(correction2),
+             constant(eps)},
+            [](OpBuilder &nb, Location nl, ValueRange a) {
+              Value root = math::SqrtOp::create(nb, nl, a[2]);
+              Value denom = arith::AddFOp::create(
+                  nb, nl, arith::DivFOp::create(nb, nl, root, a[4]), a[5]);
+              Value ratio = arith::DivFOp::create(nb, nl, a[1], denom);
+              Value step = arith::MulFOp::create(nb, nl, a[3], ratio);
+              return Value(arith::SubFOp::create(nb, nl, a[0], step));
+            });
+        updates = {{param, newParam},
+                   {states[k][0], expAvg},
+                   {states[k][1], expAvgSq}};
+      }
+      for (auto &[of, value] : updates) {
+        newResults.push_back(value);
+        newAttrs.push_back(updateAttrs(of));
+      }
+    }
+
+    func::ReturnOp::create(b, ret.getLoc(), newResults);
+    ret.erase();
+    main.setType(FunctionType::get(&getContext(), main.getArgumentTypes(),
+                                   ValueRange(newResults).getTypes()));
+    main.setAllResultAttrs(newAttrs);
+  }
+};
+
+} // namespace

@@ -1,0 +1,248 @@
+//===- LinalgAdjoint.cpp - The adjoint of a structured op -----------------===//
+//
+// One rule covers every linalg op whose body is scalar arithmetic (named ops
+// included: their bodies are regions too). For an op computing
+//   Y[Mo(i)] = f(X_1[M_1(i)], ..., X_n[M_n(i)])            (all-parallel), or
+//   Y[Mo(i)] = Y[Mo(i)] (+|max|min) g(X_1[M_1(i)], ...)    (a reduction),
+// the adjoint of X_k is a linalg.generic over the same iteration domain i:
+//   dX_k[M_k(i)] += dY[Mo(i)] * d f / d x_k
+// whose loops absent from M_k become reduction loops (a broadcast operand's
+// gradient is summed over the dims it was broadcast along). A max/min
+// reduction routes the gradient to the elements equal to the result, as
+// PyTorch's amax/amin backward does for distinct values.
+//
+// Contractions keep their form: the adjoint of a 2-D matmul is a matmul with
+// transposed indexing maps, which the backends call BLAS / cuBLASLt for.
+//
+//===----------------------------------------------------------------------===//
+
+#include "AdjointBuilder.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/IR/IRMapping.h"
+
+using namespace mlir;
+
+namespace autopar::autodiff {
+namespace {
+
+enum class Combiner { None, Add, Max, Min };
+
+/// How a reduction's body combines the accumulator with the new value.
+Combiner classifyCombiner(Operation *op) {
+  if (isa<arith::AddFOp>(op))
+    return Combiner::Add;
+  if (isa<arith::MaximumFOp, arith::MaxNumFOp>(op))
+    return Combiner::Max;
+  if (isa<arith::MinimumFOp, arith::MinNumFOp>(op))
+    return Combiner::Min;
+  return Combiner::None;
+}
+
+/// A 2-D matmul computing dX for one operand of `op` (a linalg.matmul with
+/// maps over (m, n, k)), or null when the maps do not fit a matmul's form.
+/// `lhs`/`lhsMap` and `rhs`/`rhsMap` are the two factors of the adjoint
+/// contraction, `outMap` the map of the operand being differentiated.
+Value buildMatmulAdjoint(OpBuilder &b, Location loc, Value lhs,
+                         AffineMap lhsMap, Value rhs, AffineMap rhsMap,
+                         AffineMap outMap, Value init) {
+  // Rename the dims so that the output is (d0, d1) and the contracted dim
+  // (the one outMap lacks) is d2.
+  if (outMap.getNumResults() != 2 || !outMap.isProjectedPermutation())
+    return nullptr;
+  unsigned d0 = outMap.getDimPosition(0), d1 = outMap.getDimPosition(1);
+  unsigned d2 = 3 - d0 - d1;
+  MLIRContext *ctx = b.getContext();
+  SmallVector<AffineExpr> rename(3);
+  rename[d0] = getAffineDimExpr(0, ctx);
+  rename[d1] = getAffineDimExpr(1, ctx);
+  rename[d2] = getAffineDimExpr(2, ctx);
+  auto renamed = [&](AffineMap m) {
+    return m.replaceDimsAndSymbols(rename, {}, 3, 0);
+  };
+  AffineMap l = renamed(lhsMap), r = renamed(rhsMap);
+  auto is = [&](AffineMap m, unsigned x, unsigned y) {
+    return m.getNumResults() == 2 && m.isProjectedPermutation() &&
+           m.getDimPosition(0) == x && m.getDimPosition(1) == y;
+  };
+  // A: (d0, d2) or transposed (d2, d0); B: (d2, d1) or transposed (d1, d2).
+  if (!(is(l, 0, 2) || is(l, 2, 0)) || !(is(r, 2, 1) || is(r, 1, 2)))
+    return nullptr;
+  Attribute maps[] = {AffineMapAttr::get(l), AffineMapAttr::get(r),
+                      AffineMapAttr::get(renamed(outMap))};
+  return linalg::MatmulOp::create(
+             b, loc, TypeRange{init.getType()}, ValueRange{lhs, rhs},
+             ValueRange{init},
+             {b.getNamedAttr("indexing_maps", b.getArrayAttr(maps))})
+      .getResult(0);
+}
+
+} // namespace
+
+LogicalResult applyLinalgAdjoint(Operation *op, AdjointBuilder &adjoints) {
+  auto linalgOp = cast<linalg::LinalgOp>(op);
+  if (op->getNumResults() != 1 || linalgOp.getNumDpsInits() != 1)
+    return failure();
+  Value result = op->getResult(0);
+  Value dY = adjoints.getAdjoint(result);
+  if (!dY)
+    return success();
+  OpBuilder &b = adjoints.getBuilder();
+  Location loc = op->getLoc();
+
+  Block &body = *linalgOp.getBlock();
+  Value yielded = body.getTerminator()->getOperand(0);
+  OpOperand *init = linalgOp.getDpsInitOperand(0);
+  BlockArgument acc = linalgOp.getMatchingBlockArgument(init);
+  AffineMap outMap = linalgOp.getMatchingIndexingMap(init);
+
+  // A reduction must combine the accumulator once, with +, max or min; its
+  // other operand is what the reduction loops range over.
+  Combiner combiner = Combiner::None;
+  Value seeded = yielded;
+  Operation *combine = nullptr;
+  if (linalgOp.getNumReductionLoops() > 0) {
+    combine = yielded.getDefiningOp();
+    if (!combine || combine->getBlock() != &body ||
+        combine->getNumOperands() != 2 || !acc.hasOneUse() ||
+        acc.getUses().begin()->getOwner() != combine)
+      return failure();
+    combiner = classifyCombiner(combine);
+    if (combiner == Combiner::None)
+      return failure();
+    seeded = combine->getOperand(combine->getOperand(0) == acc ? 1 : 0);
+    // The accumulator's initial value receives dY unchanged under +; under
+    // max/min it is the identity (-inf / +inf), which carries no gradient.
+    if (adjoints.isActive(init->get())) {
+      if (combiner != Combiner::Add)
+        return failure();
+      adjoints.accumulate(init->get(), dY);
+    }
+  }
+
+  // Operands to differentiate: the active inputs, and in an all-parallel op
+  // that reads its init, the init.
+  SmallVector<OpOperand *> targets;
+  for (OpOperand *input : linalgOp.getDpsInputOperands())
+    if (adjoints.isActive(input->get()))
+      targets.push_back(input);
+  bool readsInit = combiner == Combiner::None && !acc.use_empty();
+  if (readsInit && adjoints.isActive(init->get()))
+    targets.push_back(init);
+
+  // Named 2-D matmul: its adjoints are matmuls (BLAS on CPU, cuBLASLt on
+  // GPU), dA = dC . B^T and dB = A^T . dC with the maps composed.
+  if (auto matmul = dyn_cast<linalg::MatmulOp>(op);
+      matmul && isa_and_nonnull<arith::MulFOp>(seeded.getDefiningOp())) {
+    SmallVector<OpOperand *> rest;
+    for (OpOperand *target : targets) {
+      Value grad;
+      if (target != init) {
+        OpOperand *other = target == matmul.getDpsInputOperand(0)
+                               ? matmul.getDpsInputOperand(1)
+                               : matmul.getDpsInputOperand(0);
+        AffineMap otherMap = matmul.getMatchingIndexingMap(other);
+        bool isLhs = target == matmul.getDpsInputOperand(0);
+        auto type = cast<RankedTensorType>(target->get().getType());
+        // dA = dC . B^T (dC first); dB = A^T . dC (A first).
+        grad = buildMatmulAdjoint(
+            b, loc, isLhs ? dY : other->get(), isLhs ? outMap : otherMap,
+            isLhs ? other->get() : dY, isLhs ? otherMap : outMap,
+            matmul.getMatchingIndexingMap(target), adjoints.zeros(loc, type));
+      }
+      if (grad)
+        adjoints.accumulate(target->get(), grad);
+      else
+        rest.push_back(target);
+    }
+    targets = std::move(rest);
+  }
+
+  for (OpOperand *target : targets) {
+    AffineMap targetMap = linalgOp.getMatchingIndexingMap(target);
+    if (!targetMap.isProjectedPermutation())
+      return failure();
+    auto targetType = cast<RankedTensorType>(target->get().getType());
+
+    // Inputs: the forward inputs (and init when read), dY, and for max/min
+    // the forward result.
+    SmallVector<Value> inputs;
+    SmallVector<AffineMap> maps;
+    for (OpOperand *input : linalgOp.getDpsInputOperands()) {
+      inputs.push_back(input->get());
+      maps.push_back(linalgOp.getMatchingIndexingMap(input));
+    }
+    if (readsInit) {
+      inputs.push_back(init->get());
+      maps.push_back(outMap);
+    }
+    inputs.push_back(dY);
+    maps.push_back(outMap);
+    bool routesToExtremum =
+        combiner == Combiner::Max || combiner == Combiner::Min;
+    if (routesToExtremum) {
+      inputs.push_back(result);
+      maps.push_back(outMap);
+    }
+    maps.push_back(targetMap);
+    SmallVector<utils::IteratorType> iterators;
+    for (unsigned d = 0; d < linalgOp.getNumLoops(); ++d)
+      iterators.push_back(targetMap.isFunctionOfDim(d)
+                              ? utils::IteratorType::parallel
+                              : utils::IteratorType::reduction);
+
+    std::string unsupported;
+    bool bodyFailed = false;
+    auto generic = linalg::GenericOp::create(
+        b, loc, TypeRange{targetType}, inputs,
+        ValueRange{adjoints.zeros(loc, targetType)}, maps, iterators,
+        [&](OpBuilder &nb, Location nl, ValueRange args) {
+          IRMapping mapping;
+          unsigned numInputs = linalgOp.getNumDpsInputs();
+          for (unsigned i = 0; i < numInputs; ++i)
+            mapping.map(body.getArgument(i), args[i]);
+          unsigned next = numInputs;
+          if (readsInit)
+            mapping.map(acc, args[next++]);
+          Value g = args[next++];
+          Value extremum = routesToExtremum ? args[next++] : Value();
+          Value gradAcc = args.back();
+          for (Operation &bodyOp : body.without_terminator())
+            if (&bodyOp != combine)
+              nb.clone(bodyOp, mapping);
+          if (routesToExtremum) {
+            Value hit = arith::CmpFOp::create(nb, nl, arith::CmpFPredicate::OEQ,
+                                              mapping.lookupOrDefault(seeded),
+                                              extremum);
+            Value zero = arith::ConstantOp::create(
+                nb, nl, g.getType(), nb.getFloatAttr(g.getType(), 0.0));
+            g = arith::SelectOp::create(nb, nl, hit, g, zero);
+          }
+          BlockArgument wrt = linalgOp.getMatchingBlockArgument(target);
+          Value contribution;
+          if (seeded == wrt) {
+            contribution = g;
+          } else {
+            auto built = buildScalarAdjoint(nb, nl, body, mapping, seeded, g,
+                                            wrt, unsupported);
+            if (failed(built))
+              bodyFailed = true;
+            else
+              contribution = *built;
+          }
+          Value sum = gradAcc;
+          if (contribution)
+            sum = arith::AddFOp::create(nb, nl, gradAcc, contribution);
+          linalg::YieldOp::create(nb, nl, sum);
+        });
+    if (bodyFailed) {
+      generic->erase();
+      return failure();
+    }
+    adjoints.accumulate(target->get(), generic.getResult(0));
+  }
+  return success();
+}
+
+} // namespace autopar::autodiff

@@ -1,0 +1,193 @@
+//===- Differentiate.cpp - @main's loss and its gradients -----------------===//
+//
+// See Passes.td. The pass chooses the loss and the trained parameters and
+// reports every way that choice can fail with the names a user wrote (ONNX
+// outputs and initializers); the reverse sweep itself is in Autodiff/.
+//
+//===----------------------------------------------------------------------===//
+
+#include "autopar/Import/OnnxImporter.h"
+#include "autopar/Transforms/Autodiff.h"
+#include "autopar/Transforms/Passes.h"
+
+#include "llvm/Support/GlobPattern.h"
+
+namespace autopar {
+#define GEN_PASS_DEF_DIFFERENTIATE
+#include "autopar/Transforms/Passes.h.inc"
+} // namespace autopar
+
+using namespace mlir;
+
+namespace {
+
+bool isFloatScalar(Type type) {
+  auto tensor = dyn_cast<RankedTensorType>(type);
+  return tensor && isa<FloatType>(tensor.getElementType()) &&
+         tensor.getNumElements() == 1;
+}
+
+StringRef resultName(func::FuncOp main, unsigned i) {
+  if (auto name =
+          main.getResultAttrOfType<StringAttr>(i, autopar::attrs::kOutput))
+    return name.getValue();
+  return "";
+}
+
+struct DifferentiatePass : autopar::impl::DifferentiateBase<DifferentiatePass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto main = module.lookupSymbol<func::FuncOp>("main");
+    if (!main) {
+      module.emitError("autopar-differentiate: no func.func @main");
+      return signalPassFailure();
+    }
+    auto lossIndex = findLoss(main);
+    if (failed(lossIndex))
+      return signalPassFailure();
+    auto ret = cast<func::ReturnOp>(main.getBody().front().getTerminator());
+    Value loss = ret.getOperand(*lossIndex);
+    std::string lossName = resultName(main, *lossIndex).str();
+
+    auto trainable = findTrainable(main, loss, lossName);
+    if (failed(trainable))
+      return signalPassFailure();
+    SmallVector<Value> wrt;
+    for (unsigned i : *trainable)
+      wrt.push_back(main.getArgument(i));
+    auto gradients = autopar::buildGradients(main, loss, wrt);
+    if (failed(gradients))
+      return signalPassFailure();
+
+    // @main now returns the loss and the gradients; the forward's other
+    // outputs are no longer needed.
+    SmallVector<Value> results{loss};
+    llvm::append_range(results, *gradients);
+    SmallVector<DictionaryAttr> resultAttrs{main.getResultAttrDict(*lossIndex)};
+    Builder b(&getContext());
+    for (unsigned i : *trainable) {
+      main.setArgAttr(i, autopar::attrs::kTrainable, b.getUnitAttr());
+      auto name =
+          main.getArgAttrOfType<StringAttr>(i, autopar::attrs::kParameter);
+      // Named as an output too ("<param>.grad"), so that a program that
+      // stops here (autopar-compile --emit-gradients) runs as it is.
+      SmallVector<NamedAttribute> attrs{
+          b.getNamedAttr(autopar::attrs::kGradient, name),
+          b.getNamedAttr(autopar::attrs::kOutput,
+                         b.getStringAttr(name.getValue() + ".grad"))};
+      if (Attribute dtype = main.getArgAttr(i, autopar::attrs::kDType))
+        attrs.push_back(b.getNamedAttr(autopar::attrs::kDType, dtype));
+      resultAttrs.push_back(b.getDictionaryAttr(attrs));
+    }
+    OpBuilder rb(ret);
+    func::ReturnOp::create(rb, ret.getLoc(), results);
+    ret.erase();
+    main.setType(FunctionType::get(&getContext(), main.getArgumentTypes(),
+                                   ValueRange(results).getTypes()));
+    main.setAllResultAttrs(resultAttrs);
+  }
+
+  /// The index of the loss among @main's results.
+  FailureOr<unsigned> findLoss(func::FuncOp main) {
+    SmallVector<std::string> names, scalars;
+    std::optional<unsigned> found;
+    for (unsigned i = 0; i < main.getNumResults(); ++i) {
+      std::string name = resultName(main, i).str();
+      names.push_back(name);
+      if (!loss.empty() && name == loss)
+        found = i;
+      if (loss.empty() && isFloatScalar(main.getResultTypes()[i])) {
+        scalars.push_back(name);
+        found = i;
+      }
+    }
+    auto list = [](ArrayRef<std::string> v) {
+      std::string s;
+      for (const std::string &n : v)
+        s += (s.empty() ? "'" : ", '") + n + "'";
+      return s;
+    };
+    if (!loss.empty() && !found) {
+      main.emitError() << "--loss " << loss
+                       << ": the model has no output of that name; its "
+                          "outputs are "
+                       << list(names);
+      return failure();
+    }
+    if (loss.empty() && scalars.empty()) {
+      main.emitError()
+          << "no loss: none of the model's outputs (" << list(names)
+          << ") is a float scalar; name one with --loss NAME, or add "
+             "cross-entropy to an output of logits with --loss "
+             "cross-entropy:OUTPUT";
+      return failure();
+    }
+    if (loss.empty() && scalars.size() > 1) {
+      main.emitError() << "several outputs could be the loss (" << list(scalars)
+                       << "); choose one with --loss NAME";
+      return failure();
+    }
+    Type type = main.getResultTypes()[*found];
+    if (!isFloatScalar(type)) {
+      main.emitError() << "--loss " << loss << ": the loss must be a float "
+                       << "scalar, but '" << loss << "' is " << type;
+      return failure();
+    }
+    return *found;
+  }
+
+  /// The arguments to train, in order.
+  FailureOr<SmallVector<unsigned>> findTrainable(func::FuncOp main, Value loss,
+                                                 StringRef lossName) {
+    SmallVector<llvm::GlobPattern> globs;
+    for (const std::string &glob : freeze) {
+      auto pattern = llvm::GlobPattern::create(glob);
+      if (!pattern) {
+        main.emitError() << "--freeze " << glob << ": "
+                         << llvm::toString(pattern.takeError());
+        return failure();
+      }
+      globs.push_back(std::move(*pattern));
+    }
+    SmallVector<Value> candidates;
+    SmallVector<unsigned> indices;
+    std::vector<bool> globUsed(globs.size());
+    for (BlockArgument arg : main.getArguments()) {
+      auto name = main.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                    autopar::attrs::kParameter);
+      auto type = dyn_cast<RankedTensorType>(arg.getType());
+      if (!name || !type || !isa<FloatType>(type.getElementType()))
+        continue;
+      bool frozen = false;
+      for (auto [k, glob] : llvm::enumerate(globs))
+        if (glob.match(name.getValue()))
+          frozen = globUsed[k] = true;
+      if (frozen)
+        continue;
+      candidates.push_back(arg);
+      indices.push_back(arg.getArgNumber());
+    }
+    for (auto [k, used] : llvm::enumerate(globUsed))
+      if (!used)
+        main.emitWarning() << "--freeze " << freeze[k]
+                           << " matches no float parameter";
+    llvm::DenseSet<Value> active =
+        autopar::findActiveValues(main, candidates, loss);
+    SmallVector<unsigned> trainable;
+    for (auto [arg, index] : llvm::zip(candidates, indices))
+      if (active.contains(arg))
+        trainable.push_back(index);
+    if (trainable.empty()) {
+      main.emitError() << "the loss '" << lossName
+                       << "' does not depend on any "
+                       << (freeze.empty() ? "" : "unfrozen ")
+                       << "float parameter, so there is nothing to train";
+      return failure();
+    }
+    return trainable;
+  }
+};
+
+} // namespace
