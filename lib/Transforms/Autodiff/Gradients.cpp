@@ -162,6 +162,12 @@ FailureOr<SmallVector<Value>> buildGradients(func::FuncOp func, Value loss,
     if (succeeded(autodiff::applyAdjointRule(op, adjoints)))
       continue;
     ++missingCount;
+    // Keep sweeping past it, so that every op without a rule is found: its
+    // operands get a stand-in (zero) adjoint. The function is not kept.
+    for (Value v : readValues(op))
+      if (adjoints.isActive(v) && !adjoints.getAdjoint(v))
+        adjoints.accumulate(
+            v, adjoints.zeros(op->getLoc(), cast<RankedTensorType>(v.getType())));
     std::string node = onnxNodeName(op);
     auto &nodes = missing[op->getName().getStringRef()];
     if (!node.empty() && !llvm::is_contained(nodes, node))

@@ -1,0 +1,169 @@
+// autopar-differentiate: the loss and the gradients of the trained
+// parameters replace @main's results; each adjoint is a structured op over
+// the forward op's domain.
+// RUN: autopar-opt %s -split-input-file -autopar-differentiate -verify-diagnostics | FileCheck %s
+
+// A matmul's adjoint is a matmul with transposed maps (BLAS on CPU); the
+// sum's adjoint broadcasts dL/dloss = 1 back over the reduced dims; the input
+// x is not a parameter and gets no gradient.
+// CHECK-LABEL: func.func @main
+// CHECK-SAME: %[[W:.*]]: tensor<3x2xf32> {autopar.dtype = "float32", autopar.parameter = "w", autopar.trainable}
+// CHECK-SAME: -> (tensor<f32> {autopar.output = "loss"}, tensor<3x2xf32> {autopar.dtype = "float32", autopar.gradient = "w", autopar.output = "w.grad"})
+// CHECK: %[[Y:.*]] = linalg.matmul ins(%[[X:.*]], %[[W]] :
+// CHECK: %[[LOSS:.*]] = linalg.reduce ins(%[[Y]] :
+// CHECK: %[[ONE:.*]] = linalg.fill ins(%{{.*}} : f32) outs(%{{.*}} : tensor<f32>)
+// CHECK: %[[DY:.*]] = linalg.generic {{.*}}iterator_types = ["parallel", "parallel"]{{.*}} ins(%[[Y]], %[[ONE]] :
+// CHECK: %[[DW:.*]] = linalg.matmul indexing_maps = [#{{.*}}, #{{.*}}, #{{.*}}] ins(%[[X]], %[[DY]] : tensor<4x3xf32>, tensor<4x2xf32>)
+// CHECK: return %[[LOSS]], %[[DW]] : tensor<f32>, tensor<3x2xf32>
+func.func @main(%w: tensor<3x2xf32> {autopar.dtype = "float32", autopar.parameter = "w"},
+                %x: tensor<4x3xf32> {autopar.dtype = "float32", autopar.input = "x"})
+    -> (tensor<f32> {autopar.output = "loss"}) {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<4x2xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%e : tensor<4x2xf32>) -> tensor<4x2xf32>
+  %y = linalg.matmul ins(%x, %w : tensor<4x3xf32>, tensor<3x2xf32>) outs(%init : tensor<4x2xf32>) -> tensor<4x2xf32>
+  %s = tensor.empty() : tensor<f32>
+  %sinit = linalg.fill ins(%zero : f32) outs(%s : tensor<f32>) -> tensor<f32>
+  %loss = linalg.reduce ins(%y : tensor<4x2xf32>) outs(%sinit : tensor<f32>) dimensions = [0, 1]
+    (%in: f32, %acc: f32) {
+      %r = arith.addf %in, %acc : f32
+      linalg.yield %r : f32
+    }
+  return %loss : tensor<f32>
+}
+
+// -----
+
+// The body is differentiated by the chain rule: d tanh(b * x)/d b =
+// (1 - tanh^2) * x, summed over the broadcast dim (a reduction loop).
+// CHECK-LABEL: func.func @main
+// CHECK: %[[T:.*]] = linalg.generic {{.*}} ins(%[[X:.*]], %[[B:.*]] : tensor<4x2xf32>, tensor<2xf32>)
+// CHECK: linalg.generic {indexing_maps = [#{{.*}}, #{{.*}}, #{{.*}}, #{{.*}}], iterator_types = ["reduction", "parallel"]} ins(%[[X]], %[[B]], %{{.*}} : tensor<4x2xf32>, tensor<2xf32>, tensor<4x2xf32>) outs(%{{.*}} : tensor<2xf32>)
+// CHECK: ^bb0(%[[XS:.*]]: f32, %[[BS:.*]]: f32, %[[G:.*]]: f32, %[[ACC:.*]]: f32):
+// CHECK:   %[[P:.*]] = arith.mulf %[[XS]], %[[BS]] :
+// CHECK:   %[[TS:.*]] = math.tanh %[[P]]
+// CHECK:   %[[SQ:.*]] = arith.mulf %[[TS]], %[[TS]]
+// CHECK:   %[[D:.*]] = arith.subf %{{.*}}, %[[SQ]]
+// CHECK:   %[[GD:.*]] = arith.mulf %[[G]], %[[D]]
+// CHECK:   %[[GX:.*]] = arith.mulf %[[GD]], %[[XS]] :
+// CHECK:   %[[SUM:.*]] = arith.addf %[[ACC]], %[[GX]] :
+// CHECK:   linalg.yield %[[SUM]]
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#col = affine_map<(d0, d1) -> (d1)>
+#all = affine_map<(d0, d1) -> ()>
+func.func @main(%b: tensor<2xf32> {autopar.dtype = "float32", autopar.parameter = "b"},
+                %x: tensor<4x2xf32> {autopar.dtype = "float32", autopar.input = "x"})
+    -> (tensor<f32> {autopar.output = "loss"}) {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<4x2xf32>
+  %t = linalg.generic {indexing_maps = [#id, #col, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x, %b : tensor<4x2xf32>, tensor<2xf32>) outs(%e : tensor<4x2xf32>) {
+  ^bb0(%xs: f32, %bs: f32, %o: f32):
+    %p = arith.mulf %xs, %bs : f32
+    %th = math.tanh %p : f32
+    linalg.yield %th : f32
+  } -> tensor<4x2xf32>
+  %s = tensor.empty() : tensor<f32>
+  %sinit = linalg.fill ins(%zero : f32) outs(%s : tensor<f32>) -> tensor<f32>
+  %loss = linalg.generic {indexing_maps = [#id, #all], iterator_types = ["reduction", "reduction"]}
+      ins(%t : tensor<4x2xf32>) outs(%sinit : tensor<f32>) {
+  ^bb0(%in: f32, %acc: f32):
+    %r = arith.addf %acc, %in : f32
+    linalg.yield %r : f32
+  } -> tensor<f32>
+  return %loss : tensor<f32>
+}
+
+// -----
+
+// A max reduction routes the gradient to the element equal to the maximum.
+// CHECK-LABEL: func.func @main
+// CHECK: %[[M:.*]] = linalg.reduce ins(%[[W:.*]] : tensor<3xf32>)
+// CHECK: linalg.generic {{.*}} ins(%[[W]], %{{.*}}, %[[M]] : tensor<3xf32>, tensor<f32>, tensor<f32>) outs(%{{.*}} : tensor<3xf32>)
+// CHECK: ^bb0(%[[IN:.*]]: f32, %[[G:.*]]: f32, %[[MAX:.*]]: f32, %[[ACC:.*]]: f32):
+// CHECK:   %[[HIT:.*]] = arith.cmpf oeq, %[[IN]], %[[MAX]]
+// CHECK:   %[[ROUTED:.*]] = arith.select %[[HIT]], %[[G]], %{{.*}}
+// CHECK:   arith.addf %[[ACC]], %[[ROUTED]]
+func.func @main(%w: tensor<3xf32> {autopar.dtype = "float32", autopar.parameter = "w"})
+    -> (tensor<f32> {autopar.output = "loss"}) {
+  %ninf = arith.constant 0xFF800000 : f32
+  %s = tensor.empty() : tensor<f32>
+  %init = linalg.fill ins(%ninf : f32) outs(%s : tensor<f32>) -> tensor<f32>
+  %m = linalg.reduce ins(%w : tensor<3xf32>) outs(%init : tensor<f32>) dimensions = [0]
+    (%in: f32, %acc: f32) {
+      %r = arith.maximumf %in, %acc : f32
+      linalg.yield %r : f32
+    }
+  return %m : tensor<f32>
+}
+
+// -----
+
+// Reshapes and slices get their linear transposes.
+// CHECK-LABEL: func.func @main
+// CHECK: %[[C:.*]] = tensor.collapse_shape %[[W:.*]] {{\[}}[0, 1]] : tensor<2x3xf32> into tensor<6xf32>
+// CHECK: %[[S:.*]] = tensor.extract_slice %[[C]][1] [4] [1]
+// CHECK: %[[DS:.*]] = tensor.insert_slice %{{.*}} into %{{.*}}[1] [4] [1] : tensor<4xf32> into tensor<6xf32>
+// CHECK: %[[DW:.*]] = tensor.expand_shape %[[DS]] {{\[}}[0, 1]] output_shape [2, 3] : tensor<6xf32> into tensor<2x3xf32>
+// CHECK: return %{{.*}}, %[[DW]]
+func.func @main(%w: tensor<2x3xf32> {autopar.dtype = "float32", autopar.parameter = "w"})
+    -> (tensor<f32> {autopar.output = "loss"}) {
+  %zero = arith.constant 0.0 : f32
+  %c = tensor.collapse_shape %w [[0, 1]] : tensor<2x3xf32> into tensor<6xf32>
+  %sl = tensor.extract_slice %c[1] [4] [1] : tensor<6xf32> to tensor<4xf32>
+  %s = tensor.empty() : tensor<f32>
+  %init = linalg.fill ins(%zero : f32) outs(%s : tensor<f32>) -> tensor<f32>
+  %loss = linalg.reduce ins(%sl : tensor<4xf32>) outs(%init : tensor<f32>) dimensions = [0]
+    (%in: f32, %acc: f32) {
+      %r = arith.addf %in, %acc : f32
+      linalg.yield %r : f32
+    }
+  return %loss : tensor<f32>
+}
+
+// -----
+
+// Every op without a rule is listed in one error, with its ONNX node.
+// expected-error-re @+1 {{cannot differentiate the loss: 2 op(s) on the path from the parameters to the loss have no gradient rule:{{[[:space:]]+}}linalg.generic from ONNX node(s) 'Mod_2', 'Mod_1'{{[[:space:]]+}}freeze the parameters}}
+func.func @main(%w: tensor<4xf32> {autopar.dtype = "float32", autopar.parameter = "w"})
+    -> (tensor<f32> {autopar.output = "loss"}) {
+  %zero = arith.constant 0.0 : f32
+  %s = tensor.empty() : tensor<f32>
+  %init = linalg.fill ins(%zero : f32) outs(%s : tensor<f32>) -> tensor<f32>
+  %e = tensor.empty() : tensor<4xf32>
+  %r1 = linalg.generic {indexing_maps = [affine_map<(d0) -> (d0)>, affine_map<(d0) -> (d0)>], iterator_types = ["parallel"]}
+      ins(%w : tensor<4xf32>) outs(%e : tensor<4xf32>) {
+  ^bb0(%in: f32, %o: f32):
+    %q = arith.remf %in, %in : f32
+    linalg.yield %q : f32
+  } -> tensor<4xf32> loc("Mod_1")
+  %r2 = linalg.generic {indexing_maps = [affine_map<(d0) -> (d0)>, affine_map<(d0) -> (d0)>], iterator_types = ["parallel"]}
+      ins(%r1 : tensor<4xf32>) outs(%e : tensor<4xf32>) {
+  ^bb0(%in: f32, %o: f32):
+    %q = arith.remf %in, %in : f32
+    linalg.yield %q : f32
+  } -> tensor<4xf32> loc("Mod_2")
+  %loss = linalg.reduce ins(%r2 : tensor<4xf32>) outs(%init : tensor<f32>) dimensions = [0]
+    (%in: f32, %acc: f32) {
+      %r = arith.addf %in, %acc : f32
+      linalg.yield %r : f32
+    }
+  return %loss : tensor<f32>
+}
+
+// -----
+
+// expected-error @+1 {{no loss: none of the model's outputs ('y') is a float scalar}}
+func.func @main(%w: tensor<4xf32> {autopar.dtype = "float32", autopar.parameter = "w"})
+    -> (tensor<4xf32> {autopar.output = "y"}) {
+  return %w : tensor<4xf32>
+}
+
+// -----
+
+// expected-error @+1 {{the loss 'loss' does not depend on any float parameter, so there is nothing to train}}
+func.func @main(%w: tensor<4xf32> {autopar.dtype = "float32", autopar.parameter = "w"},
+                %x: tensor<f32> {autopar.dtype = "float32", autopar.input = "x"})
+    -> (tensor<f32> {autopar.output = "loss"}) {
+  return %x : tensor<f32>
+}
