@@ -22,8 +22,11 @@ APT_PACKAGES=(
   slurm-wlm slurm-wlm-basic-plugins munge
   # Unit tests; JSON for the runtime's manifest reader.
   libgtest-dev googletest nlohmann-json3-dev
-  # Python side: model export with PyTorch, numpy for .npy, onnx for checks.
+  # Python side: model export with PyTorch, numpy for .npy, onnx for checks; venv,
+  # setuptools and wheel to install python/ into a venv offline (python/README.md,
+  # python/tests/test_install.py).
   python3 python3-numpy python3-onnx python3-torch python3-torchvision
+  python3-venv python3-setuptools python3-wheel
 )
 # Node.js runs onnxruntime-node, the reference executor. Keep an existing Node.js
 # (e.g. from NodeSource) rather than fighting it with Debian's npm.

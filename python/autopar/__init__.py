@@ -10,8 +10,9 @@ Modules:
   autopar.onnx_data  ONNX TensorProto .pb files <-> NumPy arrays / .npy files
   autopar.tools      locate and run autopar-compile, autopar-run and the ORT reference
   autopar.plan       load and validate the plan report (--report-json)
-  autopar.draw       the plan report as an HTML page with SVG pictures (CLI)
+  autopar.schedule   the pipeline schedule (GPipe, 1F1B) after runtime/lib/PipelineSchedule.cpp
+  autopar.draw       the plan report as an HTML page with SVG pictures (package, CLI)
   autopar.gpt_onnx   GPT decoder ONNX graphs of any size, weights external (CLI)
 """
 
-__all__ = ["compare", "draw", "gpt_onnx", "models", "onnx_data", "plan", "tools"]
+__all__ = ["compare", "draw", "gpt_onnx", "models", "onnx_data", "plan", "schedule", "tools"]

@@ -1,7 +1,8 @@
 """PyTorch definitions of autopar's test models and their ONNX export.
 
 Imported only when a model is exported (it needs torch and torchvision).  Every model is
-built from a fixed seed; nothing is downloaded.  Export settings: opset 17, constant
+built from a fixed seed; nothing is downloaded.  This module imports nothing from autopar:
+``autopar.models`` (the table) calls it and passes the table's entries and inputs in.  Export settings: opset 17, constant
 folding on, dynamic axes as recorded in ``autopar.models``.
 
 Exporter notes (torch 1.13):
@@ -167,19 +168,17 @@ def build(name):
     return net.eval()
 
 
-def example_inputs(model):
-    """Torch tensors with the table's shapes (values from autopar.models.make_inputs)."""
-    from .models import make_inputs
-
-    arrays = make_inputs(model.name)
+def example_inputs(model, arrays):
+    """Torch tensors of NumPy arrays {input name: array} in the model's input order."""
     return tuple(torch.from_numpy(arrays[i.name]) for i in model.inputs)
 
 
-def export_model(model, path):
-    """Exports a torch model from the table (autopar.models.Model) to path."""
+def export_model(model, path, arrays):
+    """Exports a torch model from the table (an autopar.models.Model) to path, traced with
+    the example inputs `arrays` ({input name: array}, autopar.models.make_inputs)."""
     torch.set_num_threads(1)
     net = build(model.name)
-    args = example_inputs(model)
+    args = example_inputs(model, arrays)
     dynamic_axes = {k: dict(v) for k, v in model.dynamic_dims.items()}
     # Outputs share the leading dynamic axes of the first input (batch, and seq if any),
     # except where an output drops the sequence (bert's pooler).
@@ -199,14 +198,13 @@ def export_model(model, path):
     return path
 
 
-def torch_outputs(name, arrays):
-    """Runs the torch module on NumPy inputs; returns a list of NumPy outputs (for checks)."""
-    from .models import get
-
-    model = get(name)
-    net = build(name)
+def torch_outputs(model, arrays):
+    """Runs the torch module of `model` (an autopar.models.Model, e.g.
+    autopar.models.get("gpt")) on NumPy inputs {input name: array}; returns a list of
+    NumPy outputs (for checks)."""
+    net = build(model.name)
     with torch.no_grad():
-        out = net(*[torch.from_numpy(arrays[i.name]) for i in model.inputs])
+        out = net(*example_inputs(model, arrays))
     if isinstance(out, torch.Tensor):
         out = (out,)
     return [o.numpy() for o in out]

@@ -169,7 +169,7 @@ def export(name, out_dir, force=False, log=print):
                 return path
     from . import export as exporter  # imports torch
 
-    exporter.export_model(model, path)
+    exporter.export_model(model, path, make_inputs(model))
     with open(stamp_path, "w") as f:
         json.dump(stamp, f, indent=1)
     log(f"exported {path}")

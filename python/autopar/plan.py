@@ -30,12 +30,15 @@ import sys
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
+from .schedule import SCHEDULES
+
 MODES = ("train", "infer")
 PRECISIONS = ("fp32", "bf16", "fp16")
 RECOMPUTE = ("none", "selective", "full")
 ZERO_STAGES = (0, 1, 2, 3)
-# Schedules the drawing knows; others are accepted (and drawn as 1F1B, with a note).
-KNOWN_SCHEDULES = ("gpipe", "1f1b")
+# Schedules the drawing knows (autopar.schedule, after runtime/lib/PipelineSchedule.cpp);
+# others are accepted (and drawn as 1F1B, with a note).
+KNOWN_SCHEDULES = SCHEDULES
 # The keys of the two breakdowns named by INTERFACES.md, in display order.
 STEP_TIME_KEYS = ("compute", "exposed_communication", "bubble", "optimizer")
 MEMORY_KEYS = ("parameters", "gradients", "optimizer_states", "activations",

@@ -20,7 +20,34 @@ import sys
 import time
 from dataclasses import dataclass
 
-REPO_ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+
+def _is_checkout(path):
+    return os.path.isfile(os.path.join(path, "python", "pyproject.toml")) and \
+        os.path.isdir(os.path.join(path, "tools", "reference"))
+
+
+def find_repo_root():
+    """The autopar checkout (tools/reference, build/, bench/): the one this file lies in
+    (python/autopar/tools.py, also with an editable install); for a package installed
+    into a venv, $AUTOPAR_ROOT if set, else the nearest checkout at or above the current
+    directory; else the directory two levels above this file."""
+    here = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+    if _is_checkout(here):
+        return here
+    env = os.environ.get("AUTOPAR_ROOT")
+    if env:
+        return os.path.abspath(env)
+    d = os.getcwd()
+    while True:
+        if _is_checkout(d):
+            return d
+        parent = os.path.dirname(d)
+        if parent == d:
+            return here
+        d = parent
+
+
+REPO_ROOT = find_repo_root()
 REFERENCE_DIR = os.path.join(REPO_ROOT, "tools", "reference")
 ORT_RUN = os.path.join(REFERENCE_DIR, "ort-run.js")
 
