@@ -228,8 +228,103 @@ LogicalResult checkInferenceForm(NodeContext &ctx) {
   return success();
 }
 
+/// training_mode=1: normalizes with the batch's statistics over every dim
+/// but the channels (dim 1), with the biased variance. Outputs 1 and 2, when
+/// requested, are the ONNX running statistics: input_mean * momentum +
+/// mean * (1 - momentum), and the same for the (biased) variance.
+LogicalResult convertBatchNormalizationTraining(NodeContext &ctx) {
+  OnnxDType t = ctx.inputDType(0);
+  llvm::SmallVector<int64_t> shape(ctx.inputShape(0));
+  if (shape.size() < 2)
+    return ctx.emitError("X must have rank >= 2 (N, C, ...), got rank ")
+           << shape.size();
+  if (ctx.getNumInputs() < 5)
+    return ctx.emitError("needs 5 inputs (X, scale, B, input_mean, "
+                         "input_var), got ")
+           << ctx.getNumInputs();
+  int64_t channels = shape[1];
+  static const char *names[] = {"X", "scale", "B", "input_mean", "input_var"};
+  for (int64_t i = 1; i < 5; ++i) {
+    if (ctx.inputDType(i) != t)
+      return ctx.unsupported(llvm::Twine("training_mode=1 with ") + names[i] +
+                             " of type " + dtypeName(ctx.inputDType(i)) +
+                             " and X of type " + dtypeName(t) +
+                             "; all inputs must have one type");
+    if (ctx.inputShape(i) != llvm::ArrayRef<int64_t>{channels})
+      return ctx.emitError(names[i])
+             << " must have shape [" << channels << "] (the channel count)";
+  }
+  for (int64_t i = 3; i < ctx.getNumOutputs(); ++i)
+    if (ctx.hasOutput(i))
+      return ctx.unsupported("requests saved statistics (outputs 3 and 4 of "
+                             "opset < 14); only Y and the running mean and "
+                             "variance are supported");
+  double epsilon = ctx.getFloatAttr("epsilon", 1e-5f);
+  double momentum = ctx.getFloatAttr("momentum", 0.9f);
+  OpBuilder &b = ctx.getBuilder();
+  Location loc = ctx.getLoc();
+  Type et = getElementType(ctx.getContext(), t);
+  llvm::SmallVector<int64_t> dims{0};
+  for (int64_t d = 2; d < int64_t(shape.size()); ++d)
+    dims.push_back(d);
+  llvm::SmallVector<int64_t> channelShape(shape.size() - 1, 1);
+  channelShape[0] = channels;
+  auto perChannel = [&](Value v) {
+    return reshapeTensor(b, loc, v, channelShape);
+  };
+  Value x = ctx.input(0);
+  Value mean = createReduction(b, loc, x, dims, ReductionKind::Mean);
+  Value centered =
+      createElementwise(b, loc, {x, perChannel(mean)}, shape, et,
+                        [](OpBuilder &nb, Location l, ValueRange a) -> Value {
+                          return arith::SubFOp::create(nb, l, a[0], a[1]);
+                        });
+  Value squares =
+      createElementwise(b, loc, {centered}, shape, et,
+                        [](OpBuilder &nb, Location l, ValueRange a) -> Value {
+                          return arith::MulFOp::create(nb, l, a[0], a[0]);
+                        });
+  Value var = createReduction(b, loc, squares, dims, ReductionKind::Mean);
+  Value factor =
+      createElementwise(b, loc, {ctx.input(1), var}, {channels}, et,
+                        [&](OpBuilder &nb, Location l, ValueRange a) -> Value {
+                          Value eps = createScalarConstant(nb, l, et, epsilon);
+                          Value stddev = math::SqrtOp::create(
+                              nb, l, arith::AddFOp::create(nb, l, a[1], eps));
+                          return arith::DivFOp::create(nb, l, a[0], stddev);
+                        });
+  Value y = createElementwise(
+      b, loc, {centered, perChannel(factor), perChannel(ctx.input(2))}, shape,
+      et, [](OpBuilder &nb, Location l, ValueRange a) -> Value {
+        return arith::AddFOp::create(
+            nb, l, arith::MulFOp::create(nb, l, a[0], a[1]), a[2]);
+      });
+  ctx.setOutput(0, y, t);
+  auto running = [&](Value previous, Value current) {
+    return createElementwise(
+        b, loc, {previous, current}, {channels}, et,
+        [&](OpBuilder &nb, Location l, ValueRange a) -> Value {
+          Value m = createScalarConstant(nb, l, et, momentum);
+          Value rest = createScalarConstant(nb, l, et, 1.0 - momentum);
+          return arith::AddFOp::create(
+              nb, l, arith::MulFOp::create(nb, l, a[0], m),
+              arith::MulFOp::create(nb, l, a[1], rest));
+        });
+  };
+  if (ctx.hasOutput(1))
+    ctx.setOutput(1, running(ctx.input(3), mean), t);
+  if (ctx.hasOutput(2))
+    ctx.setOutput(2, running(ctx.input(4), var), t);
+  return success();
+}
+
 /// y = (x - mean) * (scale / sqrt(var + epsilon)) + B per channel (dim 1).
 LogicalResult convertBatchNormalization(NodeContext &ctx) {
+  if (ctx.getIntAttr("training_mode", 0) != 0) {
+    if (failed(requireFloat(ctx, 0, "X")))
+      return failure();
+    return convertBatchNormalizationTraining(ctx);
+  }
   if (failed(checkInferenceForm(ctx)) || failed(requireFloat(ctx, 0, "X")))
     return failure();
   OnnxDType t = ctx.inputDType(0);

@@ -167,7 +167,8 @@ FailureOr<SmallVector<Value>> buildGradients(func::FuncOp func, Value loss,
     for (Value v : readValues(op))
       if (adjoints.isActive(v) && !adjoints.getAdjoint(v))
         adjoints.accumulate(
-            v, adjoints.zeros(op->getLoc(), cast<RankedTensorType>(v.getType())));
+            v,
+            adjoints.zeros(op->getLoc(), cast<RankedTensorType>(v.getType())));
     std::string node = onnxNodeName(op);
     auto &nodes = missing[op->getName().getStringRef()];
     if (!node.empty() && !llvm::is_contained(nodes, node))
