@@ -78,6 +78,31 @@ class Block(nn.Module):
                 "y": torch.tensor([2, 0])}
 
 
+class Cnn(nn.Module):
+    """Convolutions (padded, strided, the second one's input gradient is a
+    transposed convolution), BatchNormalization in training mode (batch
+    statistics), global average pooling. (Max pooling has no gradient rule
+    yet: the error names the node.)"""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 4, 3, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(4)
+        self.conv2 = nn.Conv2d(4, 6, 3, stride=2, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(6)
+        self.fc = nn.Linear(6, 3)
+
+    def forward(self, x, y):
+        h = F.relu(self.bn1(self.conv1(x)))
+        h = F.relu(self.bn2(self.conv2(h)))
+        return F.cross_entropy(self.fc(h.mean((2, 3))), y)
+
+    @staticmethod
+    def data(dtype):
+        return {"x": torch.randn(3, 3, 8, 8, dtype=dtype),
+                "y": torch.tensor([2, 0, 1])}
+
+
 def run(cmd):
     result = subprocess.run(cmd, capture_output=True, text=True)
     if result.returncode != 0:
@@ -165,7 +190,7 @@ def main():
     os.makedirs(work, exist_ok=True)
     torch.set_num_threads(1)
     failures = []
-    for name, cls in [("mlp", Mlp), ("block", Block)]:
+    for name, cls in [("mlp", Mlp), ("block", Block), ("cnn", Cnn)]:
         failures += check_against_torch(build, work, name, cls)
         failures += check_finite_differences(build, work, name, cls)
     if failures:

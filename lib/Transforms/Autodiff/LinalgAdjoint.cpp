@@ -20,6 +20,7 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/IRMapping.h"
 
 using namespace mlir;
@@ -75,6 +76,58 @@ Value buildMatmulAdjoint(OpBuilder &b, Location loc, Value lhs,
              b, loc, TypeRange{init.getType()}, ValueRange{lhs, rhs},
              ValueRange{init},
              {b.getNamedAttr("indexing_maps", b.getArrayAttr(maps))})
+      .getResult(0);
+}
+
+/// The input gradient of a 2-D convolution (NCHW input, FCHW filter, no
+/// groups): a correlation of dY, spread out by the strides and padded by the
+/// dilated filter size, with the filter flipped:
+///   dX[n,c,i,j] = sum_{f,kh,kw} D[n,f,i+(KH-1-kh)dh, j+(KW-1-kw)dw] W[f,c,kh,kw]
+/// where D holds dY[n,f,oh,ow] at ((KH-1)dh + oh*sh, (KW-1)dw + ow*sw).
+Value buildConvInputAdjoint(OpBuilder &b, Location loc,
+                            linalg::Conv2DNchwFchwOp conv, Value dY,
+                            AdjointBuilder &adjoints) {
+  auto xType = cast<RankedTensorType>(conv.getInputs()[0].getType());
+  auto wType = cast<RankedTensorType>(conv.getInputs()[1].getType());
+  auto yType = cast<RankedTensorType>(dY.getType());
+  SmallVector<int64_t> strides(conv.getStrides().getValues<int64_t>());
+  SmallVector<int64_t> dilations(conv.getDilations().getValues<int64_t>());
+  int64_t n = xType.getDimSize(0), c = xType.getDimSize(1);
+  int64_t h = xType.getDimSize(2), w = xType.getDimSize(3);
+  int64_t f = wType.getDimSize(0), kh = wType.getDimSize(2),
+          kw = wType.getDimSize(3);
+  int64_t padH = (kh - 1) * dilations[0], padW = (kw - 1) * dilations[1];
+  auto spreadType =
+      RankedTensorType::get({n, f, h + padH, w + padW}, yType.getElementType());
+  auto index = [&](int64_t v) -> OpFoldResult { return b.getIndexAttr(v); };
+  Value spread = tensor::InsertSliceOp::create(
+      b, loc, dY, adjoints.zeros(loc, spreadType),
+      ArrayRef<OpFoldResult>{index(0), index(0), index(padH), index(padW)},
+      ArrayRef<OpFoldResult>{index(n), index(f), index(yType.getDimSize(2)),
+                             index(yType.getDimSize(3))},
+      ArrayRef<OpFoldResult>{index(1), index(1), index(strides[0]),
+                             index(strides[1])});
+  MLIRContext *ctx = b.getContext();
+  auto d = [&](unsigned i) { return getAffineDimExpr(i, ctx); };
+  // Loops (n, c, i, j, f, kh, kw).
+  AffineMap spreadMap = AffineMap::get(
+      7, 0,
+      {d(0), d(4), d(2) + padH - d(5) * dilations[0],
+       d(3) + padW - d(6) * dilations[1]},
+      ctx);
+  AffineMap filterMap = AffineMap::get(7, 0, {d(4), d(1), d(5), d(6)}, ctx);
+  AffineMap outMap = AffineMap::get(7, 0, {d(0), d(1), d(2), d(3)}, ctx);
+  SmallVector<utils::IteratorType> iterators(4, utils::IteratorType::parallel);
+  iterators.append(3, utils::IteratorType::reduction);
+  return linalg::GenericOp::create(
+             b, loc, TypeRange{xType}, ValueRange{spread, conv.getInputs()[1]},
+             ValueRange{adjoints.zeros(loc, xType)},
+             ArrayRef<AffineMap>{spreadMap, filterMap, outMap}, iterators,
+             [](OpBuilder &nb, Location nl, ValueRange a) {
+               Value p = arith::MulFOp::create(nb, nl, a[0], a[1]);
+               linalg::YieldOp::create(
+                   nb, nl, ValueRange{arith::AddFOp::create(nb, nl, a[2], p)});
+             })
       .getResult(0);
 }
 
@@ -157,6 +210,15 @@ LogicalResult applyLinalgAdjoint(Operation *op, AdjointBuilder &adjoints) {
         rest.push_back(target);
     }
     targets = std::move(rest);
+  }
+
+  if (auto conv = dyn_cast<linalg::Conv2DNchwFchwOp>(op)) {
+    OpOperand *input = conv.getDpsInputOperand(0);
+    if (llvm::is_contained(targets, input)) {
+      adjoints.accumulate(input->get(),
+                          buildConvInputAdjoint(b, loc, conv, dY, adjoints));
+      llvm::erase(targets, input);
+    }
   }
 
   for (OpOperand *target : targets) {
