@@ -81,8 +81,7 @@ class Block(nn.Module):
 class Cnn(nn.Module):
     """Convolutions (padded, strided, the second one's input gradient is a
     transposed convolution), BatchNormalization in training mode (batch
-    statistics), global average pooling. (Max pooling has no gradient rule
-    yet: the error names the node.)"""
+    statistics), overlapping max pooling, global average pooling."""
 
     def __init__(self):
         super().__init__()
@@ -94,12 +93,13 @@ class Cnn(nn.Module):
 
     def forward(self, x, y):
         h = F.relu(self.bn1(self.conv1(x)))
+        h = F.max_pool2d(h, 3, stride=2, padding=1)
         h = F.relu(self.bn2(self.conv2(h)))
         return F.cross_entropy(self.fc(h.mean((2, 3))), y)
 
     @staticmethod
     def data(dtype):
-        return {"x": torch.randn(3, 3, 8, 8, dtype=dtype),
+        return {"x": torch.randn(3, 3, 12, 12, dtype=dtype),
                 "y": torch.tensor([2, 0, 1])}
 
 

@@ -82,7 +82,8 @@ Value buildMatmulAdjoint(OpBuilder &b, Location loc, Value lhs,
 /// The input gradient of a 2-D convolution (NCHW input, FCHW filter, no
 /// groups): a correlation of dY, spread out by the strides and padded by the
 /// dilated filter size, with the filter flipped:
-///   dX[n,c,i,j] = sum_{f,kh,kw} D[n,f,i+(KH-1-kh)dh, j+(KW-1-kw)dw] W[f,c,kh,kw]
+///   dX[n,c,i,j] = sum_{f,kh,kw} D[n,f,i+(KH-1-kh)dh, j+(KW-1-kw)dw]
+///   W[f,c,kh,kw]
 /// where D holds dY[n,f,oh,ow] at ((KH-1)dh + oh*sh, (KW-1)dw + ow*sw).
 Value buildConvInputAdjoint(OpBuilder &b, Location loc,
                             linalg::Conv2DNchwFchwOp conv, Value dY,
@@ -110,11 +111,11 @@ Value buildConvInputAdjoint(OpBuilder &b, Location loc,
   MLIRContext *ctx = b.getContext();
   auto d = [&](unsigned i) { return getAffineDimExpr(i, ctx); };
   // Loops (n, c, i, j, f, kh, kw).
-  AffineMap spreadMap = AffineMap::get(
-      7, 0,
-      {d(0), d(4), d(2) + padH - d(5) * dilations[0],
-       d(3) + padW - d(6) * dilations[1]},
-      ctx);
+  AffineMap spreadMap =
+      AffineMap::get(7, 0,
+                     {d(0), d(4), d(2) + padH - d(5) * dilations[0],
+                      d(3) + padW - d(6) * dilations[1]},
+                     ctx);
   AffineMap filterMap = AffineMap::get(7, 0, {d(4), d(1), d(5), d(6)}, ctx);
   AffineMap outMap = AffineMap::get(7, 0, {d(0), d(1), d(2), d(3)}, ctx);
   SmallVector<utils::IteratorType> iterators(4, utils::IteratorType::parallel);
@@ -127,6 +128,139 @@ Value buildConvInputAdjoint(OpBuilder &b, Location loc,
                Value p = arith::MulFOp::create(nb, nl, a[0], a[1]);
                linalg::YieldOp::create(
                    nb, nl, ValueRange{arith::AddFOp::create(nb, nl, a[2], p)});
+             })
+      .getResult(0);
+}
+
+/// The coefficient of dim `dim` in the linear expression `e`.
+int64_t coefficientOf(AffineExpr e, unsigned dim, unsigned numDims) {
+  MLIRContext *ctx = e.getContext();
+  SmallVector<AffineExpr> values;
+  for (unsigned i = 0; i < numDims; ++i)
+    values.push_back(getAffineConstantExpr(i == dim ? 1 : 0, ctx));
+  auto folded = dyn_cast<AffineConstantExpr>(
+      simplifyAffineExpr(e.replaceDims(values), numDims, 0));
+  return folded ? folded.getValue() : 0;
+}
+
+/// The input gradient of a windowed sum or max over (N, C, spatial...) as
+/// the importer writes pooling: input map (n, c, o_i * s_i + k_i * dil_i),
+/// output map (n, c, o_i). dY is spread out by the strides and padded by
+/// the dilated window; each input position gathers the outputs whose window
+/// covers it (under max: where it equals that output's maximum). Returns
+/// null when `op` is not of that form.
+Value buildWindowAdjoint(OpBuilder &b, Location loc, linalg::LinalgOp op,
+                         OpOperand *input, Combiner combiner, Value dY,
+                         AdjointBuilder &adjoints) {
+  AffineMap inMap = op.getMatchingIndexingMap(input);
+  AffineMap outMap = op.getMatchingIndexingMap(op.getDpsInitOperand(0));
+  unsigned numLoops = op.getNumLoops();
+  unsigned rank = inMap.getNumResults();
+  if (rank < 3 || outMap.getNumResults() != rank ||
+      !outMap.isProjectedPermutation())
+    return nullptr;
+  auto xType = cast<RankedTensorType>(input->get().getType());
+  auto yType = cast<RankedTensorType>(dY.getType());
+  MLIRContext *ctx = b.getContext();
+  SmallVector<int64_t> kernel, strides, dilations, windowDims;
+  for (unsigned r = 0; r < rank; ++r) {
+    unsigned outDim = outMap.getDimPosition(r);
+    AffineExpr e = inMap.getResult(r);
+    if (r < 2) {
+      if (e != getAffineDimExpr(outDim, ctx))
+        return nullptr;
+      continue;
+    }
+    int64_t stride = coefficientOf(e, outDim, numLoops);
+    std::optional<unsigned> window;
+    int64_t dilation = 0;
+    for (unsigned l = 0; l < numLoops; ++l) {
+      if (l == outDim || outMap.isFunctionOfDim(l))
+        continue;
+      if (int64_t coef = coefficientOf(e, l, numLoops)) {
+        if (window)
+          return nullptr;
+        window = l;
+        dilation = coef;
+      }
+    }
+    if (!window || stride <= 0 || dilation <= 0)
+      return nullptr;
+    strides.push_back(stride);
+    dilations.push_back(dilation);
+    windowDims.push_back(*window);
+    kernel.push_back(op.getStaticLoopRanges()[*window]);
+  }
+  unsigned spatial = rank - 2;
+  auto index = [&](int64_t v) -> OpFoldResult { return b.getIndexAttr(v); };
+  SmallVector<int64_t> spreadShape(xType.getShape().take_front(2));
+  SmallVector<OpFoldResult> offsets{index(0), index(0)}, sizes,
+      steps{index(1), index(1)};
+  for (int64_t d = 0; d < yType.getRank(); ++d)
+    sizes.push_back(index(yType.getDimSize(d)));
+  for (unsigned i = 0; i < spatial; ++i) {
+    int64_t pad = (kernel[i] - 1) * dilations[i];
+    spreadShape.push_back(xType.getDimSize(2 + i) + pad);
+    offsets.push_back(index(pad));
+    steps.push_back(index(strides[i]));
+  }
+  auto spreadType = RankedTensorType::get(spreadShape, yType.getElementType());
+  auto spread = [&](Value v) {
+    return tensor::InsertSliceOp::create(b, loc, v,
+                                         adjoints.zeros(loc, spreadType),
+                                         offsets, sizes, steps)
+        .getResult();
+  };
+  // Loops (n, c, p_1..p_S, k_1..k_S).
+  auto d = [&](unsigned i) { return getAffineDimExpr(i, ctx); };
+  unsigned loops = 2 + 2 * spatial;
+  SmallVector<AffineExpr> spreadExprs{d(0), d(1)}, xExprs{d(0), d(1)};
+  for (unsigned i = 0; i < spatial; ++i) {
+    spreadExprs.push_back(d(2 + i) + (kernel[i] - 1) * dilations[i] -
+                          d(2 + spatial + i) * dilations[i]);
+    xExprs.push_back(d(2 + i));
+  }
+  AffineMap spreadMap = AffineMap::get(loops, 0, spreadExprs, ctx);
+  AffineMap xMap = AffineMap::get(loops, 0, xExprs, ctx);
+  SmallVector<Value> inputs{spread(dY)};
+  SmallVector<AffineMap> maps{spreadMap};
+  bool isMax = combiner == Combiner::Max;
+  if (isMax) {
+    inputs.push_back(spread(op->getResult(0)));
+    maps.push_back(spreadMap);
+    inputs.push_back(input->get());
+    maps.push_back(xMap);
+  } else if (combiner != Combiner::Add) {
+    return nullptr;
+  }
+  // The window's extent, as the forward op gives it: a tensor read by no
+  // one, whose map names the window loops (linalg derives loop bounds from
+  // the operands).
+  SmallVector<AffineExpr> windowExprs;
+  for (unsigned i = 0; i < spatial; ++i)
+    windowExprs.push_back(d(2 + spatial + i));
+  inputs.push_back(
+      tensor::EmptyOp::create(b, loc, kernel, yType.getElementType()));
+  maps.push_back(AffineMap::get(loops, 0, windowExprs, ctx));
+  maps.push_back(xMap);
+  SmallVector<utils::IteratorType> iterators(2 + spatial,
+                                             utils::IteratorType::parallel);
+  iterators.append(spatial, utils::IteratorType::reduction);
+  return linalg::GenericOp::create(
+             b, loc, TypeRange{xType}, inputs,
+             ValueRange{adjoints.zeros(loc, xType)}, maps, iterators,
+             [&](OpBuilder &nb, Location nl, ValueRange a) {
+               Value g = a[0];
+               if (isMax) {
+                 Value hit = arith::CmpFOp::create(
+                     nb, nl, arith::CmpFPredicate::OEQ, a[2], a[1]);
+                 Value zero = arith::ConstantOp::create(
+                     nb, nl, g.getType(), nb.getFloatAttr(g.getType(), 0.0));
+                 g = arith::SelectOp::create(nb, nl, hit, g, zero);
+               }
+               linalg::YieldOp::create(
+                   nb, nl,
+                   ValueRange{arith::AddFOp::create(nb, nl, a.back(), g)});
              })
       .getResult(0);
 }
@@ -223,8 +357,19 @@ LogicalResult applyLinalgAdjoint(Operation *op, AdjointBuilder &adjoints) {
 
   for (OpOperand *target : targets) {
     AffineMap targetMap = linalgOp.getMatchingIndexingMap(target);
-    if (!targetMap.isProjectedPermutation())
-      return failure();
+    if (!targetMap.isProjectedPermutation()) {
+      // Pooling: a windowed sum or max whose accumulated value is the
+      // windowed operand itself.
+      BlockArgument arg = linalgOp.getMatchingBlockArgument(target);
+      Value grad;
+      if (combiner != Combiner::None && seeded == arg)
+        grad = buildWindowAdjoint(b, loc, linalgOp, target, combiner, dY,
+                                  adjoints);
+      if (!grad)
+        return failure();
+      adjoints.accumulate(target->get(), grad);
+      continue;
+    }
     auto targetType = cast<RankedTensorType>(target->get().getType());
 
     // Inputs: the forward inputs (and init when read), dY, and for max/min
