@@ -178,7 +178,8 @@ struct ApplyOptimizerPass
         totalSteps <= std::max<int64_t>(2, warmupSteps)) {
       main.emitError() << "autopar-apply-optimizer: the schedule needs "
                           "total-steps ("
-                       << totalSteps << ") greater than warmup-steps ("
+                       << static_cast<int64_t>(totalSteps)
+                       << ") greater than warmup-steps ("
                        << std::max<int64_t>(2, warmupSteps) << ")";
       return signalPassFailure();
     }
