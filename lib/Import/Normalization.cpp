@@ -207,6 +207,9 @@ LogicalResult convertLayerNormalization(NodeContext &ctx) {
 // BatchNormalization
 //===----------------------------------------------------------------------===//
 
+const char *const kBatchNormInputs[] = {"X", "scale", "B", "input_mean",
+                                        "input_var"};
+
 /// Rejects the training forms: training_mode=1, extra outputs (running
 /// statistics), and the per-activation statistics of spatial=0.
 LogicalResult checkInferenceForm(NodeContext &ctx) {
@@ -228,13 +231,10 @@ LogicalResult checkInferenceForm(NodeContext &ctx) {
   return success();
 }
 
-/// training_mode=1: normalizes with the batch's statistics over every dim
-/// but the channels (dim 1), with the biased variance. Outputs 1 and 2, when
-/// requested, are the ONNX running statistics: input_mean * momentum +
-/// mean * (1 - momentum), and the same for the (biased) variance.
-LogicalResult convertBatchNormalizationTraining(NodeContext &ctx) {
-  OnnxDType t = ctx.inputDType(0);
-  llvm::SmallVector<int64_t> shape(ctx.inputShape(0));
+/// Checks X's rank and the four per-channel inputs' shapes; returns the
+/// channel count (dim 1 of X).
+FailureOr<int64_t> checkBatchNormShapes(NodeContext &ctx) {
+  llvm::ArrayRef<int64_t> shape = ctx.inputShape(0);
   if (shape.size() < 2)
     return ctx.emitError("X must have rank >= 2 (N, C, ...), got rank ")
            << shape.size();
@@ -243,17 +243,30 @@ LogicalResult convertBatchNormalizationTraining(NodeContext &ctx) {
                          "input_var), got ")
            << ctx.getNumInputs();
   int64_t channels = shape[1];
-  static const char *names[] = {"X", "scale", "B", "input_mean", "input_var"};
-  for (int64_t i = 1; i < 5; ++i) {
-    if (ctx.inputDType(i) != t)
-      return ctx.unsupported(llvm::Twine("training_mode=1 with ") + names[i] +
-                             " of type " + dtypeName(ctx.inputDType(i)) +
-                             " and X of type " + dtypeName(t) +
-                             "; all inputs must have one type");
+  for (int64_t i = 1; i < 5; ++i)
     if (ctx.inputShape(i) != llvm::ArrayRef<int64_t>{channels})
-      return ctx.emitError(names[i])
+      return ctx.emitError(kBatchNormInputs[i])
              << " must have shape [" << channels << "] (the channel count)";
-  }
+  return channels;
+}
+
+/// training_mode=1: normalizes with the batch's statistics over every dim
+/// but the channels (dim 1), with the biased variance. Outputs 1 and 2, when
+/// requested, are the ONNX running statistics: input_mean * momentum +
+/// mean * (1 - momentum), and the same for the (biased) variance.
+LogicalResult convertBatchNormalizationTraining(NodeContext &ctx) {
+  OnnxDType t = ctx.inputDType(0);
+  llvm::SmallVector<int64_t> shape(ctx.inputShape(0));
+  auto checked = checkBatchNormShapes(ctx);
+  if (failed(checked))
+    return failure();
+  int64_t channels = *checked;
+  for (int64_t i = 1; i < 5; ++i)
+    if (ctx.inputDType(i) != t)
+      return ctx.unsupported(llvm::Twine("training_mode=1 with ") +
+                             kBatchNormInputs[i] + " of type " +
+                             dtypeName(ctx.inputDType(i)) + " and X of type " +
+                             dtypeName(t) + "; all inputs must have one type");
   for (int64_t i = 3; i < ctx.getNumOutputs(); ++i)
     if (ctx.hasOutput(i))
       return ctx.unsupported("requests saved statistics (outputs 3 and 4 of "
@@ -329,22 +342,13 @@ LogicalResult convertBatchNormalization(NodeContext &ctx) {
     return failure();
   OnnxDType t = ctx.inputDType(0);
   llvm::SmallVector<int64_t> shape(ctx.inputShape(0));
-  if (shape.size() < 2)
-    return ctx.emitError("X must have rank >= 2 (N, C, ...), got rank ")
-           << shape.size();
-  if (ctx.getNumInputs() < 5)
-    return ctx.emitError("needs 5 inputs (X, scale, B, input_mean, "
-                         "input_var), got ")
-           << ctx.getNumInputs();
-  int64_t channels = shape[1];
-  static const char *names[] = {"X", "scale", "B", "input_mean", "input_var"};
-  for (int64_t i = 1; i < 5; ++i) {
-    if (failed(requireFloat(ctx, i, names[i])))
+  auto checked = checkBatchNormShapes(ctx);
+  if (failed(checked))
+    return failure();
+  int64_t channels = *checked;
+  for (int64_t i = 1; i < 5; ++i)
+    if (failed(requireFloat(ctx, i, kBatchNormInputs[i])))
       return failure();
-    if (ctx.inputShape(i) != llvm::ArrayRef<int64_t>{channels})
-      return ctx.emitError(names[i])
-             << " must have shape [" << channels << "] (the channel count)";
-  }
   double epsilon = ctx.getFloatAttr("epsilon", 1e-5f);
   OpBuilder &b = ctx.getBuilder();
   Location loc = ctx.getLoc();

@@ -84,6 +84,14 @@ struct UpdateBuilder {
         .getResult(0);
   }
 
+  /// x + a * y elementwise, `a` a rank-0 tensor (torch's x.add(y, alpha=a)).
+  Value addScaled(Value x, Value y, Value a) {
+    return elementwise({x, y, a}, [](OpBuilder &nb, Location nl, ValueRange v) {
+      Value ay = arith::MulFOp::create(nb, nl, v[2], v[1]);
+      return Value(arith::AddFOp::create(nb, nl, v[0], ay));
+    });
+  }
+
   /// sum(g * g) over every element, as a rank-0 tensor.
   Value sumOfSquares(Value g) {
     auto type = cast<RankedTensorType>(g.getType());
@@ -348,12 +356,7 @@ struct ApplyOptimizerPass
         // buf; p -= lr * d_p.
         Value d = grad;
         if (weightDecay != 0.0)
-          d = u.elementwise(
-              {grad, param, constant(weightDecay)},
-              [](OpBuilder &nb, Location nl, ValueRange a) {
-                Value wp = arith::MulFOp::create(nb, nl, a[2], a[1]);
-                return Value(arith::AddFOp::create(nb, nl, a[0], wp));
-              });
+          d = u.addScaled(grad, param, constant(weightDecay));
         if (momentum != 0.0) {
           Value first = tensor::FromElementsOp::create(
               b, u.loc, RankedTensorType::get({}, b.getI1Type()),
@@ -369,12 +372,7 @@ struct ApplyOptimizerPass
               });
           updates.push_back({states[k][0], buf});
           if (nesterov)
-            d = u.elementwise(
-                {d, buf, constant(momentum)},
-                [](OpBuilder &nb, Location nl, ValueRange a) {
-                  Value mb = arith::MulFOp::create(nb, nl, a[2], a[1]);
-                  return Value(arith::AddFOp::create(nb, nl, a[0], mb));
-                });
+            d = u.addScaled(d, buf, constant(momentum));
           else
             d = buf;
         }
@@ -390,12 +388,7 @@ struct ApplyOptimizerPass
         Value g = grad, p = param;
         if (weightDecay != 0.0) {
           if (optimizer == autopar::OptimizerKind::Adam)
-            g = u.elementwise(
-                {grad, param, constant(weightDecay)},
-                [](OpBuilder &nb, Location nl, ValueRange a) {
-                  Value wp = arith::MulFOp::create(nb, nl, a[2], a[1]);
-                  return Value(arith::AddFOp::create(nb, nl, a[0], wp));
-                });
+            g = u.addScaled(grad, param, constant(weightDecay));
           else
             p = u.elementwise(
                 {param,

@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <limits>
 #include <map>
 #include <set>
@@ -253,8 +254,11 @@ void parseDistribution(const ManifestReader &reader, const json &value,
 
 /// "parameter", "input", ...: every kind, for parsing.
 constexpr ArgumentKind AllArgumentKinds[] = {
-    ArgumentKind::Parameter, ArgumentKind::Input, ArgumentKind::Output,
-    ArgumentKind::ActivationIn, ArgumentKind::ActivationOut};
+    ArgumentKind::Parameter,     ArgumentKind::Input,
+    ArgumentKind::Output,        ArgumentKind::ActivationIn,
+    ArgumentKind::ActivationOut, ArgumentKind::OptimizerState,
+    ArgumentKind::Step,          ArgumentKind::Metric,
+    ArgumentKind::Update};
 
 ArgumentDesc parseArgument(const ManifestReader &reader, const json &value,
                            const std::string &where, const GridVector &grid,
@@ -268,7 +272,9 @@ ArgumentDesc parseArgument(const ManifestReader &reader, const json &value,
   std::string expected;
   for (ArgumentKind k : AllArgumentKinds) {
     if (!expected.empty())
-      expected += k == ArgumentKind::ActivationOut ? " or " : ", ";
+      expected += k == AllArgumentKinds[std::size(AllArgumentKinds) - 1]
+                      ? " or "
+                      : ", ";
     expected += "\"" + std::string(argumentKindName(k)) + "\"";
     if (argumentKindName(k) == kind) {
       arg.kind = k;
@@ -331,6 +337,18 @@ ArgumentDesc parseArgument(const ManifestReader &reader, const json &value,
                   "times pipeline.micro_batches is too large");
   }
   parseDistribution(reader, value, where, grid, arg);
+
+  if (arg.kind == ArgumentKind::Parameter && value.contains("trainable")) {
+    if (!value["trainable"].is_boolean())
+      reader.fail(where + ".trainable", "must be true or false");
+    arg.trainable = value["trainable"].get<bool>();
+  }
+  if (arg.kind == ArgumentKind::OptimizerState) {
+    arg.role = reader.string(value, where, "role");
+    arg.of = reader.string(value, where, "of");
+  }
+  if (arg.kind == ArgumentKind::Update)
+    arg.updates = reader.string(value, where, "updates");
 
   bool hasSource = value.contains("source");
   if (arg.kind == ArgumentKind::Parameter) {
@@ -536,6 +554,14 @@ std::string_view argumentKindName(ArgumentKind kind) {
     return "activation_in";
   case ArgumentKind::ActivationOut:
     return "activation_out";
+  case ArgumentKind::OptimizerState:
+    return "optimizer_state";
+  case ArgumentKind::Step:
+    return "step";
+  case ArgumentKind::Metric:
+    return "metric";
+  case ArgumentKind::Update:
+    return "update";
   }
   return "argument";
 }
@@ -578,6 +604,20 @@ Manifest parseManifest(std::string_view text, const std::string &path) {
                 " (use autopar-run and autopar-compile from the same build)");
   manifest.model = reader.string(root, "", "model");
   manifest.cluster = reader.string(root, "", "cluster");
+  std::string mode =
+      root.contains("mode") ? reader.string(root, "", "mode") : "infer";
+  if (mode != "infer" && mode != "train")
+    reader.fail("mode", "is \"" + mode + "\", expected \"infer\" or \"train\"");
+  if (mode == "train") {
+    const json &training = reader.object(root, "", "training");
+    TrainingDesc desc;
+    desc.loss = reader.string(training, "training", "loss");
+    desc.globalBatch = reader.integer(training, "training", "global_batch", 1);
+    if (training.contains("tokens_per_sample"))
+      desc.tokensPerSample =
+          reader.integer(training, "training", "tokens_per_sample", 0);
+    manifest.training = desc;
+  }
   manifest.target = parseTarget(reader, root);
   // Optional since multi-rank artifacts: absent means one rank.
   if (root.contains("world_size"))

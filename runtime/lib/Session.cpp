@@ -183,8 +183,14 @@ void Session::bindHostArguments() {
     if (arg.kind != ArgumentKind::Parameter) {
       buffers[i] = HostBuffer(bytes);
       hostData.push_back(buffers[i].data());
-    } else if (arg.sourceDType == arg.dtype) {
+    } else if (arg.sourceDType == arg.dtype && !manifest.training) {
       hostData.push_back(weights.get(arg, coords));
+    } else if (arg.sourceDType == arg.dtype) {
+      // Training updates parameters: each gets a writable copy (its update
+      // buffer and it swap after every step).
+      buffers[i] = HostBuffer(bytes);
+      std::memcpy(buffers[i].data(), weights.get(arg, coords), bytes);
+      hostData.push_back(buffers[i].data());
     } else {
       const void *source = weights.get(asStored(arg), coords);
       buffers[i] = HostBuffer(bytes);
@@ -197,6 +203,12 @@ void Session::bindHostArguments() {
     }
   }
   bases = hostData;
+}
+
+void Session::swapArguments(size_t a, size_t b) {
+  std::swap(hostData[a], hostData[b]);
+  std::swap(bases[a], bases[b]);
+  std::swap(args[a], args[b]);
 }
 
 void Session::bindDeviceArguments() {

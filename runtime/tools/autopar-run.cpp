@@ -26,6 +26,7 @@
 #include "autopar/runtime/Fatal.h"
 #include "autopar/runtime/MpiCommunicator.h"
 #include "autopar/runtime/Session.h"
+#include "autopar/runtime/Training.h"
 #include "autopar/runtime/Watchdog.h"
 #include "autopar/runtime/World.h"
 
@@ -35,6 +36,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <filesystem>
 #include <malloc.h>
 #include <new>
 #include <optional>
@@ -49,6 +51,8 @@ namespace {
 const char *const Usage =
     R"(usage: autopar-run ARTIFACT_DIR [--inputs DIR] [--outputs DIR] [--steps N] [--seed N]
                    [--timeout SECONDS] [--comm-stats]
+       autopar-run ARTIFACT_DIR --train --data DIR --steps N [--metrics FILE.jsonl]
+                   [--outputs DIR]
 
 Runs an artifact written by autopar-compile. Launch one process per rank with
 mpirun or srun, or a single process for a single-rank artifact; the number of
@@ -77,6 +81,18 @@ options:
                   "predicted_collectives"
   -h, --help      print this help
 
+training (an artifact compiled with --mode train; one CPU rank so far):
+  --train         train: each step runs the compiled training step (forward,
+                  backward, optimizer) on the next global batch of the data
+  --data DIR      one DIR/<input name>.npy per data input, dim 0 = samples;
+                  step s takes samples [s*B, (s+1)*B) (B = the global batch),
+                  an epoch's last incomplete batch is dropped
+  --steps N       train up to step N
+  --metrics FILE  append one JSON object per step: step, loss, lr,
+                  grad_norm, step_time_s, samples_per_s (tokens_per_s for
+                  sequence models)
+  --outputs DIR   write the trained parameters to DIR/<name>.npy
+
 Without --inputs, inputs are drawn at random, reproducibly from the seed and
 the input's name: floating-point values uniform in [-1, 1), integers uniform
 in [0, 10) (so that token ids and labels stay in range), bools 0 or 1.
@@ -104,6 +120,10 @@ struct Options {
   bool commStats = false;
   std::optional<std::string> commStatsJson;
   bool help = false;
+  /// --train, --data, --metrics.
+  bool train = false;
+  std::optional<std::string> dataDir;
+  std::optional<std::string> metricsPath;
 };
 
 /// A number of seconds: a non-negative decimal number.
@@ -162,6 +182,10 @@ Options parseOptions(int argc, char **argv) {
       options.commStats = true;
       continue;
     }
+    if (arg == "--train") {
+      options.train = true;
+      continue;
+    }
     // Accept both "--steps 3" and "--steps=3".
     std::string name = arg, value;
     bool hasValue = false;
@@ -171,7 +195,8 @@ Options parseOptions(int argc, char **argv) {
       hasValue = true;
     }
     if (name != "--inputs" && name != "--outputs" && name != "--steps" &&
-        name != "--seed" && name != "--timeout" && name != "--comm-stats-json")
+        name != "--seed" && name != "--timeout" &&
+        name != "--comm-stats-json" && name != "--data" && name != "--metrics")
       throw Error("unknown option '" + arg + "' (see --help)");
     if (!hasValue) {
       if (i + 1 >= argc)
@@ -188,11 +213,23 @@ Options parseOptions(int argc, char **argv) {
       options.timeoutSeconds = parseSeconds(name, value);
     else if (name == "--comm-stats-json")
       options.commStatsJson = value;
+    else if (name == "--data")
+      options.dataDir = value;
+    else if (name == "--metrics")
+      options.metricsPath = value;
     else
       options.seed = parseNumber(name, value, 0);
   }
   if (positional.empty())
     throw Error("missing ARTIFACT_DIR (see --help)");
+  if (options.train && !options.dataDir)
+    throw Error("--train needs --data DIR (one <input name>.npy per data "
+                "input)");
+  if (!options.train && (options.dataDir || options.metricsPath))
+    throw Error(std::string(options.dataDir ? "--data" : "--metrics") +
+                " needs --train");
+  if (options.train && options.inputsDir)
+    throw Error("--train reads its batches from --data, not --inputs");
   if (positional.size() > 1)
     throw Error("expected one ARTIFACT_DIR, got '" + positional[0] + "' and '" +
                 positional[1] + "' (see --help)");
@@ -348,6 +385,30 @@ void runSession(const Options &options, const WorldInfo &world,
                   static_cast<long long>(pipeline->microBatches),
                   static_cast<long long>(pipeline->microBatchSize),
                   std::string(scheduleKindName(pipeline->schedule)).c_str());
+  }
+
+  if (options.train != bool(loaded.training))
+    throw Error(options.train
+                    ? "--train: " + options.artifactDir +
+                          " is an inference artifact; compile the model with "
+                          "autopar-compile --mode train"
+                    : options.artifactDir +
+                          " is a training artifact: run it with --train "
+                          "--data DIR --steps N");
+  if (options.train) {
+    TrainOptions train;
+    train.dataDir = *options.dataDir;
+    train.steps = options.steps;
+    train.metricsPath = options.metricsPath;
+    train.outputsDir = options.outputsDir;
+    if (train.outputsDir)
+      std::filesystem::create_directories(*train.outputsDir);
+    runTraining(session, programComm, train);
+    std::fflush(stdout);
+    setActiveCommunicator(nullptr);
+    programComm.setWatchdog(nullptr);
+    comm.setWatchdog(nullptr);
+    return;
   }
 
   InputSource source;

@@ -28,12 +28,18 @@ constexpr int64_t ManifestVersion = 1;
 
 /// What an entry argument is. Activations pass between neighbouring pipeline
 /// stages: one stage's `ActivationOut` is the next one's `ActivationIn`.
+/// A training step (docs/design/training-artifact.md) adds optimizer
+/// states, the step number, metrics and updates.
 enum class ArgumentKind {
   Parameter,
   Input,
   Output,
   ActivationIn,
-  ActivationOut
+  ActivationOut,
+  OptimizerState,
+  Step,
+  Metric,
+  Update
 };
 
 /// "parameter", "input", "output", "activation_in" or "activation_out".
@@ -82,6 +88,13 @@ struct ArgumentDesc {
   /// For activations: the pipeline stage it comes from or goes to.
   int64_t peerStage = -1;
 
+  /// Training: whether a parameter is trained (`trainable`).
+  bool trainable = false;
+  /// Optimizer states: the role ("momentum", "exp_avg", "exp_avg_sq") and
+  /// the parameter it belongs to (`of`).
+  std::string role, of;
+  /// Updates: the argument whose next value this result is (`updates`).
+  std::string updates;
   bool isActivation() const {
     return kind == ArgumentKind::ActivationIn ||
            kind == ArgumentKind::ActivationOut;
@@ -142,8 +155,20 @@ struct RankDesc {
   GridVector coords{};
 };
 
+/// The `training` key of a training artifact.
+struct TrainingDesc {
+  /// The output holding the step's loss.
+  std::string loss;
+  /// Samples per optimizer step (dim 0 of every data input).
+  int64_t globalBatch = 1;
+  /// Tokens per sample for sequence models, or 0.
+  int64_t tokensPerSample = 0;
+};
+
 /// A parsed, validated manifest.json.
 struct Manifest {
+  /// Present exactly for training artifacts (`"mode": "train"`).
+  std::optional<TrainingDesc> training;
   /// The file it was read from, for messages.
   std::string path;
   int64_t version = ManifestVersion;

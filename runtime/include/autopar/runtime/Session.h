@@ -82,6 +82,9 @@ public:
   /// or output, every micro-batch (see Distribution.h for moving whole
   /// tensors in and out). Null for an activation on a GPU.
   void *argumentData(size_t index) const { return hostData[index]; }
+  /// Training (CPU): arguments \p a and \p b trade buffers, so that an
+  /// update's result is the next step's parameter or optimizer state.
+  void swapArguments(size_t a, size_t b);
   /// The index in getArguments() of this rank's \p kind named \p name.
   std::optional<size_t> findArgument(ArgumentKind kind,
                                      const std::string &name) const;

@@ -1,0 +1,44 @@
+//===- Training.h - autopar-run --train: the loop between steps -*- C++ -*-===//
+//
+// A training artifact's program is one whole step (forward, backward,
+// optimizer); the runtime feeds it the data, the step number and its own
+// previous results (docs/design/training-artifact.md). This is the loop for
+// one CPU rank.
+//
+//===----------------------------------------------------------------------===//
+#ifndef AUTOPAR_RUNTIME_TRAINING_H
+#define AUTOPAR_RUNTIME_TRAINING_H
+
+#include "autopar/runtime/Communicator.h"
+#include "autopar/runtime/Session.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace autopar::runtime {
+
+/// What `autopar-run --train` was asked to do.
+struct TrainOptions {
+  /// One `<input name>.npy` per data input, dim 0 = samples.
+  std::string dataDir;
+  /// Train up to this step (1-based).
+  int64_t steps = 1;
+  /// Append one JSON object per step here.
+  std::optional<std::string> metricsPath;
+  /// Write the trained parameters here (`<name>.npy`).
+  std::optional<std::string> outputsDir;
+};
+
+/// Trains: step s (0-based) takes samples [s*B, (s+1)*B) of the data (the
+/// last incomplete batch of an epoch is dropped and the next epoch starts),
+/// the update results become the next step's parameters and optimizer
+/// states. Checks every data file before step 1 and reports all problems at
+/// once; stops with an error naming the step on a non-finite loss or
+/// gradient norm. Throws Error.
+void runTraining(Session &session, Communicator &comm,
+                 const TrainOptions &options);
+
+} // namespace autopar::runtime
+
+#endif // AUTOPAR_RUNTIME_TRAINING_H

@@ -1,0 +1,209 @@
+#!/usr/bin/env python3
+"""One-rank training against PyTorch: same weights, same data, every step.
+
+Each case builds a small model, exports it in training mode, trains it for
+8 steps (the data has 3 batches, so the epoch wraps) with PyTorch (torch.optim,
+clip_grad_norm_, DeepSpeed's LR schedule formulas) and with
+`autopar-compile --mode train` + `autopar-run --train`, and requires every
+step's loss and the final parameters to agree within 1e-4 (relative to the
+largest magnitude of the tensor).
+
+Usage: train_vs_torch.py BUILD_DIR WORK_DIR
+"""
+import json
+import math
+import os
+import subprocess
+import sys
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gradcheck import Block, Cnn, Mlp  # noqa: E402
+
+STEPS, BATCHES = 8, 3
+
+
+def deepspeed_lr(config, iteration):
+    """The rate DeepSpeed's scheduler gives at last_batch_iteration
+    `iteration` (deepspeed/runtime/lr_schedules.py), written independently
+    of autopar's IR."""
+    sched = config.get("scheduler")
+    base = config["optimizer"]["params"]["lr"]
+    if not sched:
+        return base
+    p = sched.get("params", {})
+    warm = max(2, p.get("warmup_num_steps", 1000))
+    log = p.get("warmup_type", "log") == "log"
+
+    def rise():
+        return (math.log(iteration + 1) / math.log(warm) if log
+                else iteration / warm)
+
+    if sched["type"] in ("WarmupLR", "WarmupDecayLR"):
+        lo, hi = p.get("warmup_min_lr", 0.0), p.get("warmup_max_lr", 0.001)
+        if iteration < warm:
+            gamma = rise()
+        elif sched["type"] == "WarmupLR":
+            gamma = 1.0
+        else:
+            total = p["total_num_steps"]
+            gamma = max(0.0, (total - iteration) / max(1.0, total - warm))
+        return lo + (hi - lo) * gamma
+    # WarmupCosineLR
+    if iteration < warm:
+        lo = p.get("warmup_min_ratio", 0.0)
+        return base * (lo + rise() * (1 - lo))
+    total = p["total_num_steps"]
+    cos_min = p.get("cos_min_ratio", 0.0001)
+    ratio = (1 + math.cos(math.pi * (iteration - warm + 1) / (total - warm))) / 2
+    return base * max(0.0, cos_min + (1 - cos_min) * ratio)
+
+
+def torch_train(model, data, config):
+    opt = config["optimizer"]
+    params = dict(opt["params"])
+    if opt["type"] == "SGD":
+        optimizer = torch.optim.SGD(model.parameters(), **params)
+    else:
+        params.setdefault("weight_decay", 0.0)  # DeepSpeed's default
+        optimizer = torch.optim.AdamW(model.parameters(), **params)
+    batch = config["train_batch_size"]
+    losses = []
+    for step in range(STEPS):
+        first = (step % BATCHES) * batch
+        args = [v[first:first + batch] for v in data.values()]
+        optimizer.zero_grad()
+        loss = model(*args)
+        loss.backward()
+        if config.get("gradient_clipping"):
+            torch.nn.utils.clip_grad_norm_(model.parameters(),
+                                           config["gradient_clipping"])
+        for group in optimizer.param_groups:
+            group["lr"] = deepspeed_lr(config, step)
+        optimizer.step()
+        losses.append(float(loss))
+    return losses
+
+
+def run(cmd):
+    result = subprocess.run(cmd, capture_output=True, text=True)
+    if result.returncode != 0:
+        sys.exit("FAILED: " + " ".join(cmd) + "\n" + result.stdout +
+                 result.stderr)
+    return result.stdout
+
+
+def autopar_train(build, work, name, model, data, config):
+    onnx_path = os.path.join(work, name + ".onnx")
+    batch = config["train_batch_size"]
+    example = tuple(v[:batch] for v in data.values())
+    torch.onnx.export(model, example, onnx_path,
+                      training=torch.onnx.TrainingMode.TRAINING,
+                      do_constant_folding=False, input_names=list(data),
+                      output_names=["loss"])
+    data_dir = os.path.join(work, name + "-data")
+    os.makedirs(data_dir, exist_ok=True)
+    shapes = []
+    for key, value in data.items():
+        np.save(os.path.join(data_dir, key + ".npy"), value.numpy())
+        shapes += ["--input-shape",
+                   key + "=" + "x".join(map(str, (batch,) + value.shape[1:]))]
+    cfg = os.path.join(work, name + "-config.json")
+    with open(cfg, "w") as f:
+        json.dump(config, f)
+    art, out = (os.path.join(work, name + s) for s in ("-art", "-out"))
+    metrics = os.path.join(work, name + "-metrics.jsonl")
+    if os.path.exists(metrics):
+        os.remove(metrics)
+    run([os.path.join(build, "bin", "autopar-compile"), onnx_path,
+         "--cluster", "local:1", "--mode", "train", "--train-config", cfg,
+         *shapes, "-o", art])
+    run([os.path.join(build, "bin", "autopar-run"), art, "--train", "--data",
+         data_dir, "--steps", str(STEPS), "--metrics", metrics, "--outputs",
+         out])
+    with open(metrics) as f:
+        records = [json.loads(line) for line in f]
+    return [r["loss"] for r in records], out
+
+
+CASES = [
+    ("mlp-sgd", Mlp, {"train_batch_size": 6, "optimizer": {
+        "type": "SGD", "params": {"lr": 0.1, "momentum": 0.9,
+                                  "weight_decay": 1e-3}}}),
+    ("mlp-nesterov", Mlp, {"train_batch_size": 6, "optimizer": {
+        "type": "SGD", "params": {"lr": 0.05, "momentum": 0.8,
+                                  "nesterov": True}}}),
+    ("mlp-adamw-cosine", Mlp, {
+        "train_batch_size": 6, "gradient_clipping": 0.5,
+        "optimizer": {"type": "AdamW", "params": {
+            "lr": 0.01, "betas": [0.9, 0.95], "eps": 1e-8,
+            "weight_decay": 0.1}},
+        "scheduler": {"type": "WarmupCosineLR", "params": {
+            "warmup_num_steps": 3, "total_num_steps": 10}}}),
+    ("block-sgd-warmup", Block, {
+        "train_batch_size": 2,
+        "optimizer": {"type": "SGD", "params": {"lr": 0.05, "momentum": 0.9}},
+        "scheduler": {"type": "WarmupLR", "params": {
+            "warmup_min_lr": 0.0, "warmup_max_lr": 0.05,
+            "warmup_num_steps": 4}}}),
+    ("cnn-adamw-decay", Cnn, {
+        "train_batch_size": 3, "gradient_clipping": 1.0,
+        "optimizer": {"type": "AdamW", "params": {"lr": 0.003}},
+        "scheduler": {"type": "WarmupDecayLR", "params": {
+            "warmup_num_steps": 2, "total_num_steps": 12,
+            "warmup_max_lr": 0.003, "warmup_type": "linear"}}}),
+]
+
+
+def make_data(cls, batch):
+    """BATCHES global batches of the class's example inputs."""
+    parts = [cls.data(torch.float32) for _ in range(BATCHES)]
+    data = {}
+    for key in parts[0]:
+        tensors = [p[key] for p in parts]
+        data[key] = torch.cat(tensors)[:batch * BATCHES]
+    return data
+
+
+def main():
+    build, work = sys.argv[1], sys.argv[2]
+    os.makedirs(work, exist_ok=True)
+    torch.set_num_threads(1)
+    passed, failures = 0, []
+    for name, cls, config in CASES:
+        torch.manual_seed(0)
+        model = cls()
+        data = make_data(cls, config["train_batch_size"])
+        losses, out = autopar_train(build, work, name, model, data, config)
+        reference = torch_train(model, data, config)
+        errors = []
+        for step, (got, want) in enumerate(zip(losses, reference), 1):
+            if abs(got - want) > 1e-4 * max(1.0, abs(want)):
+                errors.append(f"step {step} loss {got} != torch {want}")
+        worst = 0.0
+        for pname, p in model.named_parameters():
+            want = p.detach().numpy()
+            got = np.load(os.path.join(out, pname + ".npy"))
+            err = np.abs(got - want).max() / max(np.abs(want).max(), 1e-6)
+            worst = max(worst, err)
+            if err > 1e-4:
+                errors.append(f"{pname}: relative error {err:.2e}")
+        print(f"{name}: losses {reference[0]:.5f} -> {reference[-1]:.5f}, "
+              f"max loss difference "
+              f"{max(abs(a - b) for a, b in zip(losses, reference)):.2e}, "
+              f"worst parameter error {worst:.2e}"
+              f"{'' if not errors else ' FAIL: ' + '; '.join(errors)}")
+        if errors:
+            failures.append(name)
+        else:
+            passed += 1
+    print(f"{passed} passed, {len(failures)} failed")
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()
