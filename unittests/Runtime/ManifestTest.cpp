@@ -491,8 +491,9 @@ TEST(ManifestTest, ReportsBadPipelines) {
        "micro-batches along dim 0"},
       {"/programs/1/arguments/2/kind", "weights",
        "'programs[1].arguments[2].kind' is \"weights\", expected "
-       "\"parameter\", \"input\", \"output\", \"activation_in\" or "
-       "\"activation_out\""},
+       "\"parameter\", \"input\", \"output\", \"activation_in\", "
+       "\"activation_out\", \"optimizer_state\", \"step\", \"metric\" or "
+       "\"update\""},
       {"/ranks/1/program", "stage1",
        "'ranks[1].program' is 'stage1', but another rank of pipeline stage 0 "
        "runs 'stage0' (each stage has one program)"},
@@ -652,6 +653,67 @@ TEST(ManifestTest, ParsesSourceDTypes) {
   manifest["arguments"][1]["source_dtype"] = "float32";
   expectError(manifest, "'arguments[1].source_dtype' is only allowed on "
                         "parameters, but 'x' is an input");
+}
+
+} // namespace
+
+namespace {
+
+/// A training step's manifest (docs/design/training-artifact.md).
+json trainingManifest() {
+  json m = exampleManifest();
+  m["mode"] = "train";
+  m["training"] = {{"loss", "loss"}, {"global_batch", 2}};
+  m["arguments"] = json::parse(R"([
+    { "kind": "parameter", "name": "fc.weight", "dtype": "float32", "shape": [4, 8],
+      "trainable": true,
+      "source": { "file": "/abs/path/model.onnx", "offset": 1234, "length": 128 } },
+    { "kind": "optimizer_state", "name": "fc.weight.momentum", "role": "momentum",
+      "of": "fc.weight", "dtype": "float32", "shape": [4, 8] },
+    { "kind": "step", "name": "step", "dtype": "int64", "shape": [] },
+    { "kind": "input", "name": "x", "dtype": "float32", "shape": [2, 8] },
+    { "kind": "output", "name": "loss", "dtype": "float32", "shape": [] },
+    { "kind": "metric", "name": "lr", "dtype": "float32", "shape": [] },
+    { "kind": "update", "name": "fc.weight.next", "updates": "fc.weight",
+      "dtype": "float32", "shape": [4, 8] }
+  ])");
+  return m;
+}
+
+TEST(ManifestTest, ParsesATrainingStep) {
+  Manifest manifest = parseManifest(trainingManifest().dump(), Path);
+  ASSERT_TRUE(manifest.training);
+  EXPECT_EQ(manifest.training->loss, "loss");
+  EXPECT_EQ(manifest.training->globalBatch, 2);
+  const std::vector<ArgumentDesc> &args = manifest.arguments;
+  ASSERT_EQ(args.size(), 7u);
+  EXPECT_TRUE(args[0].trainable);
+  EXPECT_EQ(args[1].kind, ArgumentKind::OptimizerState);
+  EXPECT_EQ(args[1].role, "momentum");
+  EXPECT_EQ(args[1].of, "fc.weight");
+  EXPECT_EQ(args[2].kind, ArgumentKind::Step);
+  EXPECT_EQ(args[5].kind, ArgumentKind::Metric);
+  EXPECT_EQ(args[6].kind, ArgumentKind::Update);
+  EXPECT_EQ(args[6].updates, "fc.weight");
+  EXPECT_FALSE(parseManifest(exampleManifest().dump(), Path).training);
+}
+
+TEST(ManifestTest, TrainingKeysAreChecked) {
+  json m = trainingManifest();
+  m["mode"] = "learn";
+  expectError(m, "'mode' is \"learn\", expected \"infer\" or \"train\"");
+  m = trainingManifest();
+  m.erase("training");
+  expectError(m, "training");
+  m = trainingManifest();
+  m["arguments"][6].erase("updates");
+  expectError(m, "arguments[6].updates");
+  m = trainingManifest();
+  m["arguments"][0]["trainable"] = "yes";
+  expectError(m, "'arguments[0].trainable' must be true or false");
+  m = trainingManifest();
+  m["arguments"][1].erase("of");
+  expectError(m, "arguments[1].of");
 }
 
 } // namespace
