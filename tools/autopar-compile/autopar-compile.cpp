@@ -32,8 +32,8 @@
 #include "mlir/InitAllPasses.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
-#include "mlir/Transforms/Passes.h"
 #include "mlir/Target/LLVMIR/Dialect/All.h"
+#include "mlir/Transforms/Passes.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -315,11 +315,10 @@ int main(int argc, char **argv) {
   // planning works for every request (--plan-only).
   bool gpu = !cluster->isLocalCpu();
   bool training = request.mode == autopar::PlanMode::Training;
-  for (auto [flag, given] :
-       {std::pair{"--loss", !lossName.empty()},
-        {"--train-config", !trainConfigPath.empty()},
-        {"--freeze", !freezeGlobs.empty()},
-        {"--emit-gradients", bool(emitGradients)}})
+  for (auto [flag, given] : {std::pair{"--loss", !lossName.empty()},
+                             {"--train-config", !trainConfigPath.empty()},
+                             {"--freeze", !freezeGlobs.empty()},
+                             {"--emit-gradients", bool(emitGradients)}})
     if (given && !training)
       return fail(llvm::Twine(flag) + " needs --mode train");
   autopar::TrainConfig trainConfig = autopar::defaultTrainConfig();
@@ -480,7 +479,6 @@ int main(int argc, char **argv) {
                   "implemented yet; set train_micro_batch_size_per_gpu to "
                   "the global batch (" +
                   llvm::Twine(plan->globalBatch) + ") or \"auto\"");
-    writeReport(*plan, request, {});
     // One training step: loss and gradients, then clipping, schedule and
     // update (docs/training.md).
     PassManager pm = PassManager::on<ModuleOp>(&context);
@@ -520,6 +518,36 @@ int main(int argc, char **argv) {
         module->lookupSymbol<func::FuncOp>("main"));
     if (failed(trainArgs))
       return 1;
+    // What is trained: printed, and in the report.
+    int64_t trainedTensors = 0, trainedElements = 0, trainedBytes = 0;
+    for (const autopar::ArtifactArgument &arg : *trainArgs) {
+      if (arg.kind != autopar::ArtifactArgument::Kind::Parameter ||
+          !arg.trainable)
+        continue;
+      int64_t elements = 1;
+      for (int64_t d : arg.shape)
+        elements *= d;
+      ++trainedTensors;
+      trainedElements += elements;
+      trainedBytes += elements * (arg.dtype == "float64"   ? 8
+                                  : arg.dtype == "float32" ? 4
+                                                           : 2);
+    }
+    llvm::outs() << llvm::formatv(
+        "  trained: {0} parameters ({1:F2} MiB) in {2} tensors\n",
+        trainedElements, trainedBytes / (1024.0 * 1024.0), trainedTensors);
+    if (!reportJson.empty()) {
+      std::error_code ec;
+      llvm::raw_fd_ostream os(reportJson, ec);
+      if (ec)
+        return fail("cannot write " + reportJson + ": " + ec.message());
+      llvm::json::Value report = autopar::planReportJson(*plan, request);
+      (*report.getAsObject())["trainable_parameters"] =
+          llvm::json::Object{{"count", trainedElements},
+                             {"bytes", trainedBytes},
+                             {"tensors", trainedTensors}};
+      os << llvm::formatv("{0:2}", report) << "\n";
+    }
     auto weights = autopar::locateInitializers(modelPath);
     if (!weights)
       return fail(llvm::toString(weights.takeError()));
@@ -569,9 +597,9 @@ int main(int argc, char **argv) {
     if (failed(autopar::writeManifest(outputDir, std::move(description),
                                       *weights, error)))
       return fail(error);
-    double seconds = std::chrono::duration<double>(
-                         std::chrono::steady_clock::now() - start)
-                         .count();
+    double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count();
     llvm::outs() << "wrote " << outputDir << " (training step, compiled in "
                  << llvm::format("%.2f", seconds) << " s)\n";
     return 0;
