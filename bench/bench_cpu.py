@@ -11,49 +11,24 @@ autopar_ms (above 1: autopar is faster).
 
   bench/bench_cpu.py --build-dir build
   bench/bench_cpu.py --models gpt --batch 8 --steps 50
-  bench/bench_cpu.py --write-results        # also append the table to bench/RESULTS.md
+  bench/bench_cpu.py --write-results        # also make it the current figures in bench/RESULTS.md
 
 Nothing is written into the repository unless --write-results is given.
 """
 
 import argparse
-import datetime
 import os
-import platform
 import shlex
 import statistics
-import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 
 from autopar import models, tools  # noqa: E402
 
-RESULTS = os.path.join(tools.REPO_ROOT, "bench", "RESULTS.md")
+import results  # noqa: E402  (bench/results.py)
+
 SINGLE_THREAD = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-
-
-def cpu_name():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
-
-
-def machine():
-    return f"{platform.node()}: {cpu_name()}, {os.cpu_count()} logical CPUs, {platform.system()} {platform.release()}"
-
-
-def git_commit():
-    try:
-        return subprocess.run(["git", "-C", tools.REPO_ROOT, "rev-parse", "--short", "HEAD"],
-                              capture_output=True, text=True, timeout=10).stdout.strip() or "unknown"
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
 
 
 def summarize(times, warmup):
@@ -143,7 +118,7 @@ def main(argv=None):
     p.add_argument("--compile-cmd", default=tools.DEFAULT_COMPILE_CMD, help="default: %(default)s")
     p.add_argument("--run-cmd", default=tools.DEFAULT_RUN_CMD, help="default: %(default)s")
     p.add_argument("--reference", action="store_true", help="ORT on both sides (checks the script)")
-    p.add_argument("--write-results", action="store_true", help=f"append the table to {RESULTS}")
+    p.add_argument("--write-results", action="store_true", help=f"record the table in {results.RESULTS}")
     args = p.parse_args(argv)
     if args.reference:
         args.compile_cmd, args.run_cmd = tools.REFERENCE_COMPILE_CMD, tools.REFERENCE_RUN_CMD
@@ -162,22 +137,19 @@ def main(argv=None):
             rows.append(bench_model(n, args))
         except ValueError as e:
             p.error(str(e))
-    print(f"# {machine()}")
+    print(f"# {results.machine_words()}")
     print(f"# median of steps {args.warmup + 1}..{args.steps}; single thread on both sides")
     if args.compile_cmd != tools.DEFAULT_COMPILE_CMD or args.run_cmd != tools.DEFAULT_RUN_CMD:
         print(f"# the 'autopar' column ran: {args.compile_cmd} ; {args.run_cmd}")
     print(format_table(rows))
     if args.write_results:
-        cmd = " ".join(shlex.quote(a) for a in [os.path.relpath(sys.argv[0], tools.REPO_ROOT)] + sys.argv[1:])
-        new = not os.path.exists(RESULTS)
-        with open(RESULTS, "a") as f:
-            if new:
-                f.write("# CPU benchmark results\n\nAppended by `bench/bench_cpu.py --write-results`.\n")
-            f.write(f"\n## {datetime.datetime.now().isoformat(timespec='seconds')}\n\n")
-            f.write(f"- machine: {machine()}\n- commit: {git_commit()}\n- command: `{cmd}`\n")
-            f.write(f"- median of steps {args.warmup + 1}..{args.steps}; ratio = ort ms / autopar ms\n\n")
-            f.write(format_table(rows, markdown=True) + "\n")
-        print(f"appended to {RESULTS}")
+        cmd = " ".join(shlex.quote(a) for a in [results.repo_path(sys.argv[0])] + sys.argv[1:])
+        results.record("CPU against onnxruntime (one thread)",
+                       f"- machine: {results.machine_words()}\n- commit: {results.git_commit()}\n"
+                       f"- command: `{cmd}`\n"
+                       f"- median of steps {args.warmup + 1}..{args.steps}; ratio = ort ms / autopar ms\n\n"
+                       + format_table(rows, markdown=True))
+        print(f"recorded in {results.RESULTS}")
     return 1 if any(r["error"] for r in rows) else 0
 
 

@@ -13,14 +13,13 @@ plan report's `cluster_spec` (autopar-compile --plan-only --report-json):
     against the model's fp32 peak of one core (cores x clock x FLOP/cycle / cores)
 
   bench/bench_host.py --build-dir build
-  bench/bench_host.py --write-results     # also append the table to bench/RESULTS.md
+  bench/bench_host.py --write-results     # also make it the current figures in bench/RESULTS.md
 
 Needs cc and mpicc (scripts/setup.sh installs them). Nothing is written into the
 repository unless --write-results is given.
 """
 
 import argparse
-import datetime
 import json
 import os
 import re
@@ -33,8 +32,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from autopar import models, tools  # noqa: E402
 
+import results  # noqa: E402  (bench/results.py)
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-RESULTS = os.path.join(tools.REPO_ROOT, "bench", "RESULTS.md")
 
 
 def run(cmd, **kw):
@@ -122,10 +122,9 @@ def main(argv=None):
         n = key.split("_")[1]
         rows.append((f"fp32 GEMM {n}^3, one core (GFLOP/s): model = peak", peak_core, gemm[key],
                      "numpy sgemm (OpenBLAS), 1 thread"))
-    stamp = datetime.datetime.now().isoformat(timespec="seconds")
-    lines = [f"## This machine against the local:N model, {stamp}", "",
-             f"- machine: {cores} physical cores ({os.cpu_count()} logical CPUs); model from `autopar-compile --cluster local:2 "
-             f"--plan-only --report-json` (`cluster_spec`)",
+    lines = [f"- machine: {results.machine_words()}, {cores} physical cores; model from "
+             "`autopar-compile --cluster local:2 --plan-only --report-json` (`cluster_spec`)",
+             f"- commit: {results.git_commit()}",
              "- command: `bench/bench_host.py" + (" --write-results" if args.write_results else "") + "`", "",
              "| quantity | model | measured | model / measured | benchmark |",
              "| --- | --- | --- | --- | --- |"]
@@ -134,9 +133,8 @@ def main(argv=None):
     print("\n".join(lines))
     shutil.rmtree(work, ignore_errors=True)
     if args.write_results:
-        with open(RESULTS, "a") as f:
-            f.write("\n" + "\n".join(lines) + "\n")
-        print(f"appended to {RESULTS}")
+        results.record("This machine against the local:N model", "\n".join(lines))
+        print(f"recorded in {results.RESULTS}")
     return 0
 
 

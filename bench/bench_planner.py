@@ -13,17 +13,17 @@
    of that configuration pinned (same tp, pp, dp, micro-batch 1, full recomputation)
    and of its own automatic plan.
 
-Usage: bench/bench_planner.py [--build-dir build] [--write-results]
+Usage: bench/bench_planner.py [--build-dir build] [--work-dir DIR] [--write-results]
+
+The generated models and reports go to --work-dir (default BUILD_DIR/bench-planner);
+--write-results makes the tables the current planner figures in bench/RESULTS.md.
 """
 
 import argparse
-import datetime
 import json
 import os
-import platform
 import subprocess
 import sys
-import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -31,10 +31,11 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "python"))
 from autopar import gpt_onnx  # noqa: E402
 
+import results  # noqa: E402  (bench/results.py)
+
 
 def plan(compile_bin, model, cluster, shape, extra=()):
-    with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
-        report = f.name
+    report = os.path.join(os.path.dirname(model), "report.json")
     cmd = [compile_bin, model, "--cluster", cluster, "--input-shape", f"idx={shape}",
            "--mode", "train", "--plan-only", "--report-json", report, *extra]
     start = time.perf_counter()
@@ -47,23 +48,25 @@ def plan(compile_bin, model, cluster, shape, extra=()):
     with open(report) as f:
         data = json.load(f)
     os.unlink(report)
-    return data, wall, " ".join(cmd[1:])
+    return data, wall, " ".join(results.repo_path(c) if os.path.isabs(c) else c for c in cmd)
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--build-dir", default=os.path.join(ROOT, "build"))
+    p.add_argument("--work-dir", default=None, help="models and reports (default BUILD_DIR/bench-planner)")
     p.add_argument("--write-results", action="store_true")
     args = p.parse_args()
     compile_bin = os.path.join(args.build_dir, "bin", "autopar-compile")
-    work = tempfile.mkdtemp(prefix="autopar-bench-planner-")
+    work = os.path.abspath(args.work_dir or os.path.join(args.build_dir, "bench-planner"))
+    os.makedirs(work, exist_ok=True)
     lines = []
 
     def out(s=""):
         print(s)
         lines.append(s)
 
-    out("### Planning time (training, bf16, sequence 2048, hidden 25600, 160 heads)")
+    out("#### Planning time (training, bf16, sequence 2048, hidden 25600, 160 heads)")
     out("")
     out("| layers | parameters | cluster | GPUs | plans evaluated | search s | command wall s |")
     out("| --- | --- | --- | --- | --- | --- | --- |")
@@ -83,7 +86,7 @@ def main():
                 f"{data['search_time_s']:.3f} | {wall:.3f} |")
 
     out("")
-    out("### Predicted vs published: 1T GPT on 3072 A100-80GB (Megatron-LM, SC'21)")
+    out("#### Predicted vs published: 1T GPT on 3072 A100-80GB (Megatron-LM, SC'21)")
     out("")
     model = os.path.join(work, "gpt-1t.onnx")
     gpt_onnx.main(["--preset", "gpt-1t", "-o", model, "--no-check"])
@@ -103,19 +106,15 @@ def main():
         f"{auto['zero_stage']}, micro-batch {auto['micro_batch_size']}, recompute "
         f"{auto['recompute']}): {at:.1f} s per step ({at / pt:.2f}x the pinned prediction, "
         f"{at / measured:.2f}x the published measurement), search {auto['search_time_s']:.2f} s")
-    out(f"- commands: `autopar-compile {cmd_pinned}` and `autopar-compile {cmd_auto}`")
+    out(f"- commands: `{cmd_pinned}` and `{cmd_auto}`")
 
     if args.write_results:
-        commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
-                                capture_output=True, text=True).stdout.strip()
-        with open(os.path.join(HERE, "RESULTS.md"), "a") as f:
-            f.write(f"\n## Planner, {datetime.datetime.now().isoformat(timespec='seconds')}\n\n")
-            f.write(f"- machine: {platform.processor() or platform.machine()}, "
-                    f"{os.cpu_count()} logical CPUs; commit {commit}\n")
-            f.write("- command: `bench/bench_planner.py --write-results`\n\n")
-            f.write("\n".join(lines) + "\n")
-        print(f"appended to {os.path.join(HERE, 'RESULTS.md')}")
-
+        cmd = "bench/bench_planner.py --write-results"
+        if args.work_dir:
+            cmd += f" --work-dir {results.repo_path(args.work_dir)}"
+        results.record("Planner", f"- machine: {results.machine_words()}\n"
+                       f"- commit: {results.git_commit()}\n- command: `{cmd}`\n\n" + "\n".join(lines))
+        print(f"recorded in {results.RESULTS}")
 
 if __name__ == "__main__":
     main()

@@ -13,7 +13,7 @@ measured collectives with the predicted ones (calls and bus bytes, per axis and 
 
   bench/bench_scaling.py --build-dir build
   bench/bench_scaling.py --models mlp --ranks 1,2,4 --steps 50
-  bench/bench_scaling.py --write-results     # also append the tables to bench/RESULTS.md
+  bench/bench_scaling.py --write-results     # also make them the current figures in bench/RESULTS.md
 
 The local:N cluster model says what this machine is (docs/clusters.md): ranks beyond
 the number of cores share them, which the prediction does not know about, so the
@@ -22,7 +22,6 @@ the number of cores share them, which the prediction does not know about, so the
 """
 
 import argparse
-import datetime
 import json
 import os
 import shlex
@@ -33,7 +32,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from autopar import compare, models, tools  # noqa: E402
 
-RESULTS = os.path.join(tools.REPO_ROOT, "bench", "RESULTS.md")
+import results  # noqa: E402  (bench/results.py)
+
 # Let autopar-run share the cores among the ranks itself (an inherited setting would win).
 SHARED_CORES = {"OMP_NUM_THREADS": None, "OPENBLAS_NUM_THREADS": None, "MKL_NUM_THREADS": None}
 
@@ -74,7 +74,7 @@ def bench_plan(name, model, path, label, flags, n, args):
     row = {"model": name, "plan": label, "ranks": n, "error": "", "oversubscribed": n > os.cpu_count()}
     cmd = [tools.build_bin(args.build_dir) + "/autopar-compile", path, "--cluster", f"local:{n}",
            *model.shape_flag_list(), *[f.format(n=n) for f in flags], "--report-json", report, "-o", artifact]
-    row["compile_cmd"] = " ".join(shlex.quote(c) for c in cmd)
+    row["compile_cmd"] = " ".join(shlex.quote(results.repo_path(c) if os.path.isabs(c) else c) for c in cmd)
     r = tools.run_cmd(cmd, timeout=args.timeout, env=SHARED_CORES)
     if not r.ok:
         row["error"] = f"compile: {r.first_error_line()}"
@@ -159,17 +159,17 @@ def main(argv=None):
     print(format_table(rows))
     if args.write_results:
         cmd = "bench/bench_scaling.py " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:]))
-        with open(RESULTS, "a") as f:
-            f.write(f"\n## Strong scaling on local ranks, {datetime.datetime.now().isoformat(timespec='seconds')}\n\n")
-            f.write(f"- machine: {os.cpu_count()} logical CPUs, shared among the ranks; global batch "
-                    f"{args.batch}; median of steps {args.warmup + 1}..{args.steps}\n")
-            f.write(f"- command: `{cmd}`\n")
-            f.write("- speedup = one rank's time / N ranks' time; efficiency = speedup / N; "
-                    "pred/meas = the plan's predicted step time / the measured one\n\n")
-            f.write(format_table(rows, markdown=True) + "\n")
-            for r in rows:
-                if r.get("compile_cmd"):
-                    f.write(f"- {r['model']} {r['plan']} {r['ranks']}: `{r['compile_cmd']}`\n")
+        body = [f"- machine: {results.machine_words()}; the CPUs shared among the ranks; global batch "
+                f"{args.batch}; median of steps {args.warmup + 1}..{args.steps}",
+                f"- commit: {results.git_commit()}",
+                f"- command: `{cmd}`",
+                "- speedup = one rank's time / N ranks' time; efficiency = speedup / N; "
+                "pred/meas = the plan's predicted step time / the measured one", "",
+                format_table(rows, markdown=True)]
+        body += [f"- {r['model']} {r['plan']} {r['ranks']}: `{r['compile_cmd']}`"
+                 for r in rows if r.get("compile_cmd")]
+        results.record("Strong scaling on local ranks", "\n".join(body))
+        print(f"recorded in {results.RESULTS}")
     return 1 if any(r["error"] for r in rows) else 0
 
 

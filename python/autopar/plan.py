@@ -1,6 +1,6 @@
 """Load and validate autopar's plan report (``autopar-compile --report-json FILE``).
 
-The report's fields are the contract of INTERFACES.md ("Plan report"); this module reads
+The report's fields are the contract of docs/interfaces.md ("Plan report"); this module reads
 them into small dataclasses, checks types, ranges and the relations between fields, and
 keeps everything it does not know in ``extra`` dicts (fields added later are tolerated).
 
@@ -11,7 +11,7 @@ keeps everything it does not know in ``extra`` dicts (fields added later are tol
     r.mesh.dp, r.predicted.step_time_s, r.stages[0].layers, r.alternatives[0].why_not
     r.warnings                                     # soft inconsistencies (sums that disagree)
 
-Optional fields read when present (not yet in INTERFACES.md):
+Optional fields read when present (not yet in docs/interfaces.md):
   stages[i].forward_s, stages[i].backward_s     time of ONE micro-batch's forward / backward
                                                 (backward including recomputation) on stage i
   stages[i].seconds_per_micro_batch             forward + backward of one micro-batch there
@@ -39,7 +39,7 @@ ZERO_STAGES = (0, 1, 2, 3)
 # Schedules the drawing knows (autopar.schedule, after runtime/lib/PipelineSchedule.cpp);
 # others are accepted (and drawn as 1F1B, with a note).
 KNOWN_SCHEDULES = SCHEDULES
-# The keys of the two breakdowns named by INTERFACES.md, in display order.
+# The keys of the two breakdowns named by docs/interfaces.md, in display order.
 STEP_TIME_KEYS = ("compute", "exposed_communication", "bubble", "optimizer")
 MEMORY_KEYS = ("parameters", "gradients", "optimizer_states", "activations",
                "communication", "other")

@@ -73,7 +73,7 @@ class LoadTest(unittest.TestCase):
         self.assertEqual(alt.why_not, "does not fit <even> with ZeRO-3 & full recomputation")
 
     def test_interfaces_example_shape(self):
-        # The example of INTERFACES.md (with its placeholder alternative) loads.
+        # The example of docs/interfaces.md (with its placeholder alternative) loads.
         d = load_json(GPT3)
         d["alternatives"] = [{"mesh": {}, "zero_stage": 0, "micro_batch_size": 1,
                               "recompute": "none", "predicted": {}, "why_not": "\u2026"}]
