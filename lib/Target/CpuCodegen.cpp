@@ -27,6 +27,7 @@ llvm::StringRef getCpuLoweringPipeline() {
          "autopar-lower-contractions-to-cpu-kernels,"
          "autopar-copies-to-linalg,"
          "func.func(convert-linalg-to-loops),"
+         "autopar-outline-loop-nests,"
          "lower-affine,"
          "convert-scf-to-cf,"
          "expand-strided-metadata,"
@@ -41,6 +42,7 @@ llvm::StringRef getCpuLoweringPipeline() {
          "convert-arith-to-llvm,"
          "convert-index-to-llvm,"
          "convert-func-to-llvm,"
+         "autopar-mark-noalias,"
          "convert-cf-to-llvm,"
          "reconcile-unrealized-casts";
 }

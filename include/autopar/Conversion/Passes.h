@@ -21,6 +21,12 @@ namespace autopar {
 /// dense i64 arrays), recorded before lowering for `autopar-emit-packed-entry`.
 inline constexpr llvm::StringLiteral kArgShapesAttr = "autopar.arg_shapes";
 
+/// Attribute by which `autopar-outline-loop-nests` tells
+/// `autopar-mark-noalias` which lowered arguments of an outlined function are
+/// pointers that alias no other argument.
+inline constexpr llvm::StringLiteral kNoAliasPointerArgs =
+    "autopar.noalias_pointer_args";
+
 #define GEN_PASS_DECL
 #include "autopar/Conversion/Passes.h.inc"
 
