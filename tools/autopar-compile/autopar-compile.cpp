@@ -403,6 +403,9 @@ int main(int argc, char **argv) {
   registerAllExtensions(registry);
   registerAllToLLVMIRTranslations(registry);
   MLIRContext context(registry);
+  // Messages name the file, the ONNX nodes and parameters themselves; the IR
+  // of the op they were attached to (often all of @main) would bury them.
+  context.printOpOnDiagnostic(false);
   // Importer messages name the file and node themselves; print them plainly.
   ScopedDiagnosticHandler handler(&context, [](Diagnostic &diag) {
     llvm::outs().flush();
