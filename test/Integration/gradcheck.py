@@ -103,6 +103,52 @@ class Cnn(nn.Module):
                 "y": torch.tensor([2, 0, 1])}
 
 
+class Gpt(nn.Module):
+    """A GPT: token and position embeddings (Gather; the gradient of the
+    token table is a scatter-add), a causal mask kept as a float buffer
+    (masked_fill: Equal + Where; the buffer is not trained), multi-head
+    attention, a GELU MLP, cross-entropy over flattened logits."""
+
+    vocab, width, heads, seq = 11, 8, 2, 5
+
+    def __init__(self, dropout=0.0):
+        super().__init__()
+        self.wte = nn.Embedding(self.vocab, self.width)
+        self.wpe = nn.Embedding(self.seq, self.width)
+        self.ln1 = nn.LayerNorm(self.width)
+        self.qkv = nn.Linear(self.width, 3 * self.width)
+        self.proj = nn.Linear(self.width, self.width)
+        self.ln2 = nn.LayerNorm(self.width)
+        self.fc = nn.Linear(self.width, 4 * self.width)
+        self.out = nn.Linear(4 * self.width, self.width)
+        self.lnf = nn.LayerNorm(self.width)
+        self.head = nn.Linear(self.width, self.vocab, bias=False)
+        self.drop = nn.Dropout(dropout)
+        self.register_buffer("mask", torch.tril(
+            torch.ones(self.seq, self.seq)).view(1, 1, self.seq, self.seq))
+
+    def forward(self, idx, targets):
+        b, t = idx.shape
+        c, h = self.width, self.heads
+        pos = torch.arange(0, t, dtype=torch.long).unsqueeze(0)
+        x = self.drop(self.wte(idx) + self.wpe(pos))
+        q, k, v = self.qkv(self.ln1(x)).split(c, dim=2)
+        q, k, v = (z.view(b, t, h, c // h).transpose(1, 2) for z in (q, k, v))
+        att = (q @ k.transpose(-2, -1)) * (1.0 / (c // h) ** 0.5)
+        att = att.masked_fill(self.mask[:, :, :t, :t] == 0, float("-inf"))
+        att = self.drop(F.softmax(att, dim=-1))
+        y = (att @ v).transpose(1, 2).reshape(b, t, c)
+        x = x + self.drop(self.proj(y))
+        x = x + self.drop(self.out(F.gelu(self.fc(self.ln2(x)))))
+        logits = self.head(self.lnf(x))
+        return F.cross_entropy(logits.view(-1, self.vocab), targets.view(-1))
+
+    @classmethod
+    def data(cls, dtype):
+        return {"idx": torch.randint(0, cls.vocab, (3, cls.seq)),
+                "targets": torch.randint(0, cls.vocab, (3, cls.seq))}
+
+
 def run(cmd):
     result = subprocess.run(cmd, capture_output=True, text=True)
     if result.returncode != 0:
@@ -132,6 +178,13 @@ def autopar_gradients(build, work, name, model, data, tag):
          *shapes, "-o", art])
     run([os.path.join(build, "bin", "autopar-run"), art, "--inputs", inputs,
          "--outputs", out])
+    # Exactly the parameters are trained: buffers (a causal mask) are not.
+    produced = sorted(f[:-len(".grad.npy")] for f in os.listdir(out)
+                      if f.endswith(".grad.npy"))
+    expected = sorted(pname for pname, _ in model.named_parameters())
+    if produced != expected:
+        sys.exit(f"FAILED: {name}: gradients for {produced}, expected "
+                 f"{expected}")
     grads = {}
     for pname, _ in model.named_parameters():
         grads[pname] = np.load(os.path.join(out, pname + ".grad.npy"))
@@ -190,7 +243,8 @@ def main():
     os.makedirs(work, exist_ok=True)
     torch.set_num_threads(1)
     failures = []
-    for name, cls in [("mlp", Mlp), ("block", Block), ("cnn", Cnn)]:
+    for name, cls in [("mlp", Mlp), ("block", Block), ("cnn", Cnn),
+                      ("gpt", Gpt)]:
         failures += check_against_torch(build, work, name, cls)
         failures += check_finite_differences(build, work, name, cls)
     if failures:

@@ -22,7 +22,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gradcheck import Block, Cnn, Mlp  # noqa: E402
+from gradcheck import Block, Cnn, Gpt, Mlp  # noqa: E402
 
 STEPS, BATCHES = 8, 3
 
@@ -150,6 +150,17 @@ CASES = [
         "scheduler": {"type": "WarmupLR", "params": {
             "warmup_min_lr": 0.0, "warmup_max_lr": 0.05,
             "warmup_num_steps": 4}}}),
+    # The key third of qkv.bias has an exactly zero gradient (softmax is
+    # invariant to a per-query constant), so both sides see rounding noise
+    # of ~1e-9 there; with eps = 1e-8 Adam would scale that noise up to
+    # lr-sized, unrelated steps. eps = 1e-6 keeps those steps below 1e-5.
+    ("gpt-adamw-cosine", Gpt, {
+        "train_batch_size": 3, "gradient_clipping": 1.0,
+        "optimizer": {"type": "AdamW", "params": {
+            "lr": 0.01, "betas": [0.9, 0.95], "eps": 1e-6,
+            "weight_decay": 0.1}},
+        "scheduler": {"type": "WarmupCosineLR", "params": {
+            "warmup_num_steps": 2, "total_num_steps": 8}}}),
     ("cnn-adamw-decay", Cnn, {
         "train_batch_size": 3, "gradient_clipping": 1.0,
         "optimizer": {"type": "AdamW", "params": {"lr": 0.003}},

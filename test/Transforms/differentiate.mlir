@@ -167,3 +167,82 @@ func.func @main(%w: tensor<4xf32> {autopar.dtype = "float32", autopar.parameter 
     -> (tensor<f32> {autopar.output = "loss"}) {
   return %x : tensor<f32>
 }
+
+// -----
+
+// An embedding lookup (the importer's Gather: clamped id, tensor.extract of
+// the table) has a scatter-add adjoint written as a one-hot reduction over
+// (row, ids..., row dims), with the ids' loops reduced and the id clamped as
+// the forward clamps it. A float buffer read only by a comparison (a causal
+// mask through Equal + Where) carries no gradient and is not trained.
+#ids = affine_map<(d0, d1, d2) -> (d0, d1)>
+#id3 = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+#m2 = affine_map<(d0, d1) -> (d0, d1)>
+// CHECK-DAG: #[[IDS:.*]] = affine_map<(d0, d1, d2, d3) -> (d1, d2)>
+// CHECK-DAG: #[[DY:.*]] = affine_map<(d0, d1, d2, d3) -> (d1, d2, d3)>
+// CHECK-DAG: #[[TABLE:.*]] = affine_map<(d0, d1, d2, d3) -> (d0, d3)>
+// CHECK-LABEL: func.func @main
+// CHECK-SAME: %[[T:[^:]*]]: tensor<5x3xf32> {autopar.dtype = "float32", autopar.parameter = "wte", autopar.trainable}
+// CHECK-SAME: %[[MASK:[^:]*]]: tensor<2x3xf32> {autopar.dtype = "float32", autopar.parameter = "mask"}
+// CHECK-SAME: %[[I:[^:]*]]: tensor<2x4xi64>
+// CHECK-SAME: -> (tensor<f32> {autopar.output = "loss"}, tensor<5x3xf32> {autopar.dtype = "float32", autopar.gradient = "wte", autopar.output = "wte.grad"})
+// CHECK: %[[ZERO:.*]] = linalg.fill {{.*}} -> tensor<5x3xf32>
+// CHECK: %[[DT:.*]] = linalg.generic {indexing_maps = [#[[IDS]], #[[DY]], #[[TABLE]]], iterator_types = ["parallel", "reduction", "reduction", "parallel"]}
+// CHECK-SAME: ins(%[[I]], %{{.*}} : tensor<2x4xi64>, tensor<2x4x3xf32>) outs(%[[ZERO]] : tensor<5x3xf32>)
+// CHECK: ^bb0(%[[ID:.*]]: i64, %[[G:.*]]: f32, %[[ACC:.*]]: f32):
+// CHECK:   %[[CAST:.*]] = arith.index_cast %[[ID]] : i64 to index
+// CHECK:   %[[CLAMPED:.*]] = arith.minsi %{{.*}}, %c4 : index
+// CHECK:   %[[ROW:.*]] = linalg.index 0 : index
+// CHECK:   %[[HIT:.*]] = arith.cmpi eq, %[[CLAMPED]], %[[ROW]] : index
+// CHECK:   %[[PICK:.*]] = arith.select %[[HIT]], %[[G]], %{{.*}} : f32
+// CHECK:   %[[SUM:.*]] = arith.addf %[[ACC]], %[[PICK]] : f32
+// CHECK:   linalg.yield %[[SUM]] : f32
+// CHECK: return %{{.*}}, %[[DT]] : tensor<f32>, tensor<5x3xf32>
+func.func @main(%table: tensor<5x3xf32> {autopar.dtype = "float32", autopar.parameter = "wte"},
+                %mask: tensor<2x3xf32> {autopar.dtype = "float32", autopar.parameter = "mask"},
+                %ids: tensor<2x4xi64> {autopar.dtype = "int64", autopar.input = "ids"})
+    -> (tensor<f32> {autopar.output = "loss"}) {
+  %e = tensor.empty() : tensor<2x4x3xf32>
+  %rows = linalg.generic {indexing_maps = [#ids, #id3], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%ids : tensor<2x4xi64>) outs(%e : tensor<2x4x3xf32>) {
+  ^bb0(%id: i64, %out: f32):
+    %c0 = arith.constant 0 : index
+    %c5 = arith.constant 5 : index
+    %c4 = arith.constant 4 : index
+    %i = arith.index_cast %id : i64 to index
+    %neg = arith.cmpi slt, %i, %c0 : index
+    %wrapped = arith.addi %i, %c5 : index
+    %s = arith.select %neg, %wrapped, %i : index
+    %lo = arith.maxsi %s, %c0 : index
+    %hi = arith.minsi %lo, %c4 : index
+    %col = linalg.index 2 : index
+    %v = tensor.extract %table[%hi, %col] : tensor<5x3xf32>
+    linalg.yield %v : f32
+  } -> tensor<2x4x3xf32>
+  // where(mask == 0, 0, 1) broadcast over the rows: no gradient to the mask.
+  %be = tensor.empty() : tensor<2x3xi1>
+  %keep = linalg.generic {indexing_maps = [#m2, #m2], iterator_types = ["parallel", "parallel"]}
+      ins(%mask : tensor<2x3xf32>) outs(%be : tensor<2x3xi1>) {
+  ^bb0(%m: f32, %out: i1):
+    %z = arith.constant 0.0 : f32
+    %c = arith.cmpf one, %m, %z : f32
+    linalg.yield %c : i1
+  } -> tensor<2x3xi1>
+  %masked = linalg.generic {indexing_maps = [#id3, affine_map<(d0, d1, d2) -> (d0, d2)>, #id3], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%rows, %keep : tensor<2x4x3xf32>, tensor<2x3xi1>) outs(%e : tensor<2x4x3xf32>) {
+  ^bb0(%r: f32, %k: i1, %out: f32):
+    %z = arith.constant 0.0 : f32
+    %sel = arith.select %k, %r, %z : f32
+    %sq = arith.mulf %sel, %sel : f32
+    linalg.yield %sq : f32
+  } -> tensor<2x4x3xf32>
+  %zero = arith.constant 0.0 : f32
+  %s0 = tensor.empty() : tensor<f32>
+  %sinit = linalg.fill ins(%zero : f32) outs(%s0 : tensor<f32>) -> tensor<f32>
+  %loss = linalg.reduce ins(%masked : tensor<2x4x3xf32>) outs(%sinit : tensor<f32>) dimensions = [0, 1, 2]
+    (%in: f32, %acc: f32) {
+      %r = arith.addf %in, %acc : f32
+      linalg.yield %r : f32
+    }
+  return %loss : tensor<f32>
+}

@@ -61,6 +61,10 @@ llvm::LogicalResult applyLinalgAdjoint(mlir::Operation *op,
                                        AdjointBuilder &adjoints);
 llvm::LogicalResult applyTensorAdjoint(mlir::Operation *op,
                                        AdjointBuilder &adjoints);
+/// The table's gradient of an embedding lookup (a scatter-add, written as a
+/// one-hot reduction); fails for any other op.
+llvm::LogicalResult applyEmbeddingAdjoint(mlir::Operation *op,
+                                          AdjointBuilder &adjoints);
 
 /// Scalar reverse mode inside a structured op's body: given the body ops
 /// already cloned with `mapping` (forward body value -> cloned value) and a

@@ -48,23 +48,79 @@ std::string onnxNodeName(Operation *op) {
 
 } // namespace
 
+/// The results of the structured op `op` whose values depend differentiably
+/// on the tensors in `depends`: through float values only, so that a tensor
+/// read only by comparisons (a mask compared with zero, then a select's
+/// condition) or as indices passes no gradient on.
+SmallVector<Value> differentiableResults(linalg::LinalgOp op,
+                                         const DenseSet<Value> &depends) {
+  Block *body = op.getBlock();
+  DenseSet<Value> scalar;
+  for (OpOperand &operand : op->getOpOperands())
+    if (depends.contains(operand.get()))
+      scalar.insert(op.getMatchingBlockArgument(&operand));
+  SmallVector<Value> results;
+  for (Operation &inner : *body) {
+    if (auto yield = dyn_cast<linalg::YieldOp>(inner)) {
+      for (auto [k, v] : llvm::enumerate(yield.getOperands()))
+        if (scalar.contains(v))
+          results.push_back(op->getResult(k));
+      break;
+    }
+    bool reads = llvm::any_of(inner.getOperands(), [&](Value v) {
+      return scalar.contains(v) || depends.contains(v);
+    });
+    if (!reads)
+      continue;
+    for (Value result : inner.getResults())
+      if (isa<FloatType>(result.getType()))
+        scalar.insert(result);
+  }
+  return results;
+}
+
 DenseSet<Value> findActiveValues(func::FuncOp func, ArrayRef<Value> from,
                                  Value to) {
   Block &body = func.getBody().front();
   DenseSet<Value> depends(from.begin(), from.end());
-  for (Operation &op : body.without_terminator())
-    if (llvm::any_of(readValues(&op),
-                     [&](Value v) { return depends.contains(v); }))
-      for (Value result : op.getResults())
+  for (Operation &op : body.without_terminator()) {
+    if (llvm::none_of(readValues(&op),
+                      [&](Value v) { return depends.contains(v); }))
+      continue;
+    auto linalgOp = dyn_cast<linalg::LinalgOp>(op);
+    if (linalgOp && linalgOp.getBlock()) {
+      for (Value result : differentiableResults(linalgOp, depends))
         if (isFloatTensor(result.getType()))
           depends.insert(result);
+      continue;
+    }
+    for (Value result : op.getResults())
+      if (isFloatTensor(result.getType()))
+        depends.insert(result);
+  }
 
+  // The loss needs what reaches it through float values: the same rule
+  // backwards, so that a float mask read only by a comparison is not needed.
   DenseSet<Value> needed{to};
-  for (Operation &op : llvm::reverse(body.without_terminator()))
-    if (llvm::any_of(op.getResults(),
-                     [&](Value v) { return needed.contains(v); }))
+  for (Operation &op : llvm::reverse(body.without_terminator())) {
+    if (llvm::none_of(op.getResults(),
+                      [&](Value v) { return needed.contains(v); }))
+      continue;
+    auto linalgOp = dyn_cast<linalg::LinalgOp>(op);
+    if (!linalgOp || !linalgOp.getBlock()) {
       for (Value v : readValues(&op))
         needed.insert(v);
+      continue;
+    }
+    for (Value v : readValues(&op)) {
+      if (needed.contains(v))
+        continue;
+      DenseSet<Value> one{v};
+      if (llvm::any_of(differentiableResults(linalgOp, one),
+                       [&](Value r) { return needed.contains(r); }))
+        needed.insert(v);
+    }
+  }
 
   DenseSet<Value> active;
   for (Value v : depends)
@@ -114,11 +170,12 @@ Value AdjointBuilder::zeros(Location loc, RankedTensorType type) {
 LogicalResult applyAdjointRule(Operation *op, AdjointBuilder &adjoints) {
   if (isa<linalg::LinalgOp>(op)) {
     // A linalg body that reads a differentiated tensor directly (a gather
-    // written with tensor.extract) needs a scatter rule of its own.
+    // written with tensor.extract) needs a scatter rule of its own: the
+    // embedding lookup has one; any other such body is not covered.
     llvm::SetVector<Value> above;
     getUsedValuesDefinedAbove(op->getRegions(), above);
     if (llvm::any_of(above, [&](Value v) { return adjoints.isActive(v); }))
-      return failure();
+      return applyEmbeddingAdjoint(op, adjoints);
     return applyLinalgAdjoint(op, adjoints);
   }
   if (isa<tensor::TensorDialect>(op->getDialect()))
