@@ -4,6 +4,7 @@
 
 #include "gtest/gtest.h"
 
+#include <algorithm>
 #include <string>
 
 using namespace autopar::runtime;
@@ -27,7 +28,8 @@ TEST(Crc32Test, ContinuesAcrossPieces) {
   std::string text = "The quick brown fox jumps over the lazy dog";
   uint32_t running = 0;
   for (size_t i = 0; i < text.size(); i += 5)
-    running = crc32(running, text.data() + i, std::min<size_t>(5, text.size() - i));
+    running =
+        crc32(running, text.data() + i, std::min<size_t>(5, text.size() - i));
   EXPECT_EQ(running, crcOf(text));
 }
 
