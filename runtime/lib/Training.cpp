@@ -176,6 +176,14 @@ void runTraining(Session &session, Communicator &comm,
   Restored start;
   if (options.resume)
     start = resume(session, options, data, progress);
+  else if (options.checkpointDir &&
+           std::filesystem::exists(*options.checkpointDir + "/latest"))
+    // Not an error: starting over on purpose is legitimate, but easily a
+    // forgotten --resume, and this run's checkpoints will replace latest.
+    progress.message("autopar-run: note: " + *options.checkpointDir +
+                     " already has checkpoints; this run starts from step 0 "
+                     "(add --resume to continue from " +
+                     *options.checkpointDir + "/latest)");
   if (start.step >= options.steps)
     progress.message("autopar-run: the checkpoint is at step " +
                      std::to_string(start.step) + ", --steps is " +

@@ -302,6 +302,15 @@ TEST_F(TrainCliTest, ResumeWithoutACheckpointStartsFromStepZero) {
       << result.out;
   EXPECT_NE(result.out.find("step 1/2"), std::string::npos);
   EXPECT_EQ(readFile(ckpt() + "/latest"), "step-00000002\n");
+  // Without --resume, a run starts over, and says so.
+  result = trainOk("--steps 1 --checkpoint-dir " + ckpt());
+  EXPECT_NE(result.out.find("already has checkpoints; this run starts from "
+                            "step 0 (add --resume"),
+            std::string::npos)
+      << result.out;
+  EXPECT_EQ(readFile(ckpt() + "/latest"), "step-00000001\n");
+  result = trainOk("--steps 2 --resume --checkpoint-dir " + ckpt());
+  EXPECT_NE(result.out.find("resumed from " + stepDir(1)), std::string::npos);
   // Already at --steps: nothing to train, and no new checkpoint.
   result = trainOk("--steps 2 --resume --checkpoint-dir " + ckpt() +
                    " --outputs " + work.file("out"));
