@@ -17,6 +17,8 @@
 
 #include <algorithm>
 #include <numeric>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 using namespace autopar::runtime;
@@ -188,13 +190,29 @@ TEST(DataLoaderTest, MapsRatherThanReadsTheFiles) {
   std::vector<int64_t> y(3, 7);
   writeNpy(dir.file("y.npy"), DType::Int64, {3}, y.data());
   std::vector<ArgumentDesc> args = dataArguments();
-  DataLoader loader(args, dir.path(), 3, std::nullopt);
-  EXPECT_EQ(loader.samples(), 3); // The fewest of any file.
-  std::vector<float> x(6, 1.0f);
-  std::vector<int64_t> out(3);
-  loader.fill({0, 0}, {x.data(), out.data()});
-  EXPECT_EQ(x, std::vector<float>(6, 0.0f));
-  EXPECT_EQ(out, y);
+  // In a child limited to 1 GiB of data memory (RLIMIT_DATA counts the heap
+  // and private writable mappings, not read-only file mappings): a loader
+  // that read the file whole would fail there.
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    struct rlimit limit = {rlim_t(1) << 30, rlim_t(1) << 30};
+    bool ok = setrlimit(RLIMIT_DATA, &limit) == 0;
+    try {
+      DataLoader loader(args, dir.path(), 3, std::nullopt);
+      std::vector<float> x(6, 1.0f);
+      std::vector<int64_t> out(3);
+      loader.fill({0, 0}, {x.data(), out.data()});
+      ok = ok && loader.samples() == 3 && // The fewest of any file.
+           x == std::vector<float>(6, 0.0f) && out == y;
+    } catch (...) {
+      ok = false;
+    }
+    _exit(ok ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
 }
 
 } // namespace
