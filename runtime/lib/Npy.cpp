@@ -259,13 +259,11 @@ NpyLayout readNpyLayout(const std::string &path) {
       static_cast<int64_t>(MagicSize + 2 + lengthBytes + headerLength);
   int64_t available = fileSize - layout.dataOffset;
   if (available != layout.dataBytes)
-    throw Error(path + ": " +
-                (available < layout.dataBytes ? "truncated" : "corrupt") +
-                ": the header says " +
-                formatTensorType(layout.dtype, layout.shape) + " (" +
-                std::to_string(layout.dataBytes) +
-                " bytes of data), but the file has " +
-                std::to_string(available));
+    throw Error(
+        path + ": " + (available < layout.dataBytes ? "truncated" : "corrupt") +
+        ": the header says " + formatTensorType(layout.dtype, layout.shape) +
+        " (" + std::to_string(layout.dataBytes) +
+        " bytes of data), but the file has " + std::to_string(available));
   return layout;
 }
 
