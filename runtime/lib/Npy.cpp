@@ -218,7 +218,7 @@ std::string npyDescr(DType dtype) {
   return "<f4"; // Unreachable: the table covers every storage dtype.
 }
 
-NpyArray readNpy(const std::string &path) {
+NpyLayout readNpyLayout(const std::string &path) {
   std::ifstream file(path, std::ios::binary | std::ios::ate);
   if (!file)
     throw Error(path + ": cannot open: " + std::strerror(errno));
@@ -247,25 +247,39 @@ NpyArray readNpy(const std::string &path) {
                 std::to_string(headerLength) + " bytes announced)");
 
   NpyHeader header = HeaderParser(headerText, path).parse();
-  NpyArray array;
-  array.dtype = dtypeFromDescr(header.descr, path);
-  array.shape = header.shape;
-  if (header.fortranOrder && array.shape.size() > 1)
+  NpyLayout layout;
+  layout.dtype = dtypeFromDescr(header.descr, path);
+  layout.shape = header.shape;
+  if (header.fortranOrder && layout.shape.size() > 1)
     throw Error(path + ": Fortran-ordered arrays are not supported; save a "
                        "C-ordered array (np.ascontiguousarray)");
 
-  int64_t dataBytes = byteSize(array.dtype, array.shape, path);
-  int64_t dataStart =
+  layout.dataBytes = byteSize(layout.dtype, layout.shape, path);
+  layout.dataOffset =
       static_cast<int64_t>(MagicSize + 2 + lengthBytes + headerLength);
-  int64_t available = fileSize - dataStart;
-  if (available != dataBytes)
+  int64_t available = fileSize - layout.dataOffset;
+  if (available != layout.dataBytes)
     throw Error(
-        path + ": " + (available < dataBytes ? "truncated" : "corrupt") +
-        ": the header says " + formatTensorType(array.dtype, array.shape) +
-        " (" + std::to_string(dataBytes) +
+        path + ": " + (available < layout.dataBytes ? "truncated" : "corrupt") +
+        ": the header says " + formatTensorType(layout.dtype, layout.shape) +
+        " (" + std::to_string(layout.dataBytes) +
         " bytes of data), but the file has " + std::to_string(available));
-  array.data = HostBuffer(static_cast<size_t>(dataBytes));
-  if (!readExactly(array.data.data(), static_cast<size_t>(dataBytes)))
+  return layout;
+}
+
+NpyArray readNpy(const std::string &path) {
+  NpyLayout layout = readNpyLayout(path);
+  std::ifstream file(path, std::ios::binary);
+  if (!file)
+    throw Error(path + ": cannot open: " + std::strerror(errno));
+  file.seekg(layout.dataOffset);
+  NpyArray array;
+  array.dtype = layout.dtype;
+  array.shape = layout.shape;
+  array.data = HostBuffer(static_cast<size_t>(layout.dataBytes));
+  file.read(static_cast<char *>(array.data.data()),
+            static_cast<std::streamsize>(layout.dataBytes));
+  if (static_cast<int64_t>(file.gcount()) != layout.dataBytes)
     throw Error(path + ": read error");
   return array;
 }

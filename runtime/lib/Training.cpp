@@ -1,87 +1,23 @@
-//===- Training.cpp - autopar-run --train on one CPU rank
-//------------------===//
+//===- Training.cpp - autopar-run --train on one CPU rank -----------------===//
 
 #include "autopar/runtime/Training.h"
 
+#include "autopar/runtime/Checkpoint.h"
+#include "autopar/runtime/DataLoader.h"
 #include "autopar/runtime/Error.h"
 #include "autopar/runtime/Npy.h"
+#include "autopar/runtime/TensorFiles.h"
+#include "autopar/runtime/TrainProgress.h"
 
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
+#include <filesystem>
 #include <fstream>
-#include <map>
 #include <sstream>
 
 namespace autopar::runtime {
 namespace {
-
-std::string formatShape(const Shape &shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i)
-    s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
-
-/// The data inputs' files, checked against the program's inputs.
-struct Dataset {
-  std::vector<size_t> inputs;
-  std::vector<NpyArray> arrays;
-  int64_t samples = 0;
-};
-
-Dataset loadData(const Session &session, const std::string &dir,
-                 int64_t globalBatch) {
-  Dataset data;
-  std::vector<std::string> problems;
-  const std::vector<ArgumentDesc> &args = session.getArguments();
-  for (size_t i = 0; i < args.size(); ++i) {
-    const ArgumentDesc &arg = args[i];
-    if (arg.kind != ArgumentKind::Input)
-      continue;
-    std::string path = dir + "/" + arg.name + ".npy";
-    NpyArray array;
-    try {
-      array = readNpy(path);
-    } catch (const Error &e) {
-      problems.push_back(e.what());
-      continue;
-    }
-    Shape sample(arg.shape.begin() + (arg.shape.empty() ? 0 : 1),
-                 arg.shape.end());
-    Shape found(array.shape.begin() + (array.shape.empty() ? 0 : 1),
-                array.shape.end());
-    if (array.dtype != npyStorageDType(arg.dtype))
-      problems.push_back(path + ": dtype " +
-                         std::string(dtypeName(array.dtype)) + ", expected " +
-                         std::string(dtypeName(arg.dtype)));
-    else if (array.shape.empty() || found != sample)
-      problems.push_back(path + ": shape " + formatShape(array.shape) +
-                         ", expected [samples" + (sample.empty() ? "" : ", ") +
-                         formatShape(sample).substr(1));
-    else if (array.shape[0] < globalBatch)
-      problems.push_back(path + ": " + std::to_string(array.shape[0]) +
-                         " samples, fewer than one batch (" +
-                         std::to_string(globalBatch) + ")");
-    else {
-      data.samples = data.arrays.empty()
-                         ? array.shape[0]
-                         : std::min(data.samples, array.shape[0]);
-      data.inputs.push_back(i);
-      data.arrays.push_back(std::move(array));
-    }
-  }
-  if (!problems.empty()) {
-    std::string message = "--data " + dir + ": " +
-                          std::to_string(problems.size()) +
-                          " problem(s) with the training data:";
-    for (const std::string &p : problems)
-      message += "\n  " + p;
-    throw Error(message);
-  }
-  return data;
-}
 
 size_t findIndex(const Session &session, ArgumentKind kind,
                  const std::string &name, const std::string &what) {
@@ -89,6 +25,103 @@ size_t findIndex(const Session &session, ArgumentKind kind,
     return *i;
   throw Error("the training artifact has no " + what + " '" + name +
               "' (recompile it with autopar-compile --mode train)");
+}
+
+/// The training state of \p session, pointing at its current buffers (which
+/// the update swaps move: call again after each step).
+std::vector<CheckpointTensor> currentState(const Session &session) {
+  const std::vector<ArgumentDesc> &args = session.getArguments();
+  std::vector<CheckpointTensor> tensors = trainingStateTensors(args);
+  for (CheckpointTensor &tensor : tensors) {
+    std::optional<size_t> index =
+        session.findArgument(ArgumentKind::Parameter, tensor.name);
+    if (!index)
+      index = session.findArgument(ArgumentKind::OptimizerState, tensor.name);
+    tensor.data = session.argumentData(*index);
+  }
+  return tensors;
+}
+
+/// "--shuffle 7" or "no --shuffle".
+std::string describeShuffle(const std::optional<uint64_t> &seed) {
+  return seed ? "--shuffle " + std::to_string(*seed) : "no --shuffle";
+}
+
+/// Restores the training state from --checkpoint-dir's latest checkpoint,
+/// if any, and returns the step and data position it ends at.
+struct Restored {
+  int64_t step = 0;
+  DataPosition position;
+};
+
+Restored resume(Session &session, const TrainOptions &options, DataLoader &data,
+                TrainProgress &progress) {
+  const std::string &dir = *options.checkpointDir;
+  std::optional<std::string> stepDir = findLatestCheckpoint(dir);
+  if (!stepDir) {
+    progress.message("autopar-run: --resume: no checkpoint in " + dir +
+                     " (no " + dir + "/latest); starting from step 0");
+    return {};
+  }
+  const Manifest &manifest = session.getManifest();
+  CheckpointInfo info = readCheckpoint(
+      *stepDir, modelHash(session.getArguments()), currentState(session));
+  if (info.shuffleSeed != options.shuffleSeed)
+    throw Error("--resume: " + *stepDir + " was written with " +
+                describeShuffle(info.shuffleSeed) + ", this run has " +
+                describeShuffle(options.shuffleSeed) +
+                "; resume with the same data order");
+  Restored restored{info.step, info.position};
+  if (info.samplesPerEpoch != data.samples() ||
+      info.globalBatch != manifest.training->globalBatch) {
+    progress.message("autopar-run: note: " + *stepDir + " was written with " +
+                     std::to_string(info.samplesPerEpoch) +
+                     " samples per epoch in " + info.dataDir +
+                     " and global batch " + std::to_string(info.globalBatch) +
+                     "; this run has " + std::to_string(data.samples()) +
+                     " in " + data.directory() + " and " +
+                     std::to_string(manifest.training->globalBatch));
+    if (restored.position.batchInEpoch >= data.batchesPerEpoch())
+      restored.position = {restored.position.epoch + 1, 0};
+  }
+  progress.message("autopar-run: resumed from " + *stepDir + " (step " +
+                   std::to_string(info.step) + ", epoch " +
+                   std::to_string(restored.position.epoch) + ", batch " +
+                   std::to_string(restored.position.batchInEpoch) + ")");
+  return restored;
+}
+
+void saveCheckpoint(const Session &session, const TrainOptions &options,
+                    const DataLoader &data, int64_t step,
+                    const DataPosition &position, TrainProgress &progress) {
+  const Manifest &manifest = session.getManifest();
+  CheckpointInfo info;
+  info.step = step;
+  info.position = position;
+  info.globalBatch = manifest.training->globalBatch;
+  info.samplesConsumed = step * info.globalBatch;
+  info.shuffleSeed = options.shuffleSeed;
+  // Absolute, so that the record means the same from any directory.
+  std::error_code error;
+  info.dataDir = std::filesystem::absolute(data.directory(), error).string();
+  info.samplesPerEpoch = data.samples();
+  info.modelHash = modelHash(session.getArguments());
+  info.model = manifest.model;
+  info.cluster = manifest.cluster;
+  info.worldSize = manifest.worldSize;
+  info.grid = manifest.grid;
+  std::string written =
+      writeCheckpoint(*options.checkpointDir, info, currentState(session));
+  std::string line = "autopar-run: wrote checkpoint " + written;
+  std::vector<std::string> deleted =
+      pruneCheckpoints(*options.checkpointDir, options.keepCheckpoints);
+  if (!deleted.empty()) {
+    line += " (deleted";
+    for (const std::string &name : deleted)
+      line += " " + name;
+    line += ")";
+  }
+  progress.message(line);
 }
 
 } // namespace
@@ -127,14 +160,34 @@ void runTraining(Session &session, Communicator &comm,
   }
 
   int64_t batch = training.globalBatch;
-  Dataset data = loadData(session, options.dataDir, batch);
-  int64_t batchesPerEpoch = data.samples / batch;
-  std::printf("autopar-run: training to step %lld on %lld samples (%lld "
-              "batches of %lld per epoch)\n",
-              static_cast<long long>(options.steps),
-              static_cast<long long>(data.samples),
-              static_cast<long long>(batchesPerEpoch),
-              static_cast<long long>(batch));
+  DataLoader data(args, options.dataDir, batch, options.shuffleSeed);
+  TrainProgress progress(stdout, TrainProgress::isTerminal(stdout),
+                         options.steps);
+  progress.message(
+      "autopar-run: training to step " + std::to_string(options.steps) +
+      " on " + std::to_string(data.samples()) + " samples (" +
+      std::to_string(data.batchesPerEpoch()) + " batches of " +
+      std::to_string(batch) + " per epoch" +
+      (options.shuffleSeed
+           ? ", shuffled with seed " + std::to_string(*options.shuffleSeed)
+           : "") +
+      ")");
+
+  Restored start;
+  if (options.resume)
+    start = resume(session, options, data, progress);
+  else if (options.checkpointDir &&
+           std::filesystem::exists(*options.checkpointDir + "/latest"))
+    // Not an error: starting over on purpose is legitimate, but easily a
+    // forgotten --resume, and this run's checkpoints will replace latest.
+    progress.message("autopar-run: note: " + *options.checkpointDir +
+                     " already has checkpoints; this run starts from step 0 "
+                     "(add --resume to continue from " +
+                     *options.checkpointDir + "/latest)");
+  if (start.step >= options.steps)
+    progress.message("autopar-run: the checkpoint is at step " +
+                     std::to_string(start.step) + ", --steps is " +
+                     std::to_string(options.steps) + ": nothing to train");
 
   std::ofstream metrics;
   if (options.metricsPath) {
@@ -142,24 +195,20 @@ void runTraining(Session &session, Communicator &comm,
     if (!metrics)
       throw Error("--metrics " + *options.metricsPath + ": cannot open");
   }
+  std::vector<void *> inputBuffers;
+  for (size_t index : data.inputs())
+    inputBuffers.push_back(session.argumentData(index));
+
   using Clock = std::chrono::steady_clock;
-  for (int64_t s = 0; s < options.steps; ++s) {
-    int64_t first = (s % batchesPerEpoch) * batch;
-    for (size_t k = 0; k < data.inputs.size(); ++k) {
-      const ArgumentDesc &arg = args[data.inputs[k]];
-      size_t rowBytes = dtypeSize(arg.dtype);
-      for (size_t d = 1; d < arg.shape.size(); ++d)
-        rowBytes *= static_cast<size_t>(arg.shape[d]);
-      std::memcpy(session.argumentData(data.inputs[k]),
-                  static_cast<const char *>(data.arrays[k].data.data()) +
-                      first * rowBytes,
-                  rowBytes * batch);
-    }
+  DataPosition position = start.position;
+  int64_t savedStep = start.step;
+  for (int64_t s = start.step; s < options.steps; ++s) {
+    data.fill(position, inputBuffers);
     *static_cast<int64_t *>(session.argumentData(step)) = s + 1;
-    Clock::time_point start = Clock::now();
+    Clock::time_point begin = Clock::now();
     session.runStep(comm);
     double seconds =
-        std::chrono::duration<double>(Clock::now() - start).count();
+        std::chrono::duration<double>(Clock::now() - begin).count();
     float lossValue = *static_cast<const float *>(session.argumentData(loss));
     float lrValue = *static_cast<const float *>(session.argumentData(lr));
     float normValue =
@@ -177,25 +226,34 @@ void runTraining(Session &session, Communicator &comm,
     record << "}";
     if (metrics.is_open())
       metrics << record.str() << "\n" << std::flush;
-    std::printf("step %lld/%lld  loss %.6f  lr %.3e  grad-norm %.4f  %.2f ms  "
-                "%.1f samples/s\n",
-                static_cast<long long>(s + 1),
-                static_cast<long long>(options.steps), lossValue, lrValue,
-                normValue, seconds * 1e3, samplesPerSecond);
-    std::fflush(stdout);
-    if (!std::isfinite(lossValue) || !std::isfinite(normValue))
+    progress.step(s + 1, lossValue, lrValue, normValue, seconds,
+                  samplesPerSecond);
+    if (!std::isfinite(lossValue) || !std::isfinite(normValue)) {
+      progress.finish();
       throw Error("step " + std::to_string(s + 1) + ": the " +
                   (std::isfinite(lossValue) ? "gradient norm" : "loss") +
                   " is not finite; lower the learning rate or clip the "
                   "gradients (gradient_clipping)");
+    }
     for (auto [update, target] : updates)
       session.swapArguments(update, target);
+    position = data.next(position);
+    if (options.checkpointDir && options.checkpointEvery > 0 &&
+        (s + 1) % options.checkpointEvery == 0) {
+      saveCheckpoint(session, options, data, s + 1, position, progress);
+      savedStep = s + 1;
+    }
   }
+  // At the end, unless the last step was just saved (or none was taken).
+  if (options.checkpointDir && savedStep < options.steps &&
+      start.step < options.steps)
+    saveCheckpoint(session, options, data, options.steps, position, progress);
+  progress.finish();
 
   if (options.outputsDir) {
     for (size_t i = 0; i < args.size(); ++i)
       if (args[i].kind == ArgumentKind::Parameter)
-        writeNpy(*options.outputsDir + "/" + args[i].name + ".npy",
+        writeNpy(*options.outputsDir + "/" + tensorFileName(args[i].name),
                  args[i].dtype, args[i].shape, session.argumentData(i));
     std::printf("autopar-run: wrote the trained parameters to %s\n",
                 options.outputsDir->c_str());

@@ -52,7 +52,8 @@ const char *const Usage =
     R"(usage: autopar-run ARTIFACT_DIR [--inputs DIR] [--outputs DIR] [--steps N] [--seed N]
                    [--timeout SECONDS] [--comm-stats]
        autopar-run ARTIFACT_DIR --train --data DIR --steps N [--metrics FILE.jsonl]
-                   [--outputs DIR]
+                   [--outputs DIR] [--shuffle SEED] [--checkpoint-dir D
+                   [--checkpoint-every K] [--keep-checkpoints K] [--resume]]
 
 Runs an artifact written by autopar-compile. Launch one process per rank with
 mpirun or srun, or a single process for a single-rank artifact; the number of
@@ -84,14 +85,30 @@ options:
 training (an artifact compiled with --mode train; one CPU rank so far):
   --train         train: each step runs the compiled training step (forward,
                   backward, optimizer) on the next global batch of the data
-  --data DIR      one DIR/<input name>.npy per data input, dim 0 = samples;
-                  step s takes samples [s*B, (s+1)*B) (B = the global batch),
-                  an epoch's last incomplete batch is dropped
-  --steps N       train up to step N
+  --data DIR      one DIR/<input name>.npy per data input, dim 0 = samples,
+                  memory-mapped; step s takes samples [s*B, (s+1)*B) of the
+                  epoch's order (B = the global batch), an epoch's last
+                  incomplete batch is dropped
+  --steps N       train up to step N (after --resume: from the checkpoint's
+                  step to N)
   --metrics FILE  append one JSON object per step: step, loss, lr,
                   grad_norm, step_time_s, samples_per_s (tokens_per_s for
                   sequence models)
   --outputs DIR   write the trained parameters to DIR/<name>.npy
+  --shuffle SEED  visit each epoch's samples in a permutation drawn from SEED
+                  and the epoch (SplitMix64 + Fisher-Yates; python/autopar/
+                  data.py computes the same order)
+  --checkpoint-dir D
+                  write checkpoints to D/step-NNNNNNNN/ (at the end, and every
+                  --checkpoint-every K steps); D/latest names the newest
+  --checkpoint-every K
+                  also write one every K steps
+  --keep-checkpoints K
+                  delete all but the newest K checkpoints (never the one
+                  D/latest names)
+  --resume        start from D/latest: parameters, optimizer state, step and
+                  data position (from step 0 if there is no checkpoint yet);
+                  --metrics is appended to
 
 Without --inputs, inputs are drawn at random, reproducibly from the seed and
 the input's name: floating-point values uniform in [-1, 1), integers uniform
@@ -124,6 +141,13 @@ struct Options {
   bool train = false;
   std::optional<std::string> dataDir;
   std::optional<std::string> metricsPath;
+  /// --shuffle, --checkpoint-dir, --checkpoint-every, --keep-checkpoints,
+  /// --resume.
+  std::optional<uint64_t> shuffleSeed;
+  std::optional<std::string> checkpointDir;
+  int64_t checkpointEvery = 0;
+  int64_t keepCheckpoints = 0;
+  bool resume = false;
 };
 
 /// A number of seconds: a non-negative decimal number.
@@ -186,6 +210,10 @@ Options parseOptions(int argc, char **argv) {
       options.train = true;
       continue;
     }
+    if (arg == "--resume") {
+      options.resume = true;
+      continue;
+    }
     // Accept both "--steps 3" and "--steps=3".
     std::string name = arg, value;
     bool hasValue = false;
@@ -196,7 +224,10 @@ Options parseOptions(int argc, char **argv) {
     }
     if (name != "--inputs" && name != "--outputs" && name != "--steps" &&
         name != "--seed" && name != "--timeout" &&
-        name != "--comm-stats-json" && name != "--data" && name != "--metrics")
+        name != "--comm-stats-json" && name != "--data" &&
+        name != "--metrics" && name != "--shuffle" &&
+        name != "--checkpoint-dir" && name != "--checkpoint-every" &&
+        name != "--keep-checkpoints")
       throw Error("unknown option '" + arg + "' (see --help)");
     if (!hasValue) {
       if (i + 1 >= argc)
@@ -217,6 +248,16 @@ Options parseOptions(int argc, char **argv) {
       options.dataDir = value;
     else if (name == "--metrics")
       options.metricsPath = value;
+    else if (name == "--shuffle")
+      options.shuffleSeed = parseNumber(name, value, 0);
+    else if (name == "--checkpoint-dir")
+      options.checkpointDir = value;
+    else if (name == "--checkpoint-every")
+      options.checkpointEvery =
+          static_cast<int64_t>(parseNumber(name, value, 1));
+    else if (name == "--keep-checkpoints")
+      options.keepCheckpoints =
+          static_cast<int64_t>(parseNumber(name, value, 1));
     else
       options.seed = parseNumber(name, value, 0);
   }
@@ -225,9 +266,24 @@ Options parseOptions(int argc, char **argv) {
   if (options.train && !options.dataDir)
     throw Error("--train needs --data DIR (one <input name>.npy per data "
                 "input)");
-  if (!options.train && (options.dataDir || options.metricsPath))
-    throw Error(std::string(options.dataDir ? "--data" : "--metrics") +
-                " needs --train");
+  if (!options.train) {
+    const char *trainingOnly = options.dataDir           ? "--data"
+                               : options.metricsPath     ? "--metrics"
+                               : options.shuffleSeed     ? "--shuffle"
+                               : options.checkpointDir   ? "--checkpoint-dir"
+                               : options.checkpointEvery ? "--checkpoint-every"
+                               : options.keepCheckpoints ? "--keep-checkpoints"
+                               : options.resume          ? "--resume"
+                                                         : nullptr;
+    if (trainingOnly)
+      throw Error(std::string(trainingOnly) + " needs --train");
+  }
+  if (!options.checkpointDir &&
+      (options.checkpointEvery || options.keepCheckpoints || options.resume))
+    throw Error(std::string(options.resume            ? "--resume"
+                            : options.checkpointEvery ? "--checkpoint-every"
+                                                      : "--keep-checkpoints") +
+                " needs --checkpoint-dir D");
   if (options.train && options.inputsDir)
     throw Error("--train reads its batches from --data, not --inputs");
   if (positional.size() > 1)
@@ -401,6 +457,11 @@ void runSession(const Options &options, const WorldInfo &world,
     train.steps = options.steps;
     train.metricsPath = options.metricsPath;
     train.outputsDir = options.outputsDir;
+    train.shuffleSeed = options.shuffleSeed;
+    train.checkpointDir = options.checkpointDir;
+    train.checkpointEvery = options.checkpointEvery;
+    train.keepCheckpoints = options.keepCheckpoints;
+    train.resume = options.resume;
     if (train.outputsDir)
       std::filesystem::create_directories(*train.outputsDir);
     runTraining(session, programComm, train);

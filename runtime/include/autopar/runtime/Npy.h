@@ -35,6 +35,22 @@ DType npyStorageDType(DType dtype);
 /// The NumPy descr string ('<f4', '|b1', ...) written for \p dtype.
 std::string npyDescr(DType dtype);
 
+/// Where the array of a .npy file lies in it.
+struct NpyLayout {
+  /// As NpyArray::dtype.
+  DType dtype = DType::Float32;
+  Shape shape;
+  /// The byte offset of the data in the file, and its size
+  /// (numElements(shape) * dtypeSize(dtype), row-major).
+  int64_t dataOffset = 0;
+  int64_t dataBytes = 0;
+};
+
+/// Reads and checks only the header of a .npy file, and that the file holds
+/// exactly the data the header announces, so that the data can be
+/// memory-mapped rather than read. Throws Error as readNpy does.
+NpyLayout readNpyLayout(const std::string &path);
+
 /// Reads a .npy file (format versions 1, 2 and 3). Throws Error naming \p path
 /// if the file is missing, truncated, Fortran-ordered, big-endian or of an
 /// unsupported dtype.

@@ -28,14 +28,26 @@ struct TrainOptions {
   std::optional<std::string> metricsPath;
   /// Write the trained parameters here (`<name>.npy`).
   std::optional<std::string> outputsDir;
+  /// Visit each epoch in epochPermutation(seed, epoch, samples) order.
+  std::optional<uint64_t> shuffleSeed;
+  /// Write checkpoints here (docs/training.md, "Checkpoints").
+  std::optional<std::string> checkpointDir;
+  /// Every this many steps (and at the end); 0: only at the end.
+  int64_t checkpointEvery = 0;
+  /// Keep only the newest this many checkpoints; 0: keep all.
+  int64_t keepCheckpoints = 0;
+  /// Start from checkpointDir's `latest` (from step 0 if there is none).
+  bool resume = false;
 };
 
-/// Trains: step s (0-based) takes samples [s*B, (s+1)*B) of the data (the
-/// last incomplete batch of an epoch is dropped and the next epoch starts),
-/// the update results become the next step's parameters and optimizer
-/// states. Checks every data file before step 1 and reports all problems at
-/// once; stops with an error naming the step on a non-finite loss or
-/// gradient norm. Throws Error.
+/// Trains: step s (0-based) takes the next global batch of the data (in
+/// order, or in the epoch's shuffled order; the last incomplete batch of an
+/// epoch is dropped and the next epoch starts), the update results become
+/// the next step's parameters and optimizer states. Checks every data file
+/// before step 1 and reports all problems at once; restores the training
+/// state from a checkpoint with `resume`, writes checkpoints with
+/// `checkpointDir`; stops with an error naming the step on a non-finite
+/// loss or gradient norm. Throws Error.
 void runTraining(Session &session, Communicator &comm,
                  const TrainOptions &options);
 

@@ -1,0 +1,124 @@
+//===- Checkpoint.h - Training checkpoints on disk --------------*- C++ -*-===//
+//
+// A checkpoint is a directory independent of the plan that wrote it
+// (docs/training.md, "Checkpoints"):
+//
+//   CKPT_DIR/latest                     the name of the newest complete step
+//   dir CKPT_DIR/step-00000400/metadata.json
+//   CKPT_DIR/step-00000400/rank-00000.bin
+//
+// Saving writes step-N.tmp/, fsyncs every file and the directory, writes the
+// metadata last, renames the directory to step-N and then replaces `latest`
+// (write latest.tmp, fsync, rename), so a crash at any point leaves the
+// previous checkpoint valid and named by `latest`. Loading checks everything
+// it reads (JSON, model hash, each tensor's dtype and shape, each chunk's
+// byte range and CRC-32) and names the file and tensor of any problem.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef AUTOPAR_RUNTIME_CHECKPOINT_H
+#define AUTOPAR_RUNTIME_CHECKPOINT_H
+
+#include "autopar/runtime/DataLoader.h"
+#include "autopar/runtime/Manifest.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace autopar::runtime {
+
+/// The metadata format this runtime writes and reads.
+constexpr int64_t CheckpointFormatVersion = 1;
+
+/// One tensor of the training state.
+struct CheckpointTensor {
+  std::string name;
+  /// `param` (trainable parameter), `state` (another updated parameter, such
+  /// as batch-norm running statistics) or an optimizer state's role
+  /// (`momentum`, `exp_avg`, `exp_avg_sq`).
+  std::string kind;
+  /// For optimizer states, the parameter they belong to; else empty.
+  std::string of;
+  DType dtype = DType::Float32;
+  /// The global shape.
+  Shape shape;
+  /// Dense row-major memory of the whole tensor: read when saving, written
+  /// when loading.
+  void *data = nullptr;
+};
+
+/// Everything a checkpoint records besides the tensors.
+struct CheckpointInfo {
+  /// Optimizer steps taken (the next step is step + 1).
+  int64_t step = 0;
+  /// The batch the next step takes.
+  DataPosition position;
+  /// Samples taken so far (step * global batch).
+  int64_t samplesConsumed = 0;
+  std::optional<uint64_t> shuffleSeed;
+  std::string dataDir;
+  int64_t samplesPerEpoch = 0;
+  int64_t globalBatch = 0;
+  /// modelHash() of the artifact that wrote it.
+  std::string modelHash;
+  /// The ONNX model the artifact was compiled from (the manifest's `model`).
+  std::string model;
+  /// The plan that wrote it.
+  std::string cluster;
+  int64_t worldSize = 1;
+  GridVector grid{1, 1, 1};
+};
+
+/// The training state of \p arguments (a training program's, in call
+/// order): every parameter with an update, and every optimizer state.
+/// Frozen parameters are not part of it: they come from the artifact.
+/// `data` is left null.
+std::vector<CheckpointTensor>
+trainingStateTensors(const std::vector<ArgumentDesc> &arguments);
+
+/// A hash of the model's training state, "fnv1a64:" and 16 hex digits: the
+/// FNV-1a hash of the name, kind, dtype and shape of every
+/// trainingStateTensors() entry and of every frozen parameter. The plan,
+/// the batch size and the data do not enter it, so any plan of the same
+/// model can resume a checkpoint.
+std::string modelHash(const std::vector<ArgumentDesc> &arguments);
+
+/// "step-00000042".
+std::string checkpointStepName(int64_t step);
+
+/// Writes the checkpoint of step \p info.step into \p dir (created if
+/// needed) and points `dir/latest` at it. Returns its directory. Throws
+/// Error naming the file that could not be written.
+///
+/// For the crash tests: when AUTOPAR_TEST_CRASH_IN_CHECKPOINT equals the
+/// step, the process kills itself (SIGKILL) after writing and syncing
+/// rank-00000.bin, before the metadata and the renames, as `kill -9` at
+/// that moment would.
+std::string writeCheckpoint(const std::string &dir, const CheckpointInfo &info,
+                            const std::vector<CheckpointTensor> &tensors);
+
+/// The step directory `dir/latest` names, or nullopt when there is no
+/// `latest` (no checkpoint was completed yet). Throws Error if `latest` is
+/// unreadable, malformed, or names a directory that does not exist.
+std::optional<std::string> findLatestCheckpoint(const std::string &dir);
+
+/// Reads the checkpoint in \p stepDir into \p tensors (each `data` must be
+/// set) and returns its info. Throws Error naming the file and the tensor
+/// when the metadata is not valid JSON or not a checkpoint's, the model hash
+/// differs from \p expectedModelHash, a tensor is missing or has another
+/// kind, dtype or shape, or a chunk is out of range, truncated or fails its
+/// CRC-32.
+CheckpointInfo readCheckpoint(const std::string &stepDir,
+                              const std::string &expectedModelHash,
+                              const std::vector<CheckpointTensor> &tensors);
+
+/// Deletes the complete step directories of \p dir but the newest \p keep
+/// (never the one `latest` names), and leftover `step-N.tmp` directories of
+/// interrupted saves. Returns the names deleted.
+std::vector<std::string> pruneCheckpoints(const std::string &dir, int64_t keep);
+
+} // namespace autopar::runtime
+
+#endif // AUTOPAR_RUNTIME_CHECKPOINT_H

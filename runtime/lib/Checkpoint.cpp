@@ -1,0 +1,573 @@
+//===- Checkpoint.cpp - Training checkpoints on disk ----------------------===//
+//
+// One rank writes one chunk per tensor, the whole tensor. The reader already
+// takes any set of chunks that tiles a tensor (row-major boxes given by
+// `offsets` and `sizes`), which is what resuming under another plan needs.
+//
+//===----------------------------------------------------------------------===//
+
+#include "autopar/runtime/Checkpoint.h"
+
+#include "autopar/runtime/Crc32.h"
+#include "autopar/runtime/Error.h"
+#include "autopar/runtime/Tensor.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace autopar::runtime {
+namespace {
+
+constexpr const char *MetadataFile = "metadata.json";
+constexpr const char *RankFile = "rank-00000.bin";
+/// Chunks start on 64-byte boundaries, so that a future reader can map them.
+constexpr size_t ChunkAlignment = 64;
+
+std::string systemError() { return std::strerror(errno); }
+
+/// A file descriptor, closed when it goes.
+class Fd {
+public:
+  explicit Fd(int fd) : fd(fd) {}
+  ~Fd() {
+    if (fd >= 0)
+      ::close(fd);
+  }
+  Fd(const Fd &) = delete;
+  Fd &operator=(const Fd &) = delete;
+  int get() const { return fd; }
+  /// Closes it now, reporting a failure (a delayed write error).
+  bool close() {
+    int result = ::close(fd);
+    fd = -1;
+    return result == 0;
+  }
+
+private:
+  int fd;
+};
+
+void writeAll(int fd, const void *data, size_t size, const std::string &path) {
+  const char *bytes = static_cast<const char *>(data);
+  while (size > 0) {
+    ssize_t written = ::write(fd, bytes, size);
+    if (written < 0 && errno == EINTR)
+      continue;
+    if (written <= 0)
+      throw Error("cannot write checkpoint file " + path + ": " +
+                  systemError());
+    bytes += written;
+    size -= static_cast<size_t>(written);
+  }
+}
+
+/// Creates \p path with \p bytes and fsyncs it.
+void writeSyncedFile(const std::string &path, const std::string &bytes) {
+  Fd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  if (fd.get() < 0)
+    throw Error("cannot create checkpoint file " + path + ": " + systemError());
+  writeAll(fd.get(), bytes.data(), bytes.size(), path);
+  if (::fsync(fd.get()) != 0 || !fd.close())
+    throw Error("cannot write checkpoint file " + path + ": " + systemError());
+}
+
+/// Makes a directory's entries (new files, renames) durable.
+void syncDirectory(const std::string &path) {
+  Fd fd(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (fd.get() < 0 || ::fsync(fd.get()) != 0)
+    throw Error("cannot sync checkpoint directory " + path + ": " +
+                systemError());
+}
+
+void renameOrThrow(const std::string &from, const std::string &to) {
+  if (std::rename(from.c_str(), to.c_str()) != 0)
+    throw Error("cannot rename " + from + " to " + to + ": " + systemError());
+}
+
+/// The step of a directory named step-N (complete) or step-N.tmp.
+std::optional<int64_t> parseStepName(const std::string &name, bool temporary) {
+  std::string prefix = "step-", suffix = temporary ? ".tmp" : "";
+  if (name.size() <= prefix.size() + suffix.size() ||
+      name.compare(0, prefix.size(), prefix) != 0 ||
+      name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0)
+    return std::nullopt;
+  std::string digits =
+      name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
+  if (digits.empty() || digits.size() > 18 ||
+      digits.find_first_not_of("0123456789") != std::string::npos)
+    return std::nullopt;
+  return std::stoll(digits);
+}
+
+std::string hex64(uint64_t value) {
+  char text[17];
+  std::snprintf(text, sizeof(text), "%016llx",
+                static_cast<unsigned long long>(value));
+  return text;
+}
+
+json gridJson(const GridVector &grid) {
+  return {{"dp", grid[0]}, {"tp", grid[1]}, {"pp", grid[2]}};
+}
+
+json metadataJson(const CheckpointInfo &info,
+                  const std::vector<CheckpointTensor> &tensors,
+                  const std::vector<std::pair<size_t, uint32_t>> &chunks) {
+  json meta;
+  meta["format"] = "autopar-checkpoint";
+  meta["version"] = CheckpointFormatVersion;
+  meta["step"] = info.step;
+  meta["model"] = info.model;
+  meta["model_hash"] = info.modelHash;
+  meta["plan"] = {{"cluster", info.cluster},
+                  {"world_size", info.worldSize},
+                  {"grid", gridJson(info.grid)}};
+  meta["data"] = {
+      {"directory", info.dataDir},
+      {"samples_per_epoch", info.samplesPerEpoch},
+      {"global_batch", info.globalBatch},
+      {"epoch", info.position.epoch},
+      {"batch_in_epoch", info.position.batchInEpoch},
+      {"samples_consumed", info.samplesConsumed},
+      {"shuffle_seed", info.shuffleSeed ? json(*info.shuffleSeed) : json()}};
+  json list = json::array();
+  for (size_t t = 0; t < tensors.size(); ++t) {
+    const CheckpointTensor &tensor = tensors[t];
+    json entry = {{"name", tensor.name},
+                  {"kind", tensor.kind},
+                  {"dtype", std::string(dtypeName(tensor.dtype))},
+                  {"shape", tensor.shape}};
+    if (!tensor.of.empty())
+      entry["of"] = tensor.of;
+    entry["chunks"] =
+        json::array({{{"file", RankFile},
+                      {"offset_bytes", chunks[t].first},
+                      {"offsets", std::vector<int64_t>(tensor.shape.size(), 0)},
+                      {"sizes", tensor.shape},
+                      {"crc32", chunks[t].second}}});
+    list.push_back(std::move(entry));
+  }
+  meta["tensors"] = std::move(list);
+  return meta;
+}
+
+/// Files of a step directory opened for reading, once each.
+class ChunkFiles {
+public:
+  explicit ChunkFiles(std::string stepDir) : stepDir(std::move(stepDir)) {}
+
+  /// Reads \p size bytes at \p offset of \p name for \p tensor.
+  void read(const std::string &name, uint64_t offset, void *out, size_t size,
+            const std::string &tensor) {
+    if (name.empty() || name.find('/') != std::string::npos || name == "." ||
+        name == "..")
+      throw Error(stepDir + "/" + MetadataFile + ": tensor '" + tensor +
+                  "': chunk file '" + name +
+                  "' is not a file name in the checkpoint directory");
+    std::string path = stepDir + "/" + name;
+    auto [it, inserted] = files.try_emplace(name, nullptr);
+    if (inserted) {
+      it->second =
+          std::make_unique<Fd>(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+      if (it->second->get() < 0)
+        throw Error(path + ": cannot open (tensor '" + tensor +
+                    "'): " + systemError() + "; the checkpoint is incomplete");
+    }
+    int fd = it->second->get();
+    struct stat info;
+    if (::fstat(fd, &info) != 0)
+      throw Error(path + ": cannot stat: " + systemError());
+    uint64_t fileSize = static_cast<uint64_t>(info.st_size);
+    if (offset > fileSize || size > fileSize - offset)
+      throw Error(path + ": truncated: tensor '" + tensor + "' needs bytes [" +
+                  std::to_string(offset) + ", " +
+                  std::to_string(offset + size) + "), the file has " +
+                  std::to_string(fileSize));
+    char *bytes = static_cast<char *>(out);
+    while (size > 0) {
+      ssize_t got = ::pread(fd, bytes, size, static_cast<off_t>(offset));
+      if (got < 0 && errno == EINTR)
+        continue;
+      if (got <= 0)
+        throw Error(path + ": read error (tensor '" + tensor +
+                    "'): " + (got == 0 ? "unexpected end" : systemError()));
+      bytes += got;
+      size -= static_cast<size_t>(got);
+      offset += static_cast<uint64_t>(got);
+    }
+  }
+
+private:
+  std::string stepDir;
+  std::map<std::string, std::unique_ptr<Fd>> files;
+};
+
+/// Copies a dense chunk (a box at \p offsets of \p sizes) into the dense
+/// row-major tensor \p out of \p shape, one innermost row at a time.
+void placeChunk(const char *chunk, const Shape &offsets, const Shape &sizes,
+                const Shape &shape, size_t elementSize, char *out) {
+  size_t rank = shape.size();
+  if (rank == 0) {
+    std::memcpy(out, chunk, elementSize);
+    return;
+  }
+  int64_t rowLength = sizes[rank - 1];
+  int64_t rows = 1;
+  for (size_t d = 0; d + 1 < rank; ++d)
+    rows *= sizes[d];
+  std::vector<int64_t> index(rank, 0);
+  for (int64_t r = 0; r < rows; ++r) {
+    // Row r's coordinates in the chunk, then its place in the tensor.
+    int64_t rest = r;
+    for (size_t d = rank - 1; d-- > 0;) {
+      index[d] = rest % sizes[d];
+      rest /= sizes[d];
+    }
+    int64_t flat = 0;
+    for (size_t d = 0; d < rank; ++d)
+      flat =
+          flat * shape[d] + (d + 1 < rank ? index[d] + offsets[d] : offsets[d]);
+    std::memcpy(out + static_cast<size_t>(flat) * elementSize,
+                chunk + static_cast<size_t>(r * rowLength) * elementSize,
+                static_cast<size_t>(rowLength) * elementSize);
+  }
+}
+
+/// The value of \p key of \p object, with an error naming \p where.
+const json &field(const json &object, const char *key,
+                  const std::string &where) {
+  if (!object.is_object() || !object.contains(key))
+    throw Error(where + ": missing key '" + key + "'");
+  return object.at(key);
+}
+
+void restoreTensor(const json &entry, const CheckpointTensor &tensor,
+                   const std::string &metadataPath, ChunkFiles &files) {
+  std::string where = metadataPath + ": tensor '" + tensor.name + "'";
+  std::string kind = field(entry, "kind", where).get<std::string>();
+  if (kind != tensor.kind)
+    throw Error(where + " is a '" + kind + "' in the checkpoint, but a '" +
+                tensor.kind + "' in this artifact");
+  std::string dtype = field(entry, "dtype", where).get<std::string>();
+  Shape shape = field(entry, "shape", where).get<Shape>();
+  if (dtype != dtypeName(tensor.dtype) || shape != tensor.shape)
+    throw Error(where + " is " + dtype + " " + formatShape(shape) +
+                " in the checkpoint, but this artifact's is " +
+                formatTensorType(tensor.dtype, tensor.shape));
+  size_t elementSize = dtypeSize(tensor.dtype);
+  int64_t total = numElements(tensor.shape, tensor.name), covered = 0;
+  const json &chunks = field(entry, "chunks", where);
+  if (!chunks.is_array())
+    throw Error(where + ": 'chunks' must be an array");
+  for (size_t c = 0; c < chunks.size(); ++c) {
+    const json &chunk = chunks[c];
+    std::string chunkWhere = where + ", chunk " + std::to_string(c);
+    std::string file = field(chunk, "file", chunkWhere).get<std::string>();
+    uint64_t offset = field(chunk, "offset_bytes", chunkWhere).get<uint64_t>();
+    Shape offsets = field(chunk, "offsets", chunkWhere).get<Shape>();
+    Shape sizes = field(chunk, "sizes", chunkWhere).get<Shape>();
+    uint32_t expected = field(chunk, "crc32", chunkWhere).get<uint32_t>();
+    bool inside =
+        offsets.size() == shape.size() && sizes.size() == shape.size();
+    for (size_t d = 0; inside && d < shape.size(); ++d)
+      inside = offsets[d] >= 0 && sizes[d] >= 0 && offsets[d] <= shape[d] &&
+               sizes[d] <= shape[d] - offsets[d];
+    if (!inside)
+      throw Error(chunkWhere + ": offsets " + formatShape(offsets) +
+                  " and sizes " + formatShape(sizes) + " lie outside " +
+                  formatShape(shape));
+    int64_t count = numElements(sizes, tensor.name);
+    std::vector<char> bytes(static_cast<size_t>(count) * elementSize);
+    files.read(file, offset, bytes.data(), bytes.size(), tensor.name);
+    uint32_t actual = crc32(0, bytes.data(), bytes.size());
+    if (actual != expected)
+      throw Error(fs::path(metadataPath).parent_path().string() + "/" + file +
+                  ": tensor '" + tensor.name + "' is corrupt: CRC-32 " +
+                  hex64(actual).substr(8) + " at bytes [" +
+                  std::to_string(offset) + ", " +
+                  std::to_string(offset + bytes.size()) + "), expected " +
+                  hex64(expected).substr(8) +
+                  "; resume from an older checkpoint (point latest at it)");
+    if (count > 0)
+      placeChunk(bytes.data(), offsets, sizes, shape, elementSize,
+                 static_cast<char *>(tensor.data));
+    covered += count;
+  }
+  if (covered != total)
+    throw Error(where + ": its chunks hold " + std::to_string(covered) +
+                " elements, the tensor has " + std::to_string(total));
+}
+
+} // namespace
+
+std::vector<CheckpointTensor>
+trainingStateTensors(const std::vector<ArgumentDesc> &arguments) {
+  std::vector<CheckpointTensor> tensors;
+  for (const ArgumentDesc &arg : arguments) {
+    CheckpointTensor tensor;
+    tensor.name = arg.name;
+    tensor.dtype = arg.dtype;
+    tensor.shape = arg.globalShape;
+    if (arg.kind == ArgumentKind::OptimizerState) {
+      tensor.kind = arg.role;
+      tensor.of = arg.of;
+    } else if (arg.kind == ArgumentKind::Parameter) {
+      bool updated = std::any_of(arguments.begin(), arguments.end(),
+                                 [&](const ArgumentDesc &other) {
+                                   return other.kind == ArgumentKind::Update &&
+                                          other.updates == arg.name;
+                                 });
+      if (!updated)
+        continue;
+      tensor.kind = arg.trainable ? "param" : "state";
+    } else {
+      continue;
+    }
+    tensors.push_back(std::move(tensor));
+  }
+  return tensors;
+}
+
+std::string modelHash(const std::vector<ArgumentDesc> &arguments) {
+  std::ostringstream text;
+  for (const CheckpointTensor &tensor : trainingStateTensors(arguments))
+    text << tensor.kind << ' ' << tensor.name << ' ' << tensor.of << ' '
+         << dtypeName(tensor.dtype) << ' ' << formatShape(tensor.shape) << '\n';
+  for (const ArgumentDesc &arg : arguments)
+    if (arg.kind == ArgumentKind::Parameter &&
+        !std::any_of(arguments.begin(), arguments.end(),
+                     [&](const ArgumentDesc &other) {
+                       return other.kind == ArgumentKind::Update &&
+                              other.updates == arg.name;
+                     }))
+      text << "frozen " << arg.name << ' ' << dtypeName(arg.dtype) << ' '
+           << formatShape(arg.globalShape) << '\n';
+  uint64_t hash = 0xcbf29ce484222325ull; // FNV-1a 64.
+  for (unsigned char c : text.str()) {
+    hash ^= c;
+    hash *= 0x100000001b3ull;
+  }
+  return "fnv1a64:" + hex64(hash);
+}
+
+std::string checkpointStepName(int64_t step) {
+  char name[32];
+  std::snprintf(name, sizeof(name), "step-%08lld",
+                static_cast<long long>(step));
+  return name;
+}
+
+std::string writeCheckpoint(const std::string &dir, const CheckpointInfo &info,
+                            const std::vector<CheckpointTensor> &tensors) {
+  std::error_code error;
+  fs::create_directories(dir, error);
+  if (error)
+    throw Error("cannot create --checkpoint-dir " + dir + ": " +
+                error.message());
+  std::string name = checkpointStepName(info.step);
+  std::string final = dir + "/" + name, temporary = final + ".tmp";
+  // A leftover of a save of the same step that was interrupted.
+  fs::remove_all(temporary, error);
+  if (!fs::create_directory(temporary, error) || error)
+    throw Error("cannot create checkpoint directory " + temporary + ": " +
+                (error ? error.message() : "it exists"));
+
+  // The tensors, each at a 64-byte aligned offset, with their CRC-32.
+  std::string binPath = temporary + "/" + RankFile;
+  std::vector<std::pair<size_t, uint32_t>> chunks;
+  {
+    Fd fd(::open(binPath.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
+                 0644));
+    if (fd.get() < 0)
+      throw Error("cannot create checkpoint file " + binPath + ": " +
+                  systemError());
+    size_t offset = 0;
+    static const char Zeros[ChunkAlignment] = {};
+    for (const CheckpointTensor &tensor : tensors) {
+      size_t padding =
+          (ChunkAlignment - offset % ChunkAlignment) % ChunkAlignment;
+      writeAll(fd.get(), Zeros, padding, binPath);
+      offset += padding;
+      size_t bytes = static_cast<size_t>(
+          byteSize(tensor.dtype, tensor.shape, tensor.name));
+      writeAll(fd.get(), tensor.data, bytes, binPath);
+      chunks.push_back({offset, crc32(0, tensor.data, bytes)});
+      offset += bytes;
+    }
+    if (::fsync(fd.get()) != 0 || !fd.close())
+      throw Error("cannot write checkpoint file " + binPath + ": " +
+                  systemError());
+  }
+  if (const char *crash = std::getenv("AUTOPAR_TEST_CRASH_IN_CHECKPOINT"))
+    if (std::strtoll(crash, nullptr, 10) == info.step) {
+      std::fflush(nullptr);
+      std::raise(SIGKILL);
+    }
+
+  // The metadata last: a step directory with metadata is complete.
+  writeSyncedFile(temporary + "/" + MetadataFile,
+                  metadataJson(info, tensors, chunks).dump(2) + "\n");
+  syncDirectory(temporary);
+  // An older run may have left a directory of this step (one that `latest`
+  // no longer names, since this run resumed before it): replace it.
+  if (fs::exists(final, error))
+    fs::remove_all(final, error);
+  renameOrThrow(temporary, final);
+  syncDirectory(dir);
+  writeSyncedFile(dir + "/latest.tmp", name + "\n");
+  renameOrThrow(dir + "/latest.tmp", dir + "/latest");
+  syncDirectory(dir);
+  return final;
+}
+
+std::optional<std::string> findLatestCheckpoint(const std::string &dir) {
+  std::string path = dir + "/latest";
+  std::error_code error;
+  if (!fs::exists(path, error))
+    return std::nullopt;
+  std::ifstream file(path);
+  std::string name;
+  if (!file || !std::getline(file, name))
+    throw Error(path + ": cannot read (it should hold the name of the "
+                       "newest complete step directory, e.g. step-00000400)");
+  while (!name.empty() && (name.back() == '\r' || name.back() == ' '))
+    name.pop_back();
+  if (!parseStepName(name, /*temporary=*/false))
+    throw Error(path + ": '" + name +
+                "' is not a step directory name (step-NNNNNNNN)");
+  std::string stepDir = dir + "/" + name;
+  if (!fs::is_directory(stepDir, error))
+    throw Error(path + " names " + name + ", but " + stepDir +
+                " does not exist; point latest at a complete step directory "
+                "of " +
+                dir + ", or remove latest to start from step 0");
+  return stepDir;
+}
+
+CheckpointInfo readCheckpoint(const std::string &stepDir,
+                              const std::string &expectedModelHash,
+                              const std::vector<CheckpointTensor> &tensors) {
+  std::string metadataPath = stepDir + "/" + MetadataFile;
+  std::ifstream file(metadataPath);
+  if (!file)
+    throw Error(metadataPath + ": cannot open: " + systemError() +
+                " (the checkpoint is incomplete)");
+  json meta;
+  try {
+    meta = json::parse(file);
+  } catch (const json::exception &e) {
+    throw Error(metadataPath + ": not valid JSON: " + e.what());
+  }
+  CheckpointInfo info;
+  try {
+    if (!meta.is_object() || meta.value("format", "") != "autopar-checkpoint")
+      throw Error(metadataPath + ": not an autopar checkpoint (no \"format\": "
+                                 "\"autopar-checkpoint\")");
+    int64_t version = field(meta, "version", metadataPath).get<int64_t>();
+    if (version != CheckpointFormatVersion)
+      throw Error(metadataPath + ": checkpoint format version " +
+                  std::to_string(version) + ", this autopar-run reads " +
+                  std::to_string(CheckpointFormatVersion));
+    info.step = field(meta, "step", metadataPath).get<int64_t>();
+    info.model = meta.value("model", "");
+    info.modelHash = field(meta, "model_hash", metadataPath).get<std::string>();
+    if (info.modelHash != expectedModelHash)
+      throw Error(stepDir + " is a checkpoint of another model (model '" +
+                  info.model + "', model hash " + info.modelHash +
+                  "; this artifact's is " + expectedModelHash +
+                  "): resume with the artifact that wrote it, or use another "
+                  "--checkpoint-dir");
+    const json &plan = field(meta, "plan", metadataPath);
+    info.cluster = plan.value("cluster", "");
+    info.worldSize =
+        field(plan, "world_size", metadataPath + ": plan").get<int64_t>();
+    const json &data = field(meta, "data", metadataPath);
+    std::string where = metadataPath + ": data";
+    info.dataDir = field(data, "directory", where).get<std::string>();
+    info.samplesPerEpoch =
+        field(data, "samples_per_epoch", where).get<int64_t>();
+    info.globalBatch = field(data, "global_batch", where).get<int64_t>();
+    info.position.epoch = field(data, "epoch", where).get<int64_t>();
+    info.position.batchInEpoch =
+        field(data, "batch_in_epoch", where).get<int64_t>();
+    info.samplesConsumed =
+        field(data, "samples_consumed", where).get<int64_t>();
+    const json &seed = field(data, "shuffle_seed", where);
+    if (!seed.is_null())
+      info.shuffleSeed = seed.get<uint64_t>();
+    if (info.step < 0 || info.position.epoch < 0 ||
+        info.position.batchInEpoch < 0)
+      throw Error(metadataPath + ": negative step or data position");
+
+    std::map<std::string, const json *> entries;
+    for (const json &entry : field(meta, "tensors", metadataPath))
+      entries[field(entry, "name", metadataPath + ": tensors")
+                  .get<std::string>()] = &entry;
+    ChunkFiles files(stepDir);
+    for (const CheckpointTensor &tensor : tensors) {
+      auto it = entries.find(tensor.name);
+      if (it == entries.end())
+        throw Error(metadataPath + ": no tensor '" + tensor.name + "' (" +
+                    tensor.kind + ") in the checkpoint");
+      restoreTensor(*it->second, tensor, metadataPath, files);
+    }
+  } catch (const json::exception &e) {
+    throw Error(metadataPath + ": malformed checkpoint metadata: " + e.what());
+  }
+  return info;
+}
+
+std::vector<std::string> pruneCheckpoints(const std::string &dir,
+                                          int64_t keep) {
+  std::vector<std::string> deleted;
+  std::optional<std::string> latest;
+  try {
+    if (std::optional<std::string> path = findLatestCheckpoint(dir))
+      latest = fs::path(*path).filename().string();
+  } catch (const Error &) {
+    return deleted; // Leave a directory we do not understand alone.
+  }
+  std::vector<std::pair<int64_t, std::string>> complete;
+  std::error_code error;
+  for (const fs::directory_entry &entry : fs::directory_iterator(dir, error)) {
+    std::string name = entry.path().filename().string();
+    if (!entry.is_directory(error))
+      continue;
+    if (parseStepName(name, /*temporary=*/true)) {
+      // An interrupted save's: never complete, never named by latest.
+      fs::remove_all(entry.path(), error);
+      deleted.push_back(name);
+    } else if (std::optional<int64_t> step = parseStepName(name, false)) {
+      complete.push_back({*step, name});
+    }
+  }
+  if (keep <= 0)
+    return deleted;
+  std::sort(complete.rbegin(), complete.rend());
+  for (size_t i = static_cast<size_t>(keep); i < complete.size(); ++i) {
+    if (complete[i].second == latest)
+      continue;
+    fs::remove_all(dir + "/" + complete[i].second, error);
+    deleted.push_back(complete[i].second);
+  }
+  return deleted;
+}
+
+} // namespace autopar::runtime

@@ -1,0 +1,210 @@
+#!/usr/bin/env python3
+"""Checkpoints, resume and --shuffle of `autopar-run --train` on a compiled
+training step (an MLP, AdamW with clipping and a warmup-cosine schedule):
+
+1. resume: 6 steps straight vs 3 steps + checkpoint + `--resume` to 6, with
+   `--shuffle`: the final parameters and every metrics record's loss, lr and
+   grad_norm are bitwise equal;
+2. a save killed with SIGKILL half-way (AUTOPAR_TEST_CRASH_IN_CHECKPOINT)
+   leaves the previous checkpoint valid, and resuming from it again gives
+   the uninterrupted run's parameters bit for bit;
+3. shuffle order: PyTorch fed the batches of `autopar.data.batches` (the
+   Python twin of the runtime's order) agrees with autopar-run --shuffle on
+   every step's loss and the final parameters within 1e-4, and the in-order
+   batches do not (so the comparison can fail).
+
+Usage: train_resume.py AUTOPAR_COMPILE AUTOPAR_RUN WORK_DIR
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
+from autopar import data as autopar_data  # noqa: E402
+from gradcheck import Mlp  # noqa: E402
+from train_vs_torch import deepspeed_lr  # noqa: E402
+
+BATCH, SAMPLES, STEPS, SEED = 6, 21, 8, 5  # 3 batches per epoch, 3 left over
+CONFIG = {
+    "train_batch_size": BATCH, "gradient_clipping": 0.5,
+    "optimizer": {"type": "AdamW", "params": {
+        "lr": 0.01, "betas": [0.9, 0.95], "eps": 1e-8, "weight_decay": 0.1}},
+    "scheduler": {"type": "WarmupCosineLR", "params": {
+        "warmup_num_steps": 3, "total_num_steps": 10}}}
+
+
+def run(cmd, env=None, expect_ok=True):
+    result = subprocess.run(cmd, capture_output=True, text=True,
+                            env=None if env is None else {**os.environ, **env})
+    if expect_ok and result.returncode != 0:
+        sys.exit("FAILED: " + " ".join(cmd) + "\n" + result.stdout +
+                 result.stderr)
+    return result
+
+
+def read_metrics(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f]
+
+
+def same_bits(a, b):
+    return np.float32(a).tobytes() == np.float32(b).tobytes()
+
+
+class Case:
+    def __init__(self, compiler, runner, work):
+        self.runner, self.work = runner, work
+        torch.manual_seed(0)
+        self.model = Mlp()
+        self.data = {"x": torch.randn(SAMPLES, 8),
+                     "y": torch.randint(0, 5, (SAMPLES,))}
+        self.data["y"][4] = -1  # An ignored target, as Mlp.data has.
+        self.initial = {k: v.detach().clone()
+                        for k, v in self.model.state_dict().items()}
+        onnx_path = os.path.join(work, "mlp.onnx")
+        torch.onnx.export(self.model, (self.data["x"][:BATCH],
+                                       self.data["y"][:BATCH]), onnx_path,
+                          training=torch.onnx.TrainingMode.TRAINING,
+                          do_constant_folding=False, input_names=["x", "y"],
+                          output_names=["loss"])
+        self.data_dir = os.path.join(work, "data")
+        os.makedirs(self.data_dir, exist_ok=True)
+        for key, value in self.data.items():
+            np.save(os.path.join(self.data_dir, key + ".npy"), value.numpy())
+        cfg = os.path.join(work, "config.json")
+        with open(cfg, "w") as f:
+            json.dump(CONFIG, f)
+        self.art = os.path.join(work, "art")
+        run([compiler, onnx_path, "--cluster", "local:1", "--mode", "train",
+             "--train-config", cfg, "--input-shape", f"x={BATCH}x8",
+             "--input-shape", f"y={BATCH}", "-o", self.art])
+
+    def train(self, name, steps, *flags, env=None, expect_ok=True):
+        """autopar-run --train; returns (result, metrics path, outputs dir)."""
+        metrics = os.path.join(self.work, name + ".jsonl")
+        out = os.path.join(self.work, name + "-out")
+        result = run([self.runner, self.art, "--train", "--data",
+                      self.data_dir, "--steps", str(steps), "--metrics",
+                      metrics, "--outputs", out, *flags], env, expect_ok)
+        return result, metrics, out
+
+    def torch_losses(self, seed):
+        """PyTorch on the batches autopar.data.batches gives."""
+        self.model.load_state_dict(self.initial)
+        params = dict(CONFIG["optimizer"]["params"])
+        optimizer = torch.optim.AdamW(self.model.parameters(), **params)
+        losses = []
+        for step, indices in enumerate(autopar_data.batches(
+                SAMPLES, BATCH, STEPS, seed=seed)):
+            index = torch.tensor(indices)
+            optimizer.zero_grad()
+            loss = self.model(self.data["x"][index], self.data["y"][index])
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(),
+                                           CONFIG["gradient_clipping"])
+            for group in optimizer.param_groups:
+                group["lr"] = deepspeed_lr(CONFIG, step)
+            optimizer.step()
+            losses.append(float(loss))
+        return losses
+
+
+def check_bitwise(errors, tag, names, straight, resumed):
+    """Every record of `resumed`'s metrics (a run that stopped and resumed,
+    maybe repeating steps) equals the straight run's record of its step, and
+    every step is there; the final parameters are equal."""
+    (_, m1, o1), (_, m2, o2) = straight, resumed
+    a = {r["step"]: r for r in read_metrics(m1)}
+    b = read_metrics(m2)
+    if sorted({r["step"] for r in b}) != sorted(a):
+        errors.append(f"{tag}: steps {[r['step'] for r in b]}")
+    for rb in b:
+        ra = a.get(rb["step"], {})
+        for key in ("loss", "lr", "grad_norm"):
+            if key not in ra or not same_bits(ra[key], rb[key]):
+                errors.append(f"{tag}: step {rb['step']} {key} "
+                              f"{rb[key]!r} != {ra.get(key)!r}")
+    for name in names:
+        x = np.load(os.path.join(o1, name + ".npy"))
+        y = np.load(os.path.join(o2, name + ".npy"))
+        if x.tobytes() != y.tobytes():
+            errors.append(f"{tag}: {name} differs (max "
+                          f"{np.abs(x - y).max():.3e})")
+
+
+def main():
+    compiler, runner, work = sys.argv[1:4]
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    torch.set_num_threads(1)
+    case = Case(compiler, runner, work)
+    errors = []
+    shuffle = ["--shuffle", str(SEED)]
+
+    # 1. Straight vs stopped at 3 and resumed.
+    straight = case.train("straight", 6, *shuffle)
+    ckpt = os.path.join(work, "ckpt")
+    case.train("resumed", 3, *shuffle, "--checkpoint-dir", ckpt)
+    resumed = case.train("resumed", 6, *shuffle, "--checkpoint-dir", ckpt,
+                         "--resume")
+    if "resumed from" not in resumed[0].stdout:
+        errors.append("resume: no 'resumed from' line:\n" + resumed[0].stdout)
+    names = [name for name, _ in case.model.named_parameters()]
+    check_bitwise(errors, "resume", names, straight, resumed)
+
+    # 2. Killed while saving step 4 (after its .bin, before its metadata).
+    ckpt = os.path.join(work, "ckpt-killed")
+    killed = case.train("killed", 6, *shuffle, "--checkpoint-dir", ckpt,
+                        "--checkpoint-every", "2",
+                        env={"AUTOPAR_TEST_CRASH_IN_CHECKPOINT": "4"},
+                        expect_ok=False)
+    with open(os.path.join(ckpt, "latest")) as f:
+        latest = f.read().strip()
+    if killed[0].returncode != -9 or latest != "step-00000002":
+        errors.append(f"killed save: exit {killed[0].returncode}, latest "
+                      f"{latest!r} (expected -9 and step-00000002)")
+    again = case.train("killed", 6, *shuffle, "--checkpoint-dir", ckpt,
+                       "--checkpoint-every", "2", "--resume")
+    if "resumed from " + os.path.join(ckpt, "step-00000002") not in \
+            again[0].stdout:
+        errors.append("killed save: did not resume from step 2:\n" +
+                      again[0].stdout)
+    check_bitwise(errors, "killed save", names, straight, again)
+
+    # 3. The shuffle order against PyTorch fed in the twin's order.
+    shuffled = case.train("shuffled", STEPS, *shuffle)
+    losses = [r["loss"] for r in read_metrics(shuffled[1])]
+    want = case.torch_losses(SEED)
+    worst = max(abs(a - b) / max(1.0, abs(b)) for a, b in zip(losses, want))
+    if worst > 1e-4:
+        errors.append(f"shuffle: losses {losses} != torch {want}")
+    for name, p in case.model.named_parameters():
+        want_p = p.detach().numpy()
+        got = np.load(os.path.join(shuffled[2], name + ".npy"))
+        err = np.abs(got - want_p).max() / max(np.abs(want_p).max(), 1e-6)
+        if err > 1e-4:
+            errors.append(f"shuffle: {name} relative error {err:.2e}")
+    in_order = case.torch_losses(None)
+    sensitivity = max(abs(a - b) for a, b in zip(losses, in_order))
+    if sensitivity < 1e-3:
+        errors.append("shuffle: the in-order losses are as close "
+                      f"({sensitivity:.1e}); the check cannot fail")
+
+    print(f"resume: bitwise equal over 6 steps; killed save: resumed from "
+          f"step 2; shuffle: max loss difference to torch {worst:.2e} "
+          f"(in order would be {sensitivity:.2e})")
+    for e in errors:
+        print("FAIL:", e)
+    print("train_resume: " + ("FAILED" if errors else "OK"))
+    sys.exit(1 if errors else 0)
+
+
+if __name__ == "__main__":
+    main()
