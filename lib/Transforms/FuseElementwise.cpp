@@ -18,12 +18,24 @@ using namespace mlir;
 
 namespace {
 
-/// Fuse only when every loop of the consumer indexes the fused operand.
+/// A producer that other ops also read stays, and fusing it copies its body
+/// into the consumer: worth it for a few cheap ops (a broadcast add saves a
+/// round trip through memory), not for long bodies (a dropout mask's hash is
+/// ~40 integer ops, and copies of copies made fusion itself take minutes).
+constexpr int64_t kMaxCopiedBodyOps = 8;
+
+/// Fuse only when every loop of the consumer indexes the fused operand, and
+/// the producer is fused away or cheap to copy.
 bool fusesWithoutRecomputation(OpOperand *fusedOperand) {
   auto consumer = dyn_cast<linalg::GenericOp>(fusedOperand->getOwner());
-  if (!consumer)
+  if (!consumer ||
+      !consumer.getMatchingIndexingMap(fusedOperand).isPermutation())
     return false;
-  return consumer.getMatchingIndexingMap(fusedOperand).isPermutation();
+  auto producer = fusedOperand->get().getDefiningOp<linalg::GenericOp>();
+  if (!producer || producer->hasOneUse())
+    return true;
+  return int64_t(producer.getBody()->getOperations().size()) - 1 <=
+         kMaxCopiedBodyOps;
 }
 
 struct FuseElementwisePass
