@@ -542,7 +542,7 @@ static LogicalResult convertClip(NodeContext &ctx) {
 }
 
 //===----------------------------------------------------------------------===//
-// Cast, Identity, Dropout, Constant
+// Cast, Identity, Constant (Dropout: Dropout.cpp)
 //===----------------------------------------------------------------------===//
 
 static LogicalResult convertCast(NodeContext &ctx) {
@@ -569,40 +569,6 @@ static LogicalResult convertIdentity(NodeContext &ctx) {
     return success();
   }
   ctx.setOutput(0, ctx.input(0), ctx.inputDType(0));
-  return success();
-}
-
-static LogicalResult convertDropout(NodeContext &ctx) {
-  // Inference: Dropout is the identity unless training_mode is true.
-  if (ctx.hasInput(2)) {
-    auto training = ctx.requireConstantInput(2, "training_mode");
-    if (failed(training))
-      return failure();
-    // Training with ratio 0 drops nothing: still the identity.
-    double ratio = 0.5;
-    if (ctx.hasInput(1)) {
-      auto r = ctx.requireConstantInput(1, "ratio");
-      if (failed(r))
-        return failure();
-      ratio = (*r)->getDouble(0);
-    }
-    if ((*training)->getInt(0) != 0 && ratio != 0.0)
-      return ctx.unsupported("training_mode=true with ratio " +
-                             std::to_string(ratio) +
-                             " is not supported; autopar imports Dropout for "
-                             "inference (or ratio 0) only");
-  }
-  if (ctx.getIntAttr("is_test", 1) == 0 && ctx.getOpset() < 7)
-    return ctx.unsupported("is_test=0 (training) is not supported");
-  if (failed(convertIdentity(ctx)))
-    return failure();
-  if (ctx.hasOutput(1)) {
-    OpBuilder &b = ctx.getBuilder();
-    Value mask = createFilledTensor(
-        b, ctx.getLoc(), ctx.inputShape(0), b.getI1Type(),
-        createScalarConstant(b, ctx.getLoc(), b.getI1Type(), 1));
-    ctx.setOutput(1, mask, onnx::TensorProto_DataType_BOOL);
-  }
   return success();
 }
 

@@ -126,6 +126,12 @@ public:
   /// True when every present input is known at import time.
   bool allInputsConstant() const;
 
+  /// The step's int64 scalar argument marked `kind` (attrs::kStep or
+  /// attrs::kSeed), added to the function on first use, after the
+  /// parameters: training-mode ops (Dropout) read the run's seed and the
+  /// step number.
+  mlir::Value trainingScalar(llvm::StringRef kind);
+
   //===------------------------------------------------------------------===//
   // Attributes.
   //===------------------------------------------------------------------===//
@@ -183,6 +189,10 @@ void registerReductionConverters(ConverterRegistry &registry);
 void registerNormalizationConverters(ConverterRegistry &registry);
 void registerConvolutionConverters(ConverterRegistry &registry);
 void registerLossConverters(ConverterRegistry &registry);
+
+/// ONNX Dropout: the identity for inference, a counter-based random mask in
+/// training mode (Dropout.cpp); registered with the elementwise ops.
+llvm::LogicalResult convertDropout(NodeContext &ctx);
 
 /// All converters, built once.
 const ConverterRegistry &getConverterRegistry();

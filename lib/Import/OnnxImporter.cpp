@@ -417,6 +417,30 @@ Value NodeContext::input(int64_t i) {
   return importer.materialize(importer.lookup(node.input(i)), loc);
 }
 
+Value NodeContext::trainingScalar(llvm::StringRef kind) {
+  auto func = builder.getInsertionBlock()->getParentOp();
+  auto main = dyn_cast<func::FuncOp>(func);
+  if (!main)
+    main = func->getParentOfType<func::FuncOp>();
+  unsigned position = 0;
+  for (unsigned i = 0; i < main.getNumArguments(); ++i) {
+    if (main.getArgAttr(i, kind))
+      return main.getArgument(i);
+    if (main.getArgAttr(i, attrs::kParameter) ||
+        main.getArgAttr(i, attrs::kStep) || main.getArgAttr(i, attrs::kSeed))
+      position = i + 1;
+  }
+  Builder b(getContext());
+  auto type = RankedTensorType::get({}, b.getI64Type());
+  NamedAttribute dict[] = {
+      b.getNamedAttr(kind, b.getUnitAttr()),
+      b.getNamedAttr(attrs::kDType, b.getStringAttr("int64"))};
+  if (failed(main.insertArgument(position, type, b.getDictionaryAttr(dict),
+                                 main.getLoc())))
+    return {};
+  return main.getArgument(position);
+}
+
 const ConstTensor *NodeContext::inputConstant(int64_t i) const {
   if (!hasInput(i))
     return nullptr;

@@ -58,6 +58,9 @@ collectArtifactArguments(func::FuncOp main) {
     } else if (dict && dict.contains(attrs::kStep)) {
       arg.kind = ArtifactArgument::Kind::Step;
       arg.name = "step";
+    } else if (dict && dict.contains(attrs::kSeed)) {
+      arg.kind = ArtifactArgument::Kind::Seed;
+      arg.name = "seed";
     } else {
       arg.kind = ArtifactArgument::Kind::Input;
       arg.name = stringAttr(dict, attrs::kInput);
@@ -97,6 +100,8 @@ static llvm::StringRef kindName(ArtifactArgument::Kind kind) {
     return "optimizer_state";
   case ArtifactArgument::Kind::Step:
     return "step";
+  case ArtifactArgument::Kind::Seed:
+    return "seed";
   case ArtifactArgument::Kind::Metric:
     return "metric";
   case ArtifactArgument::Kind::Update:

@@ -262,16 +262,25 @@ struct ApplyOptimizerPass
         states[k].push_back(main.getArgument(position++));
       }
     }
-    auto stepType = RankedTensorType::get({}, attrs.getI64Type());
-    if (failed(main.insertArgument(
-            position, stepType,
-            attrs.getDictionaryAttr(
-                {attrs.getNamedAttr(autopar::attrs::kStep, attrs.getUnitAttr()),
-                 attrs.getNamedAttr(autopar::attrs::kDType,
-                                    attrs.getStringAttr("int64"))}),
-            main.getLoc())))
-      return signalPassFailure();
-    Value stepArg = main.getArgument(position);
+    // The step argument: the one the forward already reads (training-mode
+    // Dropout draws its masks from it), or a new one after the states.
+    Value stepArg;
+    for (BlockArgument arg : main.getArguments())
+      if (main.getArgAttr(arg.getArgNumber(), autopar::attrs::kStep))
+        stepArg = arg;
+    if (!stepArg) {
+      auto stepType = RankedTensorType::get({}, attrs.getI64Type());
+      if (failed(main.insertArgument(
+              position, stepType,
+              attrs.getDictionaryAttr(
+                  {attrs.getNamedAttr(autopar::attrs::kStep,
+                                      attrs.getUnitAttr()),
+                   attrs.getNamedAttr(autopar::attrs::kDType,
+                                      attrs.getStringAttr("int64"))}),
+              main.getLoc())))
+        return signalPassFailure();
+      stepArg = main.getArgument(position);
+    }
 
     OpBuilder b(ret);
     UpdateBuilder u{b, main.getLoc()};

@@ -13,8 +13,10 @@ Modules:
   autopar.schedule   the pipeline schedule (GPipe, 1F1B) after runtime/lib/PipelineSchedule.cpp
   autopar.data       the order autopar-run --train visits the data (--shuffle), after
                      runtime/lib/DataLoader.cpp
+  autopar.dropout    the dropout masks of a compiled training step, after
+                     lib/Import/Dropout.cpp
   autopar.draw       the plan report as an HTML page with SVG pictures (package, CLI)
   autopar.gpt_onnx   GPT decoder ONNX graphs of any size, weights external (CLI)
 """
 
-__all__ = ["compare", "data", "draw", "gpt_onnx", "models", "onnx_data", "plan", "schedule", "tools"]
+__all__ = ["compare", "data", "draw", "dropout", "gpt_onnx", "models", "onnx_data", "plan", "schedule", "tools"]

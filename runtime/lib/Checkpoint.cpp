@@ -147,6 +147,8 @@ json metadataJson(const CheckpointInfo &info,
       {"batch_in_epoch", info.position.batchInEpoch},
       {"samples_consumed", info.samplesConsumed},
       {"shuffle_seed", info.shuffleSeed ? json(*info.shuffleSeed) : json()}};
+  meta["rng"] = {
+      {"seed", info.randomSeed ? json(*info.randomSeed) : json()}};
   json list = json::array();
   for (size_t t = 0; t < tensors.size(); ++t) {
     const CheckpointTensor &tensor = tensors[t];
@@ -512,6 +514,10 @@ CheckpointInfo readCheckpoint(const std::string &stepDir,
     const json &seed = field(data, "shuffle_seed", where);
     if (!seed.is_null())
       info.shuffleSeed = seed.get<uint64_t>();
+    // Optional: checkpoints of programs without random ops may omit it.
+    if (auto rng = meta.find("rng"); rng != meta.end() && rng->is_object())
+      if (auto s = rng->find("seed"); s != rng->end() && !s->is_null())
+        info.randomSeed = s->get<uint64_t>();
     if (info.step < 0 || info.position.epoch < 0 ||
         info.position.batchInEpoch < 0)
       throw Error(metadataPath + ": negative step or data position");

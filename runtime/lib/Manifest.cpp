@@ -257,8 +257,8 @@ constexpr ArgumentKind AllArgumentKinds[] = {
     ArgumentKind::Parameter,     ArgumentKind::Input,
     ArgumentKind::Output,        ArgumentKind::ActivationIn,
     ArgumentKind::ActivationOut, ArgumentKind::OptimizerState,
-    ArgumentKind::Step,          ArgumentKind::Metric,
-    ArgumentKind::Update};
+    ArgumentKind::Step,          ArgumentKind::Seed,
+    ArgumentKind::Metric,        ArgumentKind::Update};
 
 ArgumentDesc parseArgument(const ManifestReader &reader, const json &value,
                            const std::string &where, const GridVector &grid,
@@ -558,6 +558,8 @@ std::string_view argumentKindName(ArgumentKind kind) {
     return "optimizer_state";
   case ArgumentKind::Step:
     return "step";
+  case ArgumentKind::Seed:
+    return "seed";
   case ArgumentKind::Metric:
     return "metric";
   case ArgumentKind::Update:

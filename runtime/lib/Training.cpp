@@ -52,6 +52,8 @@ std::string describeShuffle(const std::optional<uint64_t> &seed) {
 struct Restored {
   int64_t step = 0;
   DataPosition position;
+  /// The checkpoint's seed of the random ops, when it recorded one.
+  std::optional<uint64_t> randomSeed;
 };
 
 Restored resume(Session &session, const TrainOptions &options, DataLoader &data,
@@ -71,7 +73,12 @@ Restored resume(Session &session, const TrainOptions &options, DataLoader &data,
                 describeShuffle(info.shuffleSeed) + ", this run has " +
                 describeShuffle(options.shuffleSeed) +
                 "; resume with the same data order");
-  Restored restored{info.step, info.position};
+  if (info.randomSeed && options.seedGiven && *info.randomSeed != options.seed)
+    throw Error("--resume: " + *stepDir + " was written with --seed " +
+                std::to_string(*info.randomSeed) + ", this run has --seed " +
+                std::to_string(options.seed) +
+                "; drop --seed to continue with the checkpoint's masks");
+  Restored restored{info.step, info.position, info.randomSeed};
   if (info.samplesPerEpoch != data.samples() ||
       info.globalBatch != manifest.training->globalBatch) {
     progress.message("autopar-run: note: " + *stepDir + " was written with " +
@@ -93,9 +100,12 @@ Restored resume(Session &session, const TrainOptions &options, DataLoader &data,
 
 void saveCheckpoint(const Session &session, const TrainOptions &options,
                     const DataLoader &data, int64_t step,
-                    const DataPosition &position, TrainProgress &progress) {
+                    const DataPosition &position,
+                    std::optional<uint64_t> randomSeed,
+                    TrainProgress &progress) {
   const Manifest &manifest = session.getManifest();
   CheckpointInfo info;
+  info.randomSeed = randomSeed;
   info.step = step;
   info.position = position;
   info.globalBatch = manifest.training->globalBatch;
@@ -143,6 +153,9 @@ void runTraining(Session &session, Communicator &comm,
   size_t gradNorm =
       findIndex(session, ArgumentKind::Metric, "grad_norm", "metric");
   size_t step = findIndex(session, ArgumentKind::Step, "step", "step");
+  // Programs with random ops (training-mode Dropout) read the run's seed.
+  std::optional<size_t> seedArg =
+      session.findArgument(ArgumentKind::Seed, "seed");
   std::vector<std::pair<size_t, size_t>> updates;
   for (size_t i = 0; i < args.size(); ++i) {
     if (args[i].kind != ArgumentKind::Update)
@@ -199,6 +212,15 @@ void runTraining(Session &session, Communicator &comm,
   for (size_t index : data.inputs())
     inputBuffers.push_back(session.argumentData(index));
 
+  std::optional<uint64_t> randomSeed;
+  if (seedArg) {
+    randomSeed = start.randomSeed.value_or(options.seed);
+    *static_cast<int64_t *>(session.argumentData(*seedArg)) =
+        static_cast<int64_t>(*randomSeed);
+    progress.message("autopar-run: dropout masks from seed " +
+                     std::to_string(*randomSeed));
+  }
+
   using Clock = std::chrono::steady_clock;
   DataPosition position = start.position;
   int64_t savedStep = start.step;
@@ -240,14 +262,16 @@ void runTraining(Session &session, Communicator &comm,
     position = data.next(position);
     if (options.checkpointDir && options.checkpointEvery > 0 &&
         (s + 1) % options.checkpointEvery == 0) {
-      saveCheckpoint(session, options, data, s + 1, position, progress);
+      saveCheckpoint(session, options, data, s + 1, position, randomSeed,
+                     progress);
       savedStep = s + 1;
     }
   }
   // At the end, unless the last step was just saved (or none was taken).
   if (options.checkpointDir && savedStep < options.steps &&
       start.step < options.steps)
-    saveCheckpoint(session, options, data, options.steps, position, progress);
+    saveCheckpoint(session, options, data, options.steps, position,
+                   randomSeed, progress);
   progress.finish();
 
   if (options.outputsDir) {

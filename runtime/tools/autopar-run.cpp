@@ -67,7 +67,8 @@ options:
                   (DIR is created); random inputs are written there as well
   --steps N       run N steps (default 1), printing the time of each (the
                   slowest rank's)
-  --seed N        seed of the random inputs (default 0)
+  --seed N        seed of the random inputs (default 0); with --train, of
+                  the dropout masks (a resumed run keeps its checkpoint's)
   --timeout S     end every rank with an error if a step, or a collective
                   outside the steps, takes longer than S seconds (default:
                   $AUTOPAR_TIMEOUT_S, else 300 with more than one rank and
@@ -132,6 +133,7 @@ struct Options {
   std::optional<std::string> outputsDir;
   int64_t steps = 1;
   uint64_t seed = 0;
+  bool seedGiven = false;
   /// From --timeout or AUTOPAR_TIMEOUT_S.
   std::optional<double> timeoutSeconds;
   bool commStats = false;
@@ -258,8 +260,10 @@ Options parseOptions(int argc, char **argv) {
     else if (name == "--keep-checkpoints")
       options.keepCheckpoints =
           static_cast<int64_t>(parseNumber(name, value, 1));
-    else
+    else {
       options.seed = parseNumber(name, value, 0);
+      options.seedGiven = true;
+    }
   }
   if (positional.empty())
     throw Error("missing ARTIFACT_DIR (see --help)");
@@ -462,6 +466,8 @@ void runSession(const Options &options, const WorldInfo &world,
     train.checkpointEvery = options.checkpointEvery;
     train.keepCheckpoints = options.keepCheckpoints;
     train.resume = options.resume;
+    train.seed = options.seed;
+    train.seedGiven = options.seedGiven;
     if (train.outputsDir)
       std::filesystem::create_directories(*train.outputsDir);
     runTraining(session, programComm, train);
@@ -486,10 +492,21 @@ void runSession(const Options &options, const WorldInfo &world,
   const ProgramDesc &program = loaded.programForRank(world.rank);
   installCrashReport("program '" + program.name + "' (" + program.library +
                      ")");
+  // A program with training-mode Dropout (compiled for inference, e.g. to
+  // check it) reads the seed and the step: --seed, and the step's number.
+  std::optional<size_t> seedArg =
+      session.findArgument(ArgumentKind::Seed, "seed");
+  std::optional<size_t> stepArg =
+      session.findArgument(ArgumentKind::Step, "step");
+  if (seedArg)
+    *static_cast<int64_t *>(session.argumentData(*seedArg)) =
+        static_cast<int64_t>(options.seed);
   using Clock = std::chrono::steady_clock;
   double totalMs = 0, firstMs = 0;
   for (int64_t step = 1; step <= options.steps; ++step) {
     setCrashReportStep(step);
+    if (stepArg)
+      *static_cast<int64_t *>(session.argumentData(*stepArg)) = step;
     std::string name = "step " + std::to_string(step);
     double ms = 0;
     {

@@ -38,7 +38,7 @@ import numpy as np  # noqa: E402
 import onnx  # noqa: E402
 from onnx import TensorProto  # noqa: E402
 
-from autopar import compare, onnx_data, tools  # noqa: E402
+from autopar import compare, dropout, onnx_data, tools  # noqa: E402
 
 SUPPORTED_OPS = frozenset("""
 Abs Add And Cast Concat Constant ConstantOfShape Div Equal Erf Exp Expand Flatten Gather
@@ -51,7 +51,10 @@ LeakyRelu Clip Dropout SoftmaxCrossEntropyLoss NegativeLogLikelihoodLoss
 
 DEFAULT_DATA = "/usr/share/libonnx-testdata/data/node"
 # Tests whose expected outputs depend on the random number generator of the
-# implementation that produced them (training-mode Dropout with a non-zero ratio).
+# implementation that produced them (training-mode Dropout with a non-zero
+# ratio). They run, and are checked against autopar's own masks instead
+# (check_random_mask): the mask equals autopar.dropout's for --seed 0, step 1,
+# kept elements are x / (1 - ratio), dropped ones 0.
 NONDETERMINISTIC = re.compile(r"^test_training_dropout(?!.*zero_ratio)")
 RTOL, ATOL = 1e-3, 1e-7
 
@@ -141,8 +144,6 @@ def discover(data_dir, name_filter):
         t = Test(name, path)
         t.ops = ops
         t.skip = problems[0] if problems else io_problems(model)
-        if not t.skip and NONDETERMINISTIC.search(name):
-            t.skip = "output depends on the random mask (training-mode Dropout, ratio > 0)"
         if not t.skip and not data_sets(path):
             t.skip = "no test_data_set_* directory"
         selected.append(t)
@@ -221,7 +222,10 @@ def run_test(t, args, work_root):
             t.status, t.stage, t.reason = "failed", "run", r.first_error_line()
             _write_log(work, log)
             return t
-        results = compare_outputs(model, exp, out)
+        if NONDETERMINISTIC.search(t.name):
+            results = check_random_mask(model, ins, out)
+        else:
+            results = compare_outputs(model, exp, out)
         log.append(compare.format_table(results))
         if not all(x.ok for x in results):
             t.status, t.stage = "failed", "compare"
@@ -254,6 +258,31 @@ def compare_outputs(model, expected_dir, actual_dir):
         ref = np.load(os.path.join(expected_dir, name + ".npy"))
         act = np.load(os.path.join(actual_dir, name + ".npy"))
         results.append(compare.compare_arrays(name, bf16_to_f32(ref), bf16_to_f32(act), rtol=2.0 ** -7, atol=0.0))
+    return results
+
+
+def check_random_mask(model, inputs_dir, actual_dir):
+    """A training-mode Dropout test: the outputs against autopar's own mask
+    (autopar.dropout, --seed 0, step 1) instead of the reference's random
+    one."""
+    node = next(n for n in model.graph.node if n.op_type == "Dropout")
+    x = np.load(os.path.join(inputs_dir, node.input[0] + ".npy"))
+    ratio = 0.5
+    if len(node.input) > 1 and node.input[1]:
+        ratio = float(np.load(os.path.join(inputs_dir, node.input[1] + ".npy")))
+    keep = dropout.dropout_keep(0, 1, node.output[0], x.shape, np.float32(ratio))
+    want = {node.output[0]: np.where(keep, x * dropout.dropout_scale(ratio, x.dtype.type),
+                                     np.zeros_like(x))}
+    if len(node.output) > 1 and node.output[1]:
+        want[node.output[1]] = keep
+    results = []
+    for name, expected in want.items():
+        path = os.path.join(actual_dir, name + ".npy")
+        if not os.path.exists(path):
+            results.append(compare.Result(name=name, ok=False, dtype=str(expected.dtype),
+                                          shape=tuple(expected.shape), note="missing"))
+            continue
+        results.append(compare.compare_arrays(name, expected, np.load(path), rtol=1e-6, atol=0.0))
     return results
 
 

@@ -11,7 +11,10 @@ training step (an MLP, AdamW with clipping and a warmup-cosine schedule):
 3. shuffle order: PyTorch fed the batches of `autopar.data.batches` (the
    Python twin of the runtime's order) agrees with autopar-run --shuffle on
    every step's loss and the final parameters within 1e-4, and the in-order
-   batches do not (so the comparison can fail).
+   batches do not (so the comparison can fail);
+4. dropout: an MLP with Dropout trained with --seed 3 resumes (without
+   --seed: the checkpoint records it) bit for bit, and resuming it with
+   another --seed is refused.
 
 Usage: train_resume.py AUTOPAR_COMPILE AUTOPAR_RUN WORK_DIR
 """
@@ -58,11 +61,25 @@ def same_bits(a, b):
     return np.float32(a).tobytes() == np.float32(b).tobytes()
 
 
+class DropoutMlp(torch.nn.Module):
+    """Mlp with a training-mode Dropout between its layers."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(8, 16)
+        self.drop = torch.nn.Dropout(0.3)
+        self.fc2 = torch.nn.Linear(16, 5)
+
+    def forward(self, x, y):
+        return torch.nn.functional.cross_entropy(
+            self.fc2(self.drop(torch.relu(self.fc1(x)))), y, ignore_index=-1)
+
+
 class Case:
-    def __init__(self, compiler, runner, work):
+    def __init__(self, compiler, runner, work, model_class=Mlp):
         self.runner, self.work = runner, work
         torch.manual_seed(0)
-        self.model = Mlp()
+        self.model = model_class()
         self.data = {"x": torch.randn(SAMPLES, 8),
                      "y": torch.randint(0, 5, (SAMPLES,))}
         self.data["y"][4] = -1  # An ignored target, as Mlp.data has.
@@ -197,9 +214,35 @@ def main():
         errors.append("shuffle: the in-order losses are as close "
                       f"({sensitivity:.1e}); the check cannot fail")
 
+    # 4. Dropout: the seed is part of the checkpoint.
+    drop_work = os.path.join(work, "dropout")
+    os.makedirs(drop_work)
+    drop = Case(compiler, runner, drop_work, DropoutMlp)
+    seed = ["--seed", "3"]
+    straight = drop.train("straight", 6, *seed)
+    ckpt = os.path.join(drop_work, "ckpt")
+    drop.train("resumed", 3, *seed, "--checkpoint-dir", ckpt)
+    resumed = drop.train("resumed", 6, "--checkpoint-dir", ckpt, "--resume")
+    if "dropout masks from seed 3" not in resumed[0].stdout:
+        errors.append("dropout: the resumed run did not take seed 3:\n" +
+                      resumed[0].stdout)
+    check_bitwise(errors, "dropout resume",
+                  [n for n, _ in drop.model.named_parameters()], straight,
+                  resumed)
+    other = drop.train("other-seed", 6, "--seed", "4", "--checkpoint-dir",
+                       ckpt, "--resume", expect_ok=False)
+    if other[0].returncode == 0 or "--seed 3" not in other[0].stderr:
+        errors.append("dropout: resuming with another --seed was not "
+                      "refused:\n" + other[0].stdout + other[0].stderr)
+    unseeded = drop.train("unseeded", 6)
+    if same_bits(read_metrics(unseeded[1])[0]["loss"],
+                 read_metrics(straight[1])[0]["loss"]):
+        errors.append("dropout: seeds 0 and 3 gave the same first loss")
+
     print(f"resume: bitwise equal over 6 steps; killed save: resumed from "
           f"step 2; shuffle: max loss difference to torch {worst:.2e} "
-          f"(in order would be {sensitivity:.2e})")
+          f"(in order would be {sensitivity:.2e}); dropout: the seed "
+          f"resumes with the checkpoint")
     for e in errors:
         print("FAIL:", e)
     print("train_resume: " + ("FAILED" if errors else "OK"))

@@ -17,12 +17,18 @@ import subprocess
 import sys
 
 import numpy as np
+import onnx
 import torch
+from onnx import numpy_helper
 import torch.nn as nn
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gradcheck import Block, Cnn, Gpt, Mlp  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "..", "python"))
+from autopar import dropout  # noqa: E402
 
 STEPS, BATCHES = 8, 3
 
@@ -74,6 +80,8 @@ def torch_train(model, data, config):
     batch = config["train_batch_size"]
     losses = []
     for step in range(STEPS):
+        if isinstance(getattr(model, "drop", None), TwinDropout):
+            model.drop.start_step(step + 1)
         first = (step % BATCHES) * batch
         args = [v[first:first + batch] for v in data.values()]
         optimizer.zero_grad()
@@ -97,7 +105,7 @@ def run(cmd):
     return result.stdout
 
 
-def autopar_train(build, work, name, model, data, config):
+def autopar_train(build, work, name, model, data, config, run_args=()):
     onnx_path = os.path.join(work, name + ".onnx")
     batch = config["train_batch_size"]
     example = tuple(v[:batch] for v in data.values())
@@ -124,10 +132,36 @@ def autopar_train(build, work, name, model, data, config):
          *shapes, "-o", art])
     run([os.path.join(build, "bin", "autopar-run"), art, "--train", "--data",
          data_dir, "--steps", str(STEPS), "--metrics", metrics, "--outputs",
-         out])
+         out, *run_args])
     with open(metrics) as f:
         records = [json.loads(line) for line in f]
     return [r["loss"] for r in records], out
+
+
+class TwinDropout(nn.Module):
+    """Dropout with the masks autopar draws (autopar.dropout): the k-th call
+    of a forward pass is the k-th Dropout node of the export, in graph order."""
+
+    def __init__(self, onnx_path, seed):
+        super().__init__()
+        graph = onnx.load(onnx_path).graph
+        self.nodes = [(n.output[0], numpy_helper.to_array(
+            next(i for i in graph.initializer if i.name == n.input[1])
+            if any(i.name == n.input[1] for i in graph.initializer)
+            else next(c.attribute[0].t for c in graph.node
+                      if c.op_type == "Constant" and c.output[0] == n.input[1])))
+            for n in graph.node if n.op_type == "Dropout"]
+        self.seed, self.step, self.call = seed, 0, 0
+
+    def start_step(self, step):
+        self.step, self.call = step, 0
+
+    def forward(self, x):
+        name, ratio = self.nodes[self.call]
+        self.call += 1
+        keep = dropout.dropout_keep(self.seed, self.step, name, x.shape, ratio)
+        return (x * torch.from_numpy(keep.astype(np.float32)) *
+                float(dropout.dropout_scale(ratio)))
 
 
 CASES = [
@@ -180,6 +214,67 @@ def make_data(cls, batch):
     return data
 
 
+def compare(name, model, data, config, losses, out):
+    """Trains the reference on the same weights; the errors, printed."""
+    reference = torch_train(model, data, config)
+    errors = []
+    for step, (got, want) in enumerate(zip(losses, reference), 1):
+        if abs(got - want) > 1e-4 * max(1.0, abs(want)):
+            errors.append(f"step {step} loss {got} != torch {want}")
+    worst = 0.0
+    for pname, p in model.named_parameters():
+        want = p.detach().numpy()
+        got = np.load(os.path.join(out, pname + ".npy"))
+        err = np.abs(got - want).max() / max(np.abs(want).max(), 1e-6)
+        worst = max(worst, err)
+        if err > 1e-4:
+            errors.append(f"{pname}: relative error {err:.2e}")
+    print(f"{name}: losses {reference[0]:.5f} -> {reference[-1]:.5f}, "
+          f"max loss difference "
+          f"{max(abs(a - b) for a, b in zip(losses, reference)):.2e}, "
+          f"worst parameter error {worst:.2e}"
+          f"{'' if not errors else ' FAIL: ' + '; '.join(errors)}")
+    return errors
+
+
+DROPOUT_CONFIG = {
+    "train_batch_size": 3,
+    "optimizer": {"type": "AdamW", "params": {"lr": 0.01, "eps": 1e-6}}}
+
+
+def check_dropout(build, work):
+    """A GPT with dropout 0.2 in four places (embeddings, attention
+    probabilities, both residual branches): PyTorch fed autopar's masks
+    (the twin in autopar.dropout) gives the same losses and parameters; the
+    same seed gives bit-identical runs, another seed other masks; the loss
+    of the first batch falls."""
+    torch.manual_seed(0)
+    model = Gpt(dropout=0.2)
+    data = make_data(Gpt, DROPOUT_CONFIG["train_batch_size"])
+    initial = {k: v.clone() for k, v in model.state_dict().items()}
+    losses, out = autopar_train(build, work, "gpt-dropout", model, data,
+                                DROPOUT_CONFIG, ["--seed", "7"])
+    again, _ = autopar_train(build, work, "gpt-dropout-again", model, data,
+                             DROPOUT_CONFIG, ["--seed", "7"])
+    other, _ = autopar_train(build, work, "gpt-dropout-seed8", model, data,
+                             DROPOUT_CONFIG, ["--seed", "8"])
+    errors = []
+    if again != losses:
+        errors.append(f"the same seed gave other losses: {losses} vs {again}")
+    if other == losses:
+        errors.append("seeds 7 and 8 gave the same losses")
+    if not losses[3] < losses[0]:
+        errors.append(f"the first batch's loss did not fall: {losses}")
+    model.load_state_dict(initial)
+    model.drop = TwinDropout(os.path.join(work, "gpt-dropout.onnx"), 7)
+    if len(model.drop.nodes) != 4:
+        errors.append(f"{len(model.drop.nodes)} Dropout nodes, expected 4")
+    errors += compare("gpt-dropout", model, data, DROPOUT_CONFIG, losses, out)
+    if errors:
+        print("gpt-dropout FAIL: " + "; ".join(errors))
+    return errors
+
+
 def main():
     build, work = sys.argv[1], sys.argv[2]
     os.makedirs(work, exist_ok=True)
@@ -190,28 +285,14 @@ def main():
         model = cls()
         data = make_data(cls, config["train_batch_size"])
         losses, out = autopar_train(build, work, name, model, data, config)
-        reference = torch_train(model, data, config)
-        errors = []
-        for step, (got, want) in enumerate(zip(losses, reference), 1):
-            if abs(got - want) > 1e-4 * max(1.0, abs(want)):
-                errors.append(f"step {step} loss {got} != torch {want}")
-        worst = 0.0
-        for pname, p in model.named_parameters():
-            want = p.detach().numpy()
-            got = np.load(os.path.join(out, pname + ".npy"))
-            err = np.abs(got - want).max() / max(np.abs(want).max(), 1e-6)
-            worst = max(worst, err)
-            if err > 1e-4:
-                errors.append(f"{pname}: relative error {err:.2e}")
-        print(f"{name}: losses {reference[0]:.5f} -> {reference[-1]:.5f}, "
-              f"max loss difference "
-              f"{max(abs(a - b) for a, b in zip(losses, reference)):.2e}, "
-              f"worst parameter error {worst:.2e}"
-              f"{'' if not errors else ' FAIL: ' + '; '.join(errors)}")
-        if errors:
+        if compare(name, model, data, config, losses, out):
             failures.append(name)
         else:
             passed += 1
+    if check_dropout(build, work):
+        failures.append("gpt-dropout")
+    else:
+        passed += 1
     print(f"{passed} passed, {len(failures)} failed")
     sys.exit(1 if failures else 0)
 

@@ -492,7 +492,7 @@ TEST(ManifestTest, ReportsBadPipelines) {
       {"/programs/1/arguments/2/kind", "weights",
        "'programs[1].arguments[2].kind' is \"weights\", expected "
        "\"parameter\", \"input\", \"output\", \"activation_in\", "
-       "\"activation_out\", \"optimizer_state\", \"step\", \"metric\" or "
+       "\"activation_out\", \"optimizer_state\", \"step\", \"seed\", \"metric\" or "
        "\"update\""},
       {"/ranks/1/program", "stage1",
        "'ranks[1].program' is 'stage1', but another rank of pipeline stage 0 "
@@ -671,6 +671,7 @@ json trainingManifest() {
     { "kind": "optimizer_state", "name": "fc.weight.momentum", "role": "momentum",
       "of": "fc.weight", "dtype": "float32", "shape": [4, 8] },
     { "kind": "step", "name": "step", "dtype": "int64", "shape": [] },
+    { "kind": "seed", "name": "seed", "dtype": "int64", "shape": [] },
     { "kind": "input", "name": "x", "dtype": "float32", "shape": [2, 8] },
     { "kind": "output", "name": "loss", "dtype": "float32", "shape": [] },
     { "kind": "metric", "name": "lr", "dtype": "float32", "shape": [] },
@@ -686,15 +687,16 @@ TEST(ManifestTest, ParsesATrainingStep) {
   EXPECT_EQ(manifest.training->loss, "loss");
   EXPECT_EQ(manifest.training->globalBatch, 2);
   const std::vector<ArgumentDesc> &args = manifest.arguments;
-  ASSERT_EQ(args.size(), 7u);
+  ASSERT_EQ(args.size(), 8u);
   EXPECT_TRUE(args[0].trainable);
   EXPECT_EQ(args[1].kind, ArgumentKind::OptimizerState);
   EXPECT_EQ(args[1].role, "momentum");
   EXPECT_EQ(args[1].of, "fc.weight");
   EXPECT_EQ(args[2].kind, ArgumentKind::Step);
-  EXPECT_EQ(args[5].kind, ArgumentKind::Metric);
-  EXPECT_EQ(args[6].kind, ArgumentKind::Update);
-  EXPECT_EQ(args[6].updates, "fc.weight");
+  EXPECT_EQ(args[3].kind, ArgumentKind::Seed);
+  EXPECT_EQ(args[6].kind, ArgumentKind::Metric);
+  EXPECT_EQ(args[7].kind, ArgumentKind::Update);
+  EXPECT_EQ(args[7].updates, "fc.weight");
   EXPECT_FALSE(parseManifest(exampleManifest().dump(), Path).training);
 }
 
@@ -706,8 +708,8 @@ TEST(ManifestTest, TrainingKeysAreChecked) {
   m.erase("training");
   expectError(m, "training");
   m = trainingManifest();
-  m["arguments"][6].erase("updates");
-  expectError(m, "arguments[6].updates");
+  m["arguments"][7].erase("updates");
+  expectError(m, "arguments[7].updates");
   m = trainingManifest();
   m["arguments"][0]["trainable"] = "yes";
   expectError(m, "'arguments[0].trainable' must be true or false");

@@ -58,6 +58,9 @@ inline constexpr llvm::StringLiteral kOptimizerState = "autopar.optimizer_state"
 inline constexpr llvm::StringLiteral kStateOf = "autopar.state_of";
 /// The 1-based step number argument (unit).
 inline constexpr llvm::StringLiteral kStep = "autopar.step";
+/// The run's random seed argument (unit): with the step, the node and the
+/// element index it decides every dropout mask.
+inline constexpr llvm::StringLiteral kSeed = "autopar.seed";
 /// A scalar metric result: its name ("lr", "grad_norm").
 inline constexpr llvm::StringLiteral kMetric = "autopar.metric";
 /// A result holding the new value of the named parameter or optimizer state.

@@ -23,7 +23,7 @@ namespace autopar {
 
 /// One argument of a program's entry point.
 struct ArtifactArgument {
-  /// Training steps add OptimizerState, Step, Metric and Update
+  /// Training steps add OptimizerState, Step, Seed, Metric and Update
   /// (docs/design/training-artifact.md).
   enum class Kind {
     Parameter,
@@ -33,6 +33,7 @@ struct ArtifactArgument {
     ActivationOut,
     OptimizerState,
     Step,
+    Seed,
     Metric,
     Update
   };

@@ -58,6 +58,9 @@ struct CheckpointInfo {
   /// Samples taken so far (step * global batch).
   int64_t samplesConsumed = 0;
   std::optional<uint64_t> shuffleSeed;
+  /// The seed of the run's random ops (dropout), when the program has one:
+  /// with the step it decides every mask, so it is the whole RNG state.
+  std::optional<uint64_t> randomSeed;
   std::string dataDir;
   int64_t samplesPerEpoch = 0;
   int64_t globalBatch = 0;

@@ -38,6 +38,7 @@ enum class ArgumentKind {
   ActivationOut,
   OptimizerState,
   Step,
+  Seed,
   Metric,
   Update
 };

@@ -38,6 +38,12 @@ struct TrainOptions {
   int64_t keepCheckpoints = 0;
   /// Start from checkpointDir's `latest` (from step 0 if there is none).
   bool resume = false;
+  /// The seed of the program's random ops (dropout masks), when it has a
+  /// `seed` argument; a resumed run takes the checkpoint's.
+  uint64_t seed = 0;
+  /// Whether `seed` was given (--seed): a resumed run with another seed than
+  /// its checkpoint's is an error rather than a silent change.
+  bool seedGiven = false;
 };
 
 /// Trains: step s (0-based) takes the next global batch of the data (in
