@@ -132,6 +132,16 @@ public:
   /// step number.
   mlir::Value trainingScalar(llvm::StringRef kind);
 
+  /// Whether the import is for a training step (ImportOptions::
+  /// trainingStateUpdates).
+  bool importsTrainingState() const;
+
+  /// When input `i` is a parameter and the import is for a training step,
+  /// records `value` as its value after this step (a result marked
+  /// attrs::kUpdate). Returns whether it was recorded; fails (with an error)
+  /// when another node already updates that parameter.
+  llvm::FailureOr<bool> updateParameter(int64_t i, mlir::Value value);
+
   //===------------------------------------------------------------------===//
   // Attributes.
   //===------------------------------------------------------------------===//

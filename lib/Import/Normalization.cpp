@@ -254,6 +254,13 @@ FailureOr<int64_t> checkBatchNormShapes(NodeContext &ctx) {
 /// but the channels (dim 1), with the biased variance. Outputs 1 and 2, when
 /// requested, are the ONNX running statistics: input_mean * momentum +
 /// mean * (1 - momentum), and the same for the (biased) variance.
+///
+/// Compiling a training step, the running statistics that are parameters
+/// are updated as PyTorch updates them (docs/training.md, Conventions):
+/// with its momentum m = 1 - ONNX's and the *unbiased* batch variance,
+///   running = m * batch + (1 - m) * running,
+/// whether or not the graph uses outputs 1 and 2 (PyTorch's exports leave
+/// them unused).
 LogicalResult convertBatchNormalizationTraining(NodeContext &ctx) {
   OnnxDType t = ctx.inputDType(0);
   llvm::SmallVector<int64_t> shape(ctx.inputShape(0));
@@ -328,6 +335,37 @@ LogicalResult convertBatchNormalizationTraining(NodeContext &ctx) {
     ctx.setOutput(1, running(ctx.input(3), mean), t);
   if (ctx.hasOutput(2))
     ctx.setOutput(2, running(ctx.input(4), var), t);
+
+  if (!ctx.importsTrainingState())
+    return success();
+  int64_t count = 1;
+  for (int64_t d : dims)
+    count *= shape[d];
+  // PyTorch: momentum * batch + (1 - momentum) * running, with the batch
+  // variance scaled by n / (n - 1) (n = 1 keeps the biased one, as there
+  // is no unbiased estimate).
+  double torchMomentum = 1.0 - momentum;
+  double unbias = count > 1 ? double(count) / double(count - 1) : 1.0;
+  auto torchRunning = [&](Value previous, Value current, double scale) {
+    return createElementwise(
+        b, loc, {previous, current}, {channels}, et,
+        [&](OpBuilder &nb, Location l, ValueRange a) -> Value {
+          Value batch = a[1];
+          if (scale != 1.0)
+            batch = arith::MulFOp::create(
+                nb, l, batch, createScalarConstant(nb, l, et, scale));
+          // Named, so that the ops come in this order on any compiler.
+          Value batchTerm = arith::MulFOp::create(
+              nb, l, createScalarConstant(nb, l, et, torchMomentum), batch);
+          Value runningTerm = arith::MulFOp::create(
+              nb, l, createScalarConstant(nb, l, et, 1.0 - torchMomentum),
+              a[0]);
+          return arith::AddFOp::create(nb, l, batchTerm, runningTerm);
+        });
+  };
+  if (failed(ctx.updateParameter(3, torchRunning(ctx.input(3), mean, 1.0))) ||
+      failed(ctx.updateParameter(4, torchRunning(ctx.input(4), var, unbias))))
+    return failure();
   return success();
 }
 

@@ -87,6 +87,9 @@ public:
   OwningOpRef<ModuleOp> run();
 
   TensorValue &lookup(llvm::StringRef name) { return values[name]; }
+  const ImportOptions &getOptions() const { return options; }
+  /// New values of parameters after a training step, in the order recorded.
+  llvm::SmallVector<std::pair<std::string, Value>> stateUpdates;
   Value materialize(TensorValue &tensor, Location loc);
   const std::string &getPath() const { return path; }
   static std::string describe(const onnx::NodeProto &node, int index);
@@ -397,6 +400,15 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
             attrs::kDType, builder.getStringAttr(dtypeName(it->second.dtype)))};
     resultDicts.push_back(builder.getDictionaryAttr(attrs));
   }
+  for (auto &[name, value] : stateUpdates) {
+    results.push_back(value);
+    NamedAttribute attrs[] = {
+        builder.getNamedAttr(attrs::kUpdate, builder.getStringAttr(name)),
+        builder.getNamedAttr(attrs::kDType,
+                             builder.getStringAttr(dtypeName(
+                                 values.lookup(name).dtype)))};
+    resultDicts.push_back(builder.getDictionaryAttr(attrs));
+  }
   func::ReturnOp::create(builder, func.getLoc(), results);
   func.setFunctionType(FunctionType::get(ctx, func.getArgumentTypes(),
                                          ValueRange(results).getTypes()));
@@ -439,6 +451,29 @@ Value NodeContext::trainingScalar(llvm::StringRef kind) {
                                  main.getLoc())))
     return {};
   return main.getArgument(position);
+}
+
+bool NodeContext::importsTrainingState() const {
+  return importer.getOptions().trainingStateUpdates;
+}
+
+FailureOr<bool> NodeContext::updateParameter(int64_t i, Value value) {
+  if (!importsTrainingState() || !hasInput(i))
+    return false;
+  auto arg = dyn_cast_or_null<BlockArgument>(getInput(i).value);
+  if (!arg)
+    return false;
+  auto main = cast<func::FuncOp>(arg.getOwner()->getParentOp());
+  if (!main.getArgAttr(arg.getArgNumber(), attrs::kParameter))
+    return false;
+  for (auto &[name, previous] : importer.stateUpdates)
+    if (name == node.input(i))
+      return emitError("input ")
+             << i << " ('" << node.input(i)
+             << "') is also updated by another node; a training step can "
+                "update a parameter only once";
+  importer.stateUpdates.push_back({node.input(i), value});
+  return true;
 }
 
 const ConstTensor *NodeContext::inputConstant(int64_t i) const {

@@ -201,7 +201,15 @@ struct ApplyOptimizerPass
       if (auto name = main.getArgAttrOfType<StringAttr>(
               arg.getArgNumber(), autopar::attrs::kParameter))
         params[name.getValue()] = arg;
+    // Updates the forward made itself (BatchNorm's running statistics) pass
+    // through, after the optimizer's.
+    SmallVector<std::pair<Value, DictionaryAttr>> forwardUpdates;
     for (unsigned i = 0; i < main.getNumResults(); ++i) {
+      if (main.getResultAttr(i, autopar::attrs::kUpdate)) {
+        forwardUpdates.push_back(
+            {ret.getOperand(i), main.getResultAttrDict(i)});
+        continue;
+      }
       auto of =
           main.getResultAttrOfType<StringAttr>(i, autopar::attrs::kGradient);
       if (!of) {
@@ -452,6 +460,10 @@ struct ApplyOptimizerPass
       }
     }
 
+    for (auto &[value, dict] : forwardUpdates) {
+      newResults.push_back(value);
+      newAttrs.push_back(dict);
+    }
     func::ReturnOp::create(b, ret.getLoc(), newResults);
     ret.erase();
     main.setType(FunctionType::get(&getContext(), main.getArgumentTypes(),

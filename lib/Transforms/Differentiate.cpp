@@ -61,11 +61,19 @@ struct DifferentiatePass : autopar::impl::DifferentiateBase<DifferentiatePass> {
     if (failed(gradients))
       return signalPassFailure();
 
-    // @main now returns the loss and the gradients; the forward's other
-    // outputs are no longer needed.
+    // @main now returns the loss and the gradients, and the parameters the
+    // forward updates itself (BatchNorm's running statistics); the forward's
+    // other outputs are no longer needed.
     SmallVector<Value> results{loss};
     llvm::append_range(results, *gradients);
     SmallVector<DictionaryAttr> resultAttrs{main.getResultAttrDict(*lossIndex)};
+    SmallVector<Value> forwardUpdates;
+    SmallVector<DictionaryAttr> forwardUpdateAttrs;
+    for (unsigned i = 0; i < main.getNumResults(); ++i)
+      if (main.getResultAttr(i, autopar::attrs::kUpdate)) {
+        forwardUpdates.push_back(ret.getOperand(i));
+        forwardUpdateAttrs.push_back(main.getResultAttrDict(i));
+      }
     Builder b(&getContext());
     for (unsigned i : *trainable) {
       main.setArgAttr(i, autopar::attrs::kTrainable, b.getUnitAttr());
@@ -81,6 +89,8 @@ struct DifferentiatePass : autopar::impl::DifferentiateBase<DifferentiatePass> {
         attrs.push_back(b.getNamedAttr(autopar::attrs::kDType, dtype));
       resultAttrs.push_back(b.getDictionaryAttr(attrs));
     }
+    llvm::append_range(results, forwardUpdates);
+    llvm::append_range(resultAttrs, forwardUpdateAttrs);
     OpBuilder rb(ret);
     func::ReturnOp::create(rb, ret.getLoc(), results);
     ret.erase();
@@ -94,6 +104,8 @@ struct DifferentiatePass : autopar::impl::DifferentiateBase<DifferentiatePass> {
     SmallVector<std::string> names, scalars;
     std::optional<unsigned> found;
     for (unsigned i = 0; i < main.getNumResults(); ++i) {
+      if (main.getResultAttr(i, autopar::attrs::kUpdate))
+        continue; // A parameter's new value, not a model output.
       std::string name = resultName(main, i).str();
       names.push_back(name);
       if (!loss.empty() && name == loss)

@@ -222,7 +222,13 @@ def compare(name, model, data, config, losses, out):
         if abs(got - want) > 1e-4 * max(1.0, abs(want)):
             errors.append(f"step {step} loss {got} != torch {want}")
     worst = 0.0
-    for pname, p in model.named_parameters():
+    # Parameters, and buffers (BatchNorm's running statistics, updated with
+    # PyTorch's momentum and unbiased variance; a causal mask, unchanged).
+    # num_batches_tracked is not in the ONNX export.
+    tensors = list(model.named_parameters()) + [
+        (n, b) for n, b in model.named_buffers()
+        if not n.endswith("num_batches_tracked")]
+    for pname, p in tensors:
         want = p.detach().numpy()
         got = np.load(os.path.join(out, pname + ".npy"))
         err = np.abs(got - want).max() / max(np.abs(want).max(), 1e-6)

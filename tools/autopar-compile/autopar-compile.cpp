@@ -384,6 +384,9 @@ int main(int argc, char **argv) {
     return fail("no output directory: give -o ARTIFACT_DIR (or --plan-only)");
 
   autopar::ImportOptions options;
+  // A training step also returns the parameters training updates besides
+  // the trained ones (BatchNorm's running statistics).
+  options.trainingStateUpdates = training;
   for (const std::string &flag : inputShapes) {
     std::string error;
     if (failed(autopar::parseInputShapeFlag(flag, options, error)))

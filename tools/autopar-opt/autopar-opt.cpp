@@ -38,10 +38,19 @@ static llvm::cl::list<std::string> constInputs(
                    "file (for inputs that decide shapes)"),
     llvm::cl::value_desc("NAME=FILE.npy"));
 
+static llvm::cl::opt<bool> trainingState(
+    "training-state",
+    llvm::cl::desc("Import for a training step: parameters that training "
+                   "updates besides the trained ones (BatchNorm's running "
+                   "statistics) get their new value as results marked "
+                   "autopar.update, as autopar-compile --mode train does"),
+    llvm::cl::init(false));
+
 /// Imports `path` and returns the module printed with its locations.
 static std::unique_ptr<llvm::MemoryBuffer>
 importToBuffer(DialectRegistry &registry, llvm::StringRef path) {
   autopar::ImportOptions options;
+  options.trainingStateUpdates = trainingState;
   for (const std::string &flag : inputShapes) {
     std::string error;
     if (failed(autopar::parseInputShapeFlag(flag, options, error))) {

@@ -80,6 +80,11 @@ struct ImportOptions {
   /// they become compile-time constants instead of entry arguments. Needed
   /// when an input decides a shape (a Reshape target, Slice bounds).
   llvm::StringMap<std::string> constantInputs;
+  /// Compiling a training step: an op that updates a parameter as a side
+  /// effect of training (BatchNormalization's running statistics, which
+  /// PyTorch's exports leave as unused outputs) returns the new value as a
+  /// result marked attrs::kUpdate, with PyTorch's arithmetic.
+  bool trainingStateUpdates = false;
 };
 
 /// Parses `--const-input` values of the form `NAME=FILE.npy` into
