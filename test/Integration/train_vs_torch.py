@@ -105,21 +105,26 @@ def run(cmd):
     return result.stdout
 
 
-def autopar_train(build, work, name, model, data, config, run_args=()):
+def autopar_train(build, work, name, model, data, config, run_args=(),
+                  exported=None, output="loss", compile_args=()):
+    """exported: the inputs the ONNX export takes (default: every data
+    input); output: the name of its output."""
     onnx_path = os.path.join(work, name + ".onnx")
     batch = config["train_batch_size"]
-    example = tuple(v[:batch] for v in data.values())
+    exported = list(data) if exported is None else exported
+    example = tuple(data[k][:batch] for k in exported)
     torch.onnx.export(model, example, onnx_path,
                       training=torch.onnx.TrainingMode.TRAINING,
-                      do_constant_folding=False, input_names=list(data),
-                      output_names=["loss"])
+                      do_constant_folding=False, input_names=exported,
+                      output_names=[output])
     data_dir = os.path.join(work, name + "-data")
     os.makedirs(data_dir, exist_ok=True)
     shapes = []
     for key, value in data.items():
         np.save(os.path.join(data_dir, key + ".npy"), value.numpy())
-        shapes += ["--input-shape",
-                   key + "=" + "x".join(map(str, (batch,) + value.shape[1:]))]
+        if key in exported:
+            shapes += ["--input-shape", key + "=" +
+                       "x".join(map(str, (batch,) + value.shape[1:]))]
     cfg = os.path.join(work, name + "-config.json")
     with open(cfg, "w") as f:
         json.dump(config, f)
@@ -129,7 +134,7 @@ def autopar_train(build, work, name, model, data, config, run_args=()):
         os.remove(metrics)
     run([os.path.join(build, "bin", "autopar-compile"), onnx_path,
          "--cluster", "local:1", "--mode", "train", "--train-config", cfg,
-         *shapes, "-o", art])
+         *shapes, *compile_args, "-o", art])
     run([os.path.join(build, "bin", "autopar-run"), art, "--train", "--data",
          data_dir, "--steps", str(STEPS), "--metrics", metrics, "--outputs",
          out, *run_args])
@@ -214,8 +219,11 @@ def make_data(cls, batch):
     return data
 
 
-def compare(name, model, data, config, losses, out):
-    """Trains the reference on the same weights; the errors, printed."""
+def compare(name, model, data, config, losses, out, named=None):
+    """Trains the reference on the same weights; the errors, printed.
+    named: the module whose parameter names the ONNX export has (default:
+    the model)."""
+    named = model if named is None else named
     reference = torch_train(model, data, config)
     errors = []
     for step, (got, want) in enumerate(zip(losses, reference), 1):
@@ -225,8 +233,8 @@ def compare(name, model, data, config, losses, out):
     # Parameters, and buffers (BatchNorm's running statistics, updated with
     # PyTorch's momentum and unbiased variance; a causal mask, unchanged).
     # num_batches_tracked is not in the ONNX export.
-    tensors = list(model.named_parameters()) + [
-        (n, b) for n, b in model.named_buffers()
+    tensors = list(named.named_parameters()) + [
+        (n, b) for n, b in named.named_buffers()
         if not n.endswith("num_batches_tracked")]
     for pname, p in tensors:
         want = p.detach().numpy()
@@ -281,6 +289,51 @@ def check_dropout(build, work):
     return errors
 
 
+class TokenLogits(nn.Module):
+    """Returns logits [batch, positions, vocabulary] and no loss: trained with
+    --loss cross-entropy:logits, which adds F.cross_entropy's loss and a
+    `labels` input (ignore_index -100 included)."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(7, 6)
+        self.proj = nn.Linear(6, 7)
+
+    def forward(self, idx):
+        return self.proj(torch.tanh(self.embed(idx)))
+
+
+class WithCrossEntropy(nn.Module):
+    """The reference: the model and F.cross_entropy over flattened logits."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, idx, labels):
+        logits = self.model(idx)
+        return F.cross_entropy(logits.flatten(0, -2), labels.flatten())
+
+
+def check_cross_entropy_loss(build, work):
+    """--loss cross-entropy:logits against PyTorch's F.cross_entropy."""
+    torch.manual_seed(0)
+    model = TokenLogits()
+    config = {"train_batch_size": 2, "optimizer": {
+        "type": "SGD", "params": {"lr": 0.5, "momentum": 0.9}}}
+    data = {"idx": torch.randint(0, 7, (2 * BATCHES, 4)),
+            "labels": torch.randint(0, 7, (2 * BATCHES, 4))}
+    data["labels"][1, 2] = -100
+    losses, out = autopar_train(build, work, "logits-ce", model, data, config,
+                                exported=["idx"], output="logits",
+                                compile_args=["--loss",
+                                              "cross-entropy:logits"])
+    reference = WithCrossEntropy(model)
+    errors = compare("logits-ce", reference, data, config, losses, out,
+                     named=model)
+    return errors
+
+
 def main():
     build, work = sys.argv[1], sys.argv[2]
     os.makedirs(work, exist_ok=True)
@@ -295,10 +348,12 @@ def main():
             failures.append(name)
         else:
             passed += 1
-    if check_dropout(build, work):
-        failures.append("gpt-dropout")
-    else:
-        passed += 1
+    for name, check in [("gpt-dropout", check_dropout),
+                        ("logits-ce", check_cross_entropy_loss)]:
+        if check(build, work):
+            failures.append(name)
+        else:
+            passed += 1
     print(f"{passed} passed, {len(failures)} failed")
     sys.exit(1 if failures else 0)
 

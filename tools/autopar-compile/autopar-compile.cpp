@@ -348,11 +348,14 @@ int main(int argc, char **argv) {
                 " --mode train: training code is generated for one rank so "
                 "far (--cluster local:1); distributed training is being "
                 "built. Use --plan-only to plan and report for this cluster");
-  if (lossName.getValue().rfind("cross-entropy:", 0) == 0)
-    return fail("--loss " + lossName +
-                ": adding a loss to a graph that returns logits is not "
-                "implemented yet; export the model with its loss "
-                "(F.cross_entropy inside forward)");
+  // --loss cross-entropy:OUTPUT adds PyTorch's cross-entropy to logits.
+  std::string crossEntropyOutput;
+  if (llvm::StringRef(lossName).starts_with("cross-entropy:")) {
+    crossEntropyOutput = llvm::StringRef(lossName).drop_front(14).str();
+    if (crossEntropyOutput.empty())
+      return fail("--loss cross-entropy:OUTPUT: name the output holding the "
+                  "logits, e.g. --loss cross-entropy:logits");
+  }
   // The precision the generated code stores parameters and activations in
   // (GPU: bf16/fp16 with f32 arithmetic; TF32 is not used, so tf32 plans run
   // fp32 GEMMs).
@@ -490,6 +493,12 @@ int main(int argc, char **argv) {
     PassManager pm = PassManager::on<ModuleOp>(&context);
     autopar::DifferentiateOptions differentiate;
     differentiate.loss = lossName;
+    if (!crossEntropyOutput.empty()) {
+      autopar::AddCrossEntropyLossOptions addLoss;
+      addLoss.output = crossEntropyOutput;
+      pm.addPass(autopar::createAddCrossEntropyLoss(addLoss));
+      differentiate.loss = "loss";
+    }
     differentiate.freeze.assign(freezeGlobs.begin(), freezeGlobs.end());
     pm.addPass(autopar::createDifferentiate(differentiate));
     if (!emitGradients) {

@@ -241,6 +241,42 @@ def MergeProjectionParts
 }
 
 
+def AddCrossEntropyLoss
+    : Pass<"autopar-add-cross-entropy-loss", "mlir::ModuleOp"> {
+  let summary = "Add PyTorch's cross-entropy loss to a model that returns "
+                "logits";
+  let description = [{
+    For `autopar-compile --mode train --loss cross-entropy:OUTPUT`, on a model
+    whose graph has no loss: OUTPUT, float logits `[batch..., classes]`, gets
+    `F.cross_entropy`'s loss with its defaults (softmax over the last dim,
+    mean over the positions whose label is not `ignore-index`). @main gains
+    an int64 input `labels` of OUTPUT's shape without its last dim (after the
+    other inputs) and a result named `loss`; the other results stay.
+
+    ```mlir
+    func.func @main(..., %x: tensor<8x16xf32>) -> (tensor<8x10xf32> {autopar.output = "logits"})
+    // becomes
+    func.func @main(..., %x: tensor<8x16xf32>, %labels: tensor<8xi64> {autopar.input = "labels"})
+        -> (tensor<8x10xf32> {autopar.output = "logits"}, tensor<f32> {autopar.output = "loss"})
+    ```
+
+    Errors name the output: no output of that name (the outputs are listed),
+    not float logits of rank >= 2, an existing output `loss` or input
+    `labels`.
+  }];
+  let options = [
+    Option<"output", "output", "std::string", "\"\"",
+           "Name of the graph output holding the logits">,
+    Option<"ignoreIndex", "ignore-index", "int64_t", "-100",
+           "Labels with this value count neither in the sum nor in the mean "
+           "(PyTorch's default)">,
+  ];
+  let dependentDialects = ["mlir::linalg::LinalgDialect",
+                           "mlir::arith::ArithDialect",
+                           "mlir::math::MathDialect",
+                           "mlir::tensor::TensorDialect"];
+}
+
 def Differentiate : Pass<"autopar-differentiate", "mlir::ModuleOp"> {
   let summary = "Reverse-mode differentiation of @main's loss with respect "
                 "to its trainable parameters";
