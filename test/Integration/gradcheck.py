@@ -103,6 +103,28 @@ class Cnn(nn.Module):
                 "y": torch.tensor([2, 0, 1])}
 
 
+class DilatedConv(nn.Module):
+    """Convolutions with dilations, asymmetric strides and kernels, and
+    biases: their input and filter gradients are convolutions too (named
+    ops, reaching the runtime's GEMM kernel)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(2, 3, 3, dilation=2, padding=1)
+        self.conv2 = nn.Conv2d(3, 4, (3, 2), stride=(2, 3), dilation=(1, 2))
+        self.fc = nn.Linear(4, 3)
+
+    def forward(self, x, y):
+        h = torch.tanh(self.conv1(x))
+        h = torch.tanh(self.conv2(h))
+        return F.cross_entropy(self.fc(h.mean((2, 3))), y)
+
+    @staticmethod
+    def data(dtype):
+        return {"x": torch.randn(2, 2, 13, 14, dtype=dtype),
+                "y": torch.tensor([1, 2])}
+
+
 class Gpt(nn.Module):
     """A GPT: token and position embeddings (Gather; the gradient of the
     token table is a scatter-add), a causal mask kept as a float buffer
@@ -244,7 +266,7 @@ def main():
     torch.set_num_threads(1)
     failures = []
     for name, cls in [("mlp", Mlp), ("block", Block), ("cnn", Cnn),
-                      ("gpt", Gpt)]:
+                      ("dilated-conv", DilatedConv), ("gpt", Gpt)]:
         failures += check_against_torch(build, work, name, cls)
         failures += check_finite_differences(build, work, name, cls)
     if failures:

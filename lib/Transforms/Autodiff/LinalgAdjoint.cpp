@@ -79,12 +79,60 @@ Value buildMatmulAdjoint(OpBuilder &b, Location loc, Value lhs,
       .getResult(0);
 }
 
+/// `v` with its dims permuted: result dim i is `v`'s dim perm[i], and dims
+/// listed in `flip` (result dims) reversed.
+Value permuteAndFlip(OpBuilder &b, Location loc, Value v,
+                     ArrayRef<int64_t> perm, ArrayRef<int64_t> flip = {}) {
+  auto type = cast<RankedTensorType>(v.getType());
+  SmallVector<int64_t> shape;
+  for (int64_t d : perm)
+    shape.push_back(type.getDimSize(d));
+  MLIRContext *ctx = b.getContext();
+  int64_t rank = perm.size();
+  // The input is read at (result dim i -> input dim perm[i]), reversed
+  // where flipped.
+  SmallVector<AffineExpr> exprs(rank);
+  for (int64_t i = 0; i < rank; ++i) {
+    AffineExpr e = getAffineDimExpr(i, ctx);
+    if (llvm::is_contained(flip, i))
+      e = getAffineConstantExpr(shape[i] - 1, ctx) - e;
+    exprs[perm[i]] = e;
+  }
+  AffineMap maps[] = {AffineMap::get(rank, 0, exprs, ctx),
+                      AffineMap::getMultiDimIdentityMap(rank, ctx)};
+  Value init = tensor::EmptyOp::create(b, loc, shape, type.getElementType());
+  SmallVector<utils::IteratorType> iterators(rank,
+                                             utils::IteratorType::parallel);
+  return linalg::GenericOp::create(
+             b, loc, TypeRange{init.getType()}, ValueRange{v},
+             ValueRange{init}, maps, iterators,
+             [](OpBuilder &nb, Location nl, ValueRange a) {
+               linalg::YieldOp::create(nb, nl, a[0]);
+             })
+      .getResult(0);
+}
+
+/// A `linalg.conv_2d_nchw_fchw` of `input` and `filter` into zeros of
+/// `resultType`: a named op, so that it reaches the runtime's im2col + GEMM
+/// kernel (CPU) or the im2col rewrite (GPU) instead of a loop nest.
+Value buildConv(OpBuilder &b, Location loc, Value input, Value filter,
+                RankedTensorType resultType, ArrayRef<int64_t> strides,
+                ArrayRef<int64_t> dilations, AdjointBuilder &adjoints) {
+  return linalg::Conv2DNchwFchwOp::create(
+             b, loc, TypeRange{resultType}, ValueRange{input, filter},
+             ValueRange{adjoints.zeros(loc, resultType)},
+             b.getI64TensorAttr(strides), b.getI64TensorAttr(dilations))
+      .getResult(0);
+}
+
 /// The input gradient of a 2-D convolution (NCHW input, FCHW filter, no
-/// groups): a correlation of dY, spread out by the strides and padded by the
-/// dilated filter size, with the filter flipped:
-///   dX[n,c,i,j] = sum_{f,kh,kw} D[n,f,i+(KH-1-kh)dh, j+(KW-1-kw)dw]
-///   W[f,c,kh,kw]
-/// where D holds dY[n,f,oh,ow] at ((KH-1)dh + oh*sh, (KW-1)dw + ow*sw).
+/// groups, the input already padded): a correlation of dY, spread out by
+/// the strides and padded by the dilated filter size, with the filter
+/// flipped and its two channel dims swapped:
+///   dX[n,c,i,j] = sum_{f,kh,kw} D[n,f,i+kh*dh, j+kw*dw]
+///                 W[f,c,KH-1-kh,KW-1-kw]
+/// where D holds dY[n,f,oh,ow] at ((KH-1)dh + oh*sh, (KW-1)dw + ow*sw): a
+/// convolution of D with the flipped filter (strides 1, the dilations).
 Value buildConvInputAdjoint(OpBuilder &b, Location loc,
                             linalg::Conv2DNchwFchwOp conv, Value dY,
                             AdjointBuilder &adjoints) {
@@ -93,13 +141,18 @@ Value buildConvInputAdjoint(OpBuilder &b, Location loc,
   auto yType = cast<RankedTensorType>(dY.getType());
   SmallVector<int64_t> strides(conv.getStrides().getValues<int64_t>());
   SmallVector<int64_t> dilations(conv.getDilations().getValues<int64_t>());
-  int64_t n = xType.getDimSize(0), c = xType.getDimSize(1);
+  int64_t n = xType.getDimSize(0);
   int64_t h = xType.getDimSize(2), w = xType.getDimSize(3);
   int64_t f = wType.getDimSize(0), kh = wType.getDimSize(2),
           kw = wType.getDimSize(3);
   int64_t padH = (kh - 1) * dilations[0], padW = (kw - 1) * dilations[1];
-  auto spreadType =
-      RankedTensorType::get({n, f, h + padH, w + padW}, yType.getElementType());
+  // Positions the forward never read (h - 1 past the last window) get no
+  // gradient: D covers exactly the rows and columns the windows reach.
+  int64_t reachH = (yType.getDimSize(2) - 1) * strides[0] + 1;
+  int64_t reachW = (yType.getDimSize(3) - 1) * strides[1] + 1;
+  auto spreadType = RankedTensorType::get(
+      {n, f, std::max(h, reachH) + padH, std::max(w, reachW) + padW},
+      yType.getElementType());
   auto index = [&](int64_t v) -> OpFoldResult { return b.getIndexAttr(v); };
   Value spread = tensor::InsertSliceOp::create(
       b, loc, dY, adjoints.zeros(loc, spreadType),
@@ -108,28 +161,43 @@ Value buildConvInputAdjoint(OpBuilder &b, Location loc,
                              index(yType.getDimSize(3))},
       ArrayRef<OpFoldResult>{index(1), index(1), index(strides[0]),
                              index(strides[1])});
-  MLIRContext *ctx = b.getContext();
-  auto d = [&](unsigned i) { return getAffineDimExpr(i, ctx); };
-  // Loops (n, c, i, j, f, kh, kw).
-  AffineMap spreadMap =
-      AffineMap::get(7, 0,
-                     {d(0), d(4), d(2) + padH - d(5) * dilations[0],
-                      d(3) + padW - d(6) * dilations[1]},
-                     ctx);
-  AffineMap filterMap = AffineMap::get(7, 0, {d(4), d(1), d(5), d(6)}, ctx);
-  AffineMap outMap = AffineMap::get(7, 0, {d(0), d(1), d(2), d(3)}, ctx);
-  SmallVector<utils::IteratorType> iterators(4, utils::IteratorType::parallel);
-  iterators.append(3, utils::IteratorType::reduction);
-  return linalg::GenericOp::create(
-             b, loc, TypeRange{xType}, ValueRange{spread, conv.getInputs()[1]},
-             ValueRange{adjoints.zeros(loc, xType)},
-             ArrayRef<AffineMap>{spreadMap, filterMap, outMap}, iterators,
-             [](OpBuilder &nb, Location nl, ValueRange a) {
-               Value p = arith::MulFOp::create(nb, nl, a[0], a[1]);
-               linalg::YieldOp::create(
-                   nb, nl, ValueRange{arith::AddFOp::create(nb, nl, a[2], p)});
-             })
-      .getResult(0);
+  if (spreadType.getDimSize(2) != h + padH ||
+      spreadType.getDimSize(3) != w + padW)
+    spread = tensor::ExtractSliceOp::create(
+        b, loc,
+        RankedTensorType::get({n, f, h + padH, w + padW},
+                              yType.getElementType()),
+        spread, ArrayRef<OpFoldResult>{index(0), index(0), index(0), index(0)},
+        ArrayRef<OpFoldResult>{index(n), index(f), index(h + padH),
+                               index(w + padW)},
+        ArrayRef<OpFoldResult>{index(1), index(1), index(1), index(1)});
+  Value flipped =
+      permuteAndFlip(b, loc, conv.getInputs()[1], {1, 0, 2, 3}, {2, 3});
+  return buildConv(b, loc, spread, flipped, xType, {1, 1}, dilations,
+                   adjoints);
+}
+
+/// The filter gradient of the same convolution,
+///   dW[f,c,kh,kw] = sum_{n,i,j} X[n,c,i*sh+kh*dh, j*sw+kw*dw] dY[n,f,i,j],
+/// is itself a convolution with the batch as the reduced channel: of X with
+/// batch and channels swapped ([c, n, H, W]) by dY as the filter
+/// ([f, n, OH, OW]), with the forward's dilations as strides and its strides
+/// as dilations, giving [c, f, KH, KW], swapped back.
+Value buildConvFilterAdjoint(OpBuilder &b, Location loc,
+                             linalg::Conv2DNchwFchwOp conv, Value dY,
+                             AdjointBuilder &adjoints) {
+  auto wType = cast<RankedTensorType>(conv.getInputs()[1].getType());
+  SmallVector<int64_t> strides(conv.getStrides().getValues<int64_t>());
+  SmallVector<int64_t> dilations(conv.getDilations().getValues<int64_t>());
+  Value x = permuteAndFlip(b, loc, conv.getInputs()[0], {1, 0, 2, 3});
+  Value filter = permuteAndFlip(b, loc, dY, {1, 0, 2, 3});
+  auto swappedType = RankedTensorType::get(
+      {wType.getDimSize(1), wType.getDimSize(0), wType.getDimSize(2),
+       wType.getDimSize(3)},
+      wType.getElementType());
+  Value swapped =
+      buildConv(b, loc, x, filter, swappedType, dilations, strides, adjoints);
+  return permuteAndFlip(b, loc, swapped, {1, 0, 2, 3});
 }
 
 /// The coefficient of dim `dim` in the linear expression `e`.
@@ -352,6 +420,12 @@ LogicalResult applyLinalgAdjoint(Operation *op, AdjointBuilder &adjoints) {
       adjoints.accumulate(input->get(),
                           buildConvInputAdjoint(b, loc, conv, dY, adjoints));
       llvm::erase(targets, input);
+    }
+    OpOperand *filter = conv.getDpsInputOperand(1);
+    if (llvm::is_contained(targets, filter)) {
+      adjoints.accumulate(filter->get(),
+                          buildConvFilterAdjoint(b, loc, conv, dY, adjoints));
+      llvm::erase(targets, filter);
     }
   }
 
