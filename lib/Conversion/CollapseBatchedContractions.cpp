@@ -21,24 +21,8 @@ using namespace mlir;
 
 namespace {
 
-/// The maps of C[b..., m, n] += A[b..., m, k] * B[b..., k, n] with `batch`
-/// leading batch loops.
-SmallVector<AffineMap> batchedMatmulMaps(MLIRContext *ctx, int64_t batch) {
-  int64_t loops = batch + 3;
-  SmallVector<AffineExpr> b;
-  for (int64_t i = 0; i < batch; ++i)
-    b.push_back(getAffineDimExpr(i, ctx));
-  auto map = [&](int64_t r, int64_t c) {
-    SmallVector<AffineExpr> e(b);
-    e.push_back(getAffineDimExpr(r, ctx));
-    e.push_back(getAffineDimExpr(c, ctx));
-    return AffineMap::get(loops, 0, e, ctx);
-  };
-  return {map(batch, batch + 2), map(batch + 2, batch + 1),
-          map(batch, batch + 1)};
-}
-
-/// The body is `yield out + a * b` (float or integer).
+/// The body is `yield out + a * b` or `yield out + b * a` (float or
+/// integer), with a and b the two inputs.
 bool isMultiplyAdd(linalg::GenericOp op) {
   Block &body = op.getRegion().front();
   if (body.getOperations().size() != 3)
@@ -50,7 +34,8 @@ bool isMultiplyAdd(linalg::GenericOp op) {
     return false;
   Value a = body.getArgument(0), b = body.getArgument(1),
         c = body.getArgument(2);
-  bool mulOk = (mul->getOperand(0) == a && mul->getOperand(1) == b);
+  bool mulOk = (mul->getOperand(0) == a && mul->getOperand(1) == b) ||
+               (mul->getOperand(0) == b && mul->getOperand(1) == a);
   bool addOk =
       (add->getOperand(0) == c && add->getOperand(1) == mul->getResult(0)) ||
       (add->getOperand(1) == c && add->getOperand(0) == mul->getResult(0));
@@ -59,21 +44,84 @@ bool isMultiplyAdd(linalg::GenericOp op) {
          yield.getOperand(0) == add->getResult(0);
 }
 
+/// How a generic contracts: C[b..., m, n] += A[b..., m|k, k|m] *
+/// B[b..., k|n, n|k] over the leading batch loops b..., with A and B
+/// possibly transposed (the adjoints of a batched matmul read their operands
+/// that way).
+struct BatchedContraction {
+  int64_t batch;
+  unsigned aInput, bInput; ///< which input is A (holds m) and which B
+  bool transposeA, transposeB;
+};
+
+std::optional<BatchedContraction> matchBatchedContraction(linalg::GenericOp op) {
+  int64_t loops = op.getNumLoops();
+  int64_t batch = loops - 3;
+  if (batch < 1)
+    return std::nullopt;
+  SmallVector<AffineMap> maps = op.getIndexingMapsArray();
+  auto dimsOf = [&](AffineMap map) -> std::optional<SmallVector<unsigned>> {
+    if (map.getNumResults() != batch + 2 || !map.isProjectedPermutation())
+      return std::nullopt;
+    SmallVector<unsigned> dims;
+    for (AffineExpr e : map.getResults())
+      dims.push_back(cast<AffineDimExpr>(e).getPosition());
+    for (int64_t i = 0; i < batch; ++i)
+      if (dims[i] != i)
+        return std::nullopt;
+    return dims;
+  };
+  auto c = dimsOf(maps[2]), x = dimsOf(maps[0]), y = dimsOf(maps[1]);
+  if (!c || !x || !y)
+    return std::nullopt;
+  unsigned m = (*c)[batch], n = (*c)[batch + 1];
+  // k: the one loop C does not index; it must be the only reduction.
+  std::optional<unsigned> k;
+  for (unsigned d = batch; d < loops; ++d)
+    if (d != m && d != n)
+      k = d;
+  SmallVector<utils::IteratorType> iterators = op.getIteratorTypesArray();
+  for (unsigned d = 0; d < loops; ++d)
+    if ((d == *k) != (iterators[d] == utils::IteratorType::reduction))
+      return std::nullopt;
+  auto tail = [&](const SmallVector<unsigned> &dims) {
+    return std::pair{dims[batch], dims[batch + 1]};
+  };
+  BatchedContraction result{batch, 0, 1, false, false};
+  auto [x0, x1] = tail(*x);
+  auto [y0, y1] = tail(*y);
+  bool xHoldsM = x0 == m || x1 == m;
+  if (!xHoldsM) {
+    std::swap(x0, y0);
+    std::swap(x1, y1);
+    std::swap(result.aInput, result.bInput);
+  }
+  if (std::pair{x0, x1} == std::pair{m, *k})
+    result.transposeA = false;
+  else if (std::pair{x0, x1} == std::pair{*k, m})
+    result.transposeA = true;
+  else
+    return std::nullopt;
+  if (std::pair{y0, y1} == std::pair{*k, n})
+    result.transposeB = false;
+  else if (std::pair{y0, y1} == std::pair{n, *k})
+    result.transposeB = true;
+  else
+    return std::nullopt;
+  return result;
+}
+
 struct CollapseBatchedContraction : OpRewritePattern<linalg::GenericOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(linalg::GenericOp op,
                                 PatternRewriter &rewriter) const override {
     if (!op.hasPureTensorSemantics() || op.getNumDpsInputs() != 2 ||
-        op.getNumDpsInits() != 1)
+        op.getNumDpsInits() != 1 || !isMultiplyAdd(op))
       return failure();
-    int64_t loops = op.getNumLoops();
-    int64_t batch = loops - 3;
-    if (batch < 2)
+    std::optional<BatchedContraction> match = matchBatchedContraction(op);
+    if (!match)
       return failure();
-    if (op.getIndexingMapsArray() !=
-            batchedMatmulMaps(op.getContext(), batch) ||
-        !isMultiplyAdd(op))
-      return failure();
+    int64_t batch = match->batch;
     auto reassociation = [&]() {
       SmallVector<ReassociationIndices> groups(1);
       for (int64_t i = 0; i < batch; ++i)
@@ -83,16 +131,39 @@ struct CollapseBatchedContraction : OpRewritePattern<linalg::GenericOp> {
       return groups;
     }();
     Location loc = op.getLoc();
-    auto collapse = [&](Value v) {
+    auto collapse = [&](Value v) -> Value {
+      if (batch == 1)
+        return v;
       return tensor::CollapseShapeOp::create(rewriter, loc, v, reassociation)
           .getResult();
     };
-    Value a = collapse(op.getDpsInputs()[0]);
-    Value b = collapse(op.getDpsInputs()[1]);
+    Value a = collapse(op.getDpsInputs()[match->aInput]);
+    Value b = collapse(op.getDpsInputs()[match->bInput]);
     Value c = collapse(op.getDpsInits()[0]);
-    Value bmm = linalg::BatchMatmulOp::create(rewriter, loc, ValueRange{a, b},
-                                              ValueRange{c})
+    // linalg.batch_matmul's loops are (batch, m, n, k).
+    MLIRContext *ctx = op.getContext();
+    auto d = [&](unsigned i) { return getAffineDimExpr(i, ctx); };
+    auto map = [&](AffineExpr r, AffineExpr col) {
+      return AffineMap::get(4, 0, {d(0), r, col}, ctx);
+    };
+    SmallVector<Attribute> maps{
+        AffineMapAttr::get(match->transposeA ? map(d(3), d(1))
+                                             : map(d(1), d(3))),
+        AffineMapAttr::get(match->transposeB ? map(d(2), d(3))
+                                             : map(d(3), d(2))),
+        AffineMapAttr::get(map(d(1), d(2)))};
+    SmallVector<NamedAttribute> attrs;
+    if (match->transposeA || match->transposeB)
+      attrs.push_back(
+          rewriter.getNamedAttr("indexing_maps", rewriter.getArrayAttr(maps)));
+    Value bmm = linalg::BatchMatmulOp::create(rewriter, loc, TypeRange{c.getType()},
+                                              ValueRange{a, b}, ValueRange{c},
+                                              attrs)
                     .getResult(0);
+    if (batch == 1) {
+      rewriter.replaceOp(op, bmm);
+      return success();
+    }
     rewriter.replaceOpWithNewOp<tensor::ExpandShapeOp>(
         op, op.getResultTypes()[0], bmm, reassociation);
     return success();

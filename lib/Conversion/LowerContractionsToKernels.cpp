@@ -177,9 +177,32 @@ struct BatchMatmulToKernel : OpRewritePattern<linalg::BatchMatmulOp> {
   LogicalResult matchAndRewrite(linalg::BatchMatmulOp op,
                                 PatternRewriter &rewriter) const override {
     std::string kernel = gemmKernelName(library, op, "batch_matmul");
-    if (!op.hasPureBufferSemantics() || kernel.empty() || !hasDefaultMaps(op))
+    if (!op.hasPureBufferSemantics() || kernel.empty())
       return failure();
-    replaceWithKernelCall(rewriter, op, kernel, op->getOperands());
+    // A or B with its matrix dims swapped (the adjoints of a batched
+    // matmul): a transposed view, as for matmul.
+    SmallVector<AffineMap> maps = op.getIndexingMapsArray();
+    SmallVector<AffineMap> defaults =
+        linalg::BatchMatmulOp::getDefaultIndexingMaps(op.getContext());
+    if (maps[2] != defaults[2])
+      return failure();
+    SmallVector<Value> operands(op->getOperands());
+    for (int i : {0, 1}) {
+      if (maps[i] == defaults[i])
+        continue;
+      AffineMap swapped = AffineMap::get(
+          4, 0,
+          {defaults[i].getResult(0), defaults[i].getResult(2),
+           defaults[i].getResult(1)},
+          op.getContext());
+      if (maps[i] != swapped)
+        return failure();
+      auto perm = AffineMapAttr::get(AffineMap::getPermutationMap(
+          ArrayRef<unsigned>{0, 2, 1}, op.getContext()));
+      operands[i] =
+          memref::TransposeOp::create(rewriter, op.getLoc(), operands[i], perm);
+    }
+    replaceWithKernelCall(rewriter, op, kernel, operands);
     return success();
   }
   const KernelLibrary &library;

@@ -10,6 +10,8 @@
 #include "autopar/Transforms/Autodiff.h"
 #include "autopar/Transforms/Passes.h"
 
+#include "mlir/Dialect/Linalg/Transforms/Transforms.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "llvm/Support/GlobPattern.h"
 
 namespace autopar {
@@ -97,6 +99,14 @@ struct DifferentiatePass : autopar::impl::DifferentiateBase<DifferentiatePass> {
     main.setType(FunctionType::get(&getContext(), main.getArgumentTypes(),
                                    ValueRange(results).getTypes()));
     main.setAllResultAttrs(resultAttrs);
+
+    // The generic adjoint rule keeps every operand of the forward op; drop
+    // the ones an adjoint's body does not read, so that later passes see
+    // plain contractions (a batched matmul's adjoints become GEMMs).
+    RewritePatternSet patterns(&getContext());
+    linalg::populateEraseUnusedOperandsAndResultsPatterns(patterns);
+    if (failed(applyPatternsGreedily(main, std::move(patterns))))
+      return signalPassFailure();
   }
 
   /// The index of the loss among @main's results.

@@ -42,3 +42,51 @@ func.func @not_a_matmul(%q: tensor<2x4x8x16xf32>, %k: tensor<2x4x16x8xf32>, %ini
   } -> tensor<2x4x8x8xf32>
   return %r : tensor<2x4x8x8xf32>
 }
+
+// -----
+
+// The adjoints of a batched matmul read an operand transposed, with the
+// reduction loop anywhere and the product's factors in either order:
+// dA[b,h,m,k] = sum_n dC[b,h,m,n] B[b,h,k,n] is a batch_matmul of dC by
+// B transposed; the input holding m is A whichever input it is.
+// CHECK-DAG: #[[BT:.*]] = affine_map<(d0, d1, d2, d3) -> (d0, d2, d3)>
+// CHECK-LABEL: func.func @adjoint_transposed_b
+// CHECK-SAME: (%[[B:[^:]*]]: tensor<2x4x16x8xf32>, %[[DC:[^:]*]]: tensor<2x4x8x8xf32>, %[[INIT:[^:]*]]: tensor<2x4x8x16xf32>)
+// CHECK-DAG: %[[DC3:.*]] = tensor.collapse_shape %[[DC]] {{\[\[}}0, 1], [2], [3]] : tensor<2x4x8x8xf32> into tensor<8x8x8xf32>
+// CHECK-DAG: %[[B3:.*]] = tensor.collapse_shape %[[B]] {{\[\[}}0, 1], [2], [3]] : tensor<2x4x16x8xf32> into tensor<8x16x8xf32>
+// CHECK: %[[BMM:.*]] = linalg.batch_matmul indexing_maps = [#{{.*}}, #[[BT]], #{{.*}}] ins(%[[DC3]], %[[B3]] : tensor<8x8x8xf32>, tensor<8x16x8xf32>)
+// CHECK: tensor.expand_shape %[[BMM]]
+#bt = affine_map<(b, h, m, k, n) -> (b, h, k, n)>
+#dc = affine_map<(b, h, m, k, n) -> (b, h, m, n)>
+#da = affine_map<(b, h, m, k, n) -> (b, h, m, k)>
+func.func @adjoint_transposed_b(%b: tensor<2x4x16x8xf32>, %dc: tensor<2x4x8x8xf32>, %init: tensor<2x4x8x16xf32>) -> tensor<2x4x8x16xf32> {
+  %r = linalg.generic {indexing_maps = [#bt, #dc, #da], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]}
+      ins(%b, %dc : tensor<2x4x16x8xf32>, tensor<2x4x8x8xf32>) outs(%init : tensor<2x4x8x16xf32>) {
+  ^bb0(%x: f32, %y: f32, %acc: f32):
+    %p = arith.mulf %y, %x : f32
+    %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
+  } -> tensor<2x4x8x16xf32>
+  return %r : tensor<2x4x8x16xf32>
+}
+
+// -----
+
+// dB[b,h,k,n] = sum_m A[b,h,m,k] dC[b,h,m,n]: A transposed, the reduction
+// loop in the middle.
+// CHECK-DAG: #[[AT:.*]] = affine_map<(d0, d1, d2, d3) -> (d0, d3, d1)>
+// CHECK-LABEL: func.func @adjoint_transposed_a
+// CHECK: linalg.batch_matmul indexing_maps = [#[[AT]], #{{.*}}, #{{.*}}] ins(%{{.*}}, %{{.*}} : tensor<8x8x16xf32>, tensor<8x8x8xf32>) outs(%{{.*}} : tensor<8x16x8xf32>)
+#a2 = affine_map<(b, h, m, k, n) -> (b, h, m, k)>
+#dc2 = affine_map<(b, h, m, k, n) -> (b, h, m, n)>
+#db2 = affine_map<(b, h, m, k, n) -> (b, h, k, n)>
+func.func @adjoint_transposed_a(%a: tensor<2x4x8x16xf32>, %dc: tensor<2x4x8x8xf32>, %init: tensor<2x4x16x8xf32>) -> tensor<2x4x16x8xf32> {
+  %r = linalg.generic {indexing_maps = [#a2, #dc2, #db2], iterator_types = ["parallel", "parallel", "reduction", "parallel", "parallel"]}
+      ins(%a, %dc : tensor<2x4x8x16xf32>, tensor<2x4x8x8xf32>) outs(%init : tensor<2x4x16x8xf32>) {
+  ^bb0(%x: f32, %y: f32, %acc: f32):
+    %p = arith.mulf %x, %y : f32
+    %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
+  } -> tensor<2x4x16x8xf32>
+  return %r : tensor<2x4x16x8xf32>
+}

@@ -30,6 +30,25 @@ func.func @batch_matmul(%a: memref<2x4x8xf32>, %b: memref<2x8x16xf32>, %c: memre
 
 // -----
 
+// A batched product with B's matrix dims swapped (a batched matmul's
+// adjoint) calls the same kernel on a transposed view of B.
+// CHECK-LABEL: func.func @batch_matmul_transposed_b
+// CHECK-SAME: (%[[A:[^:]*]]: memref<2x4x8xf32>, %[[B:[^:]*]]: memref<2x16x8xf32>, %[[C:[^:]*]]: memref<2x4x16xf32>)
+// CHECK: %[[BT:.*]] = memref.transpose %[[B]] (d0, d1, d2) -> (d0, d2, d1) : memref<2x16x8xf32> to memref<2x8x16xf32, strided<[128, 1, 8]>>
+// CHECK-DAG: %[[A1:.*]] = memref.cast %[[A]]
+// CHECK-DAG: %[[B1:.*]] = memref.cast %[[BT]]
+// CHECK-DAG: %[[C1:.*]] = memref.cast %[[C]]
+// CHECK: call @autopar_cpu_batch_matmul_f32(%[[A1]], %[[B1]], %[[C1]])
+func.func @batch_matmul_transposed_b(%a: memref<2x4x8xf32>, %b: memref<2x16x8xf32>, %c: memref<2x4x16xf32>) {
+  linalg.batch_matmul indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d1, d3)>,
+                                       affine_map<(d0, d1, d2, d3) -> (d0, d2, d3)>,
+                                       affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>]
+      ins(%a, %b : memref<2x4x8xf32>, memref<2x16x8xf32>) outs(%c : memref<2x4x16xf32>)
+  return
+}
+
+// -----
+
 // Convolutions pass their strides and dilations as i64 arguments.
 // CHECK-LABEL: func.func @conv
 // CHECK-DAG: %[[S:.*]] = arith.constant 2 : i64

@@ -12,7 +12,7 @@
 // CHECK: %[[Y:.*]] = linalg.matmul ins(%[[X:.*]], %[[W]] :
 // CHECK: %[[LOSS:.*]] = linalg.reduce ins(%[[Y]] :
 // CHECK: %[[ONE:.*]] = linalg.fill ins(%{{.*}} : f32) outs(%{{.*}} : tensor<f32>)
-// CHECK: %[[DY:.*]] = linalg.generic {{.*}}iterator_types = ["parallel", "parallel"]{{.*}} ins(%[[Y]], %[[ONE]] :
+// CHECK: %[[DY:.*]] = linalg.generic {{.*}}iterator_types = ["parallel", "parallel"]{{.*}} ins(%[[ONE]] :
 // CHECK: %[[DW:.*]] = linalg.matmul indexing_maps = [#{{.*}}, #{{.*}}, #{{.*}}] ins(%[[X]], %[[DY]] : tensor<4x3xf32>, tensor<4x2xf32>)
 // CHECK: return %[[LOSS]], %[[DW]] : tensor<f32>, tensor<3x2xf32>
 func.func @main(%w: tensor<3x2xf32> {autopar.dtype = "float32", autopar.parameter = "w"},
@@ -243,6 +243,45 @@ func.func @main(%table: tensor<5x3xf32> {autopar.dtype = "float32", autopar.para
     (%in: f32, %acc: f32) {
       %r = arith.addf %in, %acc : f32
       linalg.yield %r : f32
+    }
+  return %loss : tensor<f32>
+}
+
+// -----
+
+// A convolution's adjoints are convolutions (named ops, so that they reach
+// the runtime's im2col + GEMM kernel): the input's, of dY spread by the
+// strides and padded by the filter, with the filter flipped and its channel
+// dims swapped; the filter's, of the input with batch and channels swapped
+// by dY as the filter, with strides and dilations exchanged.
+// CHECK-DAG: #[[FLIP:.*]] = affine_map<(d0, d1, d2, d3) -> (d1, d0, -d2 + 2, -d3 + 2)>
+// CHECK-DAG: #[[SWAP:.*]] = affine_map<(d0, d1, d2, d3) -> (d1, d0, d2, d3)>
+// CHECK-LABEL: func.func @main
+// CHECK-SAME: %[[X:[^:]*]]: tensor<1x2x5x5xf32> {autopar.dtype = "float32", autopar.parameter = "x", autopar.trainable}
+// CHECK-SAME: %[[W:[^:]*]]: tensor<3x2x3x3xf32> {autopar.dtype = "float32", autopar.parameter = "w", autopar.trainable}
+// CHECK: %[[SPREAD:.*]] = tensor.insert_slice %[[DY:.*]] into %{{.*}}[0, 0, 2, 2] [1, 3, 2, 2] [1, 1, 2, 2] : tensor<1x3x2x2xf32> into tensor<1x3x7x7xf32>
+// CHECK: %[[FLIPPED:.*]] = linalg.generic {indexing_maps = [#[[FLIP]], #{{.*}}], {{.*}} ins(%[[W]] : tensor<3x2x3x3xf32>) outs(%{{.*}} : tensor<2x3x3x3xf32>)
+// CHECK: %[[DX:.*]] = linalg.conv_2d_nchw_fchw {dilations = dense<1> : tensor<2xi64>, strides = dense<1> : tensor<2xi64>} ins(%[[SPREAD]], %[[FLIPPED]] : tensor<1x3x7x7xf32>, tensor<2x3x3x3xf32>) outs(%{{.*}} : tensor<1x2x5x5xf32>)
+// CHECK: %[[XT:.*]] = linalg.generic {indexing_maps = [#[[SWAP]], #{{.*}}], {{.*}} ins(%[[X]] : tensor<1x2x5x5xf32>) outs(%{{.*}} : tensor<2x1x5x5xf32>)
+// CHECK: %[[DYT:.*]] = linalg.generic {indexing_maps = [#[[SWAP]], #{{.*}}], {{.*}} ins(%[[DY]] : tensor<1x3x2x2xf32>) outs(%{{.*}} : tensor<3x1x2x2xf32>)
+// CHECK: %[[DWT:.*]] = linalg.conv_2d_nchw_fchw {dilations = dense<2> : tensor<2xi64>, strides = dense<1> : tensor<2xi64>} ins(%[[XT]], %[[DYT]] : tensor<2x1x5x5xf32>, tensor<3x1x2x2xf32>) outs(%{{.*}} : tensor<2x3x3x3xf32>)
+// CHECK: %[[DW:.*]] = linalg.generic {indexing_maps = [#[[SWAP]], #{{.*}}], {{.*}} ins(%[[DWT]] : tensor<2x3x3x3xf32>) outs(%{{.*}} : tensor<3x2x3x3xf32>)
+// CHECK: return %{{.*}}, %[[DX]], %[[DW]]
+func.func @main(%x: tensor<1x2x5x5xf32> {autopar.dtype = "float32", autopar.parameter = "x"},
+                %w: tensor<3x2x3x3xf32> {autopar.dtype = "float32", autopar.parameter = "w"})
+    -> (tensor<f32> {autopar.output = "loss"}) {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<1x3x2x2xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%e : tensor<1x3x2x2xf32>) -> tensor<1x3x2x2xf32>
+  %y = linalg.conv_2d_nchw_fchw {dilations = dense<1> : tensor<2xi64>, strides = dense<2> : tensor<2xi64>}
+      ins(%x, %w : tensor<1x2x5x5xf32>, tensor<3x2x3x3xf32>) outs(%init : tensor<1x3x2x2xf32>) -> tensor<1x3x2x2xf32>
+  %s = tensor.empty() : tensor<f32>
+  %sinit = linalg.fill ins(%zero : f32) outs(%s : tensor<f32>) -> tensor<f32>
+  %loss = linalg.reduce ins(%y : tensor<1x3x2x2xf32>) outs(%sinit : tensor<f32>) dimensions = [0, 1, 2, 3]
+    (%in: f32, %acc: f32) {
+      %r = arith.mulf %in, %in : f32
+      %t = arith.addf %r, %acc : f32
+      linalg.yield %t : f32
     }
   return %loss : tensor<f32>
 }
