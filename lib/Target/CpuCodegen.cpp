@@ -17,7 +17,8 @@ llvm::StringRef getCpuLoweringPipeline() {
   // - math functions without an LLVM intrinsic (erf, ...) become libm calls,
   //   and f16/bf16 math is computed in f32.
   return "func.func(canonicalize,autopar-collapse-batched-contractions,"
-         "autopar-fuse-elementwise,cse,canonicalize),"
+         "autopar-fuse-elementwise,cse,canonicalize,"
+         "autopar-split-shared-inits),"
          "one-shot-bufferize{bufferize-function-boundaries "
          "function-boundary-type-conversion=identity-layout-map},"
          "buffer-results-to-out-params{hoist-static-allocs=true "

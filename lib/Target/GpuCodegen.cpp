@@ -117,7 +117,7 @@ std::string getGpuLoweringPipeline(const GpuTarget &target,
   return llvm::formatv(
       "func.func(canonicalize,autopar-collapse-batched-contractions,"
       "autopar-conv-to-im2col-gemm,autopar-fuse-elementwise,cse,canonicalize"
-      "{4}),"
+      "{4},autopar-split-shared-inits),"
       "one-shot-bufferize{{bufferize-function-boundaries "
       "function-boundary-type-conversion=identity-layout-map},"
       "buffer-results-to-out-params{{hoist-static-allocs=true "

@@ -7,6 +7,7 @@
 #include "autopar/Transforms/Passes.h"
 
 #include "mlir/Dialect/Linalg/Transforms/Transforms.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 namespace autopar {
@@ -18,14 +19,32 @@ using namespace mlir;
 
 namespace {
 
-/// A producer that other ops also read stays, and fusing it copies its body
-/// into the consumer: worth it for a few cheap ops (a broadcast add saves a
-/// round trip through memory), not for long bodies (a dropout mask's hash is
-/// ~40 integer ops, and copies of copies made fusion itself take minutes).
+/// A producer that other ops also read stays materialized for them, so
+/// fusing it into one more consumer only trades a read of its result for a
+/// recomputation from its inputs. That pays when the inputs are small (a
+/// bias broadcast, an iota, a mask of constants) and the body is short; a
+/// producer that reads a tensor as large as itself (a residual add) would be
+/// recomputed from its own producers, and copies of copies grew training
+/// steps' bodies into recomputations of the whole residual stream.
 constexpr int64_t kMaxCopiedBodyOps = 8;
 
+bool cheapToRecompute(linalg::GenericOp producer) {
+  if (int64_t(producer.getBody()->getOperations().size()) - 1 >
+      kMaxCopiedBodyOps)
+    return false;
+  int64_t loops = producer.getNumLoops();
+  for (OpOperand *input : producer.getDpsInputOperands())
+    if (producer.getMatchingIndexingMap(input).getNumResults() == loops &&
+        loops > 0)
+      return false;
+  // Tensors read inside the body (a gather's table) are as good as inputs.
+  bool readsAbove = false;
+  producer.getRegion().walk([&](tensor::ExtractOp) { readsAbove = true; });
+  return !readsAbove;
+}
+
 /// Fuse only when every loop of the consumer indexes the fused operand, and
-/// the producer is fused away or cheap to copy.
+/// the producer is fused away or cheap to recompute.
 bool fusesWithoutRecomputation(OpOperand *fusedOperand) {
   auto consumer = dyn_cast<linalg::GenericOp>(fusedOperand->getOwner());
   if (!consumer ||
@@ -34,8 +53,7 @@ bool fusesWithoutRecomputation(OpOperand *fusedOperand) {
   auto producer = fusedOperand->get().getDefiningOp<linalg::GenericOp>();
   if (!producer || producer->hasOneUse())
     return true;
-  return int64_t(producer.getBody()->getOperations().size()) - 1 <=
-         kMaxCopiedBodyOps;
+  return cheapToRecompute(producer);
 }
 
 struct FuseElementwisePass
@@ -44,6 +62,11 @@ struct FuseElementwisePass
     RewritePatternSet patterns(&getContext());
     linalg::populateElementwiseOpsFusionPatterns(patterns,
                                                  fusesWithoutRecomputation);
+    // Fusing a producer that others also read keeps its value as an extra
+    // result of the fused op; once those readers are fused too the result
+    // is dead, but its init (often a zero fill) and its stores stay unless
+    // erased.
+    linalg::populateEraseUnusedOperandsAndResultsPatterns(patterns);
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       signalPassFailure();
   }

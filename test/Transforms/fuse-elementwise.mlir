@@ -84,44 +84,69 @@ func.func @named_matmul(%x: tensor<4x8xf32>, %w: tensor<8x16xf32>, %acc: tensor<
 // -----
 
 // A producer that other ops also read stays; fusing it copies its body into
-// the consumer. A cheap one (one add) is copied into both consumers; a long
-// one (more than 8 ops, like a dropout mask's hash) is not copied.
+// the consumer. A cheap one that reads only small tensors (a bias broadcast)
+// is copied into both consumers; one that reads a tensor as large as itself
+// (a residual add) or has more than 8 ops is not copied.
 // CHECK-LABEL: func.func @multi_use
-// CHECK-SAME: (%[[X:[^:]*]]: tensor<8xf32>
-// CHECK: %[[CHEAP1:.*]] = linalg.generic {{.*}} ins(%[[X]] : tensor<8xf32>)
+// CHECK-SAME: (%[[X:[^:]*]]: tensor<4x8xf32>, %[[B:[^:]*]]: tensor<8xf32>)
+// CHECK: %[[CHEAP1:.*]] = linalg.generic {{.*}} ins(%[[B]] : tensor<8xf32>)
 // CHECK:   arith.addf
 // CHECK:   arith.mulf
-// CHECK: %[[CHEAP2:.*]] = linalg.generic {{.*}} ins(%[[X]] : tensor<8xf32>)
+// CHECK: %[[CHEAP2:.*]] = linalg.generic {{.*}} ins(%[[B]] : tensor<8xf32>)
 // CHECK:   arith.addf
 // CHECK:   arith.subf
-// CHECK: %[[LONG:.*]] = linalg.generic {{.*}} ins(%[[X]] : tensor<8xf32>)
+// CHECK: %[[RESID:.*]] = linalg.generic {{.*}} ins(%[[X]] : tensor<4x8xf32>)
+// CHECK:   arith.addf
+// CHECK-NEXT: linalg.yield
+// CHECK: linalg.generic {{.*}} ins(%[[RESID]] : tensor<4x8xf32>)
+// CHECK: linalg.generic {{.*}} ins(%[[RESID]] : tensor<4x8xf32>)
+// CHECK: %[[LONG:.*]] = linalg.generic {{.*}} ins(%[[B]] : tensor<8xf32>)
 // CHECK-COUNT-9: arith.mulf
-// CHECK: linalg.generic {{.*}} ins(%[[LONG]] : tensor<8xf32>)
-// CHECK: linalg.generic {{.*}} ins(%[[LONG]] : tensor<8xf32>)
+// CHECK: linalg.generic {{.*}} ins(%[[LONG]] : tensor<4x8xf32>)
+// CHECK: linalg.generic {{.*}} ins(%[[LONG]] : tensor<4x8xf32>)
 // CHECK: return %[[CHEAP1]], %[[CHEAP2]]
-#v = affine_map<(d0) -> (d0)>
-func.func @multi_use(%x: tensor<8xf32>) -> (tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>) {
-  %e = tensor.empty() : tensor<8xf32>
-  %cheap = linalg.generic {indexing_maps = [#v, #v], iterator_types = ["parallel"]}
-      ins(%x : tensor<8xf32>) outs(%e : tensor<8xf32>) {
+#m2 = affine_map<(d0, d1) -> (d0, d1)>
+#bias = affine_map<(d0, d1) -> (d1)>
+func.func @multi_use(%x: tensor<4x8xf32>, %b: tensor<8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>) {
+  %e = tensor.empty() : tensor<4x8xf32>
+  %cheap = linalg.generic {indexing_maps = [#bias, #m2], iterator_types = ["parallel", "parallel"]}
+      ins(%b : tensor<8xf32>) outs(%e : tensor<4x8xf32>) {
   ^bb0(%a: f32, %o: f32):
     %s = arith.addf %a, %a : f32
     linalg.yield %s : f32
-  } -> tensor<8xf32>
-  %c1 = linalg.generic {indexing_maps = [#v, #v], iterator_types = ["parallel"]}
-      ins(%cheap : tensor<8xf32>) outs(%e : tensor<8xf32>) {
+  } -> tensor<4x8xf32>
+  %c1 = linalg.generic {indexing_maps = [#m2, #m2], iterator_types = ["parallel", "parallel"]}
+      ins(%cheap : tensor<4x8xf32>) outs(%e : tensor<4x8xf32>) {
   ^bb0(%a: f32, %o: f32):
     %m = arith.mulf %a, %a : f32
     linalg.yield %m : f32
-  } -> tensor<8xf32>
-  %c2 = linalg.generic {indexing_maps = [#v, #v], iterator_types = ["parallel"]}
-      ins(%cheap : tensor<8xf32>) outs(%e : tensor<8xf32>) {
+  } -> tensor<4x8xf32>
+  %c2 = linalg.generic {indexing_maps = [#m2, #m2], iterator_types = ["parallel", "parallel"]}
+      ins(%cheap : tensor<4x8xf32>) outs(%e : tensor<4x8xf32>) {
   ^bb0(%a: f32, %o: f32):
     %m = arith.subf %a, %a : f32
     linalg.yield %m : f32
-  } -> tensor<8xf32>
-  %long = linalg.generic {indexing_maps = [#v, #v], iterator_types = ["parallel"]}
-      ins(%x : tensor<8xf32>) outs(%e : tensor<8xf32>) {
+  } -> tensor<4x8xf32>
+  %resid = linalg.generic {indexing_maps = [#m2, #m2], iterator_types = ["parallel", "parallel"]}
+      ins(%x : tensor<4x8xf32>) outs(%e : tensor<4x8xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %s = arith.addf %a, %a : f32
+    linalg.yield %s : f32
+  } -> tensor<4x8xf32>
+  %r1 = linalg.generic {indexing_maps = [#m2, #m2], iterator_types = ["parallel", "parallel"]}
+      ins(%resid : tensor<4x8xf32>) outs(%e : tensor<4x8xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %m = arith.mulf %a, %a : f32
+    linalg.yield %m : f32
+  } -> tensor<4x8xf32>
+  %r2 = linalg.generic {indexing_maps = [#m2, #m2], iterator_types = ["parallel", "parallel"]}
+      ins(%resid : tensor<4x8xf32>) outs(%e : tensor<4x8xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %m = arith.subf %a, %a : f32
+    linalg.yield %m : f32
+  } -> tensor<4x8xf32>
+  %long = linalg.generic {indexing_maps = [#bias, #m2], iterator_types = ["parallel", "parallel"]}
+      ins(%b : tensor<8xf32>) outs(%e : tensor<4x8xf32>) {
   ^bb0(%a: f32, %o: f32):
     %m1 = arith.mulf %a, %a : f32
     %m2 = arith.mulf %m1, %a : f32
@@ -133,18 +158,18 @@ func.func @multi_use(%x: tensor<8xf32>) -> (tensor<8xf32>, tensor<8xf32>, tensor
     %m8 = arith.mulf %m7, %a : f32
     %m9 = arith.mulf %m8, %a : f32
     linalg.yield %m9 : f32
-  } -> tensor<8xf32>
-  %l1 = linalg.generic {indexing_maps = [#v, #v], iterator_types = ["parallel"]}
-      ins(%long : tensor<8xf32>) outs(%e : tensor<8xf32>) {
+  } -> tensor<4x8xf32>
+  %l1 = linalg.generic {indexing_maps = [#m2, #m2], iterator_types = ["parallel", "parallel"]}
+      ins(%long : tensor<4x8xf32>) outs(%e : tensor<4x8xf32>) {
   ^bb0(%a: f32, %o: f32):
     %m = arith.addf %a, %a : f32
     linalg.yield %m : f32
-  } -> tensor<8xf32>
-  %l2 = linalg.generic {indexing_maps = [#v, #v], iterator_types = ["parallel"]}
-      ins(%long : tensor<8xf32>) outs(%e : tensor<8xf32>) {
+  } -> tensor<4x8xf32>
+  %l2 = linalg.generic {indexing_maps = [#m2, #m2], iterator_types = ["parallel", "parallel"]}
+      ins(%long : tensor<4x8xf32>) outs(%e : tensor<4x8xf32>) {
   ^bb0(%a: f32, %o: f32):
     %m = arith.subf %a, %a : f32
     linalg.yield %m : f32
-  } -> tensor<8xf32>
-  return %c1, %c2, %l1, %l2 : tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>
+  } -> tensor<4x8xf32>
+  return %c1, %c2, %r1, %r2, %l1, %l2 : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>
 }

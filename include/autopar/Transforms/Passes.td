@@ -241,6 +241,24 @@ def MergeProjectionParts
 }
 
 
+def SplitSharedInits
+    : Pass<"autopar-split-shared-inits", "mlir::func::FuncOp"> {
+  let summary = "Give every op that writes into a shared `tensor.empty` or "
+                "constant `linalg.fill` an init of its own";
+  let description = [{
+    Runs just before bufferization. CSE merges identical empty tensors and
+    zero fills, so many structured ops name one tensor as their init;
+    One-Shot Bufferize then copies the shared buffer for every writer whose
+    predecessor's result is still live. Cloning the init (and the empty
+    tensor a fill fills) before each writer but the first lets each one
+    bufferize to a fresh allocation, filled, not copied. A linalg op whose
+    body never reads its init gets an empty tensor instead of a fill. Reads
+    of the shared value are left alone.
+  }];
+  let dependentDialects = ["mlir::linalg::LinalgDialect",
+                           "mlir::tensor::TensorDialect"];
+}
+
 def AddCrossEntropyLoss
     : Pass<"autopar-add-cross-entropy-loss", "mlir::ModuleOp"> {
   let summary = "Add PyTorch's cross-entropy loss to a model that returns "

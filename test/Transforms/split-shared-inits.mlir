@@ -1,0 +1,62 @@
+// RUN: autopar-opt %s --pass-pipeline='builtin.module(func.func(autopar-split-shared-inits))' -split-input-file | FileCheck %s
+
+// Three ops name one zero fill as their init (as CSE leaves them): the two
+// reductions, which read their init, each get a zero fill of their own; the
+// elementwise op, which only writes its init, gets an empty tensor. A read of
+// the fill (the last op's input) keeps the original.
+// CHECK-LABEL: func.func @shared_fill
+// CHECK-SAME: (%[[X:[^:]*]]: tensor<4x8xf32>)
+// CHECK: %[[ZERO:.*]] = arith.constant 0.0
+// CHECK: %[[E0:.*]] = tensor.empty() : tensor<4xf32>
+// CHECK: %[[F0:.*]] = linalg.fill ins(%[[ZERO]] : f32) outs(%[[E0]] : tensor<4xf32>)
+// CHECK: %[[E1:.*]] = tensor.empty() : tensor<4xf32>
+// CHECK: %[[F1:.*]] = linalg.fill ins(%[[ZERO]] : f32) outs(%[[E1]] : tensor<4xf32>)
+// CHECK: %[[S1:.*]] = linalg.reduce ins(%[[X]] : tensor<4x8xf32>) outs(%[[F1]] : tensor<4xf32>)
+// CHECK: %[[E2:.*]] = tensor.empty() : tensor<4xf32>
+// CHECK: %[[F2:.*]] = linalg.fill ins(%[[ZERO]] : f32) outs(%[[E2]] : tensor<4xf32>)
+// CHECK: %[[S2:.*]] = linalg.reduce ins(%[[X]] : tensor<4x8xf32>) outs(%[[F2]] : tensor<4xf32>)
+// CHECK: %[[E3:.*]] = tensor.empty() : tensor<4xf32>
+// CHECK: %[[W:.*]] = linalg.generic {{.*}} ins(%[[S1]], %[[F0]] : tensor<4xf32>, tensor<4xf32>) outs(%[[E3]] : tensor<4xf32>)
+// CHECK: return %[[S2]], %[[W]]
+#v = affine_map<(d0) -> (d0)>
+func.func @shared_fill(%x: tensor<4x8xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<4xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<4xf32>) -> tensor<4xf32>
+  %s1 = linalg.reduce ins(%x : tensor<4x8xf32>) outs(%z : tensor<4xf32>) dimensions = [1]
+    (%in: f32, %acc: f32) {
+      %r = arith.addf %in, %acc : f32
+      linalg.yield %r : f32
+    }
+  %s2 = linalg.reduce ins(%x : tensor<4x8xf32>) outs(%z : tensor<4xf32>) dimensions = [1]
+    (%in: f32, %acc: f32) {
+      %r = arith.maximumf %in, %acc : f32
+      linalg.yield %r : f32
+    }
+  %w = linalg.generic {indexing_maps = [#v, #v, #v], iterator_types = ["parallel"]}
+      ins(%s1, %z : tensor<4xf32>, tensor<4xf32>) outs(%z : tensor<4xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %m = arith.subf %a, %b : f32
+    linalg.yield %m : f32
+  } -> tensor<4xf32>
+  return %s2, %w : tensor<4xf32>, tensor<4xf32>
+}
+
+// -----
+
+// A fill used once stays as it is; so does a fill of a non-constant value.
+// CHECK-LABEL: func.func @single_use
+// CHECK: %[[F:.*]] = linalg.fill
+// CHECK-NEXT: linalg.reduce ins(%{{.*}} : tensor<4x8xf32>) outs(%[[F]] : tensor<4xf32>)
+// CHECK-NOT: linalg.fill
+func.func @single_use(%x: tensor<4x8xf32>) -> tensor<4xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<4xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<4xf32>) -> tensor<4xf32>
+  %s = linalg.reduce ins(%x : tensor<4x8xf32>) outs(%z : tensor<4xf32>) dimensions = [1]
+    (%in: f32, %acc: f32) {
+      %r = arith.addf %in, %acc : f32
+      linalg.yield %r : f32
+    }
+  return %s : tensor<4xf32>
+}
