@@ -17,6 +17,8 @@ Modules:
                      lib/Import/Dropout.cpp
   autopar.draw       the plan report as an HTML page with SVG pictures (package, CLI)
   autopar.gpt_onnx   GPT decoder ONNX graphs of any size, weights external (CLI)
+  autopar.train_models  small PyTorch models with their loss inside (GPT, CNN) and
+                     their training-mode export (imports torch)
 """
 
-__all__ = ["compare", "data", "draw", "dropout", "gpt_onnx", "models", "onnx_data", "plan", "schedule", "tools"]
+__all__ = ["compare", "data", "draw", "dropout", "gpt_onnx", "models", "onnx_data", "plan", "schedule", "tools", "train_models"]
