@@ -2,7 +2,9 @@
 # The main job on the bundled default: a GPT-style decoder (defined in
 # python/autopar/models.py, exported with PyTorch) is planned and compiled for
 # a local CPU cluster of 2 ranks (default), run on them under mpirun, and its
-# outputs are checked against onnxruntime's.
+# outputs are checked against onnxruntime's. Then a tiny GPT is trained for
+# 50 steps on text bundled with autopar and the trained model is run by
+# onnxruntime (examples/tiny-gpt/train.sh).
 # Usage: scripts/quickstart.sh [--cluster local:N] [--steps N]
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -48,3 +50,6 @@ echo "== checking against onnxruntime"
 node "$root/tools/reference/ort-run.js" "$work/gpt.onnx" \
   --inputs "$work/gpt.inputs" --outputs "$work/ort.out"
 (cd "$root/python" && /usr/bin/python3 -m autopar.compare "$work/ort.out" "$work/autopar.out")
+
+echo "== training a tiny GPT (examples/tiny-gpt/train.sh)"
+AUTOPAR_BUILD="$build" "$root/examples/tiny-gpt/train.sh"

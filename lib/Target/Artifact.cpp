@@ -233,6 +233,8 @@ LogicalResult writeManifest(llvm::StringRef dir,
                              {"gradient_clipping", training.gradientClipping}};
     if (training.tokensPerSample > 0)
       entry["tokens_per_sample"] = training.tokensPerSample;
+    if (!training.inferenceTemplate.empty())
+      entry["inference_template"] = training.inferenceTemplate;
     manifest["training"] = std::move(entry);
   }
   if (description.target)

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <limits>
@@ -618,6 +619,15 @@ Manifest parseManifest(std::string_view text, const std::string &path) {
     if (training.contains("tokens_per_sample"))
       desc.tokensPerSample =
           reader.integer(training, "training", "tokens_per_sample", 0);
+    if (training.contains("inference_template")) {
+      std::string file =
+          reader.string(training, "training", "inference_template");
+      std::filesystem::path p(file);
+      desc.inferenceTemplate =
+          p.is_absolute()
+              ? file
+              : (std::filesystem::path(path).parent_path() / p).string();
+    }
     manifest.training = desc;
   }
   manifest.target = parseTarget(reader, root);

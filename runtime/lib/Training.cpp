@@ -6,6 +6,7 @@
 #include "autopar/runtime/DataLoader.h"
 #include "autopar/runtime/Error.h"
 #include "autopar/runtime/Npy.h"
+#include "autopar/runtime/OnnxWriter.h"
 #include "autopar/runtime/TensorFiles.h"
 #include "autopar/runtime/TrainProgress.h"
 
@@ -172,6 +173,11 @@ void runTraining(Session &session, Communicator &comm,
     updates.push_back({i, *target});
   }
 
+  if (options.saveOnnx && training.inferenceTemplate.empty())
+    throw Error("--save-onnx: " + manifest.path +
+                " has no inference template (artifacts compiled from a "
+                ".onnxtxt model, or by an older autopar-compile, have none); "
+                "recompile the .onnx model with autopar-compile --mode train");
   int64_t batch = training.globalBatch;
   DataLoader data(args, options.dataDir, batch, options.shuffleSeed);
   TrainProgress progress(stdout, TrainProgress::isTerminal(stdout),
@@ -274,6 +280,20 @@ void runTraining(Session &session, Communicator &comm,
                    randomSeed, progress);
   progress.finish();
 
+  if (options.saveOnnx) {
+    // The trained model: the template plus every parameter training
+    // updated (trainable ones and BatchNorm's running statistics).
+    std::vector<OnnxInitializer> tensors;
+    for (auto [update, target] : updates)
+      if (args[target].kind == ArgumentKind::Parameter)
+        tensors.push_back({args[target].name, args[target].dtype,
+                           args[target].shape,
+                           session.argumentData(target)});
+    writeOnnxWithInitializers(training.inferenceTemplate, tensors,
+                              *options.saveOnnx);
+    std::printf("autopar-run: wrote the trained model to %s\n",
+                options.saveOnnx->c_str());
+  }
   if (options.outputsDir) {
     for (size_t i = 0; i < args.size(); ++i)
       if (args[i].kind == ArgumentKind::Parameter)

@@ -52,8 +52,9 @@ const char *const Usage =
     R"(usage: autopar-run ARTIFACT_DIR [--inputs DIR] [--outputs DIR] [--steps N] [--seed N]
                    [--timeout SECONDS] [--comm-stats]
        autopar-run ARTIFACT_DIR --train --data DIR --steps N [--metrics FILE.jsonl]
-                   [--outputs DIR] [--shuffle SEED] [--checkpoint-dir D
-                   [--checkpoint-every K] [--keep-checkpoints K] [--resume]]
+                   [--outputs DIR] [--save-onnx FILE] [--shuffle SEED] [--seed N]
+                   [--checkpoint-dir D [--checkpoint-every K] [--keep-checkpoints K]
+                   [--resume]]
 
 Runs an artifact written by autopar-compile. Launch one process per rank with
 mpirun or srun, or a single process for a single-rank artifact; the number of
@@ -96,6 +97,11 @@ training (an artifact compiled with --mode train; one CPU rank so far):
                   grad_norm, step_time_s, samples_per_s (tokens_per_s for
                   sequence models)
   --outputs DIR   write the trained parameters to DIR/<name>.npy
+  --save-onnx FILE
+                  at the end, write the trained model as an inference ONNX
+                  model (the input model with Dropout off, BatchNorm on its
+                  trained running statistics, the trained initializers; same
+                  node and tensor names) that onnxruntime runs
   --shuffle SEED  visit each epoch's samples in a permutation drawn from SEED
                   and the epoch (SplitMix64 + Fisher-Yates; python/autopar/
                   data.py computes the same order)
@@ -143,6 +149,7 @@ struct Options {
   bool train = false;
   std::optional<std::string> dataDir;
   std::optional<std::string> metricsPath;
+  std::optional<std::string> saveOnnx;
   /// --shuffle, --checkpoint-dir, --checkpoint-every, --keep-checkpoints,
   /// --resume.
   std::optional<uint64_t> shuffleSeed;
@@ -229,7 +236,7 @@ Options parseOptions(int argc, char **argv) {
         name != "--comm-stats-json" && name != "--data" &&
         name != "--metrics" && name != "--shuffle" &&
         name != "--checkpoint-dir" && name != "--checkpoint-every" &&
-        name != "--keep-checkpoints")
+        name != "--keep-checkpoints" && name != "--save-onnx")
       throw Error("unknown option '" + arg + "' (see --help)");
     if (!hasValue) {
       if (i + 1 >= argc)
@@ -250,6 +257,8 @@ Options parseOptions(int argc, char **argv) {
       options.dataDir = value;
     else if (name == "--metrics")
       options.metricsPath = value;
+    else if (name == "--save-onnx")
+      options.saveOnnx = value;
     else if (name == "--shuffle")
       options.shuffleSeed = parseNumber(name, value, 0);
     else if (name == "--checkpoint-dir")
@@ -278,6 +287,7 @@ Options parseOptions(int argc, char **argv) {
                                : options.checkpointEvery ? "--checkpoint-every"
                                : options.keepCheckpoints ? "--keep-checkpoints"
                                : options.resume          ? "--resume"
+                               : options.saveOnnx        ? "--save-onnx"
                                                          : nullptr;
     if (trainingOnly)
       throw Error(std::string(trainingOnly) + " needs --train");
@@ -467,6 +477,7 @@ void runSession(const Options &options, const WorldInfo &world,
     train.keepCheckpoints = options.keepCheckpoints;
     train.resume = options.resume;
     train.seed = options.seed;
+    train.saveOnnx = options.saveOnnx;
     train.seedGiven = options.seedGiven;
     if (train.outputsDir)
       std::filesystem::create_directories(*train.outputsDir);

@@ -11,6 +11,7 @@
 #include "autopar/Driver/TrainConfig.h"
 
 #include "autopar/Conversion/Passes.h"
+#include "autopar/Import/InferenceModel.h"
 #include "autopar/Import/OnnxImporter.h"
 #include "autopar/Import/WeightLocator.h"
 #include "autopar/Target/Artifact.h"
@@ -607,6 +608,25 @@ int main(int argc, char **argv) {
       t.optimizer = trainConfig.optimizerJson();
       t.scheduler = trainConfig.schedulerJson();
       t.gradientClipping = trainConfig.gradientClipping;
+      // --save-onnx: the inference model without the parameters training
+      // updates, which the runtime appends with their trained values.
+      llvm::StringSet<> updated;
+      for (const autopar::ArtifactArgument &arg :
+           description.programs[0].arguments)
+        if (arg.kind == autopar::ArtifactArgument::Kind::Update)
+          updated.insert(arg.updates);
+      llvm::SmallString<256> templatePath(outputDir);
+      llvm::sys::path::append(templatePath, "inference-template.onnx");
+      std::string templateError;
+      if (llvm::StringRef(modelPath).ends_with(".onnxtxt"))
+        llvm::outs() << "  note: --save-onnx is not available for a textual "
+                        ".onnxtxt model\n";
+      else if (failed(autopar::writeInferenceTemplate(
+                   modelPath.getValue(), updated, templatePath,
+                   templateError)))
+        return fail(templateError);
+      else
+        t.inferenceTemplate = "inference-template.onnx";
       description.training = std::move(t);
     }
     if (failed(autopar::writeManifest(outputDir, std::move(description),

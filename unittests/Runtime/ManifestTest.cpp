@@ -7,6 +7,8 @@
 
 #include "gtest/gtest.h"
 
+#include <filesystem>
+
 #include <nlohmann/json.hpp>
 
 using namespace autopar::runtime;
@@ -698,6 +700,19 @@ TEST(ManifestTest, ParsesATrainingStep) {
   EXPECT_EQ(args[7].kind, ArgumentKind::Update);
   EXPECT_EQ(args[7].updates, "fc.weight");
   EXPECT_FALSE(parseManifest(exampleManifest().dump(), Path).training);
+  EXPECT_EQ(manifest.training->inferenceTemplate, "");
+}
+
+TEST(ManifestTest, TheInferenceTemplateIsRelativeToTheArtifact) {
+  json m = trainingManifest();
+  m["training"]["inference_template"] = "inference-template.onnx";
+  Manifest manifest = parseManifest(m.dump(), Path);
+  EXPECT_EQ(manifest.training->inferenceTemplate,
+            (std::filesystem::path(Path).parent_path() /
+             "inference-template.onnx")
+                .string());
+  m["training"]["inference_template"] = 3;
+  expectError(m, "training.inference_template");
 }
 
 TEST(ManifestTest, TrainingKeysAreChecked) {

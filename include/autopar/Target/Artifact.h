@@ -74,6 +74,9 @@ struct ArtifactTraining {
   /// The resolved configuration, for logs and checkpoints.
   llvm::json::Object optimizer, scheduler;
   double gradientClipping = 0.0;
+  /// The inference model the runtime completes with the trained values for
+  /// --save-onnx (InferenceModel.h), relative to the artifact; empty: none.
+  std::string inferenceTemplate;
 };
 
 /// One program: a shared library and the arguments of its entry.

@@ -164,6 +164,10 @@ struct TrainingDesc {
   int64_t globalBatch = 1;
   /// Tokens per sample for sequence models, or 0.
   int64_t tokensPerSample = 0;
+  /// The inference model without the updated initializers, completed by
+  /// --save-onnx (docs/design/training-artifact.md), resolved against the
+  /// artifact directory; empty when the artifact has none.
+  std::string inferenceTemplate;
 };
 
 /// A parsed, validated manifest.json.

@@ -28,6 +28,8 @@ struct TrainOptions {
   std::optional<std::string> metricsPath;
   /// Write the trained parameters here (`<name>.npy`).
   std::optional<std::string> outputsDir;
+  /// Write the trained model here as an inference ONNX model.
+  std::optional<std::string> saveOnnx;
   /// Visit each epoch in epochPermutation(seed, epoch, samples) order.
   std::optional<uint64_t> shuffleSeed;
   /// Write checkpoints here (docs/training.md, "Checkpoints").
