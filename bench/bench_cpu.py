@@ -143,12 +143,9 @@ def main(argv=None):
         print(f"# the 'autopar' column ran: {args.compile_cmd} ; {args.run_cmd}")
     print(format_table(rows))
     if args.write_results:
-        cmd = " ".join(shlex.quote(a) for a in [results.repo_path(sys.argv[0])] + sys.argv[1:])
-        results.record("CPU against onnxruntime (one thread)",
-                       f"- machine: {results.machine_words()}\n- commit: {results.git_commit()}\n"
-                       f"- command: `{cmd}`\n"
-                       f"- median of steps {args.warmup + 1}..{args.steps}; ratio = ort ms / autopar ms\n\n"
-                       + format_table(rows, markdown=True))
+        results.record_run("CPU against onnxruntime (one thread)",
+                           f"- median of steps {args.warmup + 1}..{args.steps}; ratio = ort ms / autopar ms",
+                           format_table(rows, markdown=True))
         print(f"recorded in {results.RESULTS}")
     return 1 if any(r["error"] for r in rows) else 0
 

@@ -24,7 +24,6 @@ Nothing is written into the repository unless --write-results is given.
 import argparse
 import json
 import os
-import shlex
 import statistics
 import subprocess
 import sys
@@ -213,13 +212,10 @@ def main(argv=None):
     print(f"# median of steps {args.warmup + 1}..{args.steps}; one thread on both sides; AdamW + clipping")
     print(format_table(rows))
     if args.write_results:
-        cmd = " ".join(shlex.quote(a) for a in [results.repo_path(sys.argv[0])] + sys.argv[1:])
-        results.record("Training on CPU against PyTorch (one thread)",
-                       f"- machine: {results.machine_words()}\n- commit: {results.git_commit()}\n"
-                       f"- command: `{cmd}`\n"
-                       f"- median of steps {args.warmup + 1}..{args.steps}; ratio = torch ms / autopar ms; "
-                       "peak MB = the process's maximum resident memory\n\n"
-                       + format_table(rows, markdown=True))
+        results.record_run("Training on CPU against PyTorch (one thread)",
+                           f"- median of steps {args.warmup + 1}..{args.steps}; ratio = torch ms / "
+                           "autopar ms; peak MB = the process's maximum resident memory",
+                           format_table(rows, markdown=True))
         print(f"recorded in {results.RESULTS}")
     return 0
 

@@ -125,3 +125,17 @@ def record(title, body, path=RESULTS, stamp=None):
     with open(path, "w") as f:
         f.write(text)
     return block
+
+
+def record_run(title, details, table, argv=None):
+    """record() for a benchmark run by this process: machine, commit and the
+    command (sys.argv, repository-relative) first, then `details` (markdown
+    lines) and the table. Returns the block written."""
+    import shlex
+    import sys
+    argv = sys.argv if argv is None else argv
+    cmd = " ".join(shlex.quote(a) for a in [repo_path(argv[0])] + argv[1:])
+    body = (f"- machine: {machine_words()}\n- commit: {git_commit()}\n"
+            f"- command: `{cmd}`\n{details.rstrip()}\n\n{table}")
+    return record(title, body)
+
