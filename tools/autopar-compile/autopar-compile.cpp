@@ -9,9 +9,9 @@
 #include "PipelineStages.h"
 
 #include "autopar/Driver/TrainConfig.h"
+#include "autopar/Driver/TrainingStep.h"
 
 #include "autopar/Conversion/Passes.h"
-#include "autopar/Import/InferenceModel.h"
 #include "autopar/Import/OnnxImporter.h"
 #include "autopar/Import/WeightLocator.h"
 #include "autopar/Target/Artifact.h"
@@ -350,13 +350,9 @@ int main(int argc, char **argv) {
                 "far (--cluster local:1); distributed training is being "
                 "built. Use --plan-only to plan and report for this cluster");
   // --loss cross-entropy:OUTPUT adds PyTorch's cross-entropy to logits.
-  std::string crossEntropyOutput;
-  if (llvm::StringRef(lossName).starts_with("cross-entropy:")) {
-    crossEntropyOutput = llvm::StringRef(lossName).drop_front(14).str();
-    if (crossEntropyOutput.empty())
-      return fail("--loss cross-entropy:OUTPUT: name the output holding the "
-                  "logits, e.g. --loss cross-entropy:logits");
-  }
+  if (lossName == "cross-entropy:")
+    return fail("--loss cross-entropy:OUTPUT: name the output holding the "
+                "logits, e.g. --loss cross-entropy:logits");
   // The precision the generated code stores parameters and activations in
   // (GPU: bf16/fp16 with f32 arithmetic; TF32 is not used, so tf32 plans run
   // fp32 GEMMs).
@@ -490,68 +486,34 @@ int main(int argc, char **argv) {
                   "the global batch (" +
                   llvm::Twine(plan->globalBatch) + ") or \"auto\"");
     // One training step: loss and gradients, then clipping, schedule and
-    // update (docs/training.md).
+    // update (docs/training.md); then the artifact.
+    autopar::TrainingStepOptions step;
+    step.loss = lossName;
+    step.freeze.assign(freezeGlobs.begin(), freezeGlobs.end());
+    step.emitGradients = emitGradients;
+    step.config = trainConfig;
     PassManager pm = PassManager::on<ModuleOp>(&context);
-    autopar::DifferentiateOptions differentiate;
-    differentiate.loss = lossName;
-    if (!crossEntropyOutput.empty()) {
-      autopar::AddCrossEntropyLossOptions addLoss;
-      addLoss.output = crossEntropyOutput;
-      pm.addPass(autopar::createAddCrossEntropyLoss(addLoss));
-      differentiate.loss = "loss";
-    }
-    differentiate.freeze.assign(freezeGlobs.begin(), freezeGlobs.end());
-    pm.addPass(autopar::createDifferentiate(differentiate));
-    if (!emitGradients) {
-      autopar::ApplyOptimizerOptions o;
-      const autopar::TrainConfig &c = trainConfig;
-      o.optimizer = c.optimizer;
-      o.lr = c.lr;
-      o.momentum = c.momentum;
-      o.dampening = c.dampening;
-      o.nesterov = c.nesterov;
-      o.weightDecay = c.weightDecay;
-      o.beta1 = c.beta1;
-      o.beta2 = c.beta2;
-      o.eps = c.eps;
-      o.clip = c.gradientClipping;
-      o.schedule = c.schedule;
-      o.warmupType = c.warmupType;
-      o.warmupMinLr = c.warmupMinLr;
-      o.warmupMaxLr = c.warmupMaxLr;
-      o.warmupSteps = c.warmupSteps;
-      o.totalSteps = c.totalSteps;
-      o.warmupMinRatio = c.warmupMinRatio;
-      o.cosMinRatio = c.cosMinRatio;
-      pm.addPass(autopar::createApplyOptimizer(o));
-    }
-    pm.addPass(createCanonicalizerPass());
-    pm.addPass(createCSEPass());
+    autopar::buildTrainingStepPipeline(pm, step);
     if (failed(pm.run(*module)))
       return 1;
     writeIR("train-step.mlir", *module);
-    auto trainArgs = autopar::collectArtifactArguments(
-        module->lookupSymbol<func::FuncOp>("main"));
-    if (failed(trainArgs))
-      return 1;
-    // What is trained: printed, and in the report.
-    int64_t trainedTensors = 0, trainedElements = 0, trainedBytes = 0;
-    for (const autopar::ArtifactArgument &arg : *trainArgs) {
-      if (arg.kind != autopar::ArtifactArgument::Kind::Parameter ||
-          !arg.trainable)
-        continue;
-      int64_t elements = 1;
-      for (int64_t d : arg.shape)
-        elements *= d;
-      ++trainedTensors;
-      trainedElements += elements;
-      trainedBytes += elements * (arg.dtype == "float64"   ? 8
-                                  : arg.dtype == "float32" ? 4
-                                                           : 2);
-    }
+    autopar::TrainingArtifactOptions artifact;
+    artifact.modelPath = modelPath;
+    artifact.outputDir = outputDir;
+    artifact.cluster = clusterSpec;
+    artifact.targetCpu = targetCpu;
+    artifact.dumpDir = dumpDir;
+    artifact.globalBatch = plan->globalBatch;
+    artifact.withOptimizer = !emitGradients;
+    artifact.config = trainConfig;
+    std::string error;
+    auto trained = autopar::writeTrainingArtifact(*module, artifact, error);
+    if (failed(trained))
+      return fail(error);
     llvm::outs() << llvm::formatv(
         "  trained: {0} parameters ({1:F2} MiB) in {2} tensors\n",
-        trainedElements, trainedBytes / (1024.0 * 1024.0), trainedTensors);
+        trained->elements, trained->bytes / (1024.0 * 1024.0),
+        trained->tensors);
     if (!reportJson.empty()) {
       std::error_code ec;
       llvm::raw_fd_ostream os(reportJson, ec);
@@ -559,79 +521,11 @@ int main(int argc, char **argv) {
         return fail("cannot write " + reportJson + ": " + ec.message());
       llvm::json::Value report = autopar::planReportJson(*plan, request);
       (*report.getAsObject())["trainable_parameters"] =
-          llvm::json::Object{{"count", trainedElements},
-                             {"bytes", trainedBytes},
-                             {"tensors", trainedTensors}};
+          llvm::json::Object{{"count", trained->elements},
+                             {"bytes", trained->bytes},
+                             {"tensors", trained->tensors}};
       os << llvm::formatv("{0:2}", report) << "\n";
     }
-    auto weights = autopar::locateInitializers(modelPath);
-    if (!weights)
-      return fail(llvm::toString(weights.takeError()));
-    if (std::error_code ec = llvm::sys::fs::create_directories(outputDir))
-      return fail("cannot create " + outputDir + ": " + ec.message());
-    if (failed(autopar::lowerToLLVMForCpu(*module)))
-      return fail("lowering the training step of " + modelPath +
-                  " to native code failed (see the diagnostics above)");
-    writeIR("llvm-dialect.mlir", *module);
-    llvm::SmallString<256> soPath(outputDir);
-    llvm::sys::path::append(soPath, "stage0.so");
-    autopar::SharedLibraryOptions codegen;
-    codegen.cpu = targetCpu;
-    if (!dumpDir.empty())
-      codegen.llvmIRPath = dumpDir + "/model.ll";
-    std::string error;
-    if (failed(autopar::emitSharedLibrary(*module, soPath, codegen, error)))
-      return fail(error);
-    autopar::ArtifactDescription description;
-    description.programs.push_back(
-        {"stage0", "stage0.so", std::move(*trainArgs), {}});
-    llvm::SmallString<256> absModel(modelPath);
-    llvm::sys::fs::make_absolute(absModel);
-    description.modelPath = std::string(absModel);
-    description.cluster = clusterSpec;
-    if (!emitGradients) {
-      autopar::ArtifactTraining t;
-      for (const autopar::ArtifactArgument &arg :
-           description.programs[0].arguments)
-        if (arg.kind == autopar::ArtifactArgument::Kind::Output)
-          t.loss = arg.name;
-      t.globalBatch = plan->globalBatch;
-      // Sequence models (integer [batch, seq] inputs such as token ids):
-      // tokens per sample for the throughput line.
-      for (const autopar::ArtifactArgument &arg :
-           description.programs[0].arguments)
-        if (arg.kind == autopar::ArtifactArgument::Kind::Input &&
-            arg.shape.size() == 2 && arg.dtype.rfind("int", 0) == 0) {
-          t.tokensPerSample = arg.shape[1];
-          break;
-        }
-      t.optimizer = trainConfig.optimizerJson();
-      t.scheduler = trainConfig.schedulerJson();
-      t.gradientClipping = trainConfig.gradientClipping;
-      // --save-onnx: the inference model without the parameters training
-      // updates, which the runtime appends with their trained values.
-      llvm::StringSet<> updated;
-      for (const autopar::ArtifactArgument &arg :
-           description.programs[0].arguments)
-        if (arg.kind == autopar::ArtifactArgument::Kind::Update)
-          updated.insert(arg.updates);
-      llvm::SmallString<256> templatePath(outputDir);
-      llvm::sys::path::append(templatePath, "inference-template.onnx");
-      std::string templateError;
-      if (llvm::StringRef(modelPath).ends_with(".onnxtxt"))
-        llvm::outs() << "  note: --save-onnx is not available for a textual "
-                        ".onnxtxt model\n";
-      else if (failed(autopar::writeInferenceTemplate(
-                   modelPath.getValue(), updated, templatePath,
-                   templateError)))
-        return fail(templateError);
-      else
-        t.inferenceTemplate = "inference-template.onnx";
-      description.training = std::move(t);
-    }
-    if (failed(autopar::writeManifest(outputDir, std::move(description),
-                                      *weights, error)))
-      return fail(error);
     double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
             .count();

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "autopar/Conversion/Passes.h"
+#include "autopar/Driver/TrainingStep.h"
 #include "autopar/Import/OnnxImporter.h"
 #include "autopar/Transforms/Passes.h"
 #include "autopar/Transforms/ShardingModels.h"
@@ -83,6 +84,7 @@ int main(int argc, char **argv) {
   registerAllPasses();
   autopar::registerAutoparConversionPasses();
   autopar::registerAutoparTransformsPasses();
+  autopar::registerTrainingStepPipeline();
 
   DialectRegistry registry;
   // autopar's sharding models first (registerAllDialects brings upstream's

@@ -1,0 +1,81 @@
+//===- TrainingStep.h - From an imported forward to a training artifact -*- C++ -*-===//
+//
+// The training half of the compile flow (docs/training.md): the passes that
+// turn the imported forward program into one training step, registered as the
+// pipeline `autopar-train-pipeline` so that autopar-opt runs the same steps as
+// autopar-compile --mode train, and the writing of a training artifact.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef AUTOPAR_DRIVER_TRAININGSTEP_H
+#define AUTOPAR_DRIVER_TRAININGSTEP_H
+
+#include "autopar/Driver/TrainConfig.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Pass/PassManager.h"
+
+#include <string>
+#include <vector>
+
+namespace autopar {
+
+/// What the training step computes.
+struct TrainingStepOptions {
+  /// The loss: a graph output's name, "" for the only scalar float output,
+  /// or "cross-entropy:OUTPUT" to add PyTorch's cross-entropy on OUTPUT.
+  std::string loss;
+  /// Globs of parameters that stay fixed.
+  std::vector<std::string> freeze;
+  /// Stop after the gradients (no optimizer): the program returns the loss
+  /// and `<param>.grad`.
+  bool emitGradients = false;
+  /// Optimizer, clipping and learning-rate schedule.
+  TrainConfig config = defaultTrainConfig();
+};
+
+/// The output named by a "cross-entropy:OUTPUT" loss, or "" for any other.
+std::string crossEntropyOutput(llvm::StringRef loss);
+
+/// Adds to `pm` (on a module) the passes that make the imported forward one
+/// training step: the added loss if asked, autopar-differentiate,
+/// autopar-apply-optimizer (unless emitGradients), canonicalize and CSE.
+void buildTrainingStepPipeline(mlir::OpPassManager &pm,
+                               const TrainingStepOptions &options);
+
+/// Registers `autopar-train-pipeline` (options `train-config=FILE`,
+/// `loss=NAME`, `freeze=GLOB,...`, `emit-gradients`).
+void registerTrainingStepPipeline();
+
+/// Where and how to write a training artifact.
+struct TrainingArtifactOptions {
+  std::string modelPath;  ///< the ONNX file the step was imported from
+  std::string outputDir;  ///< the artifact directory (created)
+  std::string cluster;    ///< the --cluster spec, recorded in the manifest
+  std::string targetCpu;  ///< LLVM's CPU name ("native" by default)
+  std::string dumpDir;    ///< --dump-ir, or ""
+  int64_t globalBatch = 0;
+  /// With the optimizer: the training section of the manifest and the
+  /// inference template for --save-onnx; without (emitGradients), a program
+  /// autopar-run runs like an inference artifact.
+  bool withOptimizer = true;
+  TrainConfig config = defaultTrainConfig();
+};
+
+/// What a training step trains, for the plan table and the report.
+struct TrainedSummary {
+  int64_t tensors = 0, elements = 0, bytes = 0;
+};
+
+/// Lowers the training step in `module` for one CPU rank and writes the
+/// artifact: the shared library, the inference template and the manifest.
+/// Returns what is trained; fails with `error` set (diagnostics of the
+/// lowering are emitted on the module's context).
+llvm::FailureOr<TrainedSummary>
+writeTrainingArtifact(mlir::ModuleOp module,
+                      const TrainingArtifactOptions &options,
+                      std::string &error);
+
+} // namespace autopar
+
+#endif // AUTOPAR_DRIVER_TRAININGSTEP_H

@@ -1,0 +1,231 @@
+//===- TrainingStep.cpp - From an imported forward to a training artifact -===//
+//
+// See TrainingStep.h.
+//
+//===----------------------------------------------------------------------===//
+
+#include "autopar/Driver/TrainingStep.h"
+
+#include "autopar/Import/InferenceModel.h"
+#include "autopar/Import/WeightLocator.h"
+#include "autopar/Target/Artifact.h"
+#include "autopar/Target/CpuCodegen.h"
+#include "autopar/Target/SharedLibrary.h"
+#include "autopar/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Pass/Pass.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Transforms/Passes.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+
+namespace autopar {
+
+std::string crossEntropyOutput(llvm::StringRef loss) {
+  return loss.starts_with("cross-entropy:")
+             ? loss.drop_front(llvm::StringRef("cross-entropy:").size()).str()
+             : std::string();
+}
+
+void buildTrainingStepPipeline(OpPassManager &pm,
+                               const TrainingStepOptions &options) {
+  DifferentiateOptions differentiate;
+  differentiate.loss = options.loss;
+  differentiate.freeze.assign(options.freeze.begin(), options.freeze.end());
+  if (std::string output = crossEntropyOutput(options.loss); !output.empty()) {
+    AddCrossEntropyLossOptions addLoss;
+    addLoss.output = output;
+    pm.addPass(createAddCrossEntropyLoss(addLoss));
+    differentiate.loss = "loss";
+  }
+  pm.addPass(createDifferentiate(differentiate));
+  if (!options.emitGradients) {
+    const TrainConfig &c = options.config;
+    ApplyOptimizerOptions o;
+    o.optimizer = c.optimizer;
+    o.lr = c.lr;
+    o.momentum = c.momentum;
+    o.dampening = c.dampening;
+    o.nesterov = c.nesterov;
+    o.weightDecay = c.weightDecay;
+    o.beta1 = c.beta1;
+    o.beta2 = c.beta2;
+    o.eps = c.eps;
+    o.clip = c.gradientClipping;
+    o.schedule = c.schedule;
+    o.warmupType = c.warmupType;
+    o.warmupMinLr = c.warmupMinLr;
+    o.warmupMaxLr = c.warmupMaxLr;
+    o.warmupSteps = c.warmupSteps;
+    o.totalSteps = c.totalSteps;
+    o.warmupMinRatio = c.warmupMinRatio;
+    o.cosMinRatio = c.cosMinRatio;
+    pm.addPass(createApplyOptimizer(o));
+  }
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+}
+
+namespace {
+
+struct TrainPipelineOptions
+    : public PassPipelineOptions<TrainPipelineOptions> {
+  Option<std::string> trainConfig{
+      *this, "train-config",
+      llvm::cl::desc("DeepSpeed JSON with the optimizer, schedule and "
+                     "clipping (default: DeepSpeed's defaults)")};
+  Option<std::string> loss{
+      *this, "loss",
+      llvm::cl::desc("The loss output, or cross-entropy:OUTPUT (default: "
+                     "the only scalar float output)")};
+  ListOption<std::string> freeze{
+      *this, "freeze", llvm::cl::desc("Globs of parameters to keep fixed")};
+  Option<bool> emitGradients{
+      *this, "emit-gradients",
+      llvm::cl::desc("Stop after the gradients (no optimizer)"),
+      llvm::cl::init(false)};
+};
+
+/// Fails with a fixed message (a pipeline whose options are wrong).
+struct ReportErrorPass
+    : PassWrapper<ReportErrorPass, OperationPass<ModuleOp>> {
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(ReportErrorPass)
+  explicit ReportErrorPass(std::string message) : message(std::move(message)) {}
+  void runOnOperation() override {
+    getOperation().emitError(message);
+    signalPassFailure();
+  }
+  std::string message;
+};
+
+} // namespace
+
+void registerTrainingStepPipeline() {
+  PassPipelineRegistration<TrainPipelineOptions>(
+      "autopar-train-pipeline",
+      "The forward program to one training step: the loss (added if "
+      "asked), its gradients, clipping, learning-rate schedule and update "
+      "(as autopar-compile --mode train)",
+      [](OpPassManager &pm, const TrainPipelineOptions &options) {
+        TrainingStepOptions step;
+        step.loss = options.loss;
+        step.freeze.assign(options.freeze.begin(), options.freeze.end());
+        step.emitGradients = options.emitGradients;
+        if (!options.trainConfig.empty()) {
+          auto parsed = readTrainConfig(options.trainConfig);
+          if (!parsed) {
+            // A pipeline builder cannot fail: the pipeline becomes one pass
+            // that reports the error when it runs.
+            pm.addPass(std::make_unique<ReportErrorPass>(
+                "autopar-train-pipeline: " +
+                llvm::toString(parsed.takeError())));
+            return;
+          }
+          step.config = std::move(*parsed);
+        }
+        buildTrainingStepPipeline(pm, step);
+      });
+}
+
+llvm::FailureOr<TrainedSummary>
+writeTrainingArtifact(ModuleOp module, const TrainingArtifactOptions &options,
+                      std::string &error) {
+  auto fail = [&](const llvm::Twine &message) {
+    error = message.str();
+    return failure();
+  };
+  auto arguments =
+      collectArtifactArguments(module.lookupSymbol<func::FuncOp>("main"));
+  if (failed(arguments))
+    return fail("the training step's @main lacks the importer's attributes");
+  TrainedSummary trained;
+  for (const ArtifactArgument &arg : *arguments) {
+    if (arg.kind != ArtifactArgument::Kind::Parameter || !arg.trainable)
+      continue;
+    int64_t elements = 1;
+    for (int64_t d : arg.shape)
+      elements *= d;
+    ++trained.tensors;
+    trained.elements += elements;
+    trained.bytes += elements * (arg.dtype == "float64"   ? 8
+                                 : arg.dtype == "float32" ? 4
+                                                          : 2);
+  }
+
+  auto weights = locateInitializers(options.modelPath);
+  if (!weights)
+    return fail(llvm::toString(weights.takeError()));
+  if (std::error_code ec =
+          llvm::sys::fs::create_directories(options.outputDir))
+    return fail("cannot create " + options.outputDir + ": " + ec.message());
+  if (failed(lowerToLLVMForCpu(module)))
+    return fail("lowering the training step of " + options.modelPath +
+                " to native code failed (see the diagnostics above)");
+  if (!options.dumpDir.empty()) {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(options.dumpDir + "/llvm-dialect.mlir", ec);
+    if (!ec)
+      module.print(os);
+  }
+  llvm::SmallString<256> soPath(options.outputDir);
+  llvm::sys::path::append(soPath, "stage0.so");
+  SharedLibraryOptions codegen;
+  codegen.cpu = options.targetCpu;
+  if (!options.dumpDir.empty())
+    codegen.llvmIRPath = options.dumpDir + "/model.ll";
+  if (failed(emitSharedLibrary(module, soPath, codegen, error)))
+    return failure();
+
+  ArtifactDescription description;
+  description.programs.push_back(
+      {"stage0", "stage0.so", std::move(*arguments), {}});
+  llvm::SmallString<256> absModel(options.modelPath);
+  llvm::sys::fs::make_absolute(absModel);
+  description.modelPath = std::string(absModel);
+  description.cluster = options.cluster;
+  if (options.withOptimizer) {
+    ArtifactTraining t;
+    const std::vector<ArtifactArgument> &args =
+        description.programs[0].arguments;
+    for (const ArtifactArgument &arg : args)
+      if (arg.kind == ArtifactArgument::Kind::Output)
+        t.loss = arg.name;
+    t.globalBatch = options.globalBatch;
+    // Sequence models (integer [batch, seq] inputs such as token ids):
+    // tokens per sample for the throughput line.
+    for (const ArtifactArgument &arg : args)
+      if (arg.kind == ArtifactArgument::Kind::Input && arg.shape.size() == 2 &&
+          arg.dtype.rfind("int", 0) == 0) {
+        t.tokensPerSample = arg.shape[1];
+        break;
+      }
+    t.optimizer = options.config.optimizerJson();
+    t.scheduler = options.config.schedulerJson();
+    t.gradientClipping = options.config.gradientClipping;
+    // --save-onnx: the inference model without the parameters training
+    // updates, which the runtime appends with their trained values.
+    llvm::StringSet<> updated;
+    for (const ArtifactArgument &arg : args)
+      if (arg.kind == ArtifactArgument::Kind::Update)
+        updated.insert(arg.updates);
+    if (!llvm::StringRef(options.modelPath).ends_with(".onnxtxt")) {
+      llvm::SmallString<256> templatePath(options.outputDir);
+      llvm::sys::path::append(templatePath, "inference-template.onnx");
+      if (failed(writeInferenceTemplate(options.modelPath, updated,
+                                        templatePath, error)))
+        return failure();
+      t.inferenceTemplate = "inference-template.onnx";
+    }
+    description.training = std::move(t);
+  }
+  if (failed(writeManifest(options.outputDir, std::move(description),
+                           *weights, error)))
+    return failure();
+  return trained;
+}
+
+} // namespace autopar
