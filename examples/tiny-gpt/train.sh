@@ -43,6 +43,7 @@ echo "== training $steps steps (loss going down from ln 256 = 5.55)"
 rm -f "$work/metrics.jsonl"
 "$build/bin/autopar-run" "$work/artifact" --train --data "$work/data/train" \
   --steps "$steps" --shuffle 1 --metrics "$work/metrics.jsonl" \
+  --eval-data "$work/data/eval" --eval-every 25 \
   --checkpoint-dir "$work/checkpoints" --outputs "$work/trained" \
   --save-onnx "$work/gpt-trained.onnx"
 
@@ -68,12 +69,15 @@ import json, os, sys
 import numpy as np
 work = sys.argv[1]
 records = [json.loads(line) for line in open(os.path.join(work, "metrics.jsonl"))]
+evals = [r for r in records if "eval_loss" in r]
+records = [r for r in records if "loss" in r]
 ort = float(np.load(os.path.join(work, "ort-out", "loss.npy")))
 ours = float(np.load(os.path.join(work, "autopar-out", "loss.npy")))
 print(f"training loss: step 1 {records[0]['loss']:.3f} -> step {records[-1]['step']} "
       f"{records[-1]['loss']:.3f}")
 print(f"held-out loss of the trained model: onnxruntime {ort:.4f}, autopar {ours:.4f} "
-      f"(untrained: 5.55)")
+      f"on one batch, {evals[-1]['eval_loss']:.4f} over the {evals[-1]['eval_batches']} "
+      f"held-out batches (untrained: 5.55)")
 if abs(ort - ours) > 1e-3 * max(1.0, abs(ort)):
     sys.exit("error: onnxruntime and autopar disagree on the trained model")
 if not ort < records[0]["loss"]:

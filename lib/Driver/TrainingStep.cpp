@@ -7,6 +7,7 @@
 #include "autopar/Driver/TrainingStep.h"
 
 #include "autopar/Import/InferenceModel.h"
+#include "autopar/Import/OnnxImporter.h"
 #include "autopar/Import/WeightLocator.h"
 #include "autopar/Target/Artifact.h"
 #include "autopar/Target/CpuCodegen.h"
@@ -131,6 +132,79 @@ void registerTrainingStepPipeline() {
       });
 }
 
+namespace {
+
+/// `main` returning only its result named `name`; false if it has none.
+bool keepOnlyResult(func::FuncOp main, llvm::StringRef name) {
+  auto ret = cast<func::ReturnOp>(main.getBody().front().getTerminator());
+  for (unsigned i = 0; i < main.getNumResults(); ++i) {
+    auto output = main.getResultAttrOfType<StringAttr>(i, attrs::kOutput);
+    if (!output || output.getValue() != name)
+      continue;
+    DictionaryAttr dict = main.getResultAttrDict(i);
+    Value value = ret.getOperand(i);
+    OpBuilder b(ret);
+    func::ReturnOp::create(b, ret.getLoc(), value);
+    ret.erase();
+    main.setType(FunctionType::get(main.getContext(), main.getArgumentTypes(),
+                                   value.getType()));
+    main.setAllResultAttrs(ArrayRef<DictionaryAttr>{dict});
+    return true;
+  }
+  return false;
+}
+
+/// The eval program: the model imported again with Dropout off and
+/// BatchNorm on its running statistics, returning only the loss, lowered
+/// for one CPU rank into `eval.so`.
+FailureOr<ArtifactProgram> buildEvalProgram(MLIRContext *context,
+                                            const TrainingArtifactOptions &o,
+                                            llvm::StringRef lossOutput,
+                                            std::string &error) {
+  ImportOptions importOptions = o.importOptions;
+  importOptions.evalMode = true;
+  importOptions.trainingStateUpdates = false;
+  OwningOpRef<ModuleOp> eval =
+      importOnnxFile(context, o.modelPath, importOptions);
+  if (!eval) {
+    error = "importing " + o.modelPath + " for evaluation failed";
+    return failure();
+  }
+  if (std::string output = crossEntropyOutput(o.loss); !output.empty()) {
+    PassManager pm = PassManager::on<ModuleOp>(context);
+    AddCrossEntropyLossOptions addLoss;
+    addLoss.output = output;
+    pm.addPass(createAddCrossEntropyLoss(addLoss));
+    if (failed(pm.run(*eval))) {
+      error = "adding the loss to the eval program failed";
+      return failure();
+    }
+  }
+  auto main = eval->lookupSymbol<func::FuncOp>("main");
+  if (!keepOnlyResult(main, lossOutput)) {
+    error = "the eval program has no output '" + lossOutput.str() + "'";
+    return failure();
+  }
+  auto arguments = collectArtifactArguments(main);
+  if (failed(arguments)) {
+    error = "the eval program's @main lacks the importer's attributes";
+    return failure();
+  }
+  if (failed(lowerToLLVMForCpu(*eval))) {
+    error = "lowering the eval program of " + o.modelPath + " failed";
+    return failure();
+  }
+  llvm::SmallString<256> soPath(o.outputDir);
+  llvm::sys::path::append(soPath, "eval.so");
+  SharedLibraryOptions codegen;
+  codegen.cpu = o.targetCpu;
+  if (failed(emitSharedLibrary(*eval, soPath, codegen, error)))
+    return failure();
+  return ArtifactProgram{"eval", "eval.so", std::move(*arguments), {}};
+}
+
+} // namespace
+
 llvm::FailureOr<TrainedSummary>
 writeTrainingArtifact(ModuleOp module, const TrainingArtifactOptions &options,
                       std::string &error) {
@@ -212,6 +286,14 @@ writeTrainingArtifact(ModuleOp module, const TrainingArtifactOptions &options,
     for (const ArtifactArgument &arg : args)
       if (arg.kind == ArtifactArgument::Kind::Update)
         updated.insert(arg.updates);
+    // --eval-data: the loss with Dropout off and BatchNorm on its running
+    // statistics.
+    auto evalProgram = buildEvalProgram(module.getContext(), options, t.loss,
+                                        error);
+    if (failed(evalProgram))
+      return failure();
+    description.programs.push_back(std::move(*evalProgram));
+    t.evalProgram = "eval";
     if (!llvm::StringRef(options.modelPath).ends_with(".onnxtxt")) {
       llvm::SmallString<256> templatePath(options.outputDir);
       llvm::sys::path::append(templatePath, "inference-template.onnx");

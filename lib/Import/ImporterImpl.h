@@ -136,6 +136,9 @@ public:
   /// trainingStateUpdates).
   bool importsTrainingState() const;
 
+  /// Whether the import is for evaluation (ImportOptions::evalMode).
+  bool importsForEval() const;
+
   /// When input `i` is a parameter and the import is for a training step,
   /// records `value` as its value after this step (a result marked
   /// attrs::kUpdate). Returns whether it was recorded; fails (with an error)

@@ -371,12 +371,28 @@ LogicalResult convertBatchNormalizationTraining(NodeContext &ctx) {
 
 /// y = (x - mean) * (scale / sqrt(var + epsilon)) + B per channel (dim 1).
 LogicalResult convertBatchNormalization(NodeContext &ctx) {
-  if (ctx.getIntAttr("training_mode", 0) != 0) {
+  bool evalOfTraining =
+      ctx.getIntAttr("training_mode", 0) != 0 && ctx.importsForEval();
+  if (ctx.getIntAttr("training_mode", 0) != 0 && !evalOfTraining) {
     if (failed(requireFloat(ctx, 0, "X")))
       return failure();
     return convertBatchNormalizationTraining(ctx);
   }
-  if (failed(checkInferenceForm(ctx)) || failed(requireFloat(ctx, 0, "X")))
+  // Evaluating a training-mode node: the inference form on the running
+  // statistics, which stay what they are.
+  if (evalOfTraining) {
+    for (int64_t i = 3; i < ctx.getNumOutputs(); ++i)
+      if (ctx.hasOutput(i))
+        return ctx.unsupported("requests saved statistics (outputs 3 and 4 "
+                               "of opset < 14)");
+    if (ctx.hasOutput(1))
+      ctx.setOutput(1, ctx.input(3), ctx.inputDType(3));
+    if (ctx.hasOutput(2))
+      ctx.setOutput(2, ctx.input(4), ctx.inputDType(4));
+  } else if (failed(checkInferenceForm(ctx))) {
+    return failure();
+  }
+  if (failed(requireFloat(ctx, 0, "X")))
     return failure();
   OnnxDType t = ctx.inputDType(0);
   llvm::SmallVector<int64_t> shape(ctx.inputShape(0));

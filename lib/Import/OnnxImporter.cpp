@@ -457,6 +457,10 @@ bool NodeContext::importsTrainingState() const {
   return importer.getOptions().trainingStateUpdates;
 }
 
+bool NodeContext::importsForEval() const {
+  return importer.getOptions().evalMode;
+}
+
 FailureOr<bool> NodeContext::updateParameter(int64_t i, Value value) {
   if (!importsTrainingState() || !hasInput(i))
     return false;

@@ -183,7 +183,9 @@ LogicalResult writeManifest(llvm::StringRef dir,
                              {"entry", "autopar_entry"}};
     if (!program.deviceCode.empty())
       entry["device_code"] = llvm::json::Array(program.deviceCode);
-    if (pipelined)
+    // A program that no rank runs as its step (a training artifact's eval
+    // program) lists its own arguments too.
+    if (pipelined || topArguments)
       entry["arguments"] = std::move(*args);
     else
       topArguments = std::move(*args);
@@ -235,6 +237,8 @@ LogicalResult writeManifest(llvm::StringRef dir,
       entry["tokens_per_sample"] = training.tokensPerSample;
     if (!training.inferenceTemplate.empty())
       entry["inference_template"] = training.inferenceTemplate;
+    if (!training.evalProgram.empty())
+      entry["eval_program"] = training.evalProgram;
     manifest["training"] = std::move(entry);
   }
   if (description.target)

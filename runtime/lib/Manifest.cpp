@@ -619,6 +619,8 @@ Manifest parseManifest(std::string_view text, const std::string &path) {
     if (training.contains("tokens_per_sample"))
       desc.tokensPerSample =
           reader.integer(training, "training", "tokens_per_sample", 0);
+    if (training.contains("eval_program"))
+      desc.evalProgram = reader.string(training, "training", "eval_program");
     if (training.contains("inference_template")) {
       std::string file =
           reader.string(training, "training", "inference_template");

@@ -205,6 +205,12 @@ void Session::bindHostArguments() {
   bases = hostData;
 }
 
+void Session::bindArgument(size_t index, void *data) {
+  hostData[index] = data;
+  bases[index] = data;
+  args[index] = data;
+}
+
 void Session::swapArguments(size_t a, size_t b) {
   std::swap(hostData[a], hostData[b]);
   std::swap(bases[a], bases[b]);

@@ -7,10 +7,12 @@
 #include "autopar/runtime/Error.h"
 #include "autopar/runtime/Npy.h"
 #include "autopar/runtime/OnnxWriter.h"
+#include "autopar/runtime/Session.h"
 #include "autopar/runtime/TensorFiles.h"
 #include "autopar/runtime/TrainProgress.h"
 
 #include <chrono>
+#include <memory>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -135,6 +137,75 @@ void saveCheckpoint(const Session &session, const TrainOptions &options,
   progress.message(line);
 }
 
+/// --eval-data: the artifact's eval program (Dropout off, BatchNorm on its
+/// running statistics) run over the held-out set's full batches, reading
+/// the training session's current parameters.
+class Evaluator {
+public:
+  Evaluator(Session &train, const std::string &dataDir)
+      : train(train), manifestPath(train.getManifest().path) {
+    const Manifest &manifest = train.getManifest();
+    const std::string &program = manifest.training->evalProgram;
+    if (program.empty())
+      throw Error("--eval-data: " + manifest.path +
+                  " has no eval program (compiled by an older "
+                  "autopar-compile); recompile the model");
+    Manifest evalManifest = manifest;
+    evalManifest.training.reset(); // parameters are bound, not copied
+    for (RankDesc &rank : evalManifest.ranks)
+      rank.program = program;
+    std::string dir =
+        std::filesystem::path(manifest.path).parent_path().string();
+    session = Session::open(std::move(evalManifest), dir, train.getWorld());
+    const std::vector<ArgumentDesc> &args = session->getArguments();
+    for (size_t i = 0; i < args.size(); ++i) {
+      if (args[i].kind == ArgumentKind::Parameter) {
+        std::optional<size_t> source =
+            train.findArgument(ArgumentKind::Parameter, args[i].name);
+        if (!source)
+          throw Error(manifest.path + ": the eval program's parameter '" +
+                      args[i].name + "' is not one of the training step's");
+        bindings.push_back({i, *source});
+      } else if (args[i].kind == ArgumentKind::Output) {
+        loss = i;
+      }
+    }
+    if (!loss)
+      throw Error(manifest.path + ": the eval program has no loss output");
+    data = std::make_unique<DataLoader>(args, dataDir,
+                                        manifest.training->globalBatch,
+                                        std::nullopt);
+    for (size_t index : data->inputs())
+      inputBuffers.push_back(session->argumentData(index));
+  }
+
+  /// The mean loss over the held-out set's full batches.
+  double run(Communicator &comm) {
+    for (auto [eval, source] : bindings)
+      session->bindArgument(eval, train.argumentData(source));
+    double sum = 0;
+    DataPosition position;
+    for (int64_t b = 0; b < batches(); ++b) {
+      data->fill(position, inputBuffers);
+      session->runStep(comm);
+      sum += *static_cast<const float *>(session->argumentData(*loss));
+      position = data->next(position);
+    }
+    return sum / static_cast<double>(batches());
+  }
+
+  int64_t batches() const { return data->batchesPerEpoch(); }
+
+private:
+  Session &train;
+  std::string manifestPath;
+  std::unique_ptr<Session> session;
+  std::unique_ptr<DataLoader> data;
+  std::vector<std::pair<size_t, size_t>> bindings;
+  std::optional<size_t> loss;
+  std::vector<void *> inputBuffers;
+};
+
 } // namespace
 
 void runTraining(Session &session, Communicator &comm,
@@ -178,6 +249,9 @@ void runTraining(Session &session, Communicator &comm,
                 " has no inference template (artifacts compiled from a "
                 ".onnxtxt model, or by an older autopar-compile, have none); "
                 "recompile the .onnx model with autopar-compile --mode train");
+  std::optional<Evaluator> evaluator;
+  if (options.evalDataDir)
+    evaluator.emplace(session, *options.evalDataDir);
   int64_t batch = training.globalBatch;
   DataLoader data(args, options.dataDir, batch, options.shuffleSeed);
   TrainProgress progress(stdout, TrainProgress::isTerminal(stdout),
@@ -271,6 +345,23 @@ void runTraining(Session &session, Communicator &comm,
       saveCheckpoint(session, options, data, s + 1, position, randomSeed,
                      progress);
       savedStep = s + 1;
+    }
+    bool last = s + 1 == options.steps;
+    if (evaluator && (last || (options.evalEvery > 0 &&
+                               (s + 1) % options.evalEvery == 0))) {
+      double evalLoss = evaluator->run(comm);
+      std::ostringstream line;
+      line.precision(6);
+      line << std::fixed << "eval after step " << s + 1 << ": loss "
+           << evalLoss << " over " << evaluator->batches() << " batches";
+      progress.message(line.str());
+      if (metrics.is_open()) {
+        std::ostringstream record;
+        record.precision(9);
+        record << "{\"step\": " << s + 1 << ", \"eval_loss\": " << evalLoss
+               << ", \"eval_batches\": " << evaluator->batches() << "}";
+        metrics << record.str() << "\n" << std::flush;
+      }
     }
   }
   // At the end, unless the last step was just saved (or none was taken).

@@ -53,6 +53,7 @@ const char *const Usage =
                    [--timeout SECONDS] [--comm-stats]
        autopar-run ARTIFACT_DIR --train --data DIR --steps N [--metrics FILE.jsonl]
                    [--outputs DIR] [--save-onnx FILE] [--shuffle SEED] [--seed N]
+                   [--eval-data DIR [--eval-every K]]
                    [--checkpoint-dir D [--checkpoint-every K] [--keep-checkpoints K]
                    [--resume]]
 
@@ -97,6 +98,12 @@ training (an artifact compiled with --mode train; one CPU rank so far):
                   grad_norm, step_time_s, samples_per_s (tokens_per_s for
                   sequence models)
   --outputs DIR   write the trained parameters to DIR/<name>.npy
+  --eval-data DIR held-out data (the --data layout): after the last step, and
+                  every --eval-every K steps, the mean loss of its full
+                  batches with Dropout off and BatchNorm on its running
+                  statistics, printed and appended to --metrics as
+                  {"step", "eval_loss", "eval_batches"}
+  --eval-every K  also evaluate every K steps
   --save-onnx FILE
                   at the end, write the trained model as an inference ONNX
                   model (the input model with Dropout off, BatchNorm on its
@@ -150,6 +157,8 @@ struct Options {
   std::optional<std::string> dataDir;
   std::optional<std::string> metricsPath;
   std::optional<std::string> saveOnnx;
+  std::optional<std::string> evalDataDir;
+  int64_t evalEvery = 0;
   /// --shuffle, --checkpoint-dir, --checkpoint-every, --keep-checkpoints,
   /// --resume.
   std::optional<uint64_t> shuffleSeed;
@@ -236,7 +245,8 @@ Options parseOptions(int argc, char **argv) {
         name != "--comm-stats-json" && name != "--data" &&
         name != "--metrics" && name != "--shuffle" &&
         name != "--checkpoint-dir" && name != "--checkpoint-every" &&
-        name != "--keep-checkpoints" && name != "--save-onnx")
+        name != "--keep-checkpoints" && name != "--save-onnx" &&
+        name != "--eval-data" && name != "--eval-every")
       throw Error("unknown option '" + arg + "' (see --help)");
     if (!hasValue) {
       if (i + 1 >= argc)
@@ -259,6 +269,10 @@ Options parseOptions(int argc, char **argv) {
       options.metricsPath = value;
     else if (name == "--save-onnx")
       options.saveOnnx = value;
+    else if (name == "--eval-data")
+      options.evalDataDir = value;
+    else if (name == "--eval-every")
+      options.evalEvery = static_cast<int64_t>(parseNumber(name, value, 1));
     else if (name == "--shuffle")
       options.shuffleSeed = parseNumber(name, value, 0);
     else if (name == "--checkpoint-dir")
@@ -288,6 +302,7 @@ Options parseOptions(int argc, char **argv) {
                                : options.keepCheckpoints ? "--keep-checkpoints"
                                : options.resume          ? "--resume"
                                : options.saveOnnx        ? "--save-onnx"
+                               : options.evalDataDir     ? "--eval-data"
                                                          : nullptr;
     if (trainingOnly)
       throw Error(std::string(trainingOnly) + " needs --train");
@@ -298,6 +313,8 @@ Options parseOptions(int argc, char **argv) {
                             : options.checkpointEvery ? "--checkpoint-every"
                                                       : "--keep-checkpoints") +
                 " needs --checkpoint-dir D");
+  if (options.evalEvery && !options.evalDataDir)
+    throw Error("--eval-every needs --eval-data DIR");
   if (options.train && options.inputsDir)
     throw Error("--train reads its batches from --data, not --inputs");
   if (positional.size() > 1)
@@ -478,6 +495,8 @@ void runSession(const Options &options, const WorldInfo &world,
     train.resume = options.resume;
     train.seed = options.seed;
     train.saveOnnx = options.saveOnnx;
+    train.evalDataDir = options.evalDataDir;
+    train.evalEvery = options.evalEvery;
     train.seedGiven = options.seedGiven;
     if (train.outputsDir)
       std::filesystem::create_directories(*train.outputsDir);

@@ -140,7 +140,7 @@ def autopar_train(build, work, name, model, data, config, run_args=(),
          out, *run_args])
     with open(metrics) as f:
         records = [json.loads(line) for line in f]
-    return [r["loss"] for r in records], out
+    return [r["loss"] for r in records if "loss" in r], out
 
 
 class TwinDropout(nn.Module):
@@ -334,6 +334,49 @@ def check_cross_entropy_loss(build, work):
     return errors
 
 
+def check_eval(build, work):
+    """--eval-data: after training, the mean loss of the held-out set's full
+    batches equals PyTorch's model.eval() on autopar's trained parameters and
+    buffers (Dropout off, BatchNorm on the trained running statistics), for
+    the CNN and the GPT with dropout; every --eval-every step is recorded."""
+    errors = []
+    for name, make in (("cnn-eval", Cnn), ("gpt-eval", lambda: Gpt(dropout=0.2))):
+        torch.manual_seed(0)
+        model = make()
+        batch = 3
+        config = {"train_batch_size": batch,
+                  "optimizer": {"type": "AdamW", "params": {"lr": 0.01}}}
+        data = make_data(type(model), batch)
+        held_out = make_data(type(model), batch)
+        eval_dir = os.path.join(work, name + "-eval-data")
+        os.makedirs(eval_dir, exist_ok=True)
+        for key, value in held_out.items():
+            np.save(os.path.join(eval_dir, key + ".npy"), value[:2 * batch + 1].numpy())
+        _, out = autopar_train(build, work, name, model, data, config,
+                               ["--eval-data", eval_dir, "--eval-every", "4"])
+        with open(os.path.join(work, name + "-metrics.jsonl")) as f:
+            evals = [r for r in map(json.loads, f) if "eval_loss" in r]
+        if [r["step"] for r in evals] != [4, 8] or any(r["eval_batches"] != 2 for r in evals):
+            errors.append(f"{name}: eval records {evals}")
+            continue
+        state = model.state_dict()
+        for key in state:
+            path = os.path.join(out, key + ".npy")
+            if os.path.exists(path):
+                state[key] = torch.from_numpy(np.load(path))
+        model.load_state_dict(state)
+        model.eval()
+        with torch.no_grad():
+            want = sum(float(model(*[v[b * batch:(b + 1) * batch] for v in held_out.values()]))
+                       for b in range(2)) / 2
+        got = evals[-1]["eval_loss"]
+        ok = abs(got - want) <= 1e-5 * max(1.0, abs(want))
+        print(f"{name}: eval loss {got:.6f}, PyTorch eval {want:.6f}" + ("" if ok else " FAIL"))
+        if not ok:
+            errors.append(f"{name}: eval loss {got} != PyTorch {want}")
+    return errors
+
+
 def main():
     build, work = sys.argv[1], sys.argv[2]
     os.makedirs(work, exist_ok=True)
@@ -349,7 +392,8 @@ def main():
         else:
             passed += 1
     for name, check in [("gpt-dropout", check_dropout),
-                        ("logits-ce", check_cross_entropy_loss)]:
+                        ("logits-ce", check_cross_entropy_loss),
+                        ("eval", check_eval)]:
         if check(build, work):
             failures.append(name)
         else:

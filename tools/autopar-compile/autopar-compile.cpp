@@ -506,6 +506,8 @@ int main(int argc, char **argv) {
     artifact.globalBatch = plan->globalBatch;
     artifact.withOptimizer = !emitGradients;
     artifact.config = trainConfig;
+    artifact.loss = lossName;
+    artifact.importOptions = options;
     std::string error;
     auto trained = autopar::writeTrainingArtifact(*module, artifact, error);
     if (failed(trained))

@@ -47,11 +47,19 @@ static llvm::cl::opt<bool> trainingState(
                    "autopar.update, as autopar-compile --mode train does"),
     llvm::cl::init(false));
 
+static llvm::cl::opt<bool> evalMode(
+    "eval-mode",
+    llvm::cl::desc("Import a training-mode model for evaluation: Dropout "
+                   "off, BatchNorm on its running statistics (the eval "
+                   "program of autopar-compile --mode train)"),
+    llvm::cl::init(false));
+
 /// Imports `path` and returns the module printed with its locations.
 static std::unique_ptr<llvm::MemoryBuffer>
 importToBuffer(DialectRegistry &registry, llvm::StringRef path) {
   autopar::ImportOptions options;
   options.trainingStateUpdates = trainingState;
+  options.evalMode = evalMode;
   for (const std::string &flag : inputShapes) {
     std::string error;
     if (failed(autopar::parseInputShapeFlag(flag, options, error))) {

@@ -713,6 +713,9 @@ TEST(ManifestTest, TheInferenceTemplateIsRelativeToTheArtifact) {
                 .string());
   m["training"]["inference_template"] = 3;
   expectError(m, "training.inference_template");
+  m = trainingManifest();
+  m["training"]["eval_program"] = "eval";
+  EXPECT_EQ(parseManifest(m.dump(), Path).training->evalProgram, "eval");
 }
 
 TEST(ManifestTest, TrainingKeysAreChecked) {

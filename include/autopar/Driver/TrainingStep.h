@@ -11,6 +11,7 @@
 #define AUTOPAR_DRIVER_TRAININGSTEP_H
 
 #include "autopar/Driver/TrainConfig.h"
+#include "autopar/Import/OnnxImporter.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/PassManager.h"
@@ -60,6 +61,11 @@ struct TrainingArtifactOptions {
   /// autopar-run runs like an inference artifact.
   bool withOptimizer = true;
   TrainConfig config = defaultTrainConfig();
+  /// The step's loss (TrainingStepOptions::loss) and the import options, to
+  /// compile the eval program (the model re-imported with Dropout off and
+  /// BatchNorm on its running statistics) for --eval-data.
+  std::string loss;
+  ImportOptions importOptions;
 };
 
 /// What a training step trains, for the plan table and the report.

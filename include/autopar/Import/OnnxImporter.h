@@ -85,6 +85,10 @@ struct ImportOptions {
   /// PyTorch's exports leave as unused outputs) returns the new value as a
   /// result marked attrs::kUpdate, with PyTorch's arithmetic.
   bool trainingStateUpdates = false;
+  /// Import a training-mode model for evaluation: Dropout off whatever its
+  /// training_mode, BatchNormalization on its running statistics (its
+  /// running-statistics outputs, if used, are the inputs unchanged).
+  bool evalMode = false;
 };
 
 /// Parses `--const-input` values of the form `NAME=FILE.npy` into

@@ -77,6 +77,9 @@ struct ArtifactTraining {
   /// The inference model the runtime completes with the trained values for
   /// --save-onnx (InferenceModel.h), relative to the artifact; empty: none.
   std::string inferenceTemplate;
+  /// The program computing the loss with dropout off and BatchNorm on its
+  /// running statistics (`--eval-data`); empty: none.
+  std::string evalProgram;
 };
 
 /// One program: a shared library and the arguments of its entry.

@@ -168,6 +168,9 @@ struct TrainingDesc {
   /// --save-onnx (docs/design/training-artifact.md), resolved against the
   /// artifact directory; empty when the artifact has none.
   std::string inferenceTemplate;
+  /// The program computing the loss for --eval-data (Dropout off, BatchNorm
+  /// on its running statistics); empty when the artifact has none.
+  std::string evalProgram;
 };
 
 /// A parsed, validated manifest.json.

@@ -85,6 +85,9 @@ public:
   /// Training (CPU): arguments \p a and \p b trade buffers, so that an
   /// update's result is the next step's parameter or optimizer state.
   void swapArguments(size_t a, size_t b);
+  /// CPU: getArguments()[index] reads \p data (of its size, owned by the
+  /// caller: another session's parameter) from the next step on.
+  void bindArgument(size_t index, void *data);
   /// The index in getArguments() of this rank's \p kind named \p name.
   std::optional<size_t> findArgument(ArgumentKind kind,
                                      const std::string &name) const;

@@ -30,6 +30,10 @@ struct TrainOptions {
   std::optional<std::string> outputsDir;
   /// Write the trained model here as an inference ONNX model.
   std::optional<std::string> saveOnnx;
+  /// The held-out set (same layout as dataDir): its mean loss from the
+  /// artifact's eval program, every evalEvery steps (0: only at the end).
+  std::optional<std::string> evalDataDir;
+  int64_t evalEvery = 0;
   /// Visit each epoch in epochPermutation(seed, epoch, samples) order.
   std::optional<uint64_t> shuffleSeed;
   /// Write checkpoints here (docs/training.md, "Checkpoints").
