@@ -473,11 +473,21 @@ LogicalResult applyLinalgAdjoint(Operation *op, AdjointBuilder &adjoints) {
                               ? utils::IteratorType::parallel
                               : utils::IteratorType::reduction);
 
+    // Every loop indexes the target: each element is written once, so the
+    // adjoint needs neither a zero init nor to read it (no fill, no load).
+    bool overwrites = llvm::all_of(iterators, [](utils::IteratorType t) {
+      return t == utils::IteratorType::parallel;
+    });
+    Value gradInit =
+        overwrites ? tensor::EmptyOp::create(b, loc, targetType.getShape(),
+                                             targetType.getElementType())
+                         .getResult()
+                   : adjoints.zeros(loc, targetType);
     std::string unsupported;
     bool bodyFailed = false;
     auto generic = linalg::GenericOp::create(
-        b, loc, TypeRange{targetType}, inputs,
-        ValueRange{adjoints.zeros(loc, targetType)}, maps, iterators,
+        b, loc, TypeRange{targetType}, inputs, ValueRange{gradInit}, maps,
+        iterators,
         [&](OpBuilder &nb, Location nl, ValueRange args) {
           IRMapping mapping;
           unsigned numInputs = linalgOp.getNumDpsInputs();
@@ -512,9 +522,18 @@ LogicalResult applyLinalgAdjoint(Operation *op, AdjointBuilder &adjoints) {
             else
               contribution = *built;
           }
-          Value sum = gradAcc;
-          if (contribution)
-            sum = arith::AddFOp::create(nb, nl, gradAcc, contribution);
+          Value sum;
+          if (overwrites)
+            sum = contribution ? contribution
+                               : arith::ConstantOp::create(
+                                     nb, nl, gradAcc.getType(),
+                                     nb.getFloatAttr(gradAcc.getType(), 0.0))
+                                     .getResult();
+          else
+            sum = contribution
+                      ? arith::AddFOp::create(nb, nl, gradAcc, contribution)
+                            .getResult()
+                      : gradAcc;
           linalg::YieldOp::create(nb, nl, sum);
         });
     if (bodyFailed) {
