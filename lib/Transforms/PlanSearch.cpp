@@ -600,6 +600,16 @@ std::string whyNot(const PlanCandidate &loser, const PlanCandidate &best,
                          loser.memory.total() / kGiB, cluster.device.memoryGiB)
         .str();
   double slower = loser.stepSeconds / best.stepSeconds - 1;
+  // A tie (the sort then prefers less memory): no part of the step is
+  // slower, so naming one would mislead.
+  if (!(slower > 1e-3))
+    return llvm::formatv("predicted as fast ({0} per step, within 0.1%); "
+                         "the chosen plan needs no more memory per GPU "
+                         "({1:F2} vs {2:F2} GiB)",
+                         formatSeconds(loser.stepSeconds),
+                         best.memory.total() / kGiB,
+                         loser.memory.total() / kGiB)
+        .str();
   struct Part {
     const char *what;
     double delta;
