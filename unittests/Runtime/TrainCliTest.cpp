@@ -476,4 +476,24 @@ TEST_F(TrainCliTest, CheckpointFlagsNeedTheirCompanions) {
   expectRunError(inference, "--shuffle needs --train");
 }
 
+TEST_F(TrainCliTest, EvalAndSaveOnnxNeedWhatTheyUse) {
+  expectRunError(train("--steps 2 --eval-every 2"),
+                 "--eval-every needs --eval-data DIR");
+  // The stand-in step has neither an eval program nor an inference template
+  // (as artifacts of an older autopar-compile): both are refused before
+  // step 1, saying to recompile.
+  expectRunError(train("--steps 2 --eval-data " + shellQuote(data())),
+                 "has no eval program");
+  expectRunError(train("--steps 2 --save-onnx " +
+                       shellQuote(work.file("model.onnx"))),
+                 "has no inference template");
+  for (const char *flag : {"--eval-data d", "--save-onnx m.onnx"}) {
+    CommandResult inference =
+        runCommand(shellQuote(AUTOPAR_RUN_PATH) + " " +
+                   shellQuote(artifact.path()) + " " + flag);
+    expectRunError(inference, std::string(flag).substr(0, std::string(flag).find(' ')) +
+                                  " needs --train");
+  }
+}
+
 } // namespace
