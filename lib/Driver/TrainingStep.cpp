@@ -44,6 +44,11 @@ void buildTrainingStepPipeline(OpPassManager &pm,
     differentiate.loss = "loss";
   }
   pm.addPass(createDifferentiate(differentiate));
+  if (options.microBatches > 1) {
+    AccumulateGradientsOptions accumulate;
+    accumulate.microBatches = options.microBatches;
+    pm.addPass(createAccumulateGradients(accumulate));
+  }
   if (!options.emitGradients) {
     const TrainConfig &c = options.config;
     ApplyOptimizerOptions o;
@@ -89,6 +94,11 @@ struct TrainPipelineOptions
       *this, "emit-gradients",
       llvm::cl::desc("Stop after the gradients (no optimizer)"),
       llvm::cl::init(false)};
+  Option<int64_t> microBatches{
+      *this, "micro-batches",
+      llvm::cl::desc("Micro-batches per step, for a forward imported for "
+                     "one micro-batch (gradient accumulation)"),
+      llvm::cl::init(1)};
 };
 
 /// Fails with a fixed message (a pipeline whose options are wrong).
@@ -116,6 +126,7 @@ void registerTrainingStepPipeline() {
         step.loss = options.loss;
         step.freeze.assign(options.freeze.begin(), options.freeze.end());
         step.emitGradients = options.emitGradients;
+        step.microBatches = options.microBatches;
         if (!options.trainConfig.empty()) {
           auto parsed = readTrainConfig(options.trainConfig);
           if (!parsed) {

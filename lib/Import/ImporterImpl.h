@@ -139,6 +139,10 @@ public:
   /// Whether the import is for evaluation (ImportOptions::evalMode).
   bool importsForEval() const;
 
+  /// How many times smaller the batch is than the one the file was exported
+  /// at (ImportOptions::batchRatio; 1 normally).
+  int64_t batchRatio() const;
+
   /// When input `i` is a parameter and the import is for a training step,
   /// records `value` as its value after this step (a result marked
   /// attrs::kUpdate). Returns whether it was recorded; fails (with an error)

@@ -453,6 +453,10 @@ Value NodeContext::trainingScalar(llvm::StringRef kind) {
   return main.getArgument(position);
 }
 
+int64_t NodeContext::batchRatio() const {
+  return importer.getOptions().batchRatio;
+}
+
 bool NodeContext::importsTrainingState() const {
   return importer.getOptions().trainingStateUpdates;
 }

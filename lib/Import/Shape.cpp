@@ -238,6 +238,19 @@ resolveReshapeTarget(NodeContext &ctx, llvm::ArrayRef<int64_t> target,
     shape.push_back(d);
   }
   int64_t total = getNumElements(in);
+  // A batch baked into the target by an export at a larger batch
+  // (ImportOptions::batchRatio): its leading dim scales with the input's.
+  int64_t ratio = ctx.batchRatio();
+  if (ratio > 1 && !shape.empty() && shape[0] > 0 && !in.empty() &&
+      target[0] != 0) {
+    bool fits =
+        inferred >= 0 ? known != 0 && total % known == 0 : known == total;
+    if (shape[0] == in[0] * ratio || (!fits && shape[0] % ratio == 0)) {
+      known /= shape[0];
+      shape[0] /= ratio;
+      known *= shape[0];
+    }
+  }
   if (inferred >= 0) {
     if (known == 0 || total % known != 0)
       return ctx.emitError("cannot reshape ")

@@ -11,7 +11,8 @@ llvm::StringRef getCpuLoweringPipeline() {
   //   loop nest instead of one pass over memory each;
   // - bufferize with identity layouts at the function boundary so every
   //   argument is a dense row-major buffer, and turn results into out-params
-  //   that the runtime allocates;
+  //   that the runtime allocates; a loop may yield a new buffer (gradient
+  //   accumulation carries BatchNorm's running statistics that way);
   // - contractions go to the runtime's BLAS kernels; the rest becomes loops
   //   (LLVM's vectorizer handles the static, unit-stride inner loops);
   // - math functions without an LLVM intrinsic (erf, ...) become libm calls,
@@ -19,7 +20,8 @@ llvm::StringRef getCpuLoweringPipeline() {
   return "func.func(canonicalize,autopar-collapse-batched-contractions,"
          "autopar-fuse-elementwise,cse,canonicalize,"
          "autopar-split-shared-inits),"
-         "one-shot-bufferize{bufferize-function-boundaries "
+         "one-shot-bufferize{allow-return-allocs-from-loops "
+         "bufferize-function-boundaries "
          "function-boundary-type-conversion=identity-layout-map},"
          "buffer-results-to-out-params{hoist-static-allocs=true "
          "modify-public-functions=true},"

@@ -8,7 +8,7 @@ clip_grad_norm_, DeepSpeed's LR schedule formulas) and with
 step's loss and the final parameters to agree within 1e-4 (relative to the
 largest magnitude of the tensor).
 
-Usage: train_vs_torch.py BUILD_DIR WORK_DIR
+Usage: train_vs_torch.py BUILD_DIR WORK_DIR [CASE...]
 """
 import json
 import math
@@ -78,15 +78,26 @@ def torch_train(model, data, config):
         params.setdefault("weight_decay", 0.0)  # DeepSpeed's default
         optimizer = torch.optim.AdamW(model.parameters(), **params)
     batch = config["train_batch_size"]
+    # Gradient accumulation gives one big batch's gradient, which the
+    # reference computes in one pass; but BatchNorm's statistics are a
+    # micro-batch's, so a BatchNorm model runs its micro-batches one by one
+    # (its losses are means over equal counts: each weighs 1 / micro-batches).
+    micro = config.get("train_micro_batch_size_per_gpu") or (
+        batch // config.get("gradient_accumulation_steps", 1))
+    if not any(isinstance(m, nn.BatchNorm2d) for m in model.modules()):
+        micro = batch
     losses = []
     for step in range(STEPS):
         if isinstance(getattr(model, "drop", None), TwinDropout):
             model.drop.start_step(step + 1)
         first = (step % BATCHES) * batch
-        args = [v[first:first + batch] for v in data.values()]
         optimizer.zero_grad()
-        loss = model(*args)
-        loss.backward()
+        loss = 0.0
+        for part in range(first, first + batch, micro):
+            args = [v[part:part + micro] for v in data.values()]
+            part_loss = model(*args) * (micro / batch)
+            part_loss.backward()
+            loss += float(part_loss)
         if config.get("gradient_clipping"):
             torch.nn.utils.clip_grad_norm_(model.parameters(),
                                            config["gradient_clipping"])
@@ -189,6 +200,21 @@ CASES = [
         "scheduler": {"type": "WarmupLR", "params": {
             "warmup_min_lr": 0.0, "warmup_max_lr": 0.05,
             "warmup_num_steps": 4}}}),
+    # Gradient accumulation: the MLP's batches of 6 hold one ignored target
+    # each, so its micro-batches of 2 have 2 or 1 valid targets and only the
+    # whole batch's count gives PyTorch's mean; the CNN's BatchNorm computes
+    # statistics per micro-batch, as PyTorch does.
+    ("mlp-sgd-accumulate", Mlp, {
+        "train_batch_size": 6, "gradient_accumulation_steps": 3,
+        "optimizer": {"type": "SGD", "params": {"lr": 0.1, "momentum": 0.9}}}),
+    ("gpt-adamw-accumulate", Gpt, {
+        "train_batch_size": 3, "train_micro_batch_size_per_gpu": 1,
+        "gradient_clipping": 1.0,
+        "optimizer": {"type": "AdamW", "params": {
+            "lr": 0.01, "betas": [0.9, 0.95], "eps": 1e-6}}}),
+    ("cnn-adamw-accumulate", Cnn, {
+        "train_batch_size": 3, "train_micro_batch_size_per_gpu": 1,
+        "optimizer": {"type": "AdamW", "params": {"lr": 0.003}}}),
     # The key third of qkv.bias has an exactly zero gradient (softmax is
     # invariant to a per-query constant), so both sides see rounding noise
     # of ~1e-9 there; with eps = 1e-8 Adam would scale that noise up to
@@ -279,6 +305,19 @@ def check_dropout(build, work):
         errors.append("seeds 7 and 8 gave the same losses")
     if not losses[3] < losses[0]:
         errors.append(f"the first batch's loss did not fall: {losses}")
+    # With gradient accumulation each micro-batch draws its own masks from
+    # the seed: runs are still reproducible, and the loss still falls.
+    accumulate = dict(DROPOUT_CONFIG, train_micro_batch_size_per_gpu=1)
+    acc, _ = autopar_train(build, work, "gpt-dropout-acc", model, data,
+                           accumulate, ["--seed", "7"])
+    acc_again, _ = autopar_train(build, work, "gpt-dropout-acc-again", model,
+                                 data, accumulate, ["--seed", "7"])
+    if acc != acc_again:
+        errors.append(f"accumulation: the same seed gave other losses: "
+                      f"{acc} vs {acc_again}")
+    if not acc[3] < acc[0]:
+        errors.append(f"accumulation: the first batch's loss did not fall: "
+                      f"{acc}")
     model.load_state_dict(initial)
     model.drop = TwinDropout(os.path.join(work, "gpt-dropout.onnx"), 7)
     if len(model.drop.nodes) != 4:
@@ -379,10 +418,13 @@ def check_eval(build, work):
 
 def main():
     build, work = sys.argv[1], sys.argv[2]
+    only = sys.argv[3:]  # case names to run (default: all)
     os.makedirs(work, exist_ok=True)
     torch.set_num_threads(1)
     passed, failures = 0, []
     for name, cls, config in CASES:
+        if only and name not in only:
+            continue
         torch.manual_seed(0)
         model = cls()
         data = make_data(cls, config["train_batch_size"])
@@ -394,6 +436,8 @@ def main():
     for name, check in [("gpt-dropout", check_dropout),
                         ("logits-ce", check_cross_entropy_loss),
                         ("eval", check_eval)]:
+        if only and name not in only:
+            continue
         if check(build, work):
             failures.append(name)
         else:

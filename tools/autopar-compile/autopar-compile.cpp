@@ -440,6 +440,55 @@ int main(int argc, char **argv) {
   if (failed(arguments))
     return 1;
 
+  if (training) {
+    // The micro-batch: the user's (--micro-batch-size, or the config's
+    // train_micro_batch_size_per_gpu or gradient_accumulation_steps), else
+    // the planner's; but the planner does not micro-batch a model whose
+    // forward updates state (BatchNorm) on its own: that would change its
+    // batch statistics (docs/training.md, "Gradient accumulation").
+    int64_t batch = 0;
+    for (const autopar::ArtifactArgument &arg : *arguments)
+      if (arg.kind == autopar::ArtifactArgument::Kind::Input &&
+          !arg.shape.empty()) {
+        batch = arg.shape[0];
+        break;
+      }
+    // DeepSpeed: train_batch_size = micro-batch x accumulation steps x dp.
+    if (trainConfig.microBatchSize && trainConfig.accumulationSteps &&
+        cluster->worldSize() == 1 &&
+        *trainConfig.microBatchSize * *trainConfig.accumulationSteps != batch)
+      return fail(trainConfigPath + ": train_micro_batch_size_per_gpu (" +
+                  llvm::Twine(*trainConfig.microBatchSize) +
+                  ") x gradient_accumulation_steps (" +
+                  llvm::Twine(*trainConfig.accumulationSteps) +
+                  ") must be the batch of --input-shape (" +
+                  llvm::Twine(batch) + ") on one rank");
+    if (!request.pins.microBatchSize && trainConfig.microBatchSize) {
+      int64_t micro = *trainConfig.microBatchSize;
+      if (micro < 1 || (batch > 0 && batch % micro != 0))
+        return fail(trainConfigPath + ": train_micro_batch_size_per_gpu (" +
+                    llvm::Twine(micro) +
+                    ") must divide the batch of --input-shape (" +
+                    llvm::Twine(batch) + ")");
+      request.pins.microBatchSize = micro;
+    }
+    if (!request.pins.microBatchSize && trainConfig.accumulationSteps &&
+        batch > 0) {
+      int64_t steps = *trainConfig.accumulationSteps;
+      if (steps < 1 || batch % steps != 0)
+        return fail(trainConfigPath + ": gradient_accumulation_steps (" +
+                    llvm::Twine(steps) +
+                    ") must divide the batch of --input-shape (" +
+                    llvm::Twine(batch) + ")");
+      request.pins.microBatchSize = batch / steps;
+    }
+    bool updatesState = false;
+    for (unsigned i = 0; i < main.getNumResults(); ++i)
+      updatesState |= bool(main.getResultAttr(i, autopar::attrs::kUpdate));
+    if (!request.pins.microBatchSize && updatesState && batch > 0)
+      request.pins.microBatchSize = batch;
+  }
+
   auto plan = autopar::planProgram(main, request);
   if (!plan)
     return fail(llvm::toString(plan.takeError()));
@@ -476,21 +525,59 @@ int main(int argc, char **argv) {
                   llvm::Twine(*trainConfig.trainBatchSize) +
                   " but the inputs' batch (--input-shape) is " +
                   llvm::Twine(plan->globalBatch));
-    int64_t micro = trainConfig.microBatchSize.value_or(plan->globalBatch);
-    if (trainConfig.accumulationSteps && !trainConfig.microBatchSize)
-      micro = plan->globalBatch / *trainConfig.accumulationSteps;
-    if (micro != plan->globalBatch)
-      return fail(trainConfigPath +
-                  ": gradient accumulation over micro-batches is not "
-                  "implemented yet; set train_micro_batch_size_per_gpu to "
-                  "the global batch (" +
-                  llvm::Twine(plan->globalBatch) + ") or \"auto\"");
+    // On one rank the plan's micro-batches are accumulated in the step.
+    const autopar::PlanCandidate &best = plan->best;
+    int64_t microBatches = best.numMicroBatches;
+    if (best.dp * best.microBatchSize * microBatches != plan->globalBatch)
+      return fail("the plan's " + llvm::Twine(microBatches) +
+                  " micro-batches of " + llvm::Twine(best.microBatchSize) +
+                  " do not make the global batch " +
+                  llvm::Twine(plan->globalBatch));
+    if (microBatches > 1) {
+      // The step runs the forward one micro-batch at a time: import it at
+      // that batch.
+      autopar::ImportOptions perMicroBatch = options;
+      perMicroBatch.batchRatio = plan->globalBatch / best.microBatchSize;
+      for (const autopar::ArtifactArgument &arg : *arguments) {
+        if (arg.kind != autopar::ArtifactArgument::Kind::Input)
+          continue;
+        if (arg.shape.empty() || arg.shape[0] != plan->globalBatch)
+          return fail("input '" + arg.name +
+                      "' does not have the global batch (" +
+                      llvm::Twine(plan->globalBatch) +
+                      ") as its leading dim, so it cannot be cut into "
+                      "micro-batches for gradient accumulation");
+        llvm::SmallVector<int64_t> shape(arg.shape);
+        shape[0] = best.microBatchSize;
+        perMicroBatch.inputShapes[arg.name] = shape;
+      }
+      module = autopar::importOnnxFile(&context, modelPath, perMicroBatch);
+      if (!module)
+        return fail("importing " + modelPath + " for a micro-batch of " +
+                    llvm::Twine(best.microBatchSize) + " failed");
+      bool updatesState = false;
+      auto microMain = module->lookupSymbol<func::FuncOp>("main");
+      for (unsigned i = 0; i < microMain.getNumResults(); ++i)
+        updatesState |=
+            bool(microMain.getResultAttr(i, autopar::attrs::kUpdate));
+      llvm::outs() << "  accumulation  " << microBatches << " micro-batches of "
+                   << best.microBatchSize
+                   << " per step (one optimizer step per global batch of "
+                   << plan->globalBatch << ")\n";
+      if (updatesState)
+        llvm::outs() << "  note: BatchNorm statistics are computed per "
+                        "micro-batch of "
+                     << best.microBatchSize
+                     << ", as PyTorch computes them under gradient "
+                        "accumulation, not over the global batch\n";
+    }
     // One training step: loss and gradients, then clipping, schedule and
     // update (docs/training.md); then the artifact.
     autopar::TrainingStepOptions step;
     step.loss = lossName;
     step.freeze.assign(freezeGlobs.begin(), freezeGlobs.end());
     step.emitGradients = emitGradients;
+    step.microBatches = microBatches;
     step.config = trainConfig;
     PassManager pm = PassManager::on<ModuleOp>(&context);
     autopar::buildTrainingStepPipeline(pm, step);

@@ -54,12 +54,21 @@ static llvm::cl::opt<bool> evalMode(
                    "program of autopar-compile --mode train)"),
     llvm::cl::init(false));
 
+static llvm::cl::opt<int64_t> batchRatio(
+    "batch-ratio",
+    llvm::cl::desc("The inputs' batch (--input-shape) is this many times "
+                   "smaller than the one the file was exported at: Reshape "
+                   "targets with the exported batch baked in are scaled "
+                   "down (one micro-batch of gradient accumulation)"),
+    llvm::cl::init(1));
+
 /// Imports `path` and returns the module printed with its locations.
 static std::unique_ptr<llvm::MemoryBuffer>
 importToBuffer(DialectRegistry &registry, llvm::StringRef path) {
   autopar::ImportOptions options;
   options.trainingStateUpdates = trainingState;
   options.evalMode = evalMode;
+  options.batchRatio = batchRatio;
   for (const std::string &flag : inputShapes) {
     std::string error;
     if (failed(autopar::parseInputShapeFlag(flag, options, error))) {

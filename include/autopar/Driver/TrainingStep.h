@@ -31,6 +31,9 @@ struct TrainingStepOptions {
   /// Stop after the gradients (no optimizer): the program returns the loss
   /// and `<param>.grad`.
   bool emitGradients = false;
+  /// Micro-batches per step: the forward was imported for one micro-batch
+  /// and autopar-accumulate-gradients loops over them (1: none).
+  int64_t microBatches = 1;
   /// Optimizer, clipping and learning-rate schedule.
   TrainConfig config = defaultTrainConfig();
 };
@@ -40,12 +43,12 @@ std::string crossEntropyOutput(llvm::StringRef loss);
 
 /// Adds to `pm` (on a module) the passes that make the imported forward one
 /// training step: the added loss if asked, autopar-differentiate,
-/// autopar-apply-optimizer (unless emitGradients), canonicalize and CSE.
+/// autopar-accumulate-gradients (micro-batches > 1), autopar-apply-optimizer (unless emitGradients), canonicalize and CSE.
 void buildTrainingStepPipeline(mlir::OpPassManager &pm,
                                const TrainingStepOptions &options);
 
 /// Registers `autopar-train-pipeline` (options `train-config=FILE`,
-/// `loss=NAME`, `freeze=GLOB,...`, `emit-gradients`).
+/// `loss=NAME`, `freeze=GLOB,...`, `emit-gradients`, `micro-batches=N`).
 void registerTrainingStepPipeline();
 
 /// Where and how to write a training artifact.

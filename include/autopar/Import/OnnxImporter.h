@@ -89,6 +89,15 @@ struct ImportOptions {
   /// training_mode, BatchNormalization on its running statistics (its
   /// running-statistics outputs, if used, are the inputs unchanged).
   bool evalMode = false;
+  /// Re-importing a model at a smaller batch (one micro-batch of gradient
+  /// accumulation): `exportedBatch` is the batch its inputs lead with in the
+  /// file (or --input-shape), the inputs now lead with `exportedBatch /
+  /// batchRatio`. PyTorch's traced exports bake the batch into Reshape
+  /// targets (`x.view(b, t, h, d)` becomes the constant [b, t, h, d]); a
+  /// Reshape target whose leading dim is `batchRatio` times the input's,
+  /// or whose leading dim the ratio divides when the target does not fit
+  /// (a batch merged with other dims), is scaled down by the ratio.
+  int64_t batchRatio = 1;
 };
 
 /// Parses `--const-input` values of the form `NAME=FILE.npy` into

@@ -330,6 +330,56 @@ def Differentiate : Pass<"autopar-differentiate", "mlir::ModuleOp"> {
 }
 
 
+def AccumulateGradients
+    : Pass<"autopar-accumulate-gradients", "mlir::ModuleOp"> {
+  let summary = "One training step over several micro-batches: sum their "
+                "gradients as one big batch would";
+  let description = [{
+    Runs between `autopar-differentiate` and `autopar-apply-optimizer` when a
+    step's batch is cut into `micro-batches` parts (DeepSpeed's
+    `gradient_accumulation_steps`; docs/training.md, "Gradient
+    accumulation"). @main, differentiated for one micro-batch, becomes the
+    private `@main_micro_batch`; the new `@main` takes every input with
+    `micro-batches` times its leading dim, calls it once per micro-batch in
+    an `scf.for` and returns what the differentiated @main returned, for the
+    whole batch:
+
+    - The loss is normalised as one big batch: a loss `num / den` whose
+      `den` does not depend on the trained parameters (a mean over the valid
+      targets, `ignore_index` excluded, class weights summed) becomes
+      `sum(num) / sum(den)` over the micro-batches, and each gradient is
+      divided by the same `sum(den)`; a loss that is a sum is summed; any
+      other loss is averaged (DeepSpeed's `loss / gradient_accumulation_steps`).
+    - Parameters the forward updates itself (BatchNorm's running
+      statistics, `autopar.update`) carry from one micro-batch to the next,
+      as consecutive PyTorch forward passes update them.
+    - Dropout's `seed` is `seed ^ (k << 40)` for micro-batch `k`, so that
+      micro-batches draw different masks.
+
+    ```mlir
+    func.func @main(%w: tensor<4x3xf32> {autopar.parameter = "w"}, %x: tensor<2x4xf32> {autopar.input = "x"})
+        -> (tensor<f32> {autopar.output = "loss"}, tensor<4x3xf32> {autopar.gradient = "w"})
+    // with micro-batches=3 becomes
+    func.func private @main_micro_batch(%w: tensor<4x3xf32>, %x: tensor<2x4xf32>) -> (tensor<f32>, tensor<4x3xf32>, tensor<f32>)
+    func.func @main(%w: tensor<4x3xf32> {autopar.parameter = "w"}, %x: tensor<6x4xf32> {autopar.input = "x"})
+        -> (tensor<f32> {autopar.output = "loss"}, tensor<4x3xf32> {autopar.gradient = "w"}) {
+      %sums:3 = scf.for %k = %c0 to %c3 step %c1 iter_args(...) {
+        %xk = tensor.extract_slice %x[%k * 2, 0] [2, 4] [1, 1]
+        %r:3 = func.call @main_micro_batch(%w, %xk)
+        ...
+    ```
+  }];
+  let options = [
+    Option<"microBatches", "micro-batches", "int64_t", "1",
+           "Micro-batches per step (1: leave @main alone)">,
+  ];
+  let dependentDialects = ["mlir::linalg::LinalgDialect",
+                           "mlir::arith::ArithDialect",
+                           "mlir::scf::SCFDialect",
+                           "mlir::func::FuncDialect",
+                           "mlir::tensor::TensorDialect"];
+}
+
 def ApplyOptimizer : Pass<"autopar-apply-optimizer", "mlir::ModuleOp"> {
   let summary = "Turn @main's loss and gradients into one training step: "
                 "clipping, learning-rate schedule and optimizer update";

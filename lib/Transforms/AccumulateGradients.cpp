@@ -1,0 +1,398 @@
+//===- AccumulateGradients.cpp - One step over several micro-batches ------===//
+//
+// See Passes.td. The differentiated @main, imported for one micro-batch,
+// becomes the private @main_micro_batch; the new @main takes the whole
+// batch, calls it once per micro-batch in an scf.for, sums the loss and the
+// gradients and normalises them as one big batch would (docs/training.md,
+// "Gradient accumulation").
+//
+//===----------------------------------------------------------------------===//
+
+#include "autopar/Import/OnnxImporter.h"
+#include "autopar/Transforms/Passes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/SymbolTable.h"
+#include "mlir/Transforms/RegionUtils.h"
+
+namespace autopar {
+#define GEN_PASS_DEF_ACCUMULATEGRADIENTS
+#include "autopar/Transforms/Passes.h.inc"
+} // namespace autopar
+
+using namespace mlir;
+
+namespace {
+
+/// How a micro-batch's loss adds up to the big batch's.
+enum class LossKind {
+  /// loss = num / den with den independent of the parameters (a mean over
+  /// valid targets, weighted or not): the step's loss is sum(num) /
+  /// sum(den), each micro-batch computes num and its gradient.
+  Ratio,
+  /// loss = a sum: the step's loss is the sum of the micro-batches'.
+  Sum,
+  /// Anything else: the mean of the micro-batches' losses (DeepSpeed's
+  /// loss / gradient_accumulation_steps), the big batch's loss whenever
+  /// every micro-batch's loss is a mean over the same count.
+  Average,
+};
+
+/// True if `value` depends on no argument marked trainable.
+bool isInactive(func::FuncOp func, Value value) {
+  SmallVector<Value> worklist{value};
+  llvm::DenseSet<Value> seen;
+  while (!worklist.empty()) {
+    Value v = worklist.pop_back_val();
+    if (!seen.insert(v).second)
+      continue;
+    if (auto arg = dyn_cast<BlockArgument>(v)) {
+      if (arg.getOwner()->getParentOp() == func &&
+          func.getArgAttr(arg.getArgNumber(), autopar::attrs::kTrainable))
+        return false;
+      continue;
+    }
+    Operation *def = v.getDefiningOp();
+    llvm::append_range(worklist, def->getOperands());
+    llvm::SetVector<Value> above;
+    for (Region &region : def->getRegions())
+      getUsedValuesDefinedAbove(region, above);
+    llvm::append_range(worklist, above);
+  }
+  return true;
+}
+
+/// A single-element elementwise generic yielding `divf(in0, in1)`.
+bool isScalarDivision(linalg::GenericOp op) {
+  if (!op || op.getNumDpsInputs() != 2 || op.getNumDpsInits() != 1 ||
+      op.getNumReductionLoops() != 0)
+    return false;
+  auto yield = cast<linalg::YieldOp>(op.getBody()->getTerminator());
+  auto div = yield.getOperand(0).getDefiningOp<arith::DivFOp>();
+  Block *body = op.getBody();
+  return div && div.getLhs() == body->getArgument(0) &&
+         div.getRhs() == body->getArgument(1);
+}
+
+/// A generic summing its one input into its init.
+bool isSumReduction(linalg::GenericOp op) {
+  if (!op || op.getNumDpsInputs() != 1 || op.getNumDpsInits() != 1 ||
+      op.getNumReductionLoops() == 0)
+    return false;
+  auto yield = cast<linalg::YieldOp>(op.getBody()->getTerminator());
+  auto add = yield.getOperand(0).getDefiningOp<arith::AddFOp>();
+  Block *body = op.getBody();
+  return add && ((add.getLhs() == body->getArgument(0) &&
+                  add.getRhs() == body->getArgument(1)) ||
+                 (add.getLhs() == body->getArgument(1) &&
+                  add.getRhs() == body->getArgument(0)));
+}
+
+/// The value through single-element reshapes (a loss viewed as tensor<1xf32>).
+Value throughReshapes(Value v) {
+  while (Operation *def = v.getDefiningOp()) {
+    if (!isa<tensor::CollapseShapeOp, tensor::ExpandShapeOp, tensor::CastOp,
+             tensor::ReshapeOp>(def))
+      break;
+    v = def->getOperand(0);
+  }
+  return v;
+}
+
+/// Elementwise `a op b` into `a`'s tensor, `b` of the same shape or a
+/// single-element tensor broadcast.
+Value elementwise(OpBuilder &b, Location loc, Value a, Value rhs,
+                  function_ref<Value(OpBuilder &, Location, Value, Value)> fn) {
+  auto type = cast<RankedTensorType>(a.getType());
+  auto rhsType = cast<RankedTensorType>(rhs.getType());
+  MLIRContext *ctx = b.getContext();
+  AffineMap identity = AffineMap::getMultiDimIdentityMap(type.getRank(), ctx);
+  AffineMap rhsMap = rhsType.getShape() == type.getShape()
+                         ? identity
+                         : AffineMap::get(type.getRank(), 0,
+                                          SmallVector<AffineExpr>(
+                                              rhsType.getRank(),
+                                              getAffineConstantExpr(0, ctx)),
+                                          ctx);
+  SmallVector<utils::IteratorType> iterators(type.getRank(),
+                                             utils::IteratorType::parallel);
+  // Written into `a` (an accumulator the loop carries: updated in place).
+  return linalg::GenericOp::create(
+             b, loc, type, ValueRange{rhs}, ValueRange{a},
+             ArrayRef<AffineMap>{rhsMap, identity}, iterators,
+             [&](OpBuilder &nb, Location l, ValueRange args) {
+               linalg::YieldOp::create(nb, l, fn(nb, l, args[1], args[0]));
+             })
+      .getResult(0);
+}
+
+Value add(OpBuilder &b, Location loc, Value x, Value y) {
+  return elementwise(b, loc, x, y,
+                     [](OpBuilder &nb, Location l, Value p, Value q) -> Value {
+                       return arith::AddFOp::create(nb, l, p, q);
+                     });
+}
+
+Value divide(OpBuilder &b, Location loc, Value x, Value y) {
+  return elementwise(b, loc, x, y,
+                     [](OpBuilder &nb, Location l, Value p, Value q) -> Value {
+                       return arith::DivFOp::create(nb, l, p, q);
+                     });
+}
+
+Value zeros(OpBuilder &b, Location loc, Type type) {
+  auto tensor = cast<RankedTensorType>(type);
+  Value empty = tensor::EmptyOp::create(b, loc, tensor.getShape(),
+                                        tensor.getElementType());
+  Value zero =
+      arith::ConstantOp::create(b, loc, b.getZeroAttr(tensor.getElementType()));
+  return linalg::FillOp::create(b, loc, zero, empty).getResult(0);
+}
+
+struct AccumulateGradientsPass
+    : autopar::impl::AccumulateGradientsBase<AccumulateGradientsPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    if (microBatches < 1) {
+      getOperation().emitError()
+          << "autopar-accumulate-gradients: micro-batches must be at least 1, "
+             "not "
+          << static_cast<int64_t>(microBatches);
+      return signalPassFailure();
+    }
+    if (microBatches == 1)
+      return;
+    ModuleOp module = getOperation();
+    auto main = module.lookupSymbol<func::FuncOp>("main");
+    if (!main) {
+      module.emitError("autopar-accumulate-gradients: no func.func @main");
+      return signalPassFailure();
+    }
+    if (failed(accumulate(module, main)))
+      signalPassFailure();
+  }
+
+  LogicalResult accumulate(ModuleOp module, func::FuncOp main) {
+    MLIRContext *ctx = &getContext();
+    Location loc = main.getLoc();
+    auto ret = cast<func::ReturnOp>(main.getBody().front().getTerminator());
+    if (main.getNumResults() == 0 ||
+        main.getResultAttr(0, autopar::attrs::kGradient) ||
+        main.getResultAttr(0, autopar::attrs::kUpdate))
+      return main.emitError("autopar-accumulate-gradients: @main must be "
+                            "differentiated first (autopar-differentiate): "
+                            "its first result is the loss");
+
+    // Each batch input is cut along its leading dim.
+    SmallVector<Type> wholeTypes(main.getArgumentTypes());
+    for (unsigned i = 0; i < main.getNumArguments(); ++i) {
+      if (!main.getArgAttr(i, autopar::attrs::kInput))
+        continue;
+      auto type = dyn_cast<RankedTensorType>(wholeTypes[i]);
+      if (!type || type.getRank() == 0) {
+        auto name =
+            main.getArgAttrOfType<StringAttr>(i, autopar::attrs::kInput);
+        return main.emitError()
+               << "gradient accumulation: input '"
+               << (name ? name.getValue() : StringRef("?"))
+               << "' has no batch dim to cut into micro-batches";
+      }
+      SmallVector<int64_t> shape(type.getShape());
+      shape[0] *= microBatches;
+      wholeTypes[i] = type.clone(shape);
+    }
+
+    // The loss's normalisation.
+    Value loss = ret.getOperand(0);
+    auto lossOp = throughReshapes(loss).getDefiningOp<linalg::GenericOp>();
+    LossKind kind = LossKind::Average;
+    Value denominator;
+    if (isScalarDivision(lossOp) &&
+        isInactive(main, lossOp.getDpsInputOperand(1)->get())) {
+      kind = LossKind::Ratio;
+      denominator = lossOp.getDpsInputOperand(1)->get();
+    } else if (isSumReduction(lossOp)) {
+      kind = LossKind::Sum;
+    }
+    if (kind == LossKind::Ratio) {
+      // The micro-batch computes the numerator and its gradient (the
+      // division, and the adjoint's, by one); the step divides the sums.
+      OpBuilder b(ctx);
+      b.setInsertionPointToStart(&main.getBody().front());
+      auto type = cast<RankedTensorType>(denominator.getType());
+      Value one = arith::ConstantOp::create(
+          b, loc,
+          DenseElementsAttr::get(type,
+                                 b.getFloatAttr(type.getElementType(), 1.0)));
+      denominator.replaceAllUsesWith(one);
+      OpBuilder rb(ret);
+      SmallVector<Value> operands(ret.getOperands());
+      operands.push_back(denominator);
+      func::ReturnOp::create(rb, ret.getLoc(), operands);
+      ret.erase();
+      SmallVector<DictionaryAttr> resultAttrs;
+      main.getAllResultAttrs(resultAttrs);
+      resultAttrs.push_back(DictionaryAttr::get(ctx));
+      main.setType(FunctionType::get(ctx, main.getArgumentTypes(),
+                                     ValueRange(operands).getTypes()));
+      main.setAllResultAttrs(resultAttrs);
+    }
+
+    // @main becomes @main_micro_batch; a new @main loops over it.
+    SmallVector<DictionaryAttr> argAttrs, resultAttrs;
+    main.getAllArgAttrs(argAttrs);
+    main.getAllResultAttrs(resultAttrs);
+    unsigned numResults = main.getNumResults() - (kind == LossKind::Ratio);
+    resultAttrs.resize(numResults);
+    SmallVector<Type> resultTypes(main.getResultTypes().take_front(numResults));
+    SmallVector<NamedAttribute> funcAttrs;
+    for (NamedAttribute attr : main->getDiscardableAttrs())
+      funcAttrs.push_back(attr);
+    main.setName("main_micro_batch");
+    OpBuilder mb(module.getBodyRegion());
+    mb.setInsertionPointAfter(main);
+    auto step = func::FuncOp::create(
+        mb, loc, "main", FunctionType::get(ctx, wholeTypes, resultTypes));
+    step.setAllArgAttrs(argAttrs);
+    step.setAllResultAttrs(resultAttrs);
+    for (NamedAttribute attr : funcAttrs)
+      step->setAttr(attr.getName(), attr.getValue());
+    main.setPrivate();
+    main.setAllArgAttrs(ArrayRef<DictionaryAttr>{});
+    main.setAllResultAttrs(ArrayRef<DictionaryAttr>{});
+    for (NamedAttribute attr : funcAttrs)
+      main->removeAttr(attr.getName());
+    func::FuncOp micro = main;
+
+    Block *entry = step.addEntryBlock();
+    OpBuilder b = OpBuilder::atBlockBegin(entry);
+    // The parameters the forward updates itself (BatchNorm's running
+    // statistics) carry from one micro-batch to the next, as PyTorch's
+    // forward passes do.
+    llvm::StringMap<unsigned> parameterArgs;
+    for (unsigned i = 0; i < step.getNumArguments(); ++i)
+      if (auto name =
+              step.getArgAttrOfType<StringAttr>(i, autopar::attrs::kParameter))
+        parameterArgs[name.getValue()] = i;
+    llvm::DenseMap<unsigned, unsigned> carriedArgOfResult;
+    for (unsigned r = 0; r < numResults; ++r)
+      if (auto name =
+              step.getResultAttrOfType<StringAttr>(r, autopar::attrs::kUpdate))
+        if (auto it = parameterArgs.find(name.getValue());
+            it != parameterArgs.end())
+          carriedArgOfResult[r] = it->second;
+
+    // Iteration values: one per result (sums, or the carried state), and
+    // the denominator's sum.
+    SmallVector<Value> inits;
+    for (unsigned r = 0; r < numResults; ++r)
+      inits.push_back(carriedArgOfResult.count(r)
+                          ? Value(step.getArgument(carriedArgOfResult[r]))
+                          : zeros(b, loc, resultTypes[r]));
+    if (kind == LossKind::Ratio)
+      inits.push_back(zeros(b, loc, micro.getResultTypes().back()));
+
+    Value lower = arith::ConstantIndexOp::create(b, loc, 0);
+    Value upper = arith::ConstantIndexOp::create(b, loc, microBatches);
+    Value one = arith::ConstantIndexOp::create(b, loc, 1);
+    auto loop = scf::ForOp::create(
+        b, loc, lower, upper, one, inits,
+        [&](OpBuilder &lb, Location l, Value k, ValueRange iter) {
+          SmallVector<Value> operands;
+          for (unsigned i = 0; i < step.getNumArguments(); ++i) {
+            Value arg = step.getArgument(i);
+            if (step.getArgAttr(i, autopar::attrs::kInput)) {
+              auto part = cast<RankedTensorType>(micro.getArgumentTypes()[i]);
+              Value first = arith::MulIOp::create(
+                  lb, l, k,
+                  arith::ConstantIndexOp::create(lb, l, part.getDimSize(0)));
+              SmallVector<OpFoldResult> offsets(part.getRank(),
+                                                lb.getIndexAttr(0));
+              offsets[0] = first;
+              SmallVector<OpFoldResult> sizes, strides;
+              for (int64_t d : part.getShape()) {
+                sizes.push_back(lb.getIndexAttr(d));
+                strides.push_back(lb.getIndexAttr(1));
+              }
+              operands.push_back(tensor::ExtractSliceOp::create(
+                  lb, l, part, arg, offsets, sizes, strides));
+              continue;
+            }
+            if (step.getArgAttr(i, autopar::attrs::kSeed)) {
+              // Micro-batch k draws its Dropout masks with seed ^ (k << 40)
+              // (docs/training.md, "Dropout masks").
+              Value seed = tensor::ExtractOp::create(lb, l, arg);
+              Value index =
+                  arith::IndexCastOp::create(lb, l, lb.getI64Type(), k);
+              Value shifted = arith::ShLIOp::create(
+                  lb, l, index,
+                  arith::ConstantOp::create(lb, l, lb.getI64IntegerAttr(40)));
+              Value mixed = arith::XOrIOp::create(lb, l, seed, shifted);
+              operands.push_back(tensor::FromElementsOp::create(
+                  lb, l, arg.getType(), ValueRange{mixed}));
+              continue;
+            }
+            operands.push_back(arg);
+          }
+          for (auto [r, argIndex] : carriedArgOfResult)
+            operands[argIndex] = iter[r];
+          auto call = func::CallOp::create(lb, l, micro, operands);
+          SmallVector<Value> next;
+          for (unsigned r = 0; r < numResults; ++r)
+            next.push_back(carriedArgOfResult.count(r)
+                               ? call.getResult(r)
+                               : add(lb, l, iter[r], call.getResult(r)));
+          if (kind == LossKind::Ratio)
+            next.push_back(add(lb, l, iter.back(), call.getResults().back()));
+          scf::YieldOp::create(lb, l, next);
+        });
+
+    SmallVector<Value> results;
+    Value scale;
+    if (kind == LossKind::Ratio) {
+      scale = loop.getResults().back();
+    } else if (kind == LossKind::Average) {
+      auto type = RankedTensorType::get(
+          {}, cast<RankedTensorType>(resultTypes[0]).getElementType());
+      scale = arith::ConstantOp::create(
+          b, loc,
+          DenseElementsAttr::get(type, b.getFloatAttr(type.getElementType(),
+                                                      double(microBatches))));
+    }
+    for (unsigned r = 0; r < numResults; ++r) {
+      Value v = loop.getResult(r);
+      bool summed = !carriedArgOfResult.count(r);
+      if (summed && scale) {
+        // The denominator is in the loss's element type; a gradient of
+        // another float type divides by its own cast of it.
+        auto type = cast<RankedTensorType>(v.getType());
+        Value s = scale;
+        auto scaleType = cast<RankedTensorType>(s.getType());
+        if (scaleType.getElementType() != type.getElementType()) {
+          Value e = tensor::ExtractOp::create(
+              b, loc, s,
+              SmallVector<Value>(scaleType.getRank(),
+                                 arith::ConstantIndexOp::create(b, loc, 0)));
+          if (type.getElementTypeBitWidth() >
+              scaleType.getElementTypeBitWidth())
+            e = arith::ExtFOp::create(b, loc, type.getElementType(), e);
+          else
+            e = arith::TruncFOp::create(b, loc, type.getElementType(), e);
+          s = tensor::FromElementsOp::create(
+              b, loc, RankedTensorType::get({}, type.getElementType()), e);
+        }
+        v = divide(b, loc, v, s);
+      }
+      results.push_back(v);
+    }
+    func::ReturnOp::create(b, loc, results);
+    return success();
+  }
+};
+
+} // namespace
