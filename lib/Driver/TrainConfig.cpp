@@ -301,11 +301,22 @@ Expected<TrainConfig> parseTrainConfig(StringRef text, StringRef path) {
   }
   for (StringRef precision : {"bf16", "fp16"})
     if (const json::Object *o = r.object(*root, "", precision)) {
+      if (precision == "bf16")
+        r.checkKeys(*o, "bf16", {"enabled"});
       const json::Value *enabled = o->get("enabled");
-      if (enabled && enabled->getAsBoolean() && *enabled->getAsBoolean())
-        r.error((precision + ".enabled").str(),
-                "mixed-precision training is not implemented yet; train in "
-                "fp32 (false, or leave the key out)");
+      if (enabled && !enabled->getAsBoolean()) {
+        r.error((precision + ".enabled").str(), "expected true or false");
+        continue;
+      }
+      if (!enabled || !*enabled->getAsBoolean())
+        continue;
+      if (precision == "fp16") {
+        r.error("fp16.enabled",
+                "fp16 training (dynamic loss scaling) is not implemented "
+                "yet; use \"bf16\": {\"enabled\": true}, or fp32");
+        continue;
+      }
+      c.precision = precision.str();
     }
   if (const json::Object *o = r.object(*root, "", "activation_checkpointing")) {
     r.checkKeys(*o, "activation_checkpointing", {"policy"});

@@ -49,6 +49,18 @@ void buildTrainingStepPipeline(OpPassManager &pm,
     accumulate.microBatches = options.microBatches;
     pm.addPass(createAccumulateGradients(accumulate));
   }
+  if (options.config.precision == "bf16") {
+    // Mixed precision: the forward and backward store activations in bf16
+    // and round parameters to bf16 where GEMMs read them; the parameters
+    // (master weights), the gradients and the optimizer stay f32, since the
+    // optimizer is added after. CPU GEMM kernels are f32: they read the
+    // bf16-rounded operands extended back.
+    MixedPrecisionOptions mixed;
+    mixed.type = "bf16";
+    mixed.keepParameters = true;
+    mixed.f32Gemms = true;
+    pm.addNestedPass<func::FuncOp>(createMixedPrecision(mixed));
+  }
   if (!options.emitGradients) {
     const TrainConfig &c = options.config;
     ApplyOptimizerOptions o;
@@ -291,6 +303,9 @@ writeTrainingArtifact(ModuleOp module, const TrainingArtifactOptions &options,
     t.optimizer = options.config.optimizerJson();
     t.scheduler = options.config.schedulerJson();
     t.gradientClipping = options.config.gradientClipping;
+    t.precision = options.config.precision.empty() ? "fp32"
+                                                   : options.config.precision;
+    t.microBatches = options.microBatches;
     // --save-onnx: the inference model without the parameters training
     // updates, which the runtime appends with their trained values.
     llvm::StringSet<> updated;

@@ -232,7 +232,9 @@ LogicalResult writeManifest(llvm::StringRef dir,
                              {"global_batch", training.globalBatch},
                              {"optimizer", std::move(training.optimizer)},
                              {"scheduler", std::move(training.scheduler)},
-                             {"gradient_clipping", training.gradientClipping}};
+                             {"gradient_clipping", training.gradientClipping},
+                             {"precision", training.precision},
+                             {"micro_batches", training.microBatches}};
     if (training.tokensPerSample > 0)
       entry["tokens_per_sample"] = training.tokensPerSample;
     if (!training.inferenceTemplate.empty())

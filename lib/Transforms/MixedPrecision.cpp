@@ -222,13 +222,17 @@ public:
   /// GEMM operands still in f32 are converted: GEMMs run on low-typed
   /// operands, accumulating into their f32 result. The op is rebuilt, since
   /// a named op's body is typed after its operands.
-  void lowGemmOperands(Operation *gemm) {
+  /// With `f32Operands` the low-typed operands are extended back to f32
+  /// instead (the products of low-precision operands, for f32-only kernels).
+  void lowGemmOperands(Operation *gemm, bool f32Operands) {
     rewriter.setInsertionPoint(gemm);
     SmallVector<Value> inputs;
     for (unsigned i : {0u, 1u}) {
       Value operand = gemm->getOperand(i);
       if (staticF32Tensor(operand.getType()))
         operand = convert(gemm->getLoc(), operand, low);
+      if (f32Operands)
+        operand = convert(gemm->getLoc(), operand, rewriter.getF32Type());
       inputs.push_back(operand);
     }
     Value init = gemm->getOperand(2);
@@ -299,7 +303,8 @@ struct MixedPrecisionPass
     }
 
     Demoter demoter(ctx, low);
-    demoter.demoteParameters(func, dtype);
+    if (!keepParameters)
+      demoter.demoteParameters(func, dtype);
     SmallVector<linalg::GenericOp> producers;
     func.walk([&](linalg::GenericOp op) { producers.push_back(op); });
     for (linalg::GenericOp op : producers)
@@ -310,7 +315,7 @@ struct MixedPrecisionPass
         gemms.push_back(op);
     });
     for (Operation *gemm : gemms)
-      demoter.lowGemmOperands(gemm);
+      demoter.lowGemmOperands(gemm, f32Gemms);
   }
 };
 

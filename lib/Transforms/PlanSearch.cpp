@@ -64,9 +64,14 @@ llvm::Expected<PlanRequest> buildPlanRequest(const PlanFlags &flags) {
       !parsePrecision(flags.precision, request.precision))
     return error("--precision " + flags.precision +
                  " is not one of fp32, bf16, fp16");
-  if (cluster->isLocalCpu() && request.precision != Precision::FP32)
+  // CPU ranks run fp32; a training step may store its activations in bf16
+  // (mixed precision with f32 master weights and f32 arithmetic).
+  if (cluster->isLocalCpu() && request.precision != Precision::FP32 &&
+      !(request.mode == PlanMode::Training &&
+        request.precision == Precision::BF16))
     return error("--precision " + flags.precision +
-                 " is not supported on CPU clusters (local:N); use fp32");
+                 " is not supported on CPU clusters (local:N); use fp32" +
+                 (request.mode == PlanMode::Training ? " or bf16" : ""));
   if (flags.dp > 0)
     request.pins.dp = flags.dp;
   if (flags.tp > 0)

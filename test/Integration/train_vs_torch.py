@@ -328,6 +328,58 @@ def check_dropout(build, work):
     return errors
 
 
+def check_bf16(build, work):
+    """bf16 mixed precision ("bf16": {"enabled": true}): activations stored
+    in bf16, GEMM operands rounded to bf16, f32 master weights, gradients
+    and optimizer. Its numbers are not PyTorch's fp32 ones, so the check is
+    that they are close (losses within 2%, SGD's parameters within 2%), that
+    they are not fp32's (the rounding happened), that the parameters come
+    back f32 and that the loss falls."""
+    errors = []
+    for name, cls, config in (
+            ("mlp-sgd-bf16", Mlp, {
+                "train_batch_size": 6, "optimizer": {
+                    "type": "SGD", "params": {"lr": 0.1, "momentum": 0.9}}}),
+            ("gpt-adamw-bf16", Gpt, {
+                "train_batch_size": 3, "gradient_clipping": 1.0,
+                "optimizer": {"type": "AdamW", "params": {
+                    "lr": 0.01, "eps": 1e-6}}})):
+        torch.manual_seed(0)
+        model = cls()
+        data = make_data(cls, config["train_batch_size"])
+        fp32, _ = autopar_train(build, work, name + "-fp32", model, data,
+                                config)
+        bf16_config = dict(config, bf16={"enabled": True})
+        losses, out = autopar_train(build, work, name, model, data,
+                                    bf16_config)
+        with open(os.path.join(work, name + "-art", "manifest.json")) as f:
+            precision = json.load(f)["training"]["precision"]
+        reference = torch_train(model, data, config)
+        worst = max(abs(a - b) / abs(b) for a, b in zip(losses, reference))
+        problems = []
+        if precision != "bf16":
+            problems.append(f"the manifest says precision {precision}")
+        if worst > 2e-2:
+            problems.append(f"losses {losses} vs PyTorch fp32 {reference}")
+        if losses == fp32:
+            problems.append("the same losses as fp32")
+        if not losses[3] < losses[0]:
+            problems.append(f"the first batch's loss did not fall: {losses}")
+        for pname, p in model.named_parameters():
+            got = np.load(os.path.join(out, pname + ".npy"))
+            if got.dtype != np.float32:
+                problems.append(f"{pname} comes back {got.dtype}")
+            want = p.detach().numpy()
+            err = np.abs(got - want).max() / max(np.abs(want).max(), 1e-6)
+            if config["optimizer"]["type"] == "SGD" and err > 2e-2:
+                problems.append(f"{pname}: relative error {err:.2e}")
+        print(f"{name}: losses {losses[0]:.5f} -> {losses[-1]:.5f}, worst "
+              f"relative loss difference to PyTorch fp32 {worst:.2e}"
+              f"{'' if not problems else ' FAIL: ' + '; '.join(problems)}")
+        errors += problems
+    return errors
+
+
 class TokenLogits(nn.Module):
     """Returns logits [batch, positions, vocabulary] and no loss: trained with
     --loss cross-entropy:logits, which adds F.cross_entropy's loss and a
@@ -435,7 +487,7 @@ def main():
             passed += 1
     for name, check in [("gpt-dropout", check_dropout),
                         ("logits-ce", check_cross_entropy_loss),
-                        ("eval", check_eval)]:
+                        ("eval", check_eval), ("bf16", check_bf16)]:
         if only and name not in only:
             continue
         if check(build, work):

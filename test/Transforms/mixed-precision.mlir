@@ -1,5 +1,6 @@
 // RUN: autopar-opt %s --pass-pipeline='builtin.module(func.func(autopar-mixed-precision))' --split-input-file | FileCheck %s
 // RUN: autopar-opt %s --pass-pipeline='builtin.module(func.func(autopar-mixed-precision{type=f16}))' --split-input-file | FileCheck %s --check-prefix=F16
+// RUN: autopar-opt %s --pass-pipeline='builtin.module(func.func(autopar-mixed-precision{keep-parameters f32-gemms}))' --split-input-file | FileCheck %s --check-prefix=TRAIN
 
 #id = affine_map<(i, j) -> (i, j)>
 #row = affine_map<(i, j) -> (j)>
@@ -25,6 +26,21 @@
 // CHECK-NEXT: linalg.yield %[[T]] : bf16
 // CHECK: %[[Y:.*]] = linalg.matmul ins(%[[H]], %[[W2]] : tensor<4x16xbf16>, tensor<16x4xbf16>) outs(%{{.*}} : tensor<4x4xf32>)
 // CHECK: return %[[Y]] : tensor<4x4xf32>
+// TRAIN-LABEL: func.func @mlp
+// Training (keep-parameters f32-gemms): the parameters stay f32 (master
+// weights); a GEMM reads each operand rounded to bf16 and extended back to
+// f32 (CPU kernels are f32): the same products as a bf16 GEMM.
+// TRAIN-SAME: (%[[W:.*]]: tensor<8x16xf32> {autopar.dtype = "float32", autopar.parameter = "w"},
+// TRAIN-SAME: %[[B:.*]]: tensor<16xf32> {autopar.dtype = "float32", autopar.parameter = "b"},
+// TRAIN: %[[XT:.*]] = linalg.generic {{.*}} ins(%{{.*}} : tensor<4x8xf32>) outs(%{{.*}} : tensor<4x8xbf16>)
+// TRAIN: %[[XE:.*]] = linalg.generic {{.*}} ins(%[[XT]] : tensor<4x8xbf16>) outs(%{{.*}} : tensor<4x8xf32>)
+// TRAIN: arith.extf
+// TRAIN: %[[WT:.*]] = linalg.generic {{.*}} ins(%[[W]] : tensor<8x16xf32>) outs(%{{.*}} : tensor<8x16xbf16>)
+// TRAIN: arith.truncf
+// TRAIN: %[[WE:.*]] = linalg.generic {{.*}} ins(%[[WT]] : tensor<8x16xbf16>) outs(%{{.*}} : tensor<8x16xf32>)
+// TRAIN: linalg.matmul ins(%[[XE]], %[[WE]] : tensor<4x8xf32>, tensor<8x16xf32>) outs(%{{.*}} : tensor<4x16xf32>)
+// The bias + ReLU kernel still stores its result in bf16, reading the f32 bias.
+// TRAIN: linalg.generic {{.*}} ins(%{{.*}}, %[[B]] : tensor<4x16xf32>, tensor<16xf32>) outs(%{{.*}} : tensor<4x16xbf16>)
 // F16-LABEL: func.func @mlp
 // F16-SAME: tensor<8x16xf16> {autopar.dtype = "float16", autopar.parameter = "w"}
 // F16: linalg.matmul ins(%{{.*}}, %{{.*}} : tensor<4x16xf16>, tensor<16x4xf16>) outs(%{{.*}} : tensor<4x4xf32>)

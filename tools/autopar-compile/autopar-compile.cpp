@@ -296,6 +296,31 @@ int main(int argc, char **argv) {
   auto start = std::chrono::steady_clock::now();
 
   // Validate the request before any work.
+  autopar::TrainConfig trainConfig = autopar::defaultTrainConfig();
+  if (mode == "train" && !trainConfigPath.empty()) {
+    auto parsed = autopar::readTrainConfig(trainConfigPath);
+    if (!parsed)
+      return fail(llvm::toString(parsed.takeError()));
+    trainConfig = std::move(*parsed);
+    // A value in the file is a pin, like the CLI's: they must agree.
+    if (trainConfig.zeroStage && zero >= 0 && *trainConfig.zeroStage != zero)
+      return fail(trainConfigPath + ": zero_optimization.stage is " +
+                  llvm::Twine(*trainConfig.zeroStage) + " but --zero is " +
+                  llvm::Twine(int(zero)));
+    if (trainConfig.microBatchSize && microBatchSize > 0 &&
+        *trainConfig.microBatchSize != microBatchSize)
+      return fail(trainConfigPath + ": train_micro_batch_size_per_gpu is " +
+                  llvm::Twine(*trainConfig.microBatchSize) +
+                  " but --micro-batch-size is " +
+                  llvm::Twine(int(microBatchSize)));
+    // bf16/fp16 in the file is the precision, like --precision.
+    if (!trainConfig.precision.empty()) {
+      if (!precision.empty() && precision != trainConfig.precision)
+        return fail(trainConfigPath + ": " + trainConfig.precision +
+                    ".enabled is true but --precision is " + precision);
+      precision = trainConfig.precision;
+    }
+  }
   autopar::PlanFlags flags;
   flags.cluster = clusterSpec;
   flags.mode = mode;
@@ -322,24 +347,6 @@ int main(int argc, char **argv) {
                              {"--emit-gradients", bool(emitGradients)}})
     if (given && !training)
       return fail(llvm::Twine(flag) + " needs --mode train");
-  autopar::TrainConfig trainConfig = autopar::defaultTrainConfig();
-  if (training && !trainConfigPath.empty()) {
-    auto parsed = autopar::readTrainConfig(trainConfigPath);
-    if (!parsed)
-      return fail(llvm::toString(parsed.takeError()));
-    trainConfig = std::move(*parsed);
-    // A value in the file is a pin, like the CLI's: they must agree.
-    if (trainConfig.zeroStage && zero >= 0 && *trainConfig.zeroStage != zero)
-      return fail(trainConfigPath + ": zero_optimization.stage is " +
-                  llvm::Twine(*trainConfig.zeroStage) + " but --zero is " +
-                  llvm::Twine(int(zero)));
-    if (trainConfig.microBatchSize && microBatchSize > 0 &&
-        *trainConfig.microBatchSize != microBatchSize)
-      return fail(trainConfigPath + ": train_micro_batch_size_per_gpu is " +
-                  llvm::Twine(*trainConfig.microBatchSize) +
-                  " but --micro-batch-size is " +
-                  llvm::Twine(int(microBatchSize)));
-  }
   if (!planOnly && training && gpu)
     return fail("--cluster " + clusterSpec +
                 " --mode train: training code generation for GPUs is not "
@@ -591,6 +598,7 @@ int main(int argc, char **argv) {
     artifact.targetCpu = targetCpu;
     artifact.dumpDir = dumpDir;
     artifact.globalBatch = plan->globalBatch;
+    artifact.microBatches = microBatches;
     artifact.withOptimizer = !emitGradients;
     artifact.config = trainConfig;
     artifact.loss = lossName;

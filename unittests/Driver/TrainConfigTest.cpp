@@ -102,9 +102,15 @@ TEST(TrainConfig, RejectsWhatIsNotImplemented) {
                 .find("optimizer.type: 'Lamb' is not supported; supported: "
                       "SGD, Adam, AdamW"),
             std::string::npos);
-  EXPECT_NE(error(R"({"bf16": {"enabled": true}})")
-                .find("bf16.enabled: mixed-precision training is not "
-                      "implemented yet"),
+  EXPECT_NE(error(R"({"fp16": {"enabled": true}})")
+                .find("fp16.enabled: fp16 training (dynamic loss scaling) is "
+                      "not implemented yet; use \"bf16\""),
+            std::string::npos);
+  EXPECT_NE(error(R"({"bf16": {"enabled": "yes"}})")
+                .find("bf16.enabled: expected true or false"),
+            std::string::npos);
+  EXPECT_NE(error(R"({"bf16": {"enabled": true, "immediate_grad_update": true}})")
+                .find("bf16.immediate_grad_update: unknown key"),
             std::string::npos);
   EXPECT_NE(error(R"({"optimizer": {"type": "SGD"}})")
                 .find("optimizer.params.lr: SGD needs a learning rate"),
@@ -125,3 +131,11 @@ TEST(TrainConfig, OptionsRoundTripEveryDigit) {
 }
 
 } // namespace
+
+TEST(TrainConfig, Precision) {
+  EXPECT_EQ(parse("{}").precision, "");
+  EXPECT_EQ(parse(R"({"bf16": {"enabled": true}})").precision, "bf16");
+  EXPECT_EQ(parse(R"({"bf16": {"enabled": false}, "fp16": {"enabled": false}})")
+                .precision,
+            "");
+}

@@ -25,6 +25,9 @@ struct TrainConfig {
   std::optional<int64_t> trainBatchSize, microBatchSize, accumulationSteps;
   std::optional<int64_t> zeroStage;
   double gradientClipping = 0.0;
+  /// "bf16" when `bf16.enabled` is true (mixed precision with f32 master
+  /// weights), "" for fp32.
+  std::string precision;
 
   OptimizerKind optimizer = OptimizerKind::AdamW;
   double lr = 1e-3, momentum = 0.0, dampening = 0.0, weightDecay = 0.0;

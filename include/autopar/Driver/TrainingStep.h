@@ -59,6 +59,8 @@ struct TrainingArtifactOptions {
   std::string targetCpu;  ///< LLVM's CPU name ("native" by default)
   std::string dumpDir;    ///< --dump-ir, or ""
   int64_t globalBatch = 0;
+  /// Micro-batches accumulated per step, recorded in the manifest.
+  int64_t microBatches = 1;
   /// With the optimizer: the training section of the manifest and the
   /// inference template for --save-onnx; without (emitGradients), a program
   /// autopar-run runs like an inference artifact.

@@ -74,6 +74,11 @@ struct ArtifactTraining {
   /// The resolved configuration, for logs and checkpoints.
   llvm::json::Object optimizer, scheduler;
   double gradientClipping = 0.0;
+  /// "fp32", or "bf16": activations stored in bf16, parameters, gradients
+  /// and optimizer state f32 (mixed precision).
+  std::string precision = "fp32";
+  /// Micro-batches per step (gradient accumulation inside the program).
+  int64_t microBatches = 1;
   /// The inference model the runtime completes with the trained values for
   /// --save-onnx (InferenceModel.h), relative to the artifact; empty: none.
   std::string inferenceTemplate;

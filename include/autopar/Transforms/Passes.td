@@ -70,10 +70,23 @@ def MixedPrecision : Pass<"autopar-mixed-precision", "mlir::func::FuncOp"> {
       accumulators and outputs.
 
     Graph inputs and outputs keep the model's types.
+
+    For mixed-precision training (`keep-parameters`, docs/training.md,
+    "Mixed precision") the parameters stay f32 (the master weights the
+    optimizer updates) and are rounded to the low type where a GEMM reads
+    them; the pass runs on the forward and backward, before the optimizer is
+    added, so gradients (results) stay f32. `f32-gemms` (CPU, whose BLAS
+    kernels are f32 only) feeds each GEMM its low-typed operands extended
+    back to f32: the same products, accumulated in f32.
   }];
   let options = [
     Option<"type", "type", "std::string", "\"bf16\"",
            "The storage type: bf16 or f16">,
+    Option<"keepParameters", "keep-parameters", "bool", "false",
+           "Keep f32 parameters f32 (master weights for training)">,
+    Option<"f32Gemms", "f32-gemms", "bool", "false",
+           "GEMMs read low-typed operands extended to f32 (f32-only "
+           "kernels)">,
   ];
   let dependentDialects = ["mlir::linalg::LinalgDialect",
                            "mlir::arith::ArithDialect",
