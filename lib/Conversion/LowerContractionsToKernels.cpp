@@ -14,7 +14,9 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/IR/Matchers.h"
 #include "mlir/IR/PatternMatch.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 namespace autopar {
@@ -38,6 +40,9 @@ struct KernelLibrary {
   /// own im2col; on CUDA, `autopar-conv-to-im2col-gemm` turns convolutions
   /// into GEMMs before bufferization.
   bool convolutions;
+  /// Whether every kernel has an `_overwrite_` variant that stores its sum
+  /// instead of adding it to the output (`<prefix><op>_overwrite_<types>`).
+  bool overwriteKernels;
 };
 
 /// The CPU kernels (OpenBLAS) are f32 only: `..._f32`.
@@ -65,9 +70,11 @@ std::string cudaGemmTypes(Type ab, Type c) {
 }
 
 const KernelLibrary kCpuKernels{"autopar_cpu_", cpuGemmTypes,
-                                /*convolutions=*/true};
+                                /*convolutions=*/true,
+                                /*overwriteKernels=*/true};
 const KernelLibrary kCudaKernels{"autopar_cuda_", cudaGemmTypes,
-                                 /*convolutions=*/false};
+                                 /*convolutions=*/false,
+                                 /*overwriteKernels=*/false};
 
 /// The element type of a memref operand, or null.
 Type memrefElementType(Value v) {
@@ -90,6 +97,48 @@ std::string gemmKernelName(const KernelLibrary &library, Operation *op,
   if (types.empty())
     return "";
   return (library.prefix + opName + "_" + types).str();
+}
+
+/// The `linalg.fill` of zeros into `output` that `op` would add to, if it is
+/// the last op before `op` that touches memory: the kernel may then store
+/// its sum instead and the fill is not needed. Views, casts and constants in
+/// between have no memory effects.
+linalg::FillOp zeroFillOverwrittenBy(Operation *op, Value output) {
+  for (Operation *prev = op->getPrevNode(); prev; prev = prev->getPrevNode()) {
+    auto fill = dyn_cast<linalg::FillOp>(prev);
+    if (!fill) {
+      if (isMemoryEffectFree(prev))
+        continue;
+      return {};
+    }
+    if (!fill.hasPureBufferSemantics() || fill.getOutputs()[0] != output)
+      return {};
+    Attribute value;
+    if (!matchPattern(fill.getInputs()[0], m_Constant(&value)))
+      return {};
+    auto zero = dyn_cast<FloatAttr>(value);
+    if (!zero || !zero.getValue().isZero() || zero.getValue().isNegative())
+      return {};
+    return fill;
+  }
+  return {};
+}
+
+/// `kernel` (`<prefix><op>_<types>`) as its overwrite variant, erasing the
+/// zero fill that makes it one, when the library has it and the fill comes
+/// right before `op`; else `kernel`.
+std::string overwriteIfZeroFilled(RewriterBase &rewriter,
+                                  const KernelLibrary &library, Operation *op,
+                                  Value output, StringRef opName,
+                                  const std::string &kernel) {
+  if (!library.overwriteKernels)
+    return kernel;
+  linalg::FillOp fill = zeroFillOverwrittenBy(op, output);
+  if (!fill)
+    return kernel;
+  rewriter.eraseOp(fill);
+  std::string prefix = (library.prefix + opName + "_").str();
+  return prefix + "overwrite_" + kernel.substr(prefix.size());
 }
 
 /// Declares (once) `func.func private @name(<operand types>)` with the C
@@ -165,6 +214,8 @@ struct MatmulToKernel : OpRewritePattern<linalg::MatmulOp> {
       operands[i] =
           memref::TransposeOp::create(rewriter, op.getLoc(), operands[i], perm);
     }
+    kernel = overwriteIfZeroFilled(rewriter, library, op, op->getOperand(2),
+                                   "matmul", kernel);
     replaceWithKernelCall(rewriter, op, kernel, operands);
     return success();
   }
@@ -190,11 +241,11 @@ struct BatchMatmulToKernel : OpRewritePattern<linalg::BatchMatmulOp> {
     for (int i : {0, 1}) {
       if (maps[i] == defaults[i])
         continue;
-      AffineMap swapped = AffineMap::get(
-          4, 0,
-          {defaults[i].getResult(0), defaults[i].getResult(2),
-           defaults[i].getResult(1)},
-          op.getContext());
+      AffineMap swapped =
+          AffineMap::get(4, 0,
+                         {defaults[i].getResult(0), defaults[i].getResult(2),
+                          defaults[i].getResult(1)},
+                         op.getContext());
       if (maps[i] != swapped)
         return failure();
       auto perm = AffineMapAttr::get(AffineMap::getPermutationMap(
@@ -202,6 +253,8 @@ struct BatchMatmulToKernel : OpRewritePattern<linalg::BatchMatmulOp> {
       operands[i] =
           memref::TransposeOp::create(rewriter, op.getLoc(), operands[i], perm);
     }
+    kernel = overwriteIfZeroFilled(rewriter, library, op, op->getOperand(2),
+                                   "batch_matmul", kernel);
     replaceWithKernelCall(rewriter, op, kernel, operands);
     return success();
   }
@@ -220,8 +273,9 @@ SmallVector<Value> convOperands(PatternRewriter &rewriter, ConvOp op) {
 }
 
 template <typename ConvOp> struct ConvToKernel : OpRewritePattern<ConvOp> {
-  ConvToKernel(MLIRContext *ctx, StringRef kernel)
-      : OpRewritePattern<ConvOp>(ctx), kernel(kernel) {}
+  ConvToKernel(MLIRContext *ctx, const KernelLibrary &library, StringRef opName)
+      : OpRewritePattern<ConvOp>(ctx), library(library), opName(opName),
+        kernel((library.prefix + opName + "_f32").str()) {}
   LogicalResult matchAndRewrite(ConvOp op,
                                 PatternRewriter &rewriter) const override {
     if (!op.hasPureBufferSemantics() ||
@@ -230,10 +284,13 @@ template <typename ConvOp> struct ConvToKernel : OpRewritePattern<ConvOp> {
           return t && t.isF32();
         }))
       return failure();
-    replaceWithKernelCall(rewriter, op, kernel, convOperands(rewriter, op));
+    std::string name = overwriteIfZeroFilled(
+        rewriter, library, op, op.getOutputs()[0], opName, kernel);
+    replaceWithKernelCall(rewriter, op, name, convOperands(rewriter, op));
     return success();
   }
-  std::string kernel;
+  const KernelLibrary &library;
+  std::string opName, kernel;
 };
 
 /// Rewrites the contractions `library` has kernels for into calls.
@@ -242,10 +299,10 @@ LogicalResult lowerContractions(Operation *root, const KernelLibrary &library) {
   RewritePatternSet patterns(ctx);
   patterns.add<MatmulToKernel, BatchMatmulToKernel>(ctx, library);
   if (library.convolutions) {
-    patterns.add<ConvToKernel<linalg::Conv2DNchwFchwOp>>(
-        ctx, (library.prefix + "conv2d_nchw_f32").str());
-    patterns.add<ConvToKernel<linalg::Conv2DNgchwGfchwOp>>(
-        ctx, (library.prefix + "conv2d_ngchw_f32").str());
+    patterns.add<ConvToKernel<linalg::Conv2DNchwFchwOp>>(ctx, library,
+                                                         "conv2d_nchw");
+    patterns.add<ConvToKernel<linalg::Conv2DNgchwGfchwOp>>(ctx, library,
+                                                           "conv2d_ngchw");
   }
   // Walk once: the rewrites create no new matches.
   return applyPatternsGreedily(root, std::move(patterns));

@@ -118,3 +118,72 @@ func.func @matmul_broadcast_b(%a: memref<4x8xf32>, %b: memref<8xf32>, %c: memref
     ins(%a, %b : memref<4x8xf32>, memref<8xf32>) outs(%c : memref<4x16xf32>)
   return
 }
+
+// -----
+
+// A zero fill of the output right before a product (views and constants in
+// between touch no memory) is dropped: the overwrite kernel stores the sum.
+// CHECK-LABEL: func.func @matmul_into_zeros
+// CHECK-SAME: (%[[A:[^:]*]]: memref<4x8xf32>, %[[B:[^:]*]]: memref<8x16xf32>, %[[C:[^:]*]]: memref<4x16xf32>)
+// CHECK-NOT: linalg.fill
+// CHECK: call @autopar_cpu_matmul_overwrite_f32
+// CHECK-NOT: linalg.fill
+// CHECK: return
+func.func @matmul_into_zeros(%a: memref<4x8xf32>, %b: memref<8x16xf32>, %c: memref<4x16xf32>) {
+  %zero = arith.constant 0.0 : f32
+  linalg.fill ins(%zero : f32) outs(%c : memref<4x16xf32>)
+  %bt = memref.cast %b : memref<8x16xf32> to memref<8x16xf32>
+  linalg.matmul ins(%a, %bt : memref<4x8xf32>, memref<8x16xf32>) outs(%c : memref<4x16xf32>)
+  return
+}
+
+// -----
+
+// The same for batched products and both convolutions.
+// CHECK-LABEL: func.func @others_into_zeros
+// CHECK-NOT: linalg.fill
+// CHECK: call @autopar_cpu_batch_matmul_overwrite_f32
+// CHECK: call @autopar_cpu_conv2d_nchw_overwrite_f32
+// CHECK: call @autopar_cpu_conv2d_ngchw_overwrite_f32
+func.func @others_into_zeros(%a: memref<2x4x8xf32>, %b: memref<2x8x16xf32>, %c: memref<2x4x16xf32>,
+                             %i: memref<1x3x9x9xf32>, %f: memref<4x3x3x3xf32>, %o: memref<1x4x4x4xf32>,
+                             %gi: memref<1x2x3x8x8xf32>, %gf: memref<2x4x3x3x3xf32>, %go: memref<1x2x4x6x6xf32>) {
+  %zero = arith.constant 0.0 : f32
+  linalg.fill ins(%zero : f32) outs(%c : memref<2x4x16xf32>)
+  linalg.batch_matmul ins(%a, %b : memref<2x4x8xf32>, memref<2x8x16xf32>) outs(%c : memref<2x4x16xf32>)
+  linalg.fill ins(%zero : f32) outs(%o : memref<1x4x4x4xf32>)
+  linalg.conv_2d_nchw_fchw {strides = dense<2> : tensor<2xi64>, dilations = dense<1> : tensor<2xi64>}
+    ins(%i, %f : memref<1x3x9x9xf32>, memref<4x3x3x3xf32>) outs(%o : memref<1x4x4x4xf32>)
+  linalg.fill ins(%zero : f32) outs(%go : memref<1x2x4x6x6xf32>)
+  linalg.conv_2d_ngchw_gfchw {strides = dense<1> : tensor<2xi64>, dilations = dense<1> : tensor<2xi64>}
+    ins(%gi, %gf : memref<1x2x3x8x8xf32>, memref<2x4x3x3x3xf32>) outs(%go : memref<1x2x4x6x6xf32>)
+  return
+}
+
+// -----
+
+// The fill stays, and the product accumulates, when the fill is not of
+// zeros, is of another buffer, or something that touches memory comes in
+// between (here a copy that reads the zeros).
+// CHECK-LABEL: func.func @fills_that_stay
+// CHECK-SAME: (%[[A:[^:]*]]: memref<4x8xf32>, %[[B:[^:]*]]: memref<8x16xf32>, %[[C:[^:]*]]: memref<4x16xf32>, %[[D:[^:]*]]: memref<4x16xf32>)
+// CHECK: linalg.fill ins(%{{.*}} : f32) outs(%[[C]] : memref<4x16xf32>)
+// CHECK: call @autopar_cpu_matmul_f32
+// CHECK: linalg.fill ins(%{{.*}} : f32) outs(%[[D]] : memref<4x16xf32>)
+// CHECK: call @autopar_cpu_matmul_f32
+// CHECK: linalg.fill ins(%{{.*}} : f32) outs(%[[C]] : memref<4x16xf32>)
+// CHECK: memref.copy %[[C]], %[[D]]
+// CHECK: call @autopar_cpu_matmul_f32
+// CHECK-NOT: overwrite
+func.func @fills_that_stay(%a: memref<4x8xf32>, %b: memref<8x16xf32>, %c: memref<4x16xf32>, %d: memref<4x16xf32>) {
+  %one = arith.constant 1.0 : f32
+  %zero = arith.constant 0.0 : f32
+  linalg.fill ins(%one : f32) outs(%c : memref<4x16xf32>)
+  linalg.matmul ins(%a, %b : memref<4x8xf32>, memref<8x16xf32>) outs(%c : memref<4x16xf32>)
+  linalg.fill ins(%zero : f32) outs(%d : memref<4x16xf32>)
+  linalg.matmul ins(%a, %b : memref<4x8xf32>, memref<8x16xf32>) outs(%c : memref<4x16xf32>)
+  linalg.fill ins(%zero : f32) outs(%c : memref<4x16xf32>)
+  memref.copy %c, %d : memref<4x16xf32> to memref<4x16xf32>
+  linalg.matmul ins(%a, %b : memref<4x8xf32>, memref<8x16xf32>) outs(%c : memref<4x16xf32>)
+  return
+}

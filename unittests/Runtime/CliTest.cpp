@@ -314,10 +314,15 @@ TEST_F(CliTest, ExportsTheKernels) {
   CommandResult result =
       runCommand("nm -D --defined-only " + shellQuote(AUTOPAR_RUN_PATH));
   ASSERT_EQ(result.exitCode, 0) << result.err;
-  for (const char *symbol : {"_mlir_ciface_autopar_cpu_matmul_f32",
-                             "_mlir_ciface_autopar_cpu_batch_matmul_f32",
-                             "_mlir_ciface_autopar_cpu_conv2d_nchw_f32",
-                             "_mlir_ciface_autopar_cpu_conv2d_ngchw_f32"})
+  for (const char *symbol :
+       {"_mlir_ciface_autopar_cpu_matmul_f32",
+        "_mlir_ciface_autopar_cpu_batch_matmul_f32",
+        "_mlir_ciface_autopar_cpu_conv2d_nchw_f32",
+        "_mlir_ciface_autopar_cpu_conv2d_ngchw_f32",
+        "_mlir_ciface_autopar_cpu_matmul_overwrite_f32",
+        "_mlir_ciface_autopar_cpu_batch_matmul_overwrite_f32",
+        "_mlir_ciface_autopar_cpu_conv2d_nchw_overwrite_f32",
+        "_mlir_ciface_autopar_cpu_conv2d_ngchw_overwrite_f32"})
     EXPECT_NE(result.out.find(symbol), std::string::npos) << symbol;
   // And every collective entry point (artifact.md) for every element type.
   for (const char *type : {"f32", "f64", "i32", "i64"})

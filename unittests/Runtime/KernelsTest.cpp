@@ -3,7 +3,8 @@
 // Every kernel runs on views with assorted memory layouts (row- and
 // column-major, padded rows, offsets, non-unit innermost strides that force a
 // copy, channels-last images) and must match a double-precision loop nest.
-// Outputs start non-zero, since kernels accumulate.
+// Outputs start non-zero, since kernels accumulate; the overwrite kernels
+// start from NaN, which they must not read.
 //
 //===----------------------------------------------------------------------===//
 
@@ -11,6 +12,7 @@
 
 #include "gtest/gtest.h"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <string>
@@ -61,6 +63,13 @@ template <int R> struct TestTensor {
     desc.allocated = storage.data();
     desc.aligned = storage.data();
     desc.offset = layout.offset;
+  }
+
+  /// A copy has its own storage, and its descriptor points there.
+  TestTensor(const TestTensor &other)
+      : storage(other.storage), desc(other.desc) {
+    desc.allocated = storage.data();
+    desc.aligned = storage.data();
   }
 
   float &at(const std::array<int64_t, R> &index) {
@@ -288,6 +297,95 @@ TEST(KernelsTest, Conv2dNgchwMatchesReference) {
                                   out.at({n, gi, f, y, x}), where);
               }
     }
+  }
+}
+
+/// Sets every element of `t`'s storage to `value`.
+template <int R> void fillStorage(TestTensor<R> &t, float value) {
+  std::fill(t.storage.begin(), t.storage.end(), value);
+}
+
+/// Expects the overwrite kernel's output (started as NaN: it must not read
+/// it) to equal the accumulating kernel's on zeros, element by element.
+template <int R>
+void expectSameOutputs(TestTensor<R> &overwritten, TestTensor<R> &accumulated,
+                       const std::string &where) {
+  std::array<int64_t, R> index{};
+  int64_t total = 1;
+  for (int d = 0; d < R; ++d)
+    total *= overwritten.desc.sizes[d];
+  for (int64_t flat = 0; flat < total; ++flat) {
+    int64_t rest = flat;
+    for (int d = R - 1; d >= 0; --d) {
+      index[d] = rest % overwritten.desc.sizes[d];
+      rest /= overwritten.desc.sizes[d];
+    }
+    ASSERT_FLOAT_EQ(overwritten.at(index), accumulated.at(index))
+        << where << " at flat index " << flat;
+  }
+}
+
+TEST(KernelsTest, OverwriteKernelsStoreTheSumWithoutReadingTheOutput) {
+  const float nan = std::nanf("");
+  uint32_t seed = 7000;
+  // GEMM: sgemm, both sgemv cases, a copied (strided) output, k = 0.
+  const std::array<int64_t, 3> shapes[] = {
+      {3, 5, 4}, {1, 7, 6}, {6, 1, 5}, {17, 33, 65}, {2, 3, 0}};
+  for (const auto &[m, n, k] : shapes) {
+    for (const Layout<2> &lc : MatrixLayouts) {
+      TestTensor<2> a({m, k}, MatrixLayouts[1], ++seed),
+          b({k, n}, MatrixLayouts[2], ++seed), c({m, n}, lc, ++seed);
+      TestTensor<2> zeros = c;
+      fillStorage(c, nan);
+      fillStorage(zeros, 0.0f);
+      _mlir_ciface_autopar_cpu_matmul_overwrite_f32(&a.desc, &b.desc, &c.desc);
+      _mlir_ciface_autopar_cpu_matmul_f32(&a.desc, &b.desc, &zeros.desc);
+      expectSameOutputs(c, zeros,
+                        "matmul m,n,k " + std::to_string(m) + "," +
+                            std::to_string(n) + "," + std::to_string(k) +
+                            " C " + describe(lc));
+    }
+  }
+  {
+    TestTensor<3> a({3, 4, 6}, {{0, 1, 2}}, ++seed),
+        b({3, 6, 5}, {{0, 2, 1}}, ++seed), c({3, 4, 5}, {{1, 0, 2}}, ++seed);
+    TestTensor<3> zeros = c;
+    fillStorage(c, nan);
+    fillStorage(zeros, 0.0f);
+    _mlir_ciface_autopar_cpu_batch_matmul_overwrite_f32(&a.desc, &b.desc,
+                                                        &c.desc);
+    _mlir_ciface_autopar_cpu_batch_matmul_f32(&a.desc, &b.desc, &zeros.desc);
+    expectSameOutputs(c, zeros, "batch_matmul");
+  }
+  // Convolutions: im2col, pointwise, direct, several bands.
+  for (const ConvCase &cc : ConvCases) {
+    TestTensor<4> in({cc.n, cc.c, cc.h, cc.w}, {{0, 1, 2, 3}}, ++seed),
+        filter({cc.f, cc.c, cc.kh, cc.kw}, {{0, 1, 2, 3}}, ++seed),
+        out({cc.n, cc.f, cc.outH(), cc.outW()}, {{0, 1, 2, 3}, 2, 1, 3},
+            ++seed);
+    TestTensor<4> zeros = out;
+    fillStorage(out, nan);
+    fillStorage(zeros, 0.0f);
+    _mlir_ciface_autopar_cpu_conv2d_nchw_overwrite_f32(
+        &in.desc, &filter.desc, &out.desc, cc.sh, cc.sw, cc.dh, cc.dw);
+    _mlir_ciface_autopar_cpu_conv2d_nchw_f32(
+        &in.desc, &filter.desc, &zeros.desc, cc.sh, cc.sw, cc.dh, cc.dw);
+    expectSameOutputs(out, zeros, "conv2d_nchw " + cc.describe());
+  }
+  {
+    const ConvCase cc{2, 2, 7, 8, 3, 3, 3, 1, 1, 1, 1};
+    const int64_t g = 3;
+    TestTensor<5> in({cc.n, g, cc.c, cc.h, cc.w}, {{0, 1, 2, 3, 4}}, ++seed),
+        filter({g, cc.f, cc.c, cc.kh, cc.kw}, {{0, 1, 2, 3, 4}}, ++seed),
+        out({cc.n, g, cc.f, cc.outH(), cc.outW()}, {{0, 1, 2, 3, 4}}, ++seed);
+    TestTensor<5> zeros = out;
+    fillStorage(out, nan);
+    fillStorage(zeros, 0.0f);
+    _mlir_ciface_autopar_cpu_conv2d_ngchw_overwrite_f32(
+        &in.desc, &filter.desc, &out.desc, cc.sh, cc.sw, cc.dh, cc.dw);
+    _mlir_ciface_autopar_cpu_conv2d_ngchw_f32(
+        &in.desc, &filter.desc, &zeros.desc, cc.sh, cc.sw, cc.dh, cc.dw);
+    expectSameOutputs(out, zeros, "conv2d_ngchw");
   }
 }
 

@@ -25,7 +25,12 @@ def LowerContractionsToCpuKernels
     - `linalg.conv_2d_ngchw_gfchw` into `call @autopar_cpu_conv2d_ngchw_f32`.
 
     The kernels accumulate into the output (`C += A * B`), which keeps the
-    semantics of the linalg ops exactly. Callees are declared private with
+    semantics of the linalg ops exactly. When the last op before the
+    contraction that touches memory is a `linalg.fill` of zeros into its
+    output (a fresh result), the fill is dropped and the `_overwrite_`
+    variant of the kernel (`@autopar_cpu_matmul_overwrite_f32`, ...) stores
+    the sum instead (BLAS `beta = 0`): one pass over the output less.
+    Callees are declared private with
     `llvm.emit_c_interface`, so each memref reaches the runtime as a pointer
     to its descriptor (see docs/design/artifact.md). Other element types keep
     their linalg form and lower to loops.

@@ -113,7 +113,7 @@ MatrixView filterMatrix(const ConvShape &s, const Tensor4View &filter) {
 }
 
 void convIm2col(const ConvShape &s, const Tensor4View &in,
-                const Tensor4View &filter, const Tensor4View &out,
+                const Tensor4View &filter, const Tensor4View &out, float beta,
                 const char *kernel) {
   MatrixView weights = filterMatrix(s, filter);
   int64_t taps = weights.cols;
@@ -135,7 +135,7 @@ void convIm2col(const ConvShape &s, const Tensor4View &in,
       MatrixView pixels{const_cast<float *>(image), s.c, s.h * s.w,
                         in.strides[1], *inStride};
       MatrixView o{result, s.f, s.oh * s.ow, out.strides[1], *outStride};
-      gemmAccumulate(weights, pixels, o, kernel);
+      gemm(weights, pixels, o, beta, kernel);
       continue;
     }
     for (int64_t oy0 = 0; oy0 < s.oh; oy0 += bandRows) {
@@ -149,7 +149,8 @@ void convIm2col(const ConvShape &s, const Tensor4View &in,
           outStride
               ? MatrixView{band, s.f, cols, out.strides[1], *outStride}
               : MatrixView{band, s.f, cols, out.strides[1], out.strides[3]};
-      gemmAccumulate(weights, {columns, taps, cols, cols, 1}, o, kernel);
+      // Each band's GEMM sums every tap: beta applies to each once.
+      gemm(weights, {columns, taps, cols, cols, 1}, o, beta, kernel);
     }
   }
 }
@@ -220,9 +221,23 @@ AUTOPAR_MULTIVERSION void convDirect(const ConvShape &s, const Tensor4View &in,
 
 } // namespace
 
-void conv2dAccumulate(const Tensor4View &input, const Tensor4View &filter,
-                      const Tensor4View &output, int64_t sh, int64_t sw,
-                      int64_t dh, int64_t dw, const char *kernel) {
+namespace {
+
+/// Sets every element of \p v to zero.
+void zero(const Tensor4View &v) {
+  for (int64_t a = 0; a < v.sizes[0]; ++a)
+    for (int64_t b = 0; b < v.sizes[1]; ++b)
+      for (int64_t c = 0; c < v.sizes[2]; ++c) {
+        float *row =
+            v.data + a * v.strides[0] + b * v.strides[1] + c * v.strides[2];
+        for (int64_t d = 0; d < v.sizes[3]; ++d)
+          row[d * v.strides[3]] = 0.0f;
+      }
+}
+
+void conv2d(const Tensor4View &input, const Tensor4View &filter,
+            const Tensor4View &output, int64_t sh, int64_t sw, int64_t dh,
+            int64_t dw, bool accumulate, const char *kernel) {
   ConvShape s{input.sizes[0],
               input.sizes[1],
               input.sizes[2],
@@ -252,16 +267,38 @@ void conv2dAccumulate(const Tensor4View &input, const Tensor4View &filter,
       output.sizes[1] != s.f)
     mismatch("sizes do not agree");
   if (s.n == 0 || s.f == 0 || s.oh == 0 || s.ow == 0 || s.c == 0 || s.kh == 0 ||
-      s.kw == 0)
-    return; // No output, or an empty sum: nothing to add.
+      s.kw == 0) {
+    // No output, or an empty sum: nothing to add.
+    if (!accumulate)
+      zero(output);
+    return;
+  }
   if ((s.oh - 1) * sh + (s.kh - 1) * dh >= s.h ||
       (s.ow - 1) * sw + (s.kw - 1) * dw >= s.w)
     mismatch("windows reach outside the (padded) input");
 
-  if (s.c * s.f <= DirectMaxChannelProduct)
+  if (s.c * s.f <= DirectMaxChannelProduct) {
+    // The direct loops add each tap into the output row.
+    if (!accumulate)
+      zero(output);
     convDirect(s, input, filter, output);
-  else
-    convIm2col(s, input, filter, output, kernel);
+  } else {
+    convIm2col(s, input, filter, output, accumulate ? 1.0f : 0.0f, kernel);
+  }
+}
+
+} // namespace
+
+void conv2dAccumulate(const Tensor4View &input, const Tensor4View &filter,
+                      const Tensor4View &output, int64_t sh, int64_t sw,
+                      int64_t dh, int64_t dw, const char *kernel) {
+  conv2d(input, filter, output, sh, sw, dh, dw, /*accumulate=*/true, kernel);
+}
+
+void conv2dOverwrite(const Tensor4View &input, const Tensor4View &filter,
+                     const Tensor4View &output, int64_t sh, int64_t sw,
+                     int64_t dh, int64_t dw, const char *kernel) {
+  conv2d(input, filter, output, sh, sw, dh, dw, /*accumulate=*/false, kernel);
 }
 
 } // namespace autopar::runtime::cpu

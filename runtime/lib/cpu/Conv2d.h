@@ -22,6 +22,12 @@ void conv2dAccumulate(const Tensor4View &input, const Tensor4View &filter,
                       const Tensor4View &output, int64_t sh, int64_t sw,
                       int64_t dh, int64_t dw, const char *kernel);
 
+/// As conv2dAccumulate, but O = the sum: O's old values are not read (the
+/// zero fill before a convolution is not needed).
+void conv2dOverwrite(const Tensor4View &input, const Tensor4View &filter,
+                     const Tensor4View &output, int64_t sh, int64_t sw,
+                     int64_t dh, int64_t dw, const char *kernel);
+
 } // namespace autopar::runtime::cpu
 
 #endif // AUTOPAR_RUNTIME_CPU_CONV2D_H

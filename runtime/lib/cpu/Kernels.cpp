@@ -74,6 +74,44 @@ Tensor4View view(const MemRefDescriptor<float, 4> &m) {
   return v;
 }
 
+/// C = A * B + beta * C for the matrices of rank-2 memrefs.
+void matmul(MemRefDescriptor<float, 2> *a, MemRefDescriptor<float, 2> *b,
+            MemRefDescriptor<float, 2> *c, float beta, const char *kernel) {
+  MatrixView va = matrix(*a), vb = matrix(*b), vc = matrix(*c);
+  checkMatmul(kernel, va, vb, vc,
+              "A " + formatSizes(*a) + " x B " + formatSizes(*b) + " -> C " +
+                  formatSizes(*c));
+  gemm(va, vb, vc, beta, kernel);
+}
+
+/// C[b] = A[b] * B[b] + beta * C[b] for each batch b.
+void batchMatmul(MemRefDescriptor<float, 3> *a, MemRefDescriptor<float, 3> *b,
+                 MemRefDescriptor<float, 3> *c, float beta,
+                 const char *kernel) {
+  std::string detail = "A " + formatSizes(*a) + " x B " + formatSizes(*b) +
+                       " -> C " + formatSizes(*c);
+  if (a->sizes[0] != c->sizes[0] || b->sizes[0] != c->sizes[0])
+    shapeMismatch(kernel, detail);
+  checkMatmul(kernel, matrix(*a), matrix(*b), matrix(*c), detail);
+  for (int64_t batch = 0; batch < c->sizes[0]; ++batch)
+    gemm(matrix(*a, batch), matrix(*b, batch), matrix(*c, batch), beta, kernel);
+}
+
+void groupedConv(MemRefDescriptor<float, 5> *input,
+                 MemRefDescriptor<float, 5> *filter,
+                 MemRefDescriptor<float, 5> *output, int64_t sh, int64_t sw,
+                 int64_t dh, int64_t dw, bool accumulate, const char *kernel) {
+  int64_t groups = input->sizes[1];
+  if (filter->sizes[0] != groups || output->sizes[1] != groups)
+    shapeMismatch(kernel, "groups of input " + formatSizes(*input) +
+                              ", filter " + formatSizes(*filter) + ", output " +
+                              formatSizes(*output));
+  for (int64_t g = 0; g < groups; ++g)
+    (accumulate ? conv2dAccumulate : conv2dOverwrite)(
+        slice(*input, 1, g), slice(*filter, 0, g), slice(*output, 1, g), sh, sw,
+        dh, dw, kernel);
+}
+
 } // namespace
 
 extern "C" {
@@ -82,27 +120,27 @@ AUTOPAR_KERNEL_EXPORT void
 _mlir_ciface_autopar_cpu_matmul_f32(MemRefDescriptor<float, 2> *a,
                                     MemRefDescriptor<float, 2> *b,
                                     MemRefDescriptor<float, 2> *c) {
-  const char *kernel = "autopar_cpu_matmul_f32";
-  MatrixView va = matrix(*a), vb = matrix(*b), vc = matrix(*c);
-  checkMatmul(kernel, va, vb, vc,
-              "A " + formatSizes(*a) + " x B " + formatSizes(*b) + " -> C " +
-                  formatSizes(*c));
-  gemmAccumulate(va, vb, vc, kernel);
+  matmul(a, b, c, 1.0f, "autopar_cpu_matmul_f32");
+}
+
+AUTOPAR_KERNEL_EXPORT void
+_mlir_ciface_autopar_cpu_matmul_overwrite_f32(MemRefDescriptor<float, 2> *a,
+                                              MemRefDescriptor<float, 2> *b,
+                                              MemRefDescriptor<float, 2> *c) {
+  matmul(a, b, c, 0.0f, "autopar_cpu_matmul_overwrite_f32");
 }
 
 AUTOPAR_KERNEL_EXPORT void
 _mlir_ciface_autopar_cpu_batch_matmul_f32(MemRefDescriptor<float, 3> *a,
                                           MemRefDescriptor<float, 3> *b,
                                           MemRefDescriptor<float, 3> *c) {
-  const char *kernel = "autopar_cpu_batch_matmul_f32";
-  std::string detail = "A " + formatSizes(*a) + " x B " + formatSizes(*b) +
-                       " -> C " + formatSizes(*c);
-  if (a->sizes[0] != c->sizes[0] || b->sizes[0] != c->sizes[0])
-    shapeMismatch(kernel, detail);
-  checkMatmul(kernel, matrix(*a), matrix(*b), matrix(*c), detail);
-  for (int64_t batch = 0; batch < c->sizes[0]; ++batch)
-    gemmAccumulate(matrix(*a, batch), matrix(*b, batch), matrix(*c, batch),
-                   kernel);
+  batchMatmul(a, b, c, 1.0f, "autopar_cpu_batch_matmul_f32");
+}
+
+AUTOPAR_KERNEL_EXPORT void _mlir_ciface_autopar_cpu_batch_matmul_overwrite_f32(
+    MemRefDescriptor<float, 3> *a, MemRefDescriptor<float, 3> *b,
+    MemRefDescriptor<float, 3> *c) {
+  batchMatmul(a, b, c, 0.0f, "autopar_cpu_batch_matmul_overwrite_f32");
 }
 
 AUTOPAR_KERNEL_EXPORT void _mlir_ciface_autopar_cpu_conv2d_nchw_f32(
@@ -113,19 +151,28 @@ AUTOPAR_KERNEL_EXPORT void _mlir_ciface_autopar_cpu_conv2d_nchw_f32(
                    "autopar_cpu_conv2d_nchw_f32");
 }
 
+AUTOPAR_KERNEL_EXPORT void _mlir_ciface_autopar_cpu_conv2d_nchw_overwrite_f32(
+    MemRefDescriptor<float, 4> *input, MemRefDescriptor<float, 4> *filter,
+    MemRefDescriptor<float, 4> *output, int64_t sh, int64_t sw, int64_t dh,
+    int64_t dw) {
+  conv2dOverwrite(view(*input), view(*filter), view(*output), sh, sw, dh, dw,
+                  "autopar_cpu_conv2d_nchw_overwrite_f32");
+}
+
 AUTOPAR_KERNEL_EXPORT void _mlir_ciface_autopar_cpu_conv2d_ngchw_f32(
     MemRefDescriptor<float, 5> *input, MemRefDescriptor<float, 5> *filter,
     MemRefDescriptor<float, 5> *output, int64_t sh, int64_t sw, int64_t dh,
     int64_t dw) {
-  const char *kernel = "autopar_cpu_conv2d_ngchw_f32";
-  int64_t groups = input->sizes[1];
-  if (filter->sizes[0] != groups || output->sizes[1] != groups)
-    shapeMismatch(kernel, "groups of input " + formatSizes(*input) +
-                              ", filter " + formatSizes(*filter) + ", output " +
-                              formatSizes(*output));
-  for (int64_t g = 0; g < groups; ++g)
-    conv2dAccumulate(slice(*input, 1, g), slice(*filter, 0, g),
-                     slice(*output, 1, g), sh, sw, dh, dw, kernel);
+  groupedConv(input, filter, output, sh, sw, dh, dw, /*accumulate=*/true,
+              "autopar_cpu_conv2d_ngchw_f32");
+}
+
+AUTOPAR_KERNEL_EXPORT void _mlir_ciface_autopar_cpu_conv2d_ngchw_overwrite_f32(
+    MemRefDescriptor<float, 5> *input, MemRefDescriptor<float, 5> *filter,
+    MemRefDescriptor<float, 5> *output, int64_t sh, int64_t sw, int64_t dh,
+    int64_t dw) {
+  groupedConv(input, filter, output, sh, sw, dh, dw, /*accumulate=*/false,
+              "autopar_cpu_conv2d_ngchw_overwrite_f32");
 }
 
 } // extern "C"

@@ -74,12 +74,12 @@ CBLAS_TRANSPOSE transposeFlag(const BlasOperand &operand) {
   return operand.order == MatrixOrder::RowMajor ? CblasNoTrans : CblasTrans;
 }
 
-/// y[0, j] += sum_p x[0, p] * mat[p, j] with cblas_sgemv, for a product with
-/// a single row. sgemm would pack all of `mat` first, which for a weight
-/// matrix costs as much again as the whole product. False if BLAS cannot take
-/// the views as they are.
-bool gemvAccumulate(const MatrixView &x, const MatrixView &mat,
-                    const MatrixView &y, const char *kernel) {
+/// y[0, j] = sum_p x[0, p] * mat[p, j] + beta * y[0, j] with cblas_sgemv, for a
+/// product with a single row. sgemm would pack all of `mat` first, which for a
+/// weight matrix costs as much again as the whole product. False if BLAS cannot
+/// take the views as they are.
+bool gemv(const MatrixView &x, const MatrixView &mat, const MatrixView &y,
+          float beta, const char *kernel) {
   int64_t k = mat.rows, n = mat.cols;
   int64_t incx = k == 1 ? 1 : x.colStride;
   int64_t incy = n == 1 ? 1 : y.colStride;
@@ -88,6 +88,13 @@ bool gemvAccumulate(const MatrixView &x, const MatrixView &mat,
     return false;
   for (int64_t value : {k, n, om.ld, incx, incy})
     checkBlasInt(value, kernel);
+  // Some BLAS builds scale y by beta = 0 instead of overwriting it, which
+  // keeps a NaN that uninitialised memory may hold: clear y explicitly.
+  if (beta == 0.0f) {
+    for (int64_t j = 0; j < n; ++j)
+      y.data[j * incy] = 0.0f;
+    beta = 1.0f;
+  }
   // A row-major [k, n] matrix needs y = mat^T x; a column-major one is a
   // row-major [n, k] matrix, mat^T, and needs y = (mat^T) x.
   bool rowMajor = om.order == MatrixOrder::RowMajor;
@@ -95,33 +102,41 @@ bool gemvAccumulate(const MatrixView &x, const MatrixView &mat,
               static_cast<blasint>(rowMajor ? k : n),
               static_cast<blasint>(rowMajor ? n : k), 1.0f, mat.data,
               static_cast<blasint>(om.ld), x.data, static_cast<blasint>(incx),
-              1.0f, y.data, static_cast<blasint>(incy));
+              beta, y.data, static_cast<blasint>(incy));
   return true;
 }
 
 } // namespace
 
-void gemmAccumulate(const MatrixView &a, const MatrixView &b,
-                    const MatrixView &c, const char *kernel) {
+void gemm(const MatrixView &a, const MatrixView &b, const MatrixView &c,
+          float beta, const char *kernel) {
   int64_t m = c.rows, n = c.cols, k = a.cols;
-  if (m == 0 || n == 0 || k == 0)
+  if (m == 0 || n == 0)
     return;
-  if (m == 1 && gemvAccumulate(a, b, c, kernel))
+  if (k == 0) { // An empty sum: C = beta * C.
+    if (beta == 0.0f)
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j)
+          c.data[i * c.rowStride + j * c.colStride] = 0.0f;
+    return;
+  }
+  if (m == 1 && gemv(a, b, c, beta, kernel))
     return;
   if (n == 1 && // C^T = B^T A^T, where B^T has the single row.
-      gemvAccumulate(b.transposed(), a.transposed(), c.transposed(), kernel))
+      gemv(b.transposed(), a.transposed(), c.transposed(), beta, kernel))
     return;
 
   BlasOperand oc = classify(c);
   if (oc.order == MatrixOrder::ColMajor) {
     // C^T = B^T A^T, with C^T row-major.
-    gemmAccumulate(b.transposed(), a.transposed(), c.transposed(), kernel);
+    gemm(b.transposed(), a.transposed(), c.transposed(), beta, kernel);
     return;
   }
   if (oc.order == MatrixOrder::None) {
     float *dense = scratch(ScratchSlot::GemmC, static_cast<size_t>(m * n));
-    pack(c, dense);
-    gemmAccumulate(a, b, {dense, m, n, n, 1}, kernel);
+    if (beta != 0.0f)
+      pack(c, dense);
+    gemm(a, b, {dense, m, n, n, 1}, beta, kernel);
     unpack(dense, c);
     return;
   }
@@ -135,7 +150,7 @@ void gemmAccumulate(const MatrixView &a, const MatrixView &b,
               static_cast<blasint>(m), static_cast<blasint>(n),
               static_cast<blasint>(k), 1.0f, ra.data,
               static_cast<blasint>(oa.ld), rb.data, static_cast<blasint>(ob.ld),
-              1.0f, c.data, static_cast<blasint>(oc.ld));
+              beta, c.data, static_cast<blasint>(oc.ld));
 }
 
 } // namespace autopar::runtime::cpu

@@ -20,12 +20,20 @@ struct MatrixView {
   }
 };
 
-/// C += A * B, for A [m, k], B [k, n], C [m, n] with matching sizes (the
-/// caller checks). Views with a unit-stride row or column dimension go to
-/// cblas_sgemm as they are (as transposed operands where needed); other views
-/// are copied to dense scratch first. \p kernel names the caller in errors.
-void gemmAccumulate(const MatrixView &a, const MatrixView &b,
-                    const MatrixView &c, const char *kernel);
+/// C = A * B + beta * C, for A [m, k], B [k, n], C [m, n] with matching
+/// sizes (the caller checks) and beta 0 (C's old values are not read: the
+/// zero fill before a GEMM is not needed) or 1 (accumulate). Views with a
+/// unit-stride row or column dimension go to cblas_sgemm as they are (as
+/// transposed operands where needed); other views are copied to dense
+/// scratch first. \p kernel names the caller in errors.
+void gemm(const MatrixView &a, const MatrixView &b, const MatrixView &c,
+          float beta, const char *kernel);
+
+/// C += A * B.
+inline void gemmAccumulate(const MatrixView &a, const MatrixView &b,
+                           const MatrixView &c, const char *kernel) {
+  gemm(a, b, c, 1.0f, kernel);
+}
 
 } // namespace autopar::runtime::cpu
 

@@ -65,6 +65,33 @@ AUTOPAR_KERNEL_EXPORT void _mlir_ciface_autopar_cpu_conv2d_ngchw_f32(
     autopar::runtime::MemRefDescriptor<float, 5> *output, int64_t sh,
     int64_t sw, int64_t dh, int64_t dw);
 
+// The `_overwrite_` kernels compute the same sums but store them (C = A * B,
+// O = the convolution): they do not read their output, so the zero fill a
+// fresh output would otherwise need is left out (LowerContractionsToKernels
+// calls them when the fill comes right before).
+
+AUTOPAR_KERNEL_EXPORT void _mlir_ciface_autopar_cpu_matmul_overwrite_f32(
+    autopar::runtime::MemRefDescriptor<float, 2> *a,
+    autopar::runtime::MemRefDescriptor<float, 2> *b,
+    autopar::runtime::MemRefDescriptor<float, 2> *c);
+
+AUTOPAR_KERNEL_EXPORT void _mlir_ciface_autopar_cpu_batch_matmul_overwrite_f32(
+    autopar::runtime::MemRefDescriptor<float, 3> *a,
+    autopar::runtime::MemRefDescriptor<float, 3> *b,
+    autopar::runtime::MemRefDescriptor<float, 3> *c);
+
+AUTOPAR_KERNEL_EXPORT void _mlir_ciface_autopar_cpu_conv2d_nchw_overwrite_f32(
+    autopar::runtime::MemRefDescriptor<float, 4> *input,
+    autopar::runtime::MemRefDescriptor<float, 4> *filter,
+    autopar::runtime::MemRefDescriptor<float, 4> *output, int64_t sh,
+    int64_t sw, int64_t dh, int64_t dw);
+
+AUTOPAR_KERNEL_EXPORT void _mlir_ciface_autopar_cpu_conv2d_ngchw_overwrite_f32(
+    autopar::runtime::MemRefDescriptor<float, 5> *input,
+    autopar::runtime::MemRefDescriptor<float, 5> *filter,
+    autopar::runtime::MemRefDescriptor<float, 5> *output, int64_t sh,
+    int64_t sw, int64_t dh, int64_t dw);
+
 } // extern "C"
 
 #endif // AUTOPAR_RUNTIME_CPUKERNELS_H
