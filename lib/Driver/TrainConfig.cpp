@@ -299,25 +299,49 @@ Expected<TrainConfig> parseTrainConfig(StringRef text, StringRef path) {
     if (c.zeroStage && (*c.zeroStage < 0 || *c.zeroStage > 3))
       r.error("zero_optimization.stage", "must be 0, 1, 2, 3 or \"auto\"");
   }
-  for (StringRef precision : {"bf16", "fp16"})
-    if (const json::Object *o = r.object(*root, "", precision)) {
-      if (precision == "bf16")
-        r.checkKeys(*o, "bf16", {"enabled"});
-      const json::Value *enabled = o->get("enabled");
-      if (enabled && !enabled->getAsBoolean()) {
-        r.error((precision + ".enabled").str(), "expected true or false");
-        continue;
-      }
-      if (!enabled || !*enabled->getAsBoolean())
-        continue;
-      if (precision == "fp16") {
-        r.error("fp16.enabled",
-                "fp16 training (dynamic loss scaling) is not implemented "
-                "yet; use \"bf16\": {\"enabled\": true}, or fp32");
-        continue;
-      }
-      c.precision = precision.str();
+  for (StringRef precision : {"bf16", "fp16"}) {
+    const json::Object *o = r.object(*root, "", precision);
+    if (!o)
+      continue;
+    if (precision == "bf16")
+      r.checkKeys(*o, "bf16", {"enabled"});
+    else
+      r.checkKeys(*o, "fp16",
+                  {"enabled", "loss_scale", "initial_scale_power",
+                   "loss_scale_window", "hysteresis", "consecutive_hysteresis",
+                   "min_loss_scale"});
+    if (!r.boolean(*o, precision, "enabled").value_or(false))
+      continue;
+    if (!c.precision.empty()) {
+      r.error("fp16.enabled", "bf16 and fp16 cannot both be enabled");
+      continue;
     }
+    c.precision = precision.str();
+    if (precision != "fp16")
+      continue;
+    // DeepSpeed's fp16 section: loss_scale 0 is dynamic scaling.
+    LossScaling &ls = c.lossScaling;
+    StringRef p = "fp16";
+    ls.staticScale = r.number(*o, p, "loss_scale").value_or(0.0);
+    ls.initialScalePower =
+        r.integerOrAuto(*o, p, "initial_scale_power", false).value_or(16);
+    ls.window =
+        r.integerOrAuto(*o, p, "loss_scale_window", false).value_or(1000);
+    ls.hysteresis = r.integerOrAuto(*o, p, "hysteresis", false).value_or(2);
+    ls.consecutiveHysteresis =
+        r.boolean(*o, p, "consecutive_hysteresis").value_or(false);
+    ls.minScale = r.number(*o, p, "min_loss_scale").value_or(1.0);
+    if (ls.staticScale < 0)
+      r.error("fp16.loss_scale", "must be 0 (dynamic) or positive");
+    if (ls.initialScalePower < 0 || ls.initialScalePower > 60)
+      r.error("fp16.initial_scale_power", "must be between 0 and 60");
+    if (ls.window < 1)
+      r.error("fp16.loss_scale_window", "must be positive");
+    if (ls.hysteresis < 1)
+      r.error("fp16.hysteresis", "must be positive");
+    if (ls.minScale <= 0)
+      r.error("fp16.min_loss_scale", "must be positive");
+  }
   if (const json::Object *o = r.object(*root, "", "activation_checkpointing")) {
     r.checkKeys(*o, "activation_checkpointing", {"policy"});
     std::string policy =

@@ -22,6 +22,8 @@
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <cmath>
+
 using namespace mlir;
 
 namespace autopar {
@@ -43,20 +45,28 @@ void buildTrainingStepPipeline(OpPassManager &pm,
     pm.addPass(createAddCrossEntropyLoss(addLoss));
     differentiate.loss = "loss";
   }
+  const LossScaling &scaling = options.config.lossScaling;
+  bool fp16 = options.config.precision == "fp16";
+  if (fp16 && !options.emitGradients) {
+    differentiate.lossScale = scaling.staticScale > 0
+                                  ? scaling.staticScale
+                                  : std::ldexp(1.0, scaling.initialScalePower);
+    differentiate.dynamicLossScale = scaling.staticScale == 0;
+  }
   pm.addPass(createDifferentiate(differentiate));
   if (options.microBatches > 1) {
     AccumulateGradientsOptions accumulate;
     accumulate.microBatches = options.microBatches;
     pm.addPass(createAccumulateGradients(accumulate));
   }
-  if (options.config.precision == "bf16") {
+  if (!options.config.precision.empty()) {
     // Mixed precision: the forward and backward store activations in bf16
     // and round parameters to bf16 where GEMMs read them; the parameters
     // (master weights), the gradients and the optimizer stay f32, since the
     // optimizer is added after. CPU GEMM kernels are f32: they read the
     // bf16-rounded operands extended back.
     MixedPrecisionOptions mixed;
-    mixed.type = "bf16";
+    mixed.type = fp16 ? "f16" : "bf16";
     mixed.keepParameters = true;
     mixed.f32Gemms = true;
     pm.addNestedPass<func::FuncOp>(createMixedPrecision(mixed));
@@ -82,6 +92,12 @@ void buildTrainingStepPipeline(OpPassManager &pm,
     o.totalSteps = c.totalSteps;
     o.warmupMinRatio = c.warmupMinRatio;
     o.cosMinRatio = c.cosMinRatio;
+    o.lossScale = differentiate.lossScale;
+    o.dynamicLossScale = differentiate.dynamicLossScale;
+    o.lossScaleWindow = scaling.window;
+    o.hysteresis = scaling.hysteresis;
+    o.consecutiveHysteresis = scaling.consecutiveHysteresis;
+    o.minLossScale = scaling.minScale;
     pm.addPass(createApplyOptimizer(o));
   }
   pm.addPass(createCanonicalizerPass());
@@ -90,8 +106,7 @@ void buildTrainingStepPipeline(OpPassManager &pm,
 
 namespace {
 
-struct TrainPipelineOptions
-    : public PassPipelineOptions<TrainPipelineOptions> {
+struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
   Option<std::string> trainConfig{
       *this, "train-config",
       llvm::cl::desc("DeepSpeed JSON with the optimizer, schedule and "
@@ -114,8 +129,7 @@ struct TrainPipelineOptions
 };
 
 /// Fails with a fixed message (a pipeline whose options are wrong).
-struct ReportErrorPass
-    : PassWrapper<ReportErrorPass, OperationPass<ModuleOp>> {
+struct ReportErrorPass : PassWrapper<ReportErrorPass, OperationPass<ModuleOp>> {
   MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(ReportErrorPass)
   explicit ReportErrorPass(std::string message) : message(std::move(message)) {}
   void runOnOperation() override {
@@ -256,8 +270,7 @@ writeTrainingArtifact(ModuleOp module, const TrainingArtifactOptions &options,
   auto weights = locateInitializers(options.modelPath);
   if (!weights)
     return fail(llvm::toString(weights.takeError()));
-  if (std::error_code ec =
-          llvm::sys::fs::create_directories(options.outputDir))
+  if (std::error_code ec = llvm::sys::fs::create_directories(options.outputDir))
     return fail("cannot create " + options.outputDir + ": " + ec.message());
   if (failed(lowerToLLVMForCpu(module)))
     return fail("lowering the training step of " + options.modelPath +
@@ -303,9 +316,22 @@ writeTrainingArtifact(ModuleOp module, const TrainingArtifactOptions &options,
     t.optimizer = options.config.optimizerJson();
     t.scheduler = options.config.schedulerJson();
     t.gradientClipping = options.config.gradientClipping;
-    t.precision = options.config.precision.empty() ? "fp32"
-                                                   : options.config.precision;
+    t.precision =
+        options.config.precision.empty() ? "fp32" : options.config.precision;
     t.microBatches = options.microBatches;
+    if (options.config.precision == "fp16") {
+      const LossScaling &ls = options.config.lossScaling;
+      t.lossScaling = llvm::json::Object{
+          {"dynamic", ls.staticScale == 0},
+          {"initial_scale", ls.staticScale > 0
+                                ? ls.staticScale
+                                : std::ldexp(1.0, ls.initialScalePower)},
+          {"loss_scale_window", ls.window},
+          {"hysteresis", ls.hysteresis},
+          // A fixed scale never shrinks: its overflows are skipped, never
+          // an error.
+          {"min_loss_scale", ls.staticScale > 0 ? 0.0 : ls.minScale}};
+    }
     // --save-onnx: the inference model without the parameters training
     // updates, which the runtime appends with their trained values.
     llvm::StringSet<> updated;
@@ -314,8 +340,8 @@ writeTrainingArtifact(ModuleOp module, const TrainingArtifactOptions &options,
         updated.insert(arg.updates);
     // --eval-data: the loss with Dropout off and BatchNorm on its running
     // statistics.
-    auto evalProgram = buildEvalProgram(module.getContext(), options, t.loss,
-                                        error);
+    auto evalProgram =
+        buildEvalProgram(module.getContext(), options, t.loss, error);
     if (failed(evalProgram))
       return failure();
     description.programs.push_back(std::move(*evalProgram));
@@ -330,8 +356,8 @@ writeTrainingArtifact(ModuleOp module, const TrainingArtifactOptions &options,
     }
     description.training = std::move(t);
   }
-  if (failed(writeManifest(options.outputDir, std::move(description),
-                           *weights, error)))
+  if (failed(writeManifest(options.outputDir, std::move(description), *weights,
+                           error)))
     return failure();
   return trained;
 }

@@ -37,8 +37,8 @@ collectArtifactArguments(func::FuncOp main) {
         return main.emitError("activation '")
                << arg.name << "' has no '" << attrs::kPeerStage << "'";
       arg.peerStage = peer.getInt();
-    } else if (isResult && !(arg.name = stringAttr(dict, attrs::kMetric))
-                                  .empty()) {
+    } else if (isResult &&
+               !(arg.name = stringAttr(dict, attrs::kMetric)).empty()) {
       arg.kind = ArtifactArgument::Kind::Metric;
     } else if (isResult &&
                !(arg.updates = stringAttr(dict, attrs::kUpdate)).empty()) {
@@ -50,8 +50,7 @@ collectArtifactArguments(func::FuncOp main) {
     } else if (!(arg.name = stringAttr(dict, attrs::kParameter)).empty()) {
       arg.kind = ArtifactArgument::Kind::Parameter;
       arg.trainable = dict && dict.contains(attrs::kTrainable);
-    } else if (!(arg.role = stringAttr(dict, attrs::kOptimizerState))
-                    .empty()) {
+    } else if (!(arg.role = stringAttr(dict, attrs::kOptimizerState)).empty()) {
       arg.kind = ArtifactArgument::Kind::OptimizerState;
       arg.stateOf = stringAttr(dict, attrs::kStateOf);
       arg.name = arg.stateOf + "." + arg.role;
@@ -237,6 +236,8 @@ LogicalResult writeManifest(llvm::StringRef dir,
                              {"micro_batches", training.microBatches}};
     if (training.tokensPerSample > 0)
       entry["tokens_per_sample"] = training.tokensPerSample;
+    if (training.lossScaling)
+      entry["loss_scaling"] = std::move(*training.lossScaling);
     if (!training.inferenceTemplate.empty())
       entry["inference_template"] = training.inferenceTemplate;
     if (!training.evalProgram.empty())

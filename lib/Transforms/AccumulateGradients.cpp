@@ -208,8 +208,13 @@ struct AccumulateGradientsPass
     }
 
     // The loss's normalisation.
-    Value loss = ret.getOperand(0);
-    auto lossOp = throughReshapes(loss).getDefiningOp<linalg::GenericOp>();
+    // fp16's loss scaling (a multiply marked autopar.loss_scaling) scales
+    // the sums alike: look through it.
+    Value loss = throughReshapes(ret.getOperand(0));
+    if (auto scaling = loss.getDefiningOp<linalg::GenericOp>();
+        scaling && scaling->hasAttr("autopar.loss_scaling"))
+      loss = throughReshapes(scaling.getDpsInputOperand(0)->get());
+    auto lossOp = loss.getDefiningOp<linalg::GenericOp>();
     LossKind kind = LossKind::Average;
     Value denominator;
     if (isScalarDivision(lossOp) &&

@@ -14,6 +14,7 @@
 #include "autopar/Transforms/Passes.h"
 
 #include <cmath>
+#include <limits>
 
 namespace autopar {
 #define GEN_PASS_DEF_APPLYOPTIMIZER
@@ -290,10 +291,87 @@ struct ApplyOptimizerPass
       stepArg = main.getArgument(position);
     }
 
+    // fp16 loss scaling: the scaler's state (zero at the start).
+    bool scaling = lossScale > 0.0;
+    BlockArgument scaleOffset;
+    llvm::StringMap<BlockArgument> scaler;
+    if (scaling) {
+      for (BlockArgument arg : main.getArguments()) {
+        auto role = main.getArgAttrOfType<StringAttr>(
+            arg.getArgNumber(), autopar::attrs::kOptimizerState);
+        auto of = main.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                    autopar::attrs::kStateOf);
+        if (role && of && of.getValue() == "loss_scaler" &&
+            role.getValue() == "scale_offset")
+          scaleOffset = arg;
+      }
+      if (dynamicLossScale && !scaleOffset) {
+        main.emitError("autopar-apply-optimizer: dynamic loss scaling needs "
+                       "the state loss_scaler.scale_offset; run "
+                       "autopar-differentiate with the same loss-scale and "
+                       "dynamic-loss-scale");
+        return signalPassFailure();
+      }
+      SmallVector<StringRef> roles{"applied_steps"};
+      if (dynamicLossScale)
+        roles.append({"iter", "last_overflow", "hysteresis_used"});
+      auto i64Scalar = RankedTensorType::get({}, attrs.getI64Type());
+      for (StringRef role : roles) {
+        if (failed(main.insertArgument(
+                position, i64Scalar,
+                attrs.getDictionaryAttr(
+                    {attrs.getNamedAttr(autopar::attrs::kOptimizerState,
+                                        attrs.getStringAttr(role)),
+                     attrs.getNamedAttr(autopar::attrs::kStateOf,
+                                        attrs.getStringAttr("loss_scaler")),
+                     attrs.getNamedAttr(autopar::attrs::kDType,
+                                        attrs.getStringAttr("int64"))}),
+                main.getLoc())))
+          return signalPassFailure();
+        scaler[role] = main.getArgument(position++);
+      }
+    }
+
     OpBuilder b(ret);
     UpdateBuilder u{b, main.getLoc()};
     Type f32 = b.getF32Type();
-    Value stepInt = tensor::ExtractOp::create(b, u.loc, stepArg, ValueRange{});
+    auto i64Constant = [&](int64_t v) -> Value {
+      return arith::ConstantOp::create(b, u.loc, b.getI64IntegerAttr(v));
+    };
+    auto extract = [&](Value t) -> Value {
+      return tensor::ExtractOp::create(b, u.loc, t, ValueRange{});
+    };
+    // Under loss scaling the schedule and Adam count the applied steps.
+    Value stepInt =
+        scaling
+            ? arith::AddIOp::create(b, u.loc, extract(scaler["applied_steps"]),
+                                    i64Constant(1))
+                  .getResult()
+            : extract(stepArg);
+    Value scale, overflow;
+    if (scaling) {
+      // The scale this step used; the loss and gradients without it.
+      scale = u.constant(f32, lossScale);
+      if (scaleOffset)
+        scale = u.add(scale, extract(scaleOffset));
+      auto divideByScale = [&](Value t) {
+        Type et = cast<RankedTensorType>(t.getType()).getElementType();
+        Value s = scale;
+        if (et != f32)
+          s = et.getIntOrFloatBitWidth() > 32
+                  ? arith::ExtFOp::create(b, u.loc, et, s).getResult()
+                  : arith::TruncFOp::create(b, u.loc, et, s).getResult();
+        return u.elementwise(
+            {t, tensor::FromElementsOp::create(
+                    b, u.loc, RankedTensorType::get({}, et), ValueRange{s})},
+            [](OpBuilder &nb, Location nl, ValueRange a) {
+              return Value(arith::DivFOp::create(nb, nl, a[0], a[1]));
+            });
+      };
+      loss = divideByScale(loss);
+      for (auto &entry : trained)
+        entry.second = divideByScale(entry.second);
+    }
     Value stepF = arith::SIToFPOp::create(b, u.loc, b.getF64Type(), stepInt);
     Value iteration = u.sub(stepF, u.f64(1.0));
     Value rate = learningRate(u, iteration);
@@ -309,6 +387,12 @@ struct ApplyOptimizerPass
       sumSq = sumSq ? u.add(sumSq, s) : s;
     }
     Value gradNorm = math::SqrtOp::create(b, u.loc, sumSq);
+    if (scaling) {
+      // An overflow: a gradient, hence the sum of squares, is inf or NaN.
+      overflow = arith::CmpFOp::create(
+          b, u.loc, arith::CmpFPredicate::UGE, sumSq,
+          u.constant(f32, std::numeric_limits<float>::infinity()));
+    }
     if (clip > 0.0) {
       // clip_coef = max_norm / (total_norm + 1e-6), clamped to 1.
       Value coef =
@@ -358,6 +442,8 @@ struct ApplyOptimizerPass
       return attrs.getDictionaryAttr(dict);
     };
 
+    // The value each update keeps when a step is skipped (loss scaling).
+    SmallVector<Value> skippedValue;
     Value isFirst = arith::CmpIOp::create(
         b, u.loc, arith::CmpIPredicate::eq, stepInt,
         arith::ConstantOp::create(b, u.loc, b.getI64IntegerAttr(1)));
@@ -457,9 +543,96 @@ struct ApplyOptimizerPass
       for (auto &[of, value] : updates) {
         newResults.push_back(value);
         newAttrs.push_back(updateAttrs(of));
+        skippedValue.push_back(of);
       }
     }
 
+    if (scaling) {
+      // A skipped step leaves every parameter and state as it was.
+      Value skip = tensor::FromElementsOp::create(
+          b, u.loc, RankedTensorType::get({}, b.getI1Type()),
+          ValueRange{overflow});
+      unsigned firstUpdate = 3;
+      for (unsigned r = firstUpdate; r < newResults.size(); ++r)
+        newResults[r] = u.elementwise(
+            {newResults[r], skippedValue[r - firstUpdate], skip},
+            [](OpBuilder &nb, Location nl, ValueRange a) {
+              return Value(arith::SelectOp::create(nb, nl, a[2], a[1], a[0]));
+            });
+      auto metricAttrs = [&](StringRef name) {
+        return attrs.getDictionaryAttr(
+            {attrs.getNamedAttr(autopar::attrs::kMetric,
+                                attrs.getStringAttr(name)),
+             attrs.getNamedAttr(autopar::attrs::kDType,
+                                attrs.getStringAttr("float32"))});
+      };
+      auto stateUpdate = [&](BlockArgument state, Value scalar) {
+        newResults.push_back(tensor::FromElementsOp::create(
+            b, u.loc, state.getType(), ValueRange{scalar}));
+        newAttrs.push_back(updateAttrs(state));
+      };
+      newResults.push_back(u.scalarTensor(scale, f32));
+      newAttrs.push_back(metricAttrs("loss_scale"));
+      newResults.push_back(u.scalarTensor(
+          u.select(overflow, u.constant(f32, 1.0), u.constant(f32, 0.0)), f32));
+      newAttrs.push_back(metricAttrs("overflow"));
+      Value applied = extract(scaler["applied_steps"]);
+      stateUpdate(
+          scaler["applied_steps"],
+          arith::SelectOp::create(
+              b, u.loc, overflow, applied,
+              arith::AddIOp::create(b, u.loc, applied, i64Constant(1))));
+      if (dynamicLossScale) {
+        // DeepSpeed's DynamicLossScaler.update_scale, with last_overflow
+        // stored as last_overflow_iter + 1 and hysteresis_used as
+        // hysteresis - cur_hysteresis, so that every state starts at zero.
+        Value iter = extract(scaler["iter"]);
+        Value last = arith::SubIOp::create(
+            b, u.loc, extract(scaler["last_overflow"]), i64Constant(1));
+        Value used = extract(scaler["hysteresis_used"]);
+        auto eq = [&](Value x, Value y) -> Value {
+          return arith::CmpIOp::create(b, u.loc, arith::CmpIPredicate::eq, x,
+                                       y);
+        };
+        auto iselect = [&](Value c, Value x, Value y) -> Value {
+          return arith::SelectOp::create(b, u.loc, c, x, y);
+        };
+        Value curHysteresis =
+            arith::SubIOp::create(b, u.loc, i64Constant(hysteresis), used);
+        // Overflow: halve (not below the minimum) once the hysteresis is
+        // used up, else use one more of it; remember the iteration.
+        Value shrink = arith::OrIOp::create(
+            b, u.loc, eq(i64Constant(hysteresis), i64Constant(1)),
+            eq(curHysteresis, i64Constant(1)));
+        Value halved = u.max(u.div(scale, u.constant(f32, 2.0)),
+                             u.constant(f32, minLossScale));
+        Value scaleOver = u.select(shrink, halved, scale);
+        Value usedOver =
+            iselect(shrink, used,
+                    arith::AddIOp::create(b, u.loc, used, i64Constant(1)));
+        // No overflow: double after a window of good steps.
+        Value sinceOverflow = arith::SubIOp::create(b, u.loc, iter, last);
+        Value grow = eq(arith::RemSIOp::create(b, u.loc, sinceOverflow,
+                                               i64Constant(lossScaleWindow)),
+                        i64Constant(0));
+        Value scaleOk =
+            u.select(grow, u.mul(scale, u.constant(f32, 2.0)), scale);
+        Value usedOk = consecutiveHysteresis
+                           ? i64Constant(0)
+                           : iselect(grow, i64Constant(0), used);
+        Value nextScale = u.select(overflow, scaleOver, scaleOk);
+        stateUpdate(scaleOffset, u.sub(nextScale, u.constant(f32, lossScale)));
+        stateUpdate(scaler["iter"],
+                    arith::AddIOp::create(b, u.loc, iter, i64Constant(1)));
+        stateUpdate(
+            scaler["last_overflow"],
+            iselect(overflow,
+                    arith::AddIOp::create(b, u.loc, iter, i64Constant(1)),
+                    extract(scaler["last_overflow"])));
+        stateUpdate(scaler["hysteresis_used"],
+                    iselect(overflow, usedOver, usedOk));
+      }
+    }
     for (auto &[value, dict] : forwardUpdates) {
       newResults.push_back(value);
       newAttrs.push_back(dict);

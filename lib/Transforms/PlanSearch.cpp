@@ -68,10 +68,11 @@ llvm::Expected<PlanRequest> buildPlanRequest(const PlanFlags &flags) {
   // (mixed precision with f32 master weights and f32 arithmetic).
   if (cluster->isLocalCpu() && request.precision != Precision::FP32 &&
       !(request.mode == PlanMode::Training &&
-        request.precision == Precision::BF16))
+        (request.precision == Precision::BF16 ||
+         request.precision == Precision::FP16)))
     return error("--precision " + flags.precision +
                  " is not supported on CPU clusters (local:N); use fp32" +
-                 (request.mode == PlanMode::Training ? " or bf16" : ""));
+                 (request.mode == PlanMode::Training ? ", bf16 or fp16" : ""));
   if (flags.dp > 0)
     request.pins.dp = flags.dp;
   if (flags.tp > 0)

@@ -621,6 +621,14 @@ Manifest parseManifest(std::string_view text, const std::string &path) {
           reader.integer(training, "training", "tokens_per_sample", 0);
     if (training.contains("eval_program"))
       desc.evalProgram = reader.string(training, "training", "eval_program");
+    if (training.contains("loss_scaling")) {
+      const json &scaling = reader.object(training, "training", "loss_scaling");
+      if (!scaling.contains("min_loss_scale") ||
+          !scaling["min_loss_scale"].is_number())
+        reader.fail("training.loss_scaling.min_loss_scale", "must be a number");
+      else
+        desc.minLossScale = scaling["min_loss_scale"].get<double>();
+    }
     if (training.contains("inference_template")) {
       std::string file =
           reader.string(training, "training", "inference_template");

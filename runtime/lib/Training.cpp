@@ -12,11 +12,11 @@
 #include "autopar/runtime/TrainProgress.h"
 
 #include <chrono>
-#include <memory>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <sstream>
 
 namespace autopar::runtime {
@@ -172,9 +172,8 @@ public:
     }
     if (!loss)
       throw Error(manifest.path + ": the eval program has no loss output");
-    data = std::make_unique<DataLoader>(args, dataDir,
-                                        manifest.training->globalBatch,
-                                        std::nullopt);
+    data = std::make_unique<DataLoader>(
+        args, dataDir, manifest.training->globalBatch, std::nullopt);
     for (size_t index : data->inputs())
       inputBuffers.push_back(session->argumentData(index));
   }
@@ -225,6 +224,13 @@ void runTraining(Session &session, Communicator &comm,
   size_t gradNorm =
       findIndex(session, ArgumentKind::Metric, "grad_norm", "metric");
   size_t step = findIndex(session, ArgumentKind::Step, "step", "step");
+  // fp16 loss scaling: the scale a step used, and whether it was skipped.
+  std::optional<size_t> lossScale, overflow;
+  if (training.minLossScale) {
+    lossScale =
+        findIndex(session, ArgumentKind::Metric, "loss_scale", "metric");
+    overflow = findIndex(session, ArgumentKind::Metric, "overflow", "metric");
+  }
   // Programs with random ops (training-mode Dropout) read the run's seed.
   std::optional<size_t> seedArg =
       session.findArgument(ArgumentKind::Seed, "seed");
@@ -318,19 +324,57 @@ void runTraining(Session &session, Communicator &comm,
     double samplesPerSecond = batch / seconds;
     std::ostringstream record;
     record.precision(9);
-    record << "{\"step\": " << s + 1 << ", \"loss\": " << lossValue
-           << ", \"lr\": " << lrValue << ", \"grad_norm\": " << normValue
+    // JSON has no inf or NaN (a skipped fp16 step's norm): null.
+    auto number = [](float v) {
+      std::ostringstream text;
+      text.precision(9);
+      if (std::isfinite(v))
+        text << v;
+      else
+        text << "null";
+      return text.str();
+    };
+    record << "{\"step\": " << s + 1 << ", \"loss\": " << number(lossValue)
+           << ", \"lr\": " << lrValue
+           << ", \"grad_norm\": " << number(normValue)
            << ", \"step_time_s\": " << seconds
            << ", \"samples_per_s\": " << samplesPerSecond;
     if (training.tokensPerSample > 0)
       record << ", \"tokens_per_s\": "
              << samplesPerSecond * training.tokensPerSample;
+    float scaleValue = 0.0f;
+    bool skipped = false;
+    if (lossScale) {
+      scaleValue =
+          *static_cast<const float *>(session.argumentData(*lossScale));
+      skipped =
+          *static_cast<const float *>(session.argumentData(*overflow)) != 0.0f;
+      record << ", \"loss_scale\": " << scaleValue
+             << ", \"skipped\": " << (skipped ? "true" : "false");
+    }
     record << "}";
     if (metrics.is_open())
       metrics << record.str() << "\n" << std::flush;
     progress.step(s + 1, lossValue, lrValue, normValue, seconds,
                   samplesPerSecond);
-    if (!std::isfinite(lossValue) || !std::isfinite(normValue)) {
+    if (skipped) {
+      // The program left every parameter and state as it was (fp16
+      // overflow), as DeepSpeed's loss scaler does; at the smallest scale
+      // that cannot help, and DeepSpeed stops.
+      if (scaleValue <= *training.minLossScale) {
+        progress.finish();
+        throw Error("step " + std::to_string(s + 1) +
+                    ": the fp16 gradients overflow at the minimum loss "
+                    "scale (" +
+                    std::to_string(*training.minLossScale) +
+                    "); lower the learning rate, clip the gradients, lower "
+                    "fp16.min_loss_scale, or train in bf16");
+      }
+      std::ostringstream line;
+      line << "step " << s + 1 << ": fp16 gradients overflowed at loss scale "
+           << scaleValue << "; step skipped";
+      progress.message(line.str());
+    } else if (!std::isfinite(lossValue) || !std::isfinite(normValue)) {
       progress.finish();
       throw Error("step " + std::to_string(s + 1) + ": the " +
                   (std::isfinite(lossValue) ? "gradient norm" : "loss") +
@@ -347,13 +391,13 @@ void runTraining(Session &session, Communicator &comm,
       savedStep = s + 1;
     }
     bool last = s + 1 == options.steps;
-    if (evaluator && (last || (options.evalEvery > 0 &&
-                               (s + 1) % options.evalEvery == 0))) {
+    if (evaluator &&
+        (last || (options.evalEvery > 0 && (s + 1) % options.evalEvery == 0))) {
       double evalLoss = evaluator->run(comm);
       std::ostringstream line;
       line.precision(6);
-      line << std::fixed << "eval after step " << s + 1 << ": loss "
-           << evalLoss << " over " << evaluator->batches() << " batches";
+      line << std::fixed << "eval after step " << s + 1 << ": loss " << evalLoss
+           << " over " << evaluator->batches() << " batches";
       progress.message(line.str());
       if (metrics.is_open()) {
         std::ostringstream record;
@@ -367,8 +411,8 @@ void runTraining(Session &session, Communicator &comm,
   // At the end, unless the last step was just saved (or none was taken).
   if (options.checkpointDir && savedStep < options.steps &&
       start.step < options.steps)
-    saveCheckpoint(session, options, data, options.steps, position,
-                   randomSeed, progress);
+    saveCheckpoint(session, options, data, options.steps, position, randomSeed,
+                   progress);
   progress.finish();
 
   if (options.saveOnnx) {
@@ -378,8 +422,7 @@ void runTraining(Session &session, Communicator &comm,
     for (auto [update, target] : updates)
       if (args[target].kind == ArgumentKind::Parameter)
         tensors.push_back({args[target].name, args[target].dtype,
-                           args[target].shape,
-                           session.argumentData(target)});
+                           args[target].shape, session.argumentData(target)});
     writeOnnxWithInitializers(training.inferenceTemplate, tensors,
                               *options.saveOnnx);
     std::printf("autopar-run: wrote the trained model to %s\n",

@@ -14,7 +14,9 @@ training step (an MLP, AdamW with clipping and a warmup-cosine schedule):
    batches do not (so the comparison can fail);
 4. dropout: an MLP with Dropout trained with --seed 3 resumes (without
    --seed: the checkpoint records it) bit for bit, and resuming it with
-   another --seed is refused.
+   another --seed is refused;
+5. fp16: the dynamic loss scaler's state resumes bit for bit (loss scale
+   and skipped steps included).
 
 Usage: train_resume.py AUTOPAR_COMPILE AUTOPAR_RUN WORK_DIR
 """
@@ -76,7 +78,8 @@ class DropoutMlp(torch.nn.Module):
 
 
 class Case:
-    def __init__(self, compiler, runner, work, model_class=Mlp):
+    def __init__(self, compiler, runner, work, model_class=Mlp,
+                 config=CONFIG):
         self.runner, self.work = runner, work
         torch.manual_seed(0)
         self.model = model_class()
@@ -97,7 +100,7 @@ class Case:
             np.save(os.path.join(self.data_dir, key + ".npy"), value.numpy())
         cfg = os.path.join(work, "config.json")
         with open(cfg, "w") as f:
-            json.dump(CONFIG, f)
+            json.dump(config, f)
         self.art = os.path.join(work, "art")
         run([compiler, onnx_path, "--cluster", "local:1", "--mode", "train",
              "--train-config", cfg, "--input-shape", f"x={BATCH}x8",
@@ -144,8 +147,11 @@ def check_bitwise(errors, tag, names, straight, resumed):
         errors.append(f"{tag}: steps {[r['step'] for r in b]}")
     for rb in b:
         ra = a.get(rb["step"], {})
-        for key in ("loss", "lr", "grad_norm"):
-            if key not in ra or not same_bits(ra[key], rb[key]):
+        for key in ("loss", "lr", "grad_norm", "loss_scale", "skipped"):
+            if key not in rb and key not in ra:
+                continue
+            if key not in ra or key not in rb or \
+                    not same_bits(ra[key], rb[key]):
                 errors.append(f"{tag}: step {rb['step']} {key} "
                               f"{rb[key]!r} != {ra.get(key)!r}")
     for name in names:
@@ -239,8 +245,29 @@ def main():
                  read_metrics(straight[1])[0]["loss"]):
         errors.append("dropout: seeds 0 and 3 gave the same first loss")
 
+    # 5. fp16: the loss scaler's state (scale, hysteresis, the window,
+    # applied steps) resumes with the checkpoint. 2^20 overflows at once
+    # and a window of 2 grows it back, so the scale moves before and after
+    # the stop.
+    fp16_work = os.path.join(work, "fp16")
+    os.makedirs(fp16_work)
+    fp16 = Case(compiler, runner, fp16_work, config=dict(CONFIG, fp16={
+        "enabled": True, "initial_scale_power": 20, "hysteresis": 1,
+        "loss_scale_window": 2}))
+    straight = fp16.train("straight", 6, *shuffle)
+    ckpt = os.path.join(fp16_work, "ckpt")
+    fp16.train("resumed", 3, *shuffle, "--checkpoint-dir", ckpt)
+    resumed = fp16.train("resumed", 6, *shuffle, "--checkpoint-dir", ckpt,
+                         "--resume")
+    check_bitwise(errors, "fp16 resume", names, straight, resumed)
+    scales = [r["loss_scale"] for r in read_metrics(straight[1])]
+    if len(set(scales[:3])) < 2 or len(set(scales[3:])) < 2:
+        errors.append(f"fp16 resume: the loss scale did not move on both "
+                      f"sides of the stop: {scales}")
+
     print(f"resume: bitwise equal over 6 steps; killed save: resumed from "
           f"step 2; shuffle: max loss difference to torch {worst:.2e} "
+          f"(fp16 loss scales {scales}) "
           f"(in order would be {sensitivity:.2e}); dropout: the seed "
           f"resumes with the checkpoint")
     for e in errors:

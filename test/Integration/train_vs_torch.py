@@ -69,7 +69,9 @@ def deepspeed_lr(config, iteration):
     return base * max(0.0, cos_min + (1 - cos_min) * ratio)
 
 
-def torch_train(model, data, config):
+def torch_train(model, data, config, skipped=()):
+    """skipped: 0-based steps whose update is skipped (fp16 overflows): the
+    batch is used up, the optimizer and the schedule do not move."""
     opt = config["optimizer"]
     params = dict(opt["params"])
     if opt["type"] == "SGD":
@@ -87,6 +89,7 @@ def torch_train(model, data, config):
     if not any(isinstance(m, nn.BatchNorm2d) for m in model.modules()):
         micro = batch
     losses = []
+    applied = 0
     for step in range(STEPS):
         if isinstance(getattr(model, "drop", None), TwinDropout):
             model.drop.start_step(step + 1)
@@ -98,13 +101,16 @@ def torch_train(model, data, config):
             part_loss = model(*args) * (micro / batch)
             part_loss.backward()
             loss += float(part_loss)
+        losses.append(float(loss))
+        if step in skipped:
+            continue
         if config.get("gradient_clipping"):
             torch.nn.utils.clip_grad_norm_(model.parameters(),
                                            config["gradient_clipping"])
         for group in optimizer.param_groups:
-            group["lr"] = deepspeed_lr(config, step)
+            group["lr"] = deepspeed_lr(config, applied)
         optimizer.step()
-        losses.append(float(loss))
+        applied += 1
     return losses
 
 
@@ -380,6 +386,78 @@ def check_bf16(build, work):
     return errors
 
 
+def check_fp16(build, work):
+    """fp16 mixed precision with DeepSpeed's loss scaling. The GPT's
+    gradients overflow fp16 at the default scale 2^16: as in DeepSpeed, the
+    first overflow uses up the hysteresis (2), the second halves the scale,
+    both steps are skipped (their batches used up, parameters, optimizer
+    and schedule unchanged), and training goes on at 2^15 within 2% of
+    PyTorch fp32 skipping the same steps. An MLP with a fixed scale of 128
+    never overflows and stays within 2% of fp32. A scale that cannot get
+    low enough (min_loss_scale 2^35) stops with an error naming the step."""
+    errors = []
+    torch.manual_seed(0)
+    model = Gpt()
+    config = {"train_batch_size": 3, "gradient_clipping": 1.0,
+              "optimizer": {"type": "AdamW", "params": {"lr": 0.01,
+                                                        "eps": 1e-6}},
+              "scheduler": {"type": "WarmupLR", "params": {
+                  "warmup_min_lr": 0.0, "warmup_max_lr": 0.01,
+                  "warmup_num_steps": 4, "warmup_type": "linear"}}}
+    data = make_data(Gpt, 3)
+    losses, out = autopar_train(build, work, "gpt-fp16", model, data,
+                                dict(config, fp16={"enabled": True}))
+    with open(os.path.join(work, "gpt-fp16-metrics.jsonl")) as f:
+        records = [json.loads(line) for line in f]
+    scales = [r["loss_scale"] for r in records]
+    skipped = [i for i, r in enumerate(records) if r["skipped"]]
+    if scales[:3] != [65536, 65536, 32768] or skipped != [0, 1]:
+        errors.append(f"gpt-fp16: loss scales {scales}, skipped steps "
+                      f"{skipped}; expected 65536, 65536, 32768... and the "
+                      f"first two skipped")
+    reference = torch_train(model, data, config, skipped=(0, 1))
+    worst = max(abs(a - b) / abs(b) for a, b in zip(losses, reference))
+    if worst > 2e-2:
+        errors.append(f"gpt-fp16: losses {losses} vs PyTorch fp32 "
+                      f"{reference}")
+    for pname, p in model.named_parameters():
+        if np.load(os.path.join(out, pname + ".npy")).dtype != np.float32:
+            errors.append(f"gpt-fp16: {pname} does not come back float32")
+    print(f"gpt-fp16: loss scales {scales[:4]}..., skipped {skipped}, worst "
+          f"relative loss difference to PyTorch fp32 {worst:.2e}")
+
+    torch.manual_seed(0)
+    model = Mlp()
+    config = {"train_batch_size": 6, "optimizer": {
+        "type": "SGD", "params": {"lr": 0.1, "momentum": 0.9}}}
+    data = make_data(Mlp, 6)
+    losses, _ = autopar_train(build, work, "mlp-fp16", model, data, dict(
+        config, fp16={"enabled": True, "loss_scale": 128}))
+    reference = torch_train(model, data, config)
+    worst = max(abs(a - b) / abs(b) for a, b in zip(losses, reference))
+    if worst > 2e-2:
+        errors.append(f"mlp-fp16: losses {losses} vs PyTorch fp32 "
+                      f"{reference}")
+    print(f"mlp-fp16: fixed scale 128, worst relative loss difference to "
+          f"PyTorch fp32 {worst:.2e}")
+
+    torch.manual_seed(0)
+    try:
+        autopar_train(build, work, "gpt-fp16-min", Gpt(), make_data(Gpt, 3),
+                      {"train_batch_size": 3, "fp16": {
+                          "enabled": True, "initial_scale_power": 40,
+                          "hysteresis": 1, "min_loss_scale": 2.0 ** 35}})
+        errors.append("gpt-fp16-min: overflowing at the minimum scale did "
+                      "not stop the run")
+    except SystemExit as e:
+        if "step 6: the fp16 gradients overflow at the minimum loss scale" \
+                not in str(e):
+            errors.append(f"gpt-fp16-min: unexpected failure: {e}")
+    if errors:
+        print("fp16 FAIL: " + "; ".join(errors))
+    return errors
+
+
 class TokenLogits(nn.Module):
     """Returns logits [batch, positions, vocabulary] and no loss: trained with
     --loss cross-entropy:logits, which adds F.cross_entropy's loss and a
@@ -487,7 +565,8 @@ def main():
             passed += 1
     for name, check in [("gpt-dropout", check_dropout),
                         ("logits-ce", check_cross_entropy_loss),
-                        ("eval", check_eval), ("bf16", check_bf16)]:
+                        ("eval", check_eval), ("bf16", check_bf16),
+                        ("fp16", check_fp16)]:
         if only and name not in only:
             continue
         if check(build, work):

@@ -81,6 +81,55 @@ func.func @main(%w: tensor<4xf32> {autopar.parameter = "w", autopar.trainable},
 
 // -----
 
+// fp16's loss scaling (a multiply marked autopar.loss_scaling) is looked
+// through: the loss under it is still num / den.
+// CHECK-LABEL: func.func private @main_micro_batch
+// CHECK: %[[ONE:.*]] = arith.constant dense<1.000000e+00> : tensor<f32>
+// CHECK: linalg.generic {{.*}} ins(%{{.*}}, %[[ONE]] : tensor<f32>, tensor<f32>)
+// CHECK-LABEL: func.func @main
+// CHECK: %[[SUMS:.*]]:3 = scf.for
+// CHECK: linalg.generic {{.*}} ins(%[[SUMS]]#2 : tensor<f32>) outs(%[[SUMS]]#0 : tensor<f32>)
+
+#id = affine_map<(d0) -> (d0)>
+#red = affine_map<(d0) -> ()>
+#scalar = affine_map<() -> ()>
+func.func @main(%w: tensor<4xf32> {autopar.parameter = "w", autopar.trainable},
+                %y: tensor<2xf32> {autopar.input = "y"})
+    -> (tensor<f32> {autopar.output = "loss"},
+        tensor<4xf32> {autopar.gradient = "w", autopar.output = "w.grad"}) {
+  %zero = arith.constant 0.0 : f32
+  %scale = arith.constant 1024.0 : f32
+  %e = tensor.empty() : tensor<f32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<f32>) -> tensor<f32>
+  %num = linalg.generic {indexing_maps = [#id, #red], iterator_types = ["reduction"]}
+      ins(%w : tensor<4xf32>) outs(%z : tensor<f32>) {
+  ^bb0(%a: f32, %acc: f32):
+    %s = arith.addf %a, %acc : f32
+    linalg.yield %s : f32
+  } -> tensor<f32>
+  %den = linalg.generic {indexing_maps = [#id, #red], iterator_types = ["reduction"]}
+      ins(%y : tensor<2xf32>) outs(%z : tensor<f32>) {
+  ^bb0(%a: f32, %acc: f32):
+    %s = arith.addf %a, %acc : f32
+    linalg.yield %s : f32
+  } -> tensor<f32>
+  %loss = linalg.generic {indexing_maps = [#scalar, #scalar, #scalar], iterator_types = []}
+      ins(%num, %den : tensor<f32>, tensor<f32>) outs(%e : tensor<f32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %d = arith.divf %a, %b : f32
+    linalg.yield %d : f32
+  } -> tensor<f32>
+  %scaled = linalg.generic {indexing_maps = [#scalar, #scalar], iterator_types = []}
+      ins(%loss : tensor<f32>) outs(%e : tensor<f32>) attrs = {autopar.loss_scaling} {
+  ^bb0(%a: f32, %o: f32):
+    %m = arith.mulf %a, %scale : f32
+    linalg.yield %m : f32
+  } -> tensor<f32>
+  return %scaled, %w : tensor<f32>, tensor<4xf32>
+}
+
+// -----
+
 // A denominator that depends on a trained parameter is not a count: the
 // loss is a mean of the micro-batches' (divided by 3), and the micro-batch
 // keeps its division.

@@ -321,6 +321,11 @@ int main(int argc, char **argv) {
       precision = trainConfig.precision;
     }
   }
+  // --precision bf16/fp16 alone trains in that precision (DeepSpeed's
+  // defaults for fp16's loss scaling).
+  if (mode == "train" && trainConfig.precision.empty() &&
+      (precision == "bf16" || precision == "fp16"))
+    trainConfig.precision = precision;
   autopar::PlanFlags flags;
   flags.cluster = clusterSpec;
   flags.mode = mode;

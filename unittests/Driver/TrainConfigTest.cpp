@@ -102,16 +102,26 @@ TEST(TrainConfig, RejectsWhatIsNotImplemented) {
                 .find("optimizer.type: 'Lamb' is not supported; supported: "
                       "SGD, Adam, AdamW"),
             std::string::npos);
-  EXPECT_NE(error(R"({"fp16": {"enabled": true}})")
-                .find("fp16.enabled: fp16 training (dynamic loss scaling) is "
-                      "not implemented yet; use \"bf16\""),
+  EXPECT_NE(error(R"({"fp16": {"enabled": true}, "bf16": {"enabled": true}})")
+                .find("fp16.enabled: bf16 and fp16 cannot both be enabled"),
             std::string::npos);
+  std::string fp16 = error(R"({"fp16": {"enabled": true, "loss_scale": -1,
+      "initial_scale_power": 99, "loss_scale_window": 0, "hysteresis": 0,
+      "min_loss_scale": 0, "auto_cast": true}})");
+  for (const char *message :
+       {"fp16.loss_scale: must be 0 (dynamic) or positive",
+        "fp16.initial_scale_power: must be between 0 and 60",
+        "fp16.loss_scale_window: must be positive",
+        "fp16.hysteresis: must be positive",
+        "fp16.min_loss_scale: must be positive", "fp16.auto_cast: unknown key"})
+    EXPECT_NE(fp16.find(message), std::string::npos) << message << "\n" << fp16;
   EXPECT_NE(error(R"({"bf16": {"enabled": "yes"}})")
                 .find("bf16.enabled: expected true or false"),
             std::string::npos);
-  EXPECT_NE(error(R"({"bf16": {"enabled": true, "immediate_grad_update": true}})")
-                .find("bf16.immediate_grad_update: unknown key"),
-            std::string::npos);
+  EXPECT_NE(
+      error(R"({"bf16": {"enabled": true, "immediate_grad_update": true}})")
+          .find("bf16.immediate_grad_update: unknown key"),
+      std::string::npos);
   EXPECT_NE(error(R"({"optimizer": {"type": "SGD"}})")
                 .find("optimizer.params.lr: SGD needs a learning rate"),
             std::string::npos);
@@ -131,6 +141,27 @@ TEST(TrainConfig, OptionsRoundTripEveryDigit) {
 }
 
 } // namespace
+
+TEST(TrainConfig, Fp16LossScaling) {
+  // DeepSpeed's defaults: dynamic, 2^16, window 1000, hysteresis 2, min 1.
+  TrainConfig c = parse(R"({"fp16": {"enabled": true}})");
+  EXPECT_EQ(c.precision, "fp16");
+  EXPECT_EQ(c.lossScaling.staticScale, 0.0);
+  EXPECT_EQ(c.lossScaling.initialScalePower, 16);
+  EXPECT_EQ(c.lossScaling.window, 1000);
+  EXPECT_EQ(c.lossScaling.hysteresis, 2);
+  EXPECT_FALSE(c.lossScaling.consecutiveHysteresis);
+  EXPECT_EQ(c.lossScaling.minScale, 1.0);
+  c = parse(R"({"fp16": {"enabled": true, "loss_scale": 128,
+      "initial_scale_power": 8, "loss_scale_window": 50, "hysteresis": 1,
+      "consecutive_hysteresis": true, "min_loss_scale": 0.5}})");
+  EXPECT_EQ(c.lossScaling.staticScale, 128.0);
+  EXPECT_EQ(c.lossScaling.initialScalePower, 8);
+  EXPECT_EQ(c.lossScaling.window, 50);
+  EXPECT_EQ(c.lossScaling.hysteresis, 1);
+  EXPECT_TRUE(c.lossScaling.consecutiveHysteresis);
+  EXPECT_EQ(c.lossScaling.minScale, 0.5);
+}
 
 TEST(TrainConfig, Precision) {
   EXPECT_EQ(parse("{}").precision, "");

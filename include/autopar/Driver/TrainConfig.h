@@ -19,15 +19,32 @@
 
 namespace autopar {
 
+/// DeepSpeed's fp16 loss scaling (its `fp16` section and meanings).
+struct LossScaling {
+  /// `loss_scale`: 0 for dynamic scaling, else the fixed scale.
+  double staticScale = 0.0;
+  /// The dynamic scale starts at 2^initial_scale_power.
+  int64_t initialScalePower = 16;
+  /// `loss_scale_window`: steps without overflow before the scale doubles.
+  int64_t window = 1000;
+  /// `hysteresis`: overflows tolerated before the scale halves.
+  int64_t hysteresis = 2;
+  bool consecutiveHysteresis = false;
+  /// `min_loss_scale`: the scale never goes below it.
+  double minScale = 1.0;
+};
+
 /// A parsed --train-config. Absent or "auto" values are std::nullopt (the
 /// planner decides).
 struct TrainConfig {
   std::optional<int64_t> trainBatchSize, microBatchSize, accumulationSteps;
   std::optional<int64_t> zeroStage;
   double gradientClipping = 0.0;
-  /// "bf16" when `bf16.enabled` is true (mixed precision with f32 master
-  /// weights), "" for fp32.
+  /// "bf16" or "fp16" when `bf16.enabled` or `fp16.enabled` is true (mixed
+  /// precision with f32 master weights), "" for fp32.
   std::string precision;
+  /// fp16's loss scaling.
+  LossScaling lossScaling;
 
   OptimizerKind optimizer = OptimizerKind::AdamW;
   double lr = 1e-3, momentum = 0.0, dampening = 0.0, weightDecay = 0.0;

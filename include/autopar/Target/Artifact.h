@@ -79,6 +79,9 @@ struct ArtifactTraining {
   std::string precision = "fp32";
   /// Micro-batches per step (gradient accumulation inside the program).
   int64_t microBatches = 1;
+  /// fp16's loss scaling (`dynamic`, `initial_scale`, `min_loss_scale`,
+  /// ...), or none.
+  std::optional<llvm::json::Object> lossScaling;
   /// The inference model the runtime completes with the trained values for
   /// --save-onnx (InferenceModel.h), relative to the artifact; empty: none.
   std::string inferenceTemplate;

@@ -328,6 +328,10 @@ def Differentiate : Pass<"autopar-differentiate", "mlir::ModuleOp"> {
       concatenation get their linear transposes; 2-D matmuls stay matmuls.
     - Every op on the path without a gradient rule is reported in one error
       that lists op types, ONNX nodes and counts.
+    - With `loss-scale` (fp16 training) the loss is multiplied by the scale
+      first (a generic marked `autopar.loss_scaling`), so the backward starts
+      from the scale; the returned loss and gradients are scaled and
+      `autopar-apply-optimizer` divides the scale out.
   }];
   let options = [
     Option<"loss", "loss", "std::string", "\"\"",
@@ -335,6 +339,12 @@ def Differentiate : Pass<"autopar-differentiate", "mlir::ModuleOp"> {
            "scalar float output)">,
     ListOption<"freeze", "freeze", "std::string",
                "Globs of parameter names to keep fixed">,
+    Option<"lossScale", "loss-scale", "double", "0.0",
+           "fp16 loss scaling: the loss returned and differentiated is the "
+           "loss times this (0: none)">,
+    Option<"dynamicLossScale", "dynamic-loss-scale", "bool", "false",
+           "Add the optimizer state loss_scaler.scale_offset to the scale "
+           "(dynamic loss scaling; autopar-apply-optimizer updates it)">,
   ];
   let dependentDialects = ["mlir::linalg::LinalgDialect",
                            "mlir::arith::ArithDialect",
@@ -416,6 +426,17 @@ def ApplyOptimizer : Pass<"autopar-apply-optimizer", "mlir::ModuleOp"> {
       global L2 norm of the gradients before clipping;
     - one `autopar.update` result per trained parameter and state: its new
       value.
+
+    With `loss-scale` (fp16, after `autopar-differentiate` with the same
+    scale) the loss and gradients are divided by the scale first; a step
+    whose gradients are not finite (an overflow) leaves every parameter and
+    state as it was. The learning rate and Adam's bias corrections count
+    the applied steps (the state `loss_scaler.applied_steps`), as DeepSpeed
+    does not step its scheduler on an overflow. Dynamic scaling updates
+    `loss_scaler.scale_offset`, `.iter`, `.last_overflow` and
+    `.hysteresis_used` (all zero at the start) as DeepSpeed's
+    `DynamicLossScaler.update_scale`. Metrics `loss_scale` (the scale this
+    step used) and `overflow` (1 if the step was skipped) are added.
   }];
   let options = [
     Option<"optimizer", "optimizer", "autopar::OptimizerKind",
@@ -464,6 +485,19 @@ def ApplyOptimizer : Pass<"autopar-apply-optimizer", "mlir::ModuleOp"> {
            "WarmupCosineLR: the rate's ratio to lr at iteration 0">,
     Option<"cosMinRatio", "cos-min-ratio", "double", "0.0001",
            "WarmupCosineLR: the ratio at the end">,
+    Option<"lossScale", "loss-scale", "double", "0.0",
+           "fp16: the (initial) loss scale autopar-differentiate applied; "
+           "0: no loss scaling">,
+    Option<"dynamicLossScale", "dynamic-loss-scale", "bool", "false",
+           "fp16: DeepSpeed's dynamic loss scaler">,
+    Option<"lossScaleWindow", "loss-scale-window", "int64_t", "1000",
+           "Dynamic scaling: steps without overflow before the scale doubles">,
+    Option<"hysteresis", "hysteresis", "int64_t", "2",
+           "Dynamic scaling: overflows before the scale halves">,
+    Option<"consecutiveHysteresis", "consecutive-hysteresis", "bool", "false",
+           "Dynamic scaling: a step without overflow restores the hysteresis">,
+    Option<"minLossScale", "min-loss-scale", "double", "1.0",
+           "Dynamic scaling: the smallest scale">,
   ];
   let dependentDialects = ["mlir::linalg::LinalgDialect",
                            "mlir::arith::ArithDialect",
