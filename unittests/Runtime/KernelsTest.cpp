@@ -213,6 +213,10 @@ const ConvCase ConvCases[] = {
     {2, 2, 8, 9, 2, 3, 3, 2, 1, 1, 2},    // Direct with stride and dilation.
     {1, 2, 9, 17, 2, 2, 5, 1, 3, 1, 1},   // Direct, 5 taps, x stride 3.
     {1, 64, 66, 66, 8, 3, 3, 1, 1, 1, 1}, // Several output bands.
+    // Kernels larger than the output (filter gradients): per position.
+    {6, 4, 12, 12, 5, 10, 10, 1, 1, 1, 1},   // One GEMM for all positions.
+    {3, 2, 13, 14, 4, 5, 4, 2, 3, 2, 1},     // Strided, dilated.
+    {40, 16, 20, 20, 8, 18, 18, 1, 1, 1, 1}, // Positions in several groups.
 };
 
 TEST(KernelsTest, Conv2dNchwMatchesReference) {

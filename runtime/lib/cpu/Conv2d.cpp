@@ -10,6 +10,13 @@
 //  - direct: for very few input and output channels (depthwise convolutions
 //    above all), a GEMM with M = F tiny wastes the unfolding; accumulating
 //    each filter tap into an output row in place is cheaper.
+//  - per output position: when the kernel covers more positions than the
+//    output has (a filter gradient: the kernel is the output gradient's
+//    whole image, the output a filter's 3x3), im2col's GEMMs would have
+//    N = OH*OW tiny and repack the large filter once per image. Instead the
+//    input windows of every image at a group of output positions form a
+//    dense [positions*N, C*KH*KW] matrix, and one GEMM with the filter
+//    gives those positions for every image and output channel.
 //
 //===----------------------------------------------------------------------===//
 
@@ -155,6 +162,59 @@ void convIm2col(const ConvShape &s, const Tensor4View &in,
   }
 }
 
+void convPerPosition(const ConvShape &s, const Tensor4View &in,
+                     const Tensor4View &filter, const Tensor4View &out,
+                     float beta, const char *kernel) {
+  MatrixView weights = filterMatrix(s, filter);
+  int64_t taps = weights.cols;
+  // Positions per GEMM: as many as the budget allows, so that few input
+  // images (rows) still make a GEMM of useful height.
+  int64_t positions = s.oh * s.ow;
+  int64_t group = std::clamp<int64_t>(
+      ColumnBudget / std::max<int64_t>(s.n * taps, 1), 1, positions);
+  float *windows = scratch(ScratchSlot::ConvColumns,
+                           static_cast<size_t>(group * s.n * taps));
+  float *result =
+      scratch(ScratchSlot::ConvOutput, static_cast<size_t>(group * s.n * s.f));
+  int64_t xStep = s.dw * in.strides[3];
+  for (int64_t first = 0; first < positions; first += group) {
+    int64_t count = std::min(group, positions - first);
+    // Row (p, n): image n's window at position first + p.
+    for (int64_t p = 0; p < count; ++p) {
+      int64_t oy = (first + p) / s.ow, ox = (first + p) % s.ow;
+      for (int64_t n = 0; n < s.n; ++n) {
+        float *row = windows + (p * s.n + n) * taps;
+        for (int64_t c = 0; c < s.c; ++c)
+          for (int64_t ky = 0; ky < s.kh; ++ky) {
+            const float *i = in.data + n * in.strides[0] + c * in.strides[1] +
+                             (oy * s.sh + ky * s.dh) * in.strides[2] +
+                             ox * s.sw * in.strides[3];
+            float *to = row + (c * s.kh + ky) * s.kw;
+            if (xStep == 1)
+              std::memcpy(to, i, static_cast<size_t>(s.kw) * sizeof(float));
+            else
+              for (int64_t kx = 0; kx < s.kw; ++kx)
+                to[kx] = i[kx * xStep];
+          }
+      }
+    }
+    int64_t rows = count * s.n;
+    gemm({windows, rows, taps, taps, 1}, weights.transposed(),
+         {result, rows, s.f, s.f, 1}, 0.0f, kernel);
+    for (int64_t p = 0; p < count; ++p) {
+      int64_t oy = (first + p) / s.ow, ox = (first + p) % s.ow;
+      for (int64_t n = 0; n < s.n; ++n) {
+        const float *from = result + (p * s.n + n) * s.f;
+        float *o = out.data + n * out.strides[0] + oy * out.strides[2] +
+                   ox * out.strides[3];
+        for (int64_t f = 0; f < s.f; ++f)
+          o[f * out.strides[1]] =
+              from[f] + (beta != 0.0f ? o[f * out.strides[1]] : 0.0f);
+      }
+    }
+  }
+}
+
 /// o[x] += sum_kx w[kx * wStride] * i[x * xStep + kx * tapStep], x < ow, for
 /// a contiguous output row. Output rows are short (a feature map's width), so
 /// each pass over one costs nearly as much in loop overhead as in arithmetic:
@@ -282,6 +342,8 @@ void conv2d(const Tensor4View &input, const Tensor4View &filter,
     if (!accumulate)
       zero(output);
     convDirect(s, input, filter, output);
+  } else if (s.kh * s.kw > s.oh * s.ow) {
+    convPerPosition(s, input, filter, output, accumulate ? 1.0f : 0.0f, kernel);
   } else {
     convIm2col(s, input, filter, output, accumulate ? 1.0f : 0.0f, kernel);
   }
