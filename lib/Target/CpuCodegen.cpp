@@ -14,7 +14,8 @@ llvm::StringRef getCpuLoweringPipeline() {
   //   that the runtime allocates; a loop may yield a new buffer (gradient
   //   accumulation carries BatchNorm's running statistics that way);
   // - contractions go to the runtime's BLAS kernels; the rest becomes loops
-  //   (LLVM's vectorizer handles the static, unit-stride inner loops);
+  //   (LLVM's vectorizer handles the static, unit-stride inner loops, made
+  //   long by merging the loops that walk contiguous memory as one);
   // - math functions without an LLVM intrinsic (erf, ...) become libm calls,
   //   and f16/bf16 math is computed in f32.
   return "func.func(canonicalize,autopar-collapse-batched-contractions,"
@@ -29,7 +30,7 @@ llvm::StringRef getCpuLoweringPipeline() {
          "buffer-deallocation-pipeline,"
          "autopar-lower-contractions-to-cpu-kernels,"
          "autopar-copies-to-linalg,"
-         "func.func(convert-linalg-to-loops),"
+         "func.func(autopar-collapse-contiguous-loops,convert-linalg-to-loops),"
          "autopar-outline-loop-nests,"
          "lower-affine,"
          "convert-scf-to-cf,"

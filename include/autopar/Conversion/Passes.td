@@ -277,6 +277,35 @@ def CopiesToLinalg : Pass<"autopar-copies-to-linalg", "mlir::ModuleOp"> {
   let dependentDialects = ["mlir::linalg::LinalgDialect"];
 }
 
+def CollapseContiguousLoops
+    : Pass<"autopar-collapse-contiguous-loops", "mlir::func::FuncOp"> {
+  let summary = "Merge the loops of an elementwise linalg.generic on "
+                "contiguous buffers that walk memory as one";
+  let description = [{
+    Runs on buffers, before `convert-linalg-to-loops`. An all-parallel
+    `linalg.generic` over `[N, C, H, W]` becomes four nested loops whose
+    innermost runs W times; LLVM fully unrolls a short innermost loop and
+    then vectorizes the one around it with gathers and scatters (the ReLU
+    backward of a 32x32 image ran at a fifth of memory speed). Adjacent loop
+    dims that every operand reads as adjacent dims of a contiguous
+    (identity-layout) buffer, or not at all, are merged into one
+    (`linalg::collapseOpIterationDims`, with `memref.collapse_shape` views):
+    a ReLU over `[N, C, H, W]` becomes one loop over N*C*H*W, a per-channel
+    BatchNorm scale over `[N, C, H*W]`.
+
+    ```mlir
+    linalg.generic {indexing_maps = [#id4, #id4], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+        ins(%a : memref<16x32x32x32xf32>) outs(%b : memref<16x32x32x32xf32>)
+    // becomes
+    %a1 = memref.collapse_shape %a [[0, 1, 2, 3]] : memref<16x32x32x32xf32> into memref<524288xf32>
+    %b1 = memref.collapse_shape %b [[0, 1, 2, 3]] : memref<16x32x32x32xf32> into memref<524288xf32>
+    linalg.generic {indexing_maps = [#id1, #id1], iterator_types = ["parallel"]} ins(%a1 : ...) outs(%b1 : ...)
+    ```
+  }];
+  let dependentDialects = ["mlir::memref::MemRefDialect",
+                           "mlir::linalg::LinalgDialect"];
+}
+
 def OutlineLoopNests : Pass<"autopar-outline-loop-nests", "mlir::ModuleOp"> {
   let summary = "Move each top-level loop nest of a function into a function "
                 "of its own that LLVM does not inline";

@@ -190,8 +190,10 @@ void convPerPosition(const ConvShape &s, const Tensor4View &in,
                              (oy * s.sh + ky * s.dh) * in.strides[2] +
                              ox * s.sw * in.strides[3];
             float *to = row + (c * s.kh + ky) * s.kw;
+            // Rows are short (an image's width): a loop beats memcpy calls.
             if (xStep == 1)
-              std::memcpy(to, i, static_cast<size_t>(s.kw) * sizeof(float));
+              for (int64_t kx = 0; kx < s.kw; ++kx)
+                to[kx] = i[kx];
             else
               for (int64_t kx = 0; kx < s.kw; ++kx)
                 to[kx] = i[kx * xStep];
