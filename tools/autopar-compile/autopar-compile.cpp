@@ -545,6 +545,7 @@ int main(int argc, char **argv) {
                   " micro-batches of " + llvm::Twine(best.microBatchSize) +
                   " do not make the global batch " +
                   llvm::Twine(plan->globalBatch));
+    llvm::json::Array notes;
     if (microBatches > 1) {
       // The step runs the forward one micro-batch at a time: import it at
       // that batch.
@@ -576,12 +577,15 @@ int main(int argc, char **argv) {
                    << best.microBatchSize
                    << " per step (one optimizer step per global batch of "
                    << plan->globalBatch << ")\n";
-      if (updatesState)
-        llvm::outs() << "  note: BatchNorm statistics are computed per "
-                        "micro-batch of "
-                     << best.microBatchSize
-                     << ", as PyTorch computes them under gradient "
-                        "accumulation, not over the global batch\n";
+      if (updatesState) {
+        std::string note =
+            "BatchNorm statistics are computed per micro-batch of " +
+            std::to_string(best.microBatchSize) +
+            ", as PyTorch computes them under gradient accumulation, not "
+            "over the global batch";
+        llvm::outs() << "  note: " << note << "\n";
+        notes.push_back(note);
+      }
     }
     // One training step: loss and gradients, then clipping, schedule and
     // update (docs/training.md); then the artifact.
@@ -622,6 +626,8 @@ int main(int argc, char **argv) {
       if (ec)
         return fail("cannot write " + reportJson + ": " + ec.message());
       llvm::json::Value report = autopar::planReportJson(*plan, request);
+      if (!notes.empty())
+        (*report.getAsObject())["notes"] = std::move(notes);
       (*report.getAsObject())["trainable_parameters"] =
           llvm::json::Object{{"count", trained->elements},
                              {"bytes", trained->bytes},
