@@ -28,12 +28,13 @@ import sys
 
 # (from, to): `from` links `to`. Libraries first, then the tools.
 ALLOWED_EDGES = {
-    ("AutoparAnalysis", "AutoparCluster"),
-    ("AutoparTarget", "AutoparCluster"),
+    ("AutoparPlanner", "AutoparDialect"),
+    ("AutoparPlanner", "AutoparImport"),
+    ("AutoparTarget", "AutoparPlanner"),
     ("AutoparTarget", "AutoparConversion"),
     ("AutoparTarget", "AutoparTransforms"),
     ("AutoparTarget", "AutoparImport"),
-    ("AutoparTransforms", "AutoparAnalysis"),
+    ("AutoparTransforms", "AutoparPlanner"),
     ("AutoparTransforms", "AutoparDialect"),
     ("AutoparTransforms", "AutoparImport"),
     ("AutoparDriver", "AutoparTarget"),

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Measure the compute-roofline constants of the cost model (docs/cost-model.md).
 
-lib/Analysis/Compute.cpp models one kernel as
+lib/Planner/Compute.cpp models one kernel as
 
     time = max(flops / (peak * eff(minDim)), bytes / (bandwidth * memEff))
     eff(minDim) = gemmMax * minDim / (minDim + gemmHalfDim)
@@ -15,7 +15,7 @@ It prints achieved TFLOP/s and GB/s, their fraction of the datasheet peak
 (--peak-tflops, --peak-gbytes-per-s: use the numbers of the device's preset,
 `DeviceSpec` in lib/Target/ClusterPresets.cpp), and the constants fitted to
 them. Nothing is written anywhere; paste the table into docs/cost-model.md and
-the constants into lib/Analysis/Compute.cpp with the date and the device.
+the constants into lib/Planner/Compute.cpp with the date and the device.
 
     bench/gpu/gemm_sweep.py --peak-tflops 989.4 --peak-gbytes-per-s 3350   # H100 SXM, bf16
     bench/gpu/gemm_sweep.py --device cpu --dtype fp32 --max-size 4096 \\
@@ -153,7 +153,7 @@ def main():
 
     if points and mem_eff is not None:
         gmax, half = fit_curve(points)
-        print("\n# fitted constants (lib/Analysis/Compute.cpp, EfficiencyCurve):")
+        print("\n# fitted constants (lib/Planner/Compute.cpp, EfficiencyCurve):")
         print(f"#   gemmMax = {gmax:.3f}, gemmHalfDim = {half:.0f}, memory = {mem_eff:.3f}")
     else:
         print("\n# give --peak-tflops and --peak-gbytes-per-s to fit the constants")

@@ -10,11 +10,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "PlannerImpl.h"
-
+#include "autopar/Transforms/PlanAnnotate.h"
 #include "autopar/Import/OnnxImporter.h"
 #include "autopar/Transforms/Embedding.h"
-#include "autopar/Transforms/Planner.h"
 
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Shard/IR/ShardDialect.h"
@@ -49,29 +47,6 @@ static Value createSharding(OpBuilder &b, Location loc, int64_t rank, int tpDim,
   return shard::ShardingOp::create(
              b, loc, FlatSymbolRefAttr::get(b.getContext(), kGridName), attrs)
       .getResult();
-}
-
-/// For each tensor of `main` that holds the batch as the outermost factor of
-/// one of its dims (PlanBatch.cpp), that dim: data parallelism splits it.
-/// Others (parameters, or a batch mixed into a dim) are whole on every
-/// replica.
-static llvm::DenseMap<Value, int> batchDims(func::FuncOp main) {
-  llvm::DenseMap<Value, int> dims;
-  FailureOr<plan::ProgramGraph> graph = plan::buildProgramGraph(main);
-  if (failed(graph))
-    return dims;
-  for (auto [value, id] : graph->valueIds) {
-    auto type = dyn_cast<RankedTensorType>(value.getType());
-    if (!type || !type.hasStaticShape())
-      continue;
-    for (auto [d, stride] : llvm::enumerate(graph->values[id].batch))
-      if (stride > 0 && d < size_t(type.getRank()) &&
-          stride * graph->globalBatch == type.getDimSize(d)) {
-        dims[value] = d;
-        break;
-      }
-  }
-  return dims;
 }
 
 /// Gives each tensor parameter of `main` one annotation that all its users
@@ -139,7 +114,7 @@ void annotateModuleWithPlan(ModuleOp module, const PlanResult &result) {
   bool annotates = main && (best.tp > 1 || best.dp > 1);
   llvm::DenseMap<Value, int> dpDims;
   if (main && best.dp > 1)
-    dpDims = batchDims(main);
+    dpDims = findBatchDims(main);
   // The dp dim of `v`, looking through annotations; -1 without dp.
   auto dpDimOf = [&](Value v) -> int {
     while (auto shard = v.getDefiningOp<shard::ShardOp>())
@@ -252,22 +227,21 @@ void annotateModuleWithPlan(ModuleOp module, const PlanResult &result) {
 }
 
 llvm::Error assignPipelineStages(func::FuncOp main, const PlanCandidate &plan) {
-  auto graph = plan::buildProgramGraph(main);
-  if (failed(graph))
+  auto segments = segmentOps(main);
+  if (failed(segments))
     return llvm::createStringError("cannot analyze @main for pipeline stages");
   int64_t planned =
       plan.stages.empty() ? 0 : plan.stages.back().lastSegment + 1;
-  if (int64_t(graph->segments.size()) != planned)
+  if (int64_t(segments->size()) != planned)
     return llvm::createStringError(llvm::formatv(
         "the program for one micro-batch cuts into {0} segments, but the plan "
         "was made for {1}; pipeline stages cannot be mapped onto it",
-        graph->segments.size(), planned));
+        segments->size(), planned));
   Builder b(main.getContext());
   for (auto [k, stage] : llvm::enumerate(plan.stages))
     for (int64_t s = stage.firstSegment; s <= stage.lastSegment; ++s)
-      for (int64_t i = graph->segments[s].first; i <= graph->segments[s].last;
-           ++i)
-        graph->ops[i].op->setAttr(attrs::kStage, b.getI64IntegerAttr(k));
+      for (Operation *op : (*segments)[s])
+        op->setAttr(attrs::kStage, b.getI64IntegerAttr(k));
   return llvm::Error::success();
 }
 

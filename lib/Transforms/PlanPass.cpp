@@ -1,7 +1,7 @@
 //===- PlanPass.cpp - autopar-plan ----------------------------------------===//
 
 #include "autopar/Transforms/Passes.h"
-#include "autopar/Transforms/Planner.h"
+#include "autopar/Transforms/PlanAnnotate.h"
 
 #include "llvm/Support/FormatVariadic.h"
 

@@ -9,6 +9,7 @@
 #ifndef AUTOPAR_LIB_TRANSFORMS_SHARDINGMODELSIMPL_H
 #define AUTOPAR_LIB_TRANSFORMS_SHARDINGMODELSIMPL_H
 
+#include "autopar/Planner/ReshapeSplits.h"
 #include "mlir/Dialect/Linalg/IR/LinalgInterfaces.h"
 #include "mlir/Dialect/Utils/ReshapeOpsUtils.h"
 #include "llvm/ADT/SmallBitVector.h"
@@ -19,16 +20,7 @@ class MLIRContext;
 
 namespace autopar::detail {
 
-/// The dim of a reshape's reassociation group that a split may pass through:
-/// its outermost dim of size > 1 (the unit dims before it hold one index),
-/// or its first. `shape` is the shape the group indexes.
-inline int64_t splittableDimOfGroup(mlir::ReassociationIndicesRef group,
-                                    llvm::ArrayRef<int64_t> shape) {
-  for (int64_t d : group)
-    if (shape[d] != 1)
-      return d;
-  return group.front();
-}
+using autopar::splittableDimOfGroup;
 
 /// tensor.extract_slice, tensor.pad and tensor.concat
 /// (SliceShardingModels.cpp).

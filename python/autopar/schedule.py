@@ -2,7 +2,7 @@
 
 This is the only Python definition of the schedule.  The source of truth is the runtime's
 ``pipelineSchedule()`` in ``runtime/lib/PipelineSchedule.cpp`` (what autopar-run executes);
-``lib/Analysis/Pipeline.cpp`` (``microBatchesInFlight``, the cost model's bubble) follows
+``lib/Planner/Pipeline.cpp`` (``microBatchesInFlight``, the cost model's bubble) follows
 the same two schedules.  The plan report (``autopar-compile --report-json``) names the
 schedule (``"schedule": "gpipe"`` or ``"1f1b"``) but does not list the order, so the plan
 picture (``autopar.draw``) derives it here; keep :func:`stage_order` in step with the C++.
@@ -105,7 +105,7 @@ def simulate(schedule, forward_s, backward_s, num_micro_batches, train=True):
 def max_in_flight(blocks, stage):
     """Most micro-batches whose forward ran on `stage` and whose backward has not ended
     (activations held at once) -- p - stage for 1F1B, m for GPipe (microBatchesInFlight()
-    in lib/Analysis/Pipeline.cpp)."""
+    in lib/Planner/Pipeline.cpp)."""
     live = peak = 0
     for b in sorted((b for b in blocks if b.stage == stage), key=lambda b: b.start):
         live += 1 if b.kind == FORWARD else -1

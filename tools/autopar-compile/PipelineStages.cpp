@@ -3,6 +3,7 @@
 #include "PipelineStages.h"
 
 #include "autopar/Transforms/Passes.h"
+#include "autopar/Transforms/PlanAnnotate.h"
 #include "autopar/Transforms/SinkMergingReshapes.h"
 
 #include "mlir/Pass/PassManager.h"

@@ -12,7 +12,7 @@
 
 #include "autopar/Import/OnnxImporter.h"
 #include "autopar/Target/Artifact.h"
-#include "autopar/Transforms/Planner.h"
+#include "autopar/Planner/Planner.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"

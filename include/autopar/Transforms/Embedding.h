@@ -1,9 +1,7 @@
 //===- Embedding.h - Embedding lookups for partitioning ---------*- C++ -*-===//
 //
-// The importer turns ONNX Gather with run-time indices into a linalg.generic
-// that reads its table through tensor.extract in its body (Shape.cpp). The
-// planner prices such a lookup as an op with the table as an operand, and
-// partitioning replaces it by `autopar.embedding` (AutoparOps.td), whose
+// Partitioning replaces the importer's embedding lookup (recognised by
+// autopar/Dialect/EmbeddingLookup.h) by `autopar.embedding`, whose
 // ShardingInterface can split the vocabulary; after partitioning,
 // `autopar-lower-embeddings` turns it back into a linalg.generic.
 //
@@ -11,6 +9,8 @@
 
 #ifndef AUTOPAR_TRANSFORMS_EMBEDDING_H
 #define AUTOPAR_TRANSFORMS_EMBEDDING_H
+
+#include "autopar/Dialect/EmbeddingLookup.h"
 
 #include "mlir/IR/Value.h"
 
@@ -22,16 +22,6 @@ class Operation;
 } // namespace mlir
 
 namespace autopar {
-
-/// Rows of `table` picked by `ids`, ONNX Gather on axis 0.
-struct EmbeddingLookup {
-  mlir::Value table, ids;
-  int64_t numRows = 0; ///< rows of the whole table (ids are clamped to it)
-};
-
-/// An `autopar.embedding`, or the importer's gather generic on axis 0 of a
-/// table defined outside it; nullopt for anything else.
-std::optional<EmbeddingLookup> matchEmbeddingLookup(mlir::Operation *op);
 
 /// Replaces the importer's gather generic `op` (matchEmbeddingLookup) by an
 /// `autopar.embedding` and returns it.

@@ -18,7 +18,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "autopar/Analysis/CostModel.h"
+#include "autopar/Planner/CostModel.h"
 
 #include "llvm/Support/ErrorHandling.h"
 

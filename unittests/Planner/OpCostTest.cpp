@@ -1,6 +1,6 @@
 //===- OpCostTest.cpp - FLOPs and bytes of parsed linalg/tensor ops -------===//
 
-#include "autopar/Analysis/OpCost.h"
+#include "autopar/Planner/OpCost.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"

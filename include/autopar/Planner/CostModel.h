@@ -9,17 +9,17 @@
 // - pipelines: GPipe and 1F1B, bubble (p-1)/m, stage imbalance;
 // - memory: parameters, gradients and AdamW states under mixed precision and
 //   ZeRO 0-3, activations in flight per schedule and recomputation.
-// Every constant names its source in lib/Analysis/*.cpp and
+// Every constant names its source in lib/Planner/*.cpp and
 // docs/cost-model.md.
 // This header has no MLIR dependency: the planner extracts FLOPs and bytes
 // from linalg ops (OpCost.h) and asks these functions for times.
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef AUTOPAR_ANALYSIS_COSTMODEL_H
-#define AUTOPAR_ANALYSIS_COSTMODEL_H
+#ifndef AUTOPAR_PLANNER_COSTMODEL_H
+#define AUTOPAR_PLANNER_COSTMODEL_H
 
-#include "autopar/Target/Cluster.h"
+#include "autopar/Planner/Cluster.h"
 
 #include "llvm/ADT/ArrayRef.h"
 
@@ -181,4 +181,4 @@ double activationElementBytes(Precision p);
 
 } // namespace autopar
 
-#endif // AUTOPAR_ANALYSIS_COSTMODEL_H
+#endif // AUTOPAR_PLANNER_COSTMODEL_H

@@ -16,11 +16,11 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef AUTOPAR_TRANSFORMS_PLANNER_H
-#define AUTOPAR_TRANSFORMS_PLANNER_H
+#ifndef AUTOPAR_PLANNER_PLANNER_H
+#define AUTOPAR_PLANNER_PLANNER_H
 
-#include "autopar/Analysis/CostModel.h"
-#include "autopar/Target/Cluster.h"
+#include "autopar/Planner/Cluster.h"
+#include "autopar/Planner/CostModel.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -185,19 +185,16 @@ void printPlanTable(llvm::raw_ostream &os, const PlanResult &result,
 /// Each op's sharding decision with its cost (`--explain`).
 void printPlanExplanation(llvm::raw_ostream &os, const PlanResult &result);
 
-/// Annotates `module` with the plan: a `shard.grid @autopar_grid` of shape
-/// dp x tp (x pp), `shard.shard` ops carrying each op's chosen sharding (for
-/// upstream `sharding-propagation` and `shard-partition`), the batch split of
-/// the inputs over dp, and `autopar.stage` on every op.
-void annotateModuleWithPlan(mlir::ModuleOp module, const PlanResult &result);
+/// The values of `main` that hold the batch in one of their dims, with that
+/// dim (the planner's batch analysis, PlanBatch.cpp): data parallelism
+/// splits them there. Values whose batch is mixed into a dim are left out.
+llvm::DenseMap<mlir::Value, int> findBatchDims(mlir::func::FuncOp main);
 
-/// Sets `autopar.stage` on every op of `main` to the stage `plan` gives the
-/// op's segment. `main` may be another import of the planned model, for one
-/// micro-batch instead of the global batch, as long as it cuts into the same
-/// segments; an error says when it does not.
-llvm::Error assignPipelineStages(mlir::func::FuncOp main,
-                                 const PlanCandidate &plan);
+/// The ops of each segment the planner cuts `main` into, in order: the
+/// units pipeline stages are made of. Fails if `main` cannot be analyzed.
+llvm::FailureOr<std::vector<std::vector<mlir::Operation *>>>
+segmentOps(mlir::func::FuncOp main);
 
 } // namespace autopar
 
-#endif // AUTOPAR_TRANSFORMS_PLANNER_H
+#endif // AUTOPAR_PLANNER_PLANNER_H

@@ -10,11 +10,11 @@
 //===----------------------------------------------------------------------===//
 
 #include "PlannerImpl.h"
-#include "ShardingModelsImpl.h"
+#include "autopar/Planner/ReshapeSplits.h"
 
 #include "autopar/Dialect/AutoparOps.h"
+#include "autopar/Dialect/EmbeddingLookup.h"
 #include "autopar/Import/OnnxImporter.h"
-#include "autopar/Transforms/Embedding.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
@@ -155,16 +155,15 @@ static void shapeOpOptions(Operation *op, PlanOp &planOp) {
   if (auto expand = dyn_cast<tensor::ExpandShapeOp>(op)) {
     SmallVector<int64_t> map;
     for (const auto &group : expand.getReassociationIndices())
-      map.push_back(detail::splittableDimOfGroup(
-          group, expand.getResultType().getShape()));
+      map.push_back(
+          splittableDimOfGroup(group, expand.getResultType().getShape()));
     return passThroughOptions(op, map, planOp);
   }
   if (auto collapse = dyn_cast<tensor::CollapseShapeOp>(op)) {
     auto groups = collapse.getReassociationIndices();
     SmallVector<int64_t> map(collapse.getSrcType().getRank(), -1);
     for (auto [g, group] : llvm::enumerate(groups))
-      map[detail::splittableDimOfGroup(group,
-                                       collapse.getSrcType().getShape())] = g;
+      map[splittableDimOfGroup(group, collapse.getSrcType().getShape())] = g;
     return passThroughOptions(op, map, planOp);
   }
   if (auto slice = dyn_cast<tensor::ExtractSliceOp>(op)) {

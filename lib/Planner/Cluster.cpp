@@ -7,7 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "autopar/Target/Cluster.h"
+#include "autopar/Planner/Cluster.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/Twine.h"

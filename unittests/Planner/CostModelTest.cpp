@@ -5,7 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "autopar/Analysis/CostModel.h"
+#include "autopar/Planner/CostModel.h"
 
 #include "gtest/gtest.h"
 

@@ -18,7 +18,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "autopar/Target/Cluster.h"
+#include "autopar/Planner/Cluster.h"
 
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/FormatVariadic.h"

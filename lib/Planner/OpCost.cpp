@@ -10,7 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "autopar/Analysis/OpCost.h"
+#include "autopar/Planner/OpCost.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"

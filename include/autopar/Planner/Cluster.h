@@ -8,8 +8,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef AUTOPAR_TARGET_CLUSTER_H
-#define AUTOPAR_TARGET_CLUSTER_H
+#ifndef AUTOPAR_PLANNER_CLUSTER_H
+#define AUTOPAR_PLANNER_CLUSTER_H
 
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
@@ -134,4 +134,4 @@ ClusterSpec makeLocalCluster(int64_t ranks, const HostInfo &host);
 
 } // namespace autopar
 
-#endif // AUTOPAR_TARGET_CLUSTER_H
+#endif // AUTOPAR_PLANNER_CLUSTER_H

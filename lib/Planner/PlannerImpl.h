@@ -1,11 +1,11 @@
 //===- PlannerImpl.h - Internals of the plan search -------------*- C++ -*-===//
 
-#ifndef AUTOPAR_LIB_TRANSFORMS_PLANNERIMPL_H
-#define AUTOPAR_LIB_TRANSFORMS_PLANNERIMPL_H
+#ifndef AUTOPAR_LIB_PLANNER_PLANNERIMPL_H
+#define AUTOPAR_LIB_PLANNER_PLANNERIMPL_H
 
-#include "autopar/Analysis/OpCost.h"
-#include "autopar/Transforms/Embedding.h"
-#include "autopar/Transforms/Planner.h"
+#include "autopar/Dialect/EmbeddingLookup.h"
+#include "autopar/Planner/OpCost.h"
+#include "autopar/Planner/Planner.h"
 
 #include "mlir/IR/Value.h"
 #include "llvm/ADT/DenseMap.h"
@@ -283,4 +283,4 @@ double reshardSeconds(TensorSharding from, TensorSharding to, double bytes,
 
 } // namespace autopar::plan
 
-#endif // AUTOPAR_LIB_TRANSFORMS_PLANNERIMPL_H
+#endif // AUTOPAR_LIB_PLANNER_PLANNERIMPL_H

@@ -13,7 +13,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "autopar/Target/Cluster.h"
+#include "autopar/Planner/Cluster.h"
 
 using namespace autopar;
 

@@ -8,10 +8,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef AUTOPAR_ANALYSIS_OPCOST_H
-#define AUTOPAR_ANALYSIS_OPCOST_H
+#ifndef AUTOPAR_PLANNER_OPCOST_H
+#define AUTOPAR_PLANNER_OPCOST_H
 
-#include "autopar/Analysis/CostModel.h"
+#include "autopar/Planner/CostModel.h"
 
 #include "mlir/IR/Operation.h"
 
@@ -33,4 +33,4 @@ OpCost getOpCost(mlir::Operation *op);
 
 } // namespace autopar
 
-#endif // AUTOPAR_ANALYSIS_OPCOST_H
+#endif // AUTOPAR_PLANNER_OPCOST_H

@@ -12,7 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "autopar/Analysis/CostModel.h"
+#include "autopar/Planner/CostModel.h"
 
 #include <algorithm>
 

@@ -16,7 +16,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "autopar/Analysis/CostModel.h"
+#include "autopar/Planner/CostModel.h"
 
 #include "llvm/Support/ErrorHandling.h"
 

@@ -1,6 +1,6 @@
 //===- ClusterTest.cpp - Presets, local:N, the JSON cluster file ----------===//
 
-#include "autopar/Target/Cluster.h"
+#include "autopar/Planner/Cluster.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"

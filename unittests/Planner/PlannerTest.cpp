@@ -7,8 +7,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "autopar/Planner/Planner.h"
 #include "autopar/Import/OnnxImporter.h"
-#include "autopar/Transforms/Planner.h"
 #include "autopar/Transforms/ShardingModels.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"

@@ -9,7 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "autopar/Analysis/CostModel.h"
+#include "autopar/Planner/CostModel.h"
 
 #include <algorithm>
 
