@@ -233,7 +233,12 @@ def LowerCollectivesToRuntime
       of the rank's block, at `autopar_rt_grid_coord(axis)` times the block
       size.
 
-    Collectives over several grid axes at once are reported as errors.
+    Each op has its `OpConversionPattern`, applied with a `ConversionTarget`
+    that makes every shard collective and grid query illegal; first an
+    `all_slice` of a sum `all_reduce` is folded into a `reduce_scatter`.
+    Collectives the runtime cannot run (over several grid axes at once, other
+    reductions, other element types or dynamic shapes) are all reported, each
+    at its op, before anything is rewritten.
   }];
   let dependentDialects = ["mlir::func::FuncDialect",
                            "mlir::memref::MemRefDialect",
