@@ -63,6 +63,20 @@ func.func @f16(%x: tensor<4x8xf16>) -> tensor<4x8xf16> {
 
 // -----
 
+// Every collective the runtime cannot run is reported, not only the first;
+// nothing is rewritten then (the supported gather stays).
+shard.grid @grid4(shape = 2x4)
+func.func @several(%x: tensor<4x8xf16>, %y: tensor<4x8xf32>) -> (tensor<4x8xf16>, tensor<4x8xf32>, tensor<8x8xf32>) {
+  // expected-error @below {{all_reduce of 'tensor<4x8xf16>' is not supported}}
+  %0 = shard.all_reduce %x on @grid4 grid_axes = [0] : tensor<4x8xf16> -> tensor<4x8xf16>
+  // expected-error @below {{collectives over 2 grid axes at once are not supported}}
+  %1 = shard.all_reduce %y on @grid4 grid_axes = [0, 1] : tensor<4x8xf32> -> tensor<4x8xf32>
+  %2 = shard.all_gather %y on @grid4 grid_axes = [0] gather_axis = 0 : tensor<4x8xf32> -> tensor<8x8xf32>
+  return %0, %1, %2 : tensor<4x8xf16>, tensor<4x8xf32>, tensor<8x8xf32>
+}
+
+// -----
+
 // all_slice moves no data: the rank's block at coord * block size.
 // CHECK-LABEL: func.func @all_slice
 // CHECK-SAME: (%[[X:.*]]: tensor<4x8xf32>)
