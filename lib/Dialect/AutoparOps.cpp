@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "autopar/Dialect/AutoparOps.h"
+#include "autopar/Dialect/Attributes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
@@ -29,6 +30,86 @@ void AutoparDialect::initialize() {
 
 #define GET_OP_CLASSES
 #include "autopar/Dialect/AutoparOps.cpp.inc"
+
+//===----------------------------------------------------------------------===//
+// The autopar.* attributes
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// Checks that `attr`, an `autopar.*` attribute, has the type AutoparOps.td
+/// gives it. Unknown `autopar.*` names are errors too: a misspelled one
+/// would otherwise be ignored by every pass.
+LogicalResult verifyAutoparAttribute(function_ref<InFlightDiagnostic()> error,
+                                     NamedAttribute attr) {
+  StringRef name = attr.getName().getValue();
+  Attribute value = attr.getValue();
+  auto expect = [&](bool ok, StringRef kind) -> LogicalResult {
+    if (ok)
+      return success();
+    return error() << "'" << name << "' must be " << kind << ", not " << value;
+  };
+  using D = AutoparDialect;
+  if (name == D::ParameterAttrHelper::getNameStr() ||
+      name == D::InputAttrHelper::getNameStr() ||
+      name == D::OutputAttrHelper::getNameStr() ||
+      name == D::DtypeAttrHelper::getNameStr() ||
+      name == D::ModelAttrHelper::getNameStr() ||
+      name == D::ActivationInAttrHelper::getNameStr() ||
+      name == D::ActivationOutAttrHelper::getNameStr() ||
+      name == D::GradientAttrHelper::getNameStr() ||
+      name == D::OptimizerStateAttrHelper::getNameStr() ||
+      name == D::StateOfAttrHelper::getNameStr() ||
+      name == D::MetricAttrHelper::getNameStr() ||
+      name == D::UpdateAttrHelper::getNameStr())
+    return expect(isa<StringAttr>(value), "a string");
+  if (name == D::StageAttrHelper::getNameStr() ||
+      name == D::PeerStageAttrHelper::getNameStr())
+    return expect(isa<IntegerAttr>(value), "an integer");
+  if (name == D::TrainableAttrHelper::getNameStr() ||
+      name == D::StepAttrHelper::getNameStr() ||
+      name == D::SeedAttrHelper::getNameStr() ||
+      name == D::LossScalingAttrHelper::getNameStr() ||
+      name == D::ProjectionPartsAttrHelper::getNameStr())
+    return expect(isa<UnitAttr>(value), "a unit attribute");
+  if (name == D::PlanAttrHelper::getNameStr())
+    return expect(isa<DictionaryAttr>(value), "a dictionary");
+  if (name == D::ArgShapesAttrHelper::getNameStr())
+    return expect(isa<ArrayAttr>(value), "an array");
+  if (name == D::NoaliasPointerArgsAttrHelper::getNameStr())
+    return expect(isa<DenseI64ArrayAttr>(value), "an i64 array");
+  return error() << "unknown attribute '" << name
+                 << "' (autopar's attributes are listed in AutoparOps.td)";
+}
+
+} // namespace
+
+LogicalResult AutoparDialect::verifyOperationAttribute(Operation *op,
+                                                       NamedAttribute attr) {
+  return verifyAutoparAttribute([&] { return op->emitError(); }, attr);
+}
+
+LogicalResult AutoparDialect::verifyRegionArgAttribute(Operation *op,
+                                                       unsigned region,
+                                                       unsigned arg,
+                                                       NamedAttribute attr) {
+  return verifyAutoparAttribute(
+      [&] { return op->emitError() << "argument " << arg << ": "; }, attr);
+}
+
+LogicalResult AutoparDialect::verifyRegionResultAttribute(Operation *op,
+                                                          unsigned region,
+                                                          unsigned result,
+                                                          NamedAttribute attr) {
+  return verifyAutoparAttribute(
+      [&] { return op->emitError() << "result " << result << ": "; }, attr);
+}
+
+std::string autopar::onnxNodeName(Operation *op) {
+  if (auto name = dyn_cast<NameLoc>(op->getLoc()))
+    return name.getName().str();
+  return "";
+}
 
 //===----------------------------------------------------------------------===//
 // EmbeddingOp

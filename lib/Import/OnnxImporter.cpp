@@ -32,8 +32,10 @@ using namespace mlir;
 namespace autopar {
 
 void registerImportDialects(DialectRegistry &registry) {
-  registry.insert<arith::ArithDialect, func::FuncDialect, linalg::LinalgDialect,
-                  math::MathDialect, tensor::TensorDialect>();
+  // The autopar dialect owns (and verifies) the attributes the import sets.
+  registry.insert<AutoparDialect, arith::ArithDialect, func::FuncDialect,
+                  linalg::LinalgDialect, math::MathDialect,
+                  tensor::TensorDialect>();
 }
 
 LogicalResult parseInputShapeFlag(llvm::StringRef flag, ImportOptions &options,
@@ -404,9 +406,8 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
     results.push_back(value);
     NamedAttribute attrs[] = {
         builder.getNamedAttr(attrs::kUpdate, builder.getStringAttr(name)),
-        builder.getNamedAttr(attrs::kDType,
-                             builder.getStringAttr(dtypeName(
-                                 values.lookup(name).dtype)))};
+        builder.getNamedAttr(attrs::kDType, builder.getStringAttr(dtypeName(
+                                                values.lookup(name).dtype)))};
     resultDicts.push_back(builder.getDictionaryAttr(attrs));
   }
   func::ReturnOp::create(builder, func.getLoc(), results);

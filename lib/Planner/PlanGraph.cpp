@@ -12,9 +12,9 @@
 #include "PlannerImpl.h"
 #include "autopar/Planner/ReshapeSplits.h"
 
+#include "autopar/Dialect/Attributes.h"
 #include "autopar/Dialect/AutoparOps.h"
 #include "autopar/Dialect/EmbeddingLookup.h"
-#include "autopar/Import/OnnxImporter.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
@@ -233,13 +233,6 @@ fuseElementwiseProducers(Operation &op, PlanOp &consumer,
     ops[it->second].resultFused = true;
     consumer.unreadOperands |= uint64_t(1) << use.getOperandNumber();
   }
-}
-
-/// The ONNX node an op came from (its NameLoc), for counting nodes.
-static std::string onnxNodeName(Operation *op) {
-  if (auto name = dyn_cast<NameLoc>(op->getLoc()))
-    return name.getName().str();
-  return "";
 }
 
 FailureOr<ProgramGraph> buildProgramGraph(func::FuncOp main) {

@@ -1,7 +1,7 @@
 //===- Artifact.cpp - manifest.json writer --------------------------------===//
 
 #include "autopar/Target/Artifact.h"
-#include "autopar/Import/OnnxImporter.h"
+#include "autopar/Dialect/Attributes.h"
 
 #include "mlir/IR/BuiltinTypes.h"
 #include "llvm/Support/FileSystem.h"

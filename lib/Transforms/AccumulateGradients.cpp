@@ -8,7 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "autopar/Import/OnnxImporter.h"
+#include "autopar/Dialect/Attributes.h"
 #include "autopar/Transforms/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"

@@ -13,7 +13,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "autopar/Import/OnnxImporter.h"
+#include "autopar/Dialect/Attributes.h"
 #include "autopar/Transforms/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -41,7 +41,9 @@ struct LossBuilder {
   FloatType type;
 
   MLIRContext *ctx() { return b.getContext(); }
-  AffineMap identity() { return AffineMap::getMultiDimIdentityMap(rank, ctx()); }
+  AffineMap identity() {
+    return AffineMap::getMultiDimIdentityMap(rank, ctx());
+  }
   /// The map of a per-position tensor inside the logits' loop nest.
   AffineMap positions() {
     SmallVector<AffineExpr> exprs;
@@ -113,16 +115,15 @@ struct AddCrossEntropyLossPass
       return signalPassFailure();
     }
     for (BlockArgument arg : main.getArguments())
-      if (auto name = main.getArgAttrOfType<StringAttr>(
-              arg.getArgNumber(), autopar::attrs::kInput);
+      if (auto name = main.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                        autopar::attrs::kInput);
           name && name.getValue() == "labels") {
         main.emitError() << "--loss cross-entropy:" << output
                          << ": the model already has an input named "
                             "'labels', the name the added loss's targets take";
         return signalPassFailure();
       }
-    auto logitsType =
-        dyn_cast<RankedTensorType>(main.getResultTypes()[*index]);
+    auto logitsType = dyn_cast<RankedTensorType>(main.getResultTypes()[*index]);
     auto floatType =
         logitsType ? dyn_cast<FloatType>(logitsType.getElementType()) : nullptr;
     if (!floatType || logitsType.getRank() < 2 ||
@@ -166,11 +167,11 @@ struct AddCrossEntropyLossPass
     Value lowest = l.filled(
         positionShape, floatType,
         b.getFloatAttr(floatType, -std::numeric_limits<double>::infinity()));
-    Value maxima = l.generic(
-        {logits}, lowest, {all, perPosition}, rank, classDim,
-        [](OpBuilder &nb, Location nl, ValueRange a) -> Value {
-          return arith::MaximumFOp::create(nb, nl, a[0], a[1]);
-        });
+    Value maxima =
+        l.generic({logits}, lowest, {all, perPosition}, rank, classDim,
+                  [](OpBuilder &nb, Location nl, ValueRange a) -> Value {
+                    return arith::MaximumFOp::create(nb, nl, a[0], a[1]);
+                  });
     // s[p] = sum_c exp(x[p, c] - m[p]); pick[p] = x[p, labels[p]].
     Value zeros =
         l.filled(positionShape, floatType, b.getFloatAttr(floatType, 0.0));
@@ -185,7 +186,8 @@ struct AddCrossEntropyLossPass
         {logits, labels}, zeros, {all, perPosition, perPosition}, rank,
         classDim, [&](OpBuilder &nb, Location nl, ValueRange a) -> Value {
           Value c = arith::IndexCastOp::create(
-              nb, nl, nb.getI64Type(), linalg::IndexOp::create(nb, nl, rank - 1));
+              nb, nl, nb.getI64Type(),
+              linalg::IndexOp::create(nb, nl, rank - 1));
           Value hit =
               arith::CmpIOp::create(nb, nl, arith::CmpIPredicate::eq, c, a[1]);
           Value zero = arith::ConstantOp::create(
@@ -195,15 +197,16 @@ struct AddCrossEntropyLossPass
         });
     // Over every position: the sum of the valid ones' nll and their count.
     int64_t positions = rank - 1;
-    AffineMap each = AffineMap::getMultiDimIdentityMap(positions, &getContext());
+    AffineMap each =
+        AffineMap::getMultiDimIdentityMap(positions, &getContext());
     AffineMap scalar = AffineMap::get(positions, 0, {}, &getContext());
     SmallVector<int64_t> everyPosition;
     for (int64_t d = 0; d < positions; ++d)
       everyPosition.push_back(d);
     Value scalarZero = l.filled({}, floatType, b.getFloatAttr(floatType, 0.0));
     auto valid = [&](OpBuilder &nb, Location nl, Value label) {
-      Value ignored = arith::ConstantOp::create(
-          nb, nl, nb.getI64IntegerAttr(ignoreIndex));
+      Value ignored =
+          arith::ConstantOp::create(nb, nl, nb.getI64IntegerAttr(ignoreIndex));
       return arith::CmpIOp::create(nb, nl, arith::CmpIPredicate::ne, label,
                                    ignored);
     };

@@ -9,7 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "autopar/Import/OnnxImporter.h"
+#include "autopar/Dialect/Attributes.h"
 #include "autopar/Transforms/Autodiff.h"
 #include "autopar/Transforms/Passes.h"
 

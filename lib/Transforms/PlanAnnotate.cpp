@@ -11,7 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "autopar/Transforms/PlanAnnotate.h"
-#include "autopar/Import/OnnxImporter.h"
+#include "autopar/Dialect/Attributes.h"
 #include "autopar/Transforms/Embedding.h"
 
 #include "mlir/Dialect/Linalg/IR/Linalg.h"

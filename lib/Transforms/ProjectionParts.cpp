@@ -11,7 +11,7 @@
 
 #include "autopar/Transforms/ProjectionParts.h"
 
-#include "autopar/Import/OnnxImporter.h"
+#include "autopar/Dialect/Attributes.h"
 #include "autopar/Transforms/Passes.h"
 
 #include "mlir/Dialect/Linalg/IR/Linalg.h"

@@ -4,7 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "autopar/Import/OnnxImporter.h"
+#include "autopar/Dialect/Attributes.h"
 #include "autopar/Transforms/Passes.h"
 
 #include "mlir/IR/IRMapping.h"

@@ -23,7 +23,45 @@ def Autopar_Dialect : Dialect {
     reads its table through `tensor.extract` inside its body: the table is not
     an operand, so no sharding can reach it. `autopar.embedding` makes the
     table an operand and says how the lookup splits.
+
+    The dialect also owns the `autopar.*` attributes the importer and the
+    passes put on `@main`, its arguments and results, and on ops
+    (docs/design/training-artifact.md, docs/design/artifact.md); their names
+    are `autopar::attrs::k*` (autopar/Dialect/Attributes.h) and the dialect
+    verifies their types wherever they appear.
   }];
+  let discardableAttrs = (ins
+    // @main's arguments and results (the importer).
+    "::mlir::StringAttr":$parameter,
+    "::mlir::StringAttr":$input,
+    "::mlir::StringAttr":$output,
+    "::mlir::StringAttr":$dtype,
+    // The module (the importer, autopar-plan).
+    "::mlir::StringAttr":$model,
+    "::mlir::DictionaryAttr":$plan,
+    // Pipeline stages (autopar-plan, autopar-split-pipeline-stages).
+    "::mlir::IntegerAttr":$stage,
+    "::mlir::StringAttr":$activation_in,
+    "::mlir::StringAttr":$activation_out,
+    "::mlir::IntegerAttr":$peer_stage,
+    // A training step (autopar-differentiate, autopar-apply-optimizer).
+    "::mlir::UnitAttr":$trainable,
+    "::mlir::StringAttr":$gradient,
+    "::mlir::StringAttr":$optimizer_state,
+    "::mlir::StringAttr":$state_of,
+    "::mlir::UnitAttr":$step,
+    "::mlir::UnitAttr":$seed,
+    "::mlir::StringAttr":$metric,
+    "::mlir::StringAttr":$update,
+    "::mlir::UnitAttr":$loss_scaling,
+    // Markers of later passes.
+    "::mlir::UnitAttr":$projection_parts,
+    "::mlir::ArrayAttr":$arg_shapes,
+    "::mlir::DenseI64ArrayAttr":$noalias_pointer_args
+  );
+  let hasOperationAttrVerify = 1;
+  let hasRegionArgAttrVerify = 1;
+  let hasRegionResultAttrVerify = 1;
 }
 
 class Autopar_Op<string mnemonic, list<Trait> traits = []>

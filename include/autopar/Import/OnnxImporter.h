@@ -9,6 +9,8 @@
 #ifndef AUTOPAR_IMPORT_ONNXIMPORTER_H
 #define AUTOPAR_IMPORT_ONNXIMPORTER_H
 
+#include "autopar/Dialect/Attributes.h"
+
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
 #include "llvm/ADT/SmallVector.h"
@@ -19,53 +21,6 @@
 #include <string>
 
 namespace autopar {
-
-/// Attribute names the importer (and the passes noted) put on `@main`, its
-/// arguments and results.
-/// The artifact writer and later passes rely on them.
-namespace attrs {
-/// Argument that is an ONNX initializer (a model parameter): its name.
-inline constexpr llvm::StringLiteral kParameter = "autopar.parameter";
-/// Argument that is a graph input: its ONNX name.
-inline constexpr llvm::StringLiteral kInput = "autopar.input";
-/// Result that is a graph output: its ONNX name.
-inline constexpr llvm::StringLiteral kOutput = "autopar.output";
-/// ONNX element type name of an argument/result ("float32", "uint8", ...).
-/// MLIR integers are signless, so this keeps signedness for the runtime.
-inline constexpr llvm::StringLiteral kDType = "autopar.dtype";
-/// Module attribute: path of the imported ONNX file.
-inline constexpr llvm::StringLiteral kModelPath = "autopar.model";
-/// Pipeline stage of an op of `@main` (i64), set by `autopar-plan`.
-inline constexpr llvm::StringLiteral kStage = "autopar.stage";
-/// Argument of a pipeline stage's `@main` that the previous stage sends, and
-/// result that the stage sends on (`autopar-split-pipeline-stages`): the
-/// tensor's name, shared by sender and receiver.
-inline constexpr llvm::StringLiteral kActivationIn = "autopar.activation_in";
-inline constexpr llvm::StringLiteral kActivationOut = "autopar.activation_out";
-/// With an activation: the stage (i64) it comes from or goes to.
-inline constexpr llvm::StringLiteral kPeerStage = "autopar.peer_stage";
-
-// A training step's signature (autopar-differentiate,
-// autopar-apply-optimizer; docs/design/training-artifact.md).
-/// A parameter that is trained (unit).
-inline constexpr llvm::StringLiteral kTrainable = "autopar.trainable";
-/// A result that is the gradient of the named parameter.
-inline constexpr llvm::StringLiteral kGradient = "autopar.gradient";
-/// An optimizer state argument: its role ("momentum", "exp_avg",
-/// "exp_avg_sq").
-inline constexpr llvm::StringLiteral kOptimizerState = "autopar.optimizer_state";
-/// With an optimizer state: the parameter it belongs to.
-inline constexpr llvm::StringLiteral kStateOf = "autopar.state_of";
-/// The 1-based step number argument (unit).
-inline constexpr llvm::StringLiteral kStep = "autopar.step";
-/// The run's random seed argument (unit): with the step, the node and the
-/// element index it decides every dropout mask.
-inline constexpr llvm::StringLiteral kSeed = "autopar.seed";
-/// A scalar metric result: its name ("lr", "grad_norm").
-inline constexpr llvm::StringLiteral kMetric = "autopar.metric";
-/// A result holding the new value of the named parameter or optimizer state.
-inline constexpr llvm::StringLiteral kUpdate = "autopar.update";
-} // namespace attrs
 
 /// Options that steer the import.
 struct ImportOptions {

@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "AdjointBuilder.h"
+#include "autopar/Dialect/Attributes.h"
 #include "autopar/Transforms/Autodiff.h"
 
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
@@ -37,13 +38,6 @@ SmallVector<Value> readValues(Operation *op) {
     values.append(above.begin(), above.end());
   }
   return values;
-}
-
-/// The ONNX node an op was imported from, or "".
-std::string onnxNodeName(Operation *op) {
-  if (auto name = dyn_cast<NameLoc>(op->getLoc()))
-    return name.getName().str();
-  return "";
 }
 
 } // namespace
