@@ -117,66 +117,44 @@ LogicalResult replaceWithRuntimeCall(ConversionPatternRewriter &rewriter,
   return success();
 }
 
-struct AllReduceLowering : OpConversionPattern<shard::AllReduceOp> {
-  using OpConversionPattern::OpConversionPattern;
-  LogicalResult
-  matchAndRewrite(shard::AllReduceOp op, OpAdaptor adaptor,
-                  ConversionPatternRewriter &rewriter) const override {
-    // checkSupported: one axis, a supported reduction and type.
-    int64_t axis = op.getGridAxes().front();
-    StringRef kind;
-    switch (op.getReduction()) {
-    case shard::ReductionKind::Sum:
-      kind = "all_reduce";
-      break;
-    case shard::ReductionKind::Max:
-      kind = "all_reduce_max";
-      break;
-    default:
-      return rewriter.notifyMatchFailure(op, "unsupported reduction");
-    }
-    return replaceWithRuntimeCall(rewriter, op, adaptor.getInput(), kind,
-                                  {axis});
-  }
+/// The runtime entry point of a data-moving collective and its i64 arguments
+/// after the two buffers: the grid axis (checkSupported: exactly one), then
+/// the op's dims.
+struct RuntimeCall {
+  StringRef kind;
+  SmallVector<int64_t> args;
 };
 
-struct AllGatherLowering : OpConversionPattern<shard::AllGatherOp> {
-  using OpConversionPattern::OpConversionPattern;
-  LogicalResult
-  matchAndRewrite(shard::AllGatherOp op, OpAdaptor adaptor,
-                  ConversionPatternRewriter &rewriter) const override {
-    // checkSupported: one axis, a supported reduction and type.
-    int64_t axis = op.getGridAxes().front();
-    return replaceWithRuntimeCall(rewriter, op, adaptor.getInput(),
-                                  "all_gather",
-                                  {axis, op.getGatherAxis().getSExtValue()});
-  }
-};
+RuntimeCall runtimeCall(shard::AllReduceOp op) {
+  return {op.getReduction() == shard::ReductionKind::Max ? "all_reduce_max"
+                                                         : "all_reduce",
+          {op.getGridAxes().front()}};
+}
+RuntimeCall runtimeCall(shard::AllGatherOp op) {
+  return {"all_gather",
+          {op.getGridAxes().front(), op.getGatherAxis().getSExtValue()}};
+}
+RuntimeCall runtimeCall(shard::ReduceScatterOp op) {
+  return {"reduce_scatter",
+          {op.getGridAxes().front(), op.getScatterAxis().getSExtValue()}};
+}
+RuntimeCall runtimeCall(shard::AllToAllOp op) {
+  return {"all_to_all",
+          {op.getGridAxes().front(), op.getSplitAxis().getSExtValue(),
+           op.getConcatAxis().getSExtValue()}};
+}
 
-struct ReduceScatterLowering : OpConversionPattern<shard::ReduceScatterOp> {
-  using OpConversionPattern::OpConversionPattern;
+/// all_reduce, all_gather, reduce_scatter and all_to_all: a runtime call on
+/// buffers (replaceWithRuntimeCall).
+template <typename CollectiveOp>
+struct CollectiveLowering : OpConversionPattern<CollectiveOp> {
+  using OpConversionPattern<CollectiveOp>::OpConversionPattern;
   LogicalResult
-  matchAndRewrite(shard::ReduceScatterOp op, OpAdaptor adaptor,
+  matchAndRewrite(CollectiveOp op, typename CollectiveOp::Adaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
-    // checkSupported: one axis, a supported reduction and type.
-    int64_t axis = op.getGridAxes().front();
-    return replaceWithRuntimeCall(rewriter, op, adaptor.getInput(),
-                                  "reduce_scatter",
-                                  {axis, op.getScatterAxis().getSExtValue()});
-  }
-};
-
-struct AllToAllLowering : OpConversionPattern<shard::AllToAllOp> {
-  using OpConversionPattern::OpConversionPattern;
-  LogicalResult
-  matchAndRewrite(shard::AllToAllOp op, OpAdaptor adaptor,
-                  ConversionPatternRewriter &rewriter) const override {
-    // checkSupported: one axis, a supported reduction and type.
-    int64_t axis = op.getGridAxes().front();
-    return replaceWithRuntimeCall(rewriter, op, adaptor.getInput(),
-                                  "all_to_all",
-                                  {axis, op.getSplitAxis().getSExtValue(),
-                                   op.getConcatAxis().getSExtValue()});
+    RuntimeCall call = runtimeCall(op);
+    return replaceWithRuntimeCall(rewriter, op, adaptor.getInput(), call.kind,
+                                  call.args);
   }
 };
 
@@ -348,9 +326,11 @@ struct LowerCollectivesToRuntimePass
                         shard::GridShapeOp>();
     target.markUnknownOpDynamicallyLegal([](Operation *) { return true; });
     RewritePatternSet patterns(ctx);
-    patterns.add<AllReduceLowering, AllGatherLowering, ReduceScatterLowering,
-                 AllToAllLowering, AllSliceLowering, GridShapeLowering,
-                 ProcessMultiIndexLowering>(ctx);
+    patterns.add<CollectiveLowering<shard::AllReduceOp>,
+                 CollectiveLowering<shard::AllGatherOp>,
+                 CollectiveLowering<shard::ReduceScatterOp>,
+                 CollectiveLowering<shard::AllToAllOp>, AllSliceLowering,
+                 GridShapeLowering, ProcessMultiIndexLowering>(ctx);
     if (failed(applyPartialConversion(module, target, std::move(patterns))))
       return signalPassFailure();
 
