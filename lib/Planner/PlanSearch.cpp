@@ -752,6 +752,9 @@ llvm::Expected<PlanResult> Search::run() {
       for (int64_t mb : divisors(batch / dp)) {
         if (pins.microBatchSize && mb != *pins.microBatchSize)
           continue;
+        if (!pins.microBatchSize && request.wholeReplicaBatch &&
+            mb != batch / dp)
+          continue;
         // Without a pipeline, micro-batching only adds steps (inference).
         if (pp == 1 && !training && mb != batch / dp)
           continue;

@@ -484,8 +484,10 @@ int main(int argc, char **argv) {
                     llvm::Twine(batch) + ")");
       request.pins.microBatchSize = micro;
     }
+    // gradient_accumulation_steps alone fixes the micro-batch on one rank;
+    // on several it depends on dp, which the planner chooses.
     if (!request.pins.microBatchSize && trainConfig.accumulationSteps &&
-        batch > 0) {
+        batch > 0 && cluster->worldSize() == 1) {
       int64_t steps = *trainConfig.accumulationSteps;
       if (steps < 1 || batch % steps != 0)
         return fail(trainConfigPath + ": gradient_accumulation_steps (" +
@@ -497,8 +499,7 @@ int main(int argc, char **argv) {
     bool updatesState = false;
     for (unsigned i = 0; i < main.getNumResults(); ++i)
       updatesState |= bool(main.getResultAttr(i, autopar::attrs::kUpdate));
-    if (!request.pins.microBatchSize && updatesState && batch > 0)
-      request.pins.microBatchSize = batch;
+    request.wholeReplicaBatch = updatesState;
   }
 
   auto plan = autopar::planProgram(main, request);

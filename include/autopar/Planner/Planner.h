@@ -51,6 +51,9 @@ struct PlanRequest {
   PlanMode mode = PlanMode::Inference;
   Precision precision = Precision::FP32;
   PlanPins pins;
+  /// The forward depends on the whole batch a replica sees (BatchNorm's
+  /// batch statistics): plans cut no micro-batches unless a pin asks.
+  bool wholeReplicaBatch = false;
   /// Name of the model in reports.
   std::string modelName;
   /// How many runner-up plans to report.
