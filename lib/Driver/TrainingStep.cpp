@@ -66,7 +66,7 @@ void buildTrainingStepPipeline(OpPassManager &pm,
     // optimizer is added after. CPU GEMM kernels are f32: they read the
     // bf16-rounded operands extended back.
     MixedPrecisionOptions mixed;
-    mixed.type = fp16 ? "f16" : "bf16";
+    mixed.type = fp16 ? LowPrecision::F16 : LowPrecision::BF16;
     mixed.keepParameters = true;
     mixed.f32Gemms = true;
     pm.addNestedPass<func::FuncOp>(createMixedPrecision(mixed));

@@ -270,19 +270,10 @@ struct MixedPrecisionPass
   void runOnOperation() override {
     func::FuncOp func = getOperation();
     MLIRContext *ctx = &getContext();
-    Type low;
-    StringRef dtype;
-    if (type == "bf16") {
-      low = BFloat16Type::get(ctx);
-      dtype = "bfloat16";
-    } else if (type == "f16") {
-      low = Float16Type::get(ctx);
-      dtype = "float16";
-    } else {
-      func.emitError("autopar-mixed-precision: type=")
-          << type << " is not bf16 or f16";
-      return signalPassFailure();
-    }
+    bool bf16 = type == autopar::LowPrecision::BF16;
+    Type low =
+        bf16 ? Type(BFloat16Type::get(ctx)) : Type(Float16Type::get(ctx));
+    StringRef dtype = bf16 ? "bfloat16" : "float16";
     if (func.isExternal())
       return;
 

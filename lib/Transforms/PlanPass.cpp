@@ -41,9 +41,35 @@ struct AutoparPlanPass : autopar::impl::AutoparPlanBase<AutoparPlanPass> {
   llvm::Expected<autopar::PlanRequest> buildRequest() {
     autopar::PlanFlags flags;
     flags.cluster = cluster;
-    flags.mode = mode;
-    flags.precision = precision;
-    flags.recompute = recompute;
+    // PlanFlags holds the CLI's spellings (autopar-compile's flags); the
+    // typed options map onto them.
+    flags.mode = mode == autopar::PlanModeOption::Train ? "train" : "infer";
+    switch (precision) {
+    case autopar::PlanPrecisionOption::Auto:
+      break;
+    case autopar::PlanPrecisionOption::FP32:
+      flags.precision = "fp32";
+      break;
+    case autopar::PlanPrecisionOption::BF16:
+      flags.precision = "bf16";
+      break;
+    case autopar::PlanPrecisionOption::FP16:
+      flags.precision = "fp16";
+      break;
+    }
+    switch (recompute) {
+    case autopar::PlanRecomputeOption::Auto:
+      break;
+    case autopar::PlanRecomputeOption::None:
+      flags.recompute = "none";
+      break;
+    case autopar::PlanRecomputeOption::Selective:
+      flags.recompute = "selective";
+      break;
+    case autopar::PlanRecomputeOption::Full:
+      flags.recompute = "full";
+      break;
+    }
     flags.dp = dp;
     flags.tp = tp;
     flags.pp = pp;

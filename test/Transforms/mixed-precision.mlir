@@ -1,6 +1,8 @@
 // RUN: autopar-opt %s --pass-pipeline='builtin.module(func.func(autopar-mixed-precision))' --split-input-file | FileCheck %s
 // RUN: autopar-opt %s --pass-pipeline='builtin.module(func.func(autopar-mixed-precision{type=f16}))' --split-input-file | FileCheck %s --check-prefix=F16
 // RUN: autopar-opt %s --pass-pipeline='builtin.module(func.func(autopar-mixed-precision{keep-parameters f32-gemms}))' --split-input-file | FileCheck %s --check-prefix=TRAIN
+// RUN: not autopar-opt %s --split-input-file --pass-pipeline='builtin.module(func.func(autopar-mixed-precision{type=fp8}))' 2>&1 | FileCheck %s --check-prefix=TYPE
+// TYPE: for the --type option: Cannot find option named 'fp8'!
 
 #id = affine_map<(i, j) -> (i, j)>
 #row = affine_map<(i, j) -> (j)>

@@ -80,8 +80,11 @@ def MixedPrecision : Pass<"autopar-mixed-precision", "mlir::func::FuncOp"> {
     back to f32: the same products, accumulated in f32.
   }];
   let options = [
-    Option<"type", "type", "std::string", "\"bf16\"",
-           "The storage type: bf16 or f16">,
+    Option<"type", "type", "autopar::LowPrecision",
+           "autopar::LowPrecision::BF16", "The storage type",
+           [{::llvm::cl::values(
+      clEnumValN(autopar::LowPrecision::BF16, "bf16", "bfloat16"),
+      clEnumValN(autopar::LowPrecision::F16, "f16", "IEEE half"))}]>,
     Option<"keepParameters", "keep-parameters", "bool", "false",
            "Keep f32 parameters f32 (master weights for training)">,
     Option<"f32Gemms", "f32-gemms", "bool", "false",
@@ -111,17 +114,36 @@ def AutoparPlan : Pass<"autopar-plan", "mlir::ModuleOp"> {
   let options = [
     Option<"cluster", "cluster", "std::string", "\"local:1\"",
            "Cluster: a preset (local:N, dgx-h100:NODES, ...) or JSON file">,
-    Option<"mode", "mode", "std::string", "\"infer\"", "infer or train">,
-    Option<"precision", "precision", "std::string", "\"\"",
-           "fp32, bf16 or fp16 (default: bf16 on GPUs, fp32 on CPUs)">,
+    Option<"mode", "mode", "autopar::PlanModeOption",
+           "autopar::PlanModeOption::Infer", "What the plan runs",
+           [{::llvm::cl::values(
+      clEnumValN(autopar::PlanModeOption::Infer, "infer", "inference"),
+      clEnumValN(autopar::PlanModeOption::Train, "train", "training steps"))}]>,
+    Option<"precision", "precision", "autopar::PlanPrecisionOption",
+           "autopar::PlanPrecisionOption::Auto",
+           "Precision (default: bf16 on GPUs, fp32 on CPUs)",
+           [{::llvm::cl::values(
+      clEnumValN(autopar::PlanPrecisionOption::Auto, "auto",
+                 "the cluster's default"),
+      clEnumValN(autopar::PlanPrecisionOption::FP32, "fp32", "fp32"),
+      clEnumValN(autopar::PlanPrecisionOption::BF16, "bf16", "bf16"),
+      clEnumValN(autopar::PlanPrecisionOption::FP16, "fp16", "fp16"))}]>,
     Option<"dp", "dp", "int64_t", "0", "Pin data parallelism">,
     Option<"tp", "tp", "int64_t", "0", "Pin tensor parallelism">,
     Option<"pp", "pp", "int64_t", "0", "Pin pipeline parallelism">,
     Option<"zero", "zero", "int64_t", "-1", "Pin the ZeRO stage">,
     Option<"microBatchSize", "micro-batch-size", "int64_t", "0",
            "Pin the micro-batch size">,
-    Option<"recompute", "recompute", "std::string", "\"\"",
-           "Pin recomputation: none, selective or full">,
+    Option<"recompute", "recompute", "autopar::PlanRecomputeOption",
+           "autopar::PlanRecomputeOption::Auto", "Pin recomputation",
+           [{::llvm::cl::values(
+      clEnumValN(autopar::PlanRecomputeOption::Auto, "auto",
+                 "the planner chooses"),
+      clEnumValN(autopar::PlanRecomputeOption::None, "none", "none"),
+      clEnumValN(autopar::PlanRecomputeOption::Selective, "selective",
+                 "attention's inner activations"),
+      clEnumValN(autopar::PlanRecomputeOption::Full, "full",
+                 "every layer's forward"))}]>,
   ];
   let dependentDialects = ["mlir::shard::ShardDialect"];
 }

@@ -19,6 +19,14 @@ enum class LrSchedule { Constant, Warmup, WarmupDecay, WarmupCosine };
 /// How DeepSpeed's Warmup* schedulers rise.
 enum class WarmupType { Log, Linear };
 
+/// autopar-mixed-precision's storage type.
+enum class LowPrecision { BF16, F16 };
+
+/// autopar-plan's options that may be left to the planner (`Auto`).
+enum class PlanModeOption { Infer, Train };
+enum class PlanPrecisionOption { Auto, FP32, BF16, FP16 };
+enum class PlanRecomputeOption { Auto, None, Selective, Full };
+
 } // namespace autopar
 
 #endif // AUTOPAR_TRANSFORMS_TRAINING_H
