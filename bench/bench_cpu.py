@@ -93,13 +93,7 @@ def format_table(rows, markdown=False):
         ratio = r["ort_ms"] / r["autopar_ms"] if r["ort_ms"] and r["autopar_ms"] else None
         body.append((r["model"], r["shape"], f(r["autopar_ms"], ".3f"), f(r["ort_ms"], ".3f"),
                      f(ratio, ".2f"), f(r["compile_s"], ".2f")))
-    if markdown:
-        lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
-        lines += ["| " + " | ".join(b) + " |" for b in body]
-    else:
-        widths = [max(len(x[i]) for x in [head] + body) for i in range(len(head))]
-        lines = ["  ".join(c.ljust(w) for c, w in zip(x, widths)).rstrip() for x in [head] + body]
-        lines.insert(1, "  ".join("-" * w for w in widths))
+    lines = results.table(list(head), [list(b) for b in body], markdown)
     notes = [f"{r['model']}: {r['error']}" for r in rows if r["error"]]
     return "\n".join(lines + ([""] if notes else []) + notes)
 

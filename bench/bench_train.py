@@ -178,13 +178,7 @@ def format_table(rows, markdown=False):
              f"{r['autopar_mb']:.0f}", f"{r['torch_mb']:.0f}", f"{r['torch_idle_mb']:.0f}",
              f"{r['compile_s']:.1f}", f"{r['first_loss'][0]:.5f} / {r['first_loss'][1]:.5f}",
              f"{r['last_loss'][0]:.5f} / {r['last_loss'][1]:.5f}"] for r in rows]
-    if markdown:
-        lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
-        lines += ["| " + " | ".join(b) + " |" for b in body]
-    else:
-        widths = [max(len(x[i]) for x in [head] + body) for i in range(len(head))]
-        lines = ["  ".join(c.ljust(w) for c, w in zip(x, widths)).rstrip() for x in [head] + body]
-        lines.insert(1, "  ".join("-" * w for w in widths))
+    lines = results.table(list(head), [list(b) for b in body], markdown)
     lines += [""] + [f"- {r['model']}: {r['describe']}" for r in rows]
     return "\n".join(lines)
 

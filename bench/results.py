@@ -99,6 +99,18 @@ def _blocks(section):
     return parts[0], parts[1:]
 
 
+def table(head, body, markdown=False):
+    """Rows of cells under `head`: a Markdown table, or columns padded for a
+    terminal with a rule under the head."""
+    if markdown:
+        lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+        return lines + ["| " + " | ".join(b) + " |" for b in body]
+    widths = [max(len(x[i]) for x in [head] + body) for i in range(len(head))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(x, widths)).rstrip() for x in [head] + body]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return lines
+
+
 def record(title, body, path=RESULTS, stamp=None):
     """Makes `title`'s current block the run in `body` and appends it to the history.
 

@@ -54,7 +54,8 @@ struct BatchedContraction {
   bool transposeA, transposeB;
 };
 
-std::optional<BatchedContraction> matchBatchedContraction(linalg::GenericOp op) {
+std::optional<BatchedContraction>
+matchBatchedContraction(linalg::GenericOp op) {
   int64_t loops = op.getNumLoops();
   int64_t batch = loops - 3;
   if (batch < 1)
@@ -156,10 +157,10 @@ struct CollapseBatchedContraction : OpRewritePattern<linalg::GenericOp> {
     if (match->transposeA || match->transposeB)
       attrs.push_back(
           rewriter.getNamedAttr("indexing_maps", rewriter.getArrayAttr(maps)));
-    Value bmm = linalg::BatchMatmulOp::create(rewriter, loc, TypeRange{c.getType()},
-                                              ValueRange{a, b}, ValueRange{c},
-                                              attrs)
-                    .getResult(0);
+    Value bmm =
+        linalg::BatchMatmulOp::create(rewriter, loc, TypeRange{c.getType()},
+                                      ValueRange{a, b}, ValueRange{c}, attrs)
+            .getResult(0);
     if (batch == 1) {
       rewriter.replaceOp(op, bmm);
       return success();

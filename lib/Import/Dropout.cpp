@@ -93,8 +93,8 @@ Value buildDropoutGeneric(
                                            nb.getI64IntegerAttr(int64_t(v)));
         };
         unsigned k = data ? 1 : 0;
-        Value key = mix64(nb, nl, arith::AddIOp::create(nb, nl, args[k],
-                                                         c(kGolden)));
+        Value key =
+            mix64(nb, nl, arith::AddIOp::create(nb, nl, args[k], c(kGolden)));
         key = mix64(nb, nl, arith::XOrIOp::create(nb, nl, key, c(node)));
         key = mix64(nb, nl, arith::XOrIOp::create(nb, nl, key, args[k + 1]));
         // Row-major index of the element in the whole tensor.
@@ -114,10 +114,10 @@ Value buildDropoutGeneric(
             nb, nl, arith::AddIOp::create(nb, nl, linear, c(1)), c(kGolden));
         Value z = mix64(nb, nl, arith::AddIOp::create(nb, nl, key, counter));
         Value u = arith::ShRUIOp::create(nb, nl, z, c(32));
-        Value keep = arith::CmpIOp::create(nb, nl, arith::CmpIPredicate::uge,
-                                           u, c(threshold));
-        linalg::YieldOp::create(
-            nb, nl, body(nb, nl, data ? args[0] : Value(), keep));
+        Value keep = arith::CmpIOp::create(nb, nl, arith::CmpIPredicate::uge, u,
+                                           c(threshold));
+        linalg::YieldOp::create(nb, nl,
+                                body(nb, nl, data ? args[0] : Value(), keep));
       });
   return generic.getResult(0);
 }
@@ -156,11 +156,11 @@ LogicalResult convertDropout(NodeContext &ctx) {
     else
       ctx.setOutput(0, ctx.input(0), ctx.inputDType(0));
     if (ctx.hasOutput(1))
-      ctx.setOutput(1,
-                    createFilledTensor(b, loc, shape, b.getI1Type(),
-                                       createScalarConstant(
-                                           b, loc, b.getI1Type(), 1)),
-                    onnx::TensorProto_DataType_BOOL);
+      ctx.setOutput(
+          1,
+          createFilledTensor(b, loc, shape, b.getI1Type(),
+                             createScalarConstant(b, loc, b.getI1Type(), 1)),
+          onnx::TensorProto_DataType_BOOL);
     return success();
   }
 
@@ -190,8 +190,8 @@ LogicalResult convertDropout(NodeContext &ctx) {
   Value y = buildDropoutGeneric(
       b, loc, x, seed, step, shape, elementType, nodeKey, threshold,
       [&](OpBuilder &nb, Location nl, Value v, Value keep) -> Value {
-        Value zero = arith::ConstantOp::create(nb, nl,
-                                               nb.getFloatAttr(elementType, 0));
+        Value zero =
+            arith::ConstantOp::create(nb, nl, nb.getFloatAttr(elementType, 0));
         Value scaled = arith::MulFOp::create(
             nb, nl, v,
             arith::ConstantOp::create(nb, nl,
@@ -201,12 +201,10 @@ LogicalResult convertDropout(NodeContext &ctx) {
   ctx.setOutput(0, y, ctx.inputDType(0));
   if (ctx.hasOutput(1))
     ctx.setOutput(1,
-                  buildDropoutGeneric(
-                      b, loc, Value(), seed, step, shape, b.getI1Type(),
-                      nodeKey, threshold,
-                      [](OpBuilder &, Location, Value, Value keep) -> Value {
-                        return keep;
-                      }),
+                  buildDropoutGeneric(b, loc, Value(), seed, step, shape,
+                                      b.getI1Type(), nodeKey, threshold,
+                                      [](OpBuilder &, Location, Value,
+                                         Value keep) -> Value { return keep; }),
                   onnx::TensorProto_DataType_BOOL);
   return success();
 }

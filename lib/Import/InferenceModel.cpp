@@ -49,8 +49,10 @@ LogicalResult inlineExternalData(onnx::TensorProto &tensor, StringRef modelDir,
   auto buffer = MemoryBuffer::getFile(path, /*IsText=*/false,
                                       /*RequiresNullTerminator=*/false);
   if (!buffer) {
-    error = "initializer '" + tensor.name() + "': cannot read its external "
-            "data " + std::string(path) + ": " + buffer.getError().message();
+    error = "initializer '" + tensor.name() +
+            "': cannot read its external "
+            "data " +
+            std::string(path) + ": " + buffer.getError().message();
     return failure();
   }
   StringRef bytes = (*buffer)->getBuffer();

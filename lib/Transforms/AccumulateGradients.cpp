@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "autopar/Dialect/Attributes.h"
+#include "autopar/Transforms/Autodiff.h"
 #include "autopar/Transforms/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -17,7 +18,6 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/SymbolTable.h"
-#include "mlir/Transforms/RegionUtils.h"
 
 namespace autopar {
 #define GEN_PASS_DEF_ACCUMULATEGRADIENTS
@@ -42,28 +42,14 @@ enum class LossKind {
   Average,
 };
 
-/// True if `value` depends on no argument marked trainable.
+/// True if `value` depends on no argument marked trainable (no gradient
+/// flows into it).
 bool isInactive(func::FuncOp func, Value value) {
-  SmallVector<Value> worklist{value};
-  llvm::DenseSet<Value> seen;
-  while (!worklist.empty()) {
-    Value v = worklist.pop_back_val();
-    if (!seen.insert(v).second)
-      continue;
-    if (auto arg = dyn_cast<BlockArgument>(v)) {
-      if (arg.getOwner()->getParentOp() == func &&
-          func.getArgAttr(arg.getArgNumber(), autopar::attrs::kTrainable))
-        return false;
-      continue;
-    }
-    Operation *def = v.getDefiningOp();
-    llvm::append_range(worklist, def->getOperands());
-    llvm::SetVector<Value> above;
-    for (Region &region : def->getRegions())
-      getUsedValuesDefinedAbove(region, above);
-    llvm::append_range(worklist, above);
-  }
-  return true;
+  SmallVector<Value> trained;
+  for (BlockArgument arg : func.getArguments())
+    if (func.getArgAttr(arg.getArgNumber(), autopar::attrs::kTrainable))
+      trained.push_back(arg);
+  return !autopar::findActiveValues(func, trained, value).contains(value);
 }
 
 /// A single-element elementwise generic yielding `divf(in0, in1)`.

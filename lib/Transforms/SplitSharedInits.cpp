@@ -73,8 +73,8 @@ struct SplitSharedInitsPass
           if (fill && linalgOp && !isa<linalg::FillOp>(&op) &&
               !linalgOp.payloadUsesValueFromOperand(&init)) {
             OpBuilder b(&op);
-            init.set(b.clone(*fill.getOutputs()[0].getDefiningOp())
-                         ->getResult(0));
+            init.set(
+                b.clone(*fill.getOutputs()[0].getDefiningOp())->getResult(0));
             originals.insert(def);
             continue;
           }

@@ -31,8 +31,7 @@ void putVarintField(std::string &out, int field, uint64_t v) {
   putVarint(out, v);
 }
 
-void putBytesField(std::string &out, int field, const void *data,
-                   size_t size) {
+void putBytesField(std::string &out, int field, const void *data, size_t size) {
   putVarint(out, static_cast<uint64_t>(field) << 3 | 2);
   putVarint(out, size);
   out.append(static_cast<const char *>(data), size);
@@ -124,8 +123,8 @@ void writeOnnxWithInitializers(const std::string &templatePath,
     out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
     out.close();
     if (!out)
-      throw Error("--save-onnx: writing " + temporary + " failed: " +
-                  std::strerror(errno));
+      throw Error("--save-onnx: writing " + temporary +
+                  " failed: " + std::strerror(errno));
   }
   if (std::rename(temporary.c_str(), outPath.c_str()) != 0)
     throw Error("--save-onnx: cannot rename " + temporary + " to " + outPath +

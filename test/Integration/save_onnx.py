@@ -28,7 +28,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
 from gradcheck import Cnn, Gpt, Mlp  # noqa: E402
-from train_vs_torch import autopar_train, make_data  # noqa: E402
+from train_vs_torch import autopar_train, load_trained, make_data  # noqa: E402
 from autopar import tools  # noqa: E402
 
 CONFIG = {"optimizer": {"type": "AdamW", "params": {"lr": 0.01}}}
@@ -101,12 +101,7 @@ def check(build, work, name, model, batch):
     ours_out = os.path.join(work, name + "-autopar")
     run([os.path.join(build, "bin", "autopar-run"), art, "--inputs", inputs,
          "--outputs", ours_out])
-    state = model.state_dict()
-    for key in state:
-        path = os.path.join(out, key + ".npy")
-        if os.path.exists(path):
-            state[key] = torch.from_numpy(np.load(path))
-    model.load_state_dict(state)
+    load_trained(model, out)
     model.eval()
     with torch.no_grad():
         want = float(model(*example.values()))

@@ -251,6 +251,17 @@ def make_data(cls, batch):
     return data
 
 
+def load_trained(model, out):
+    """Loads into `model` the parameters and buffers autopar-run --outputs
+    wrote to `out` (`<name>.npy`); the others keep their values."""
+    state = model.state_dict()
+    for key in state:
+        path = os.path.join(out, key + ".npy")
+        if os.path.exists(path):
+            state[key] = torch.from_numpy(np.load(path))
+    model.load_state_dict(state)
+
+
 def compare(name, model, data, config, losses, out, named=None):
     """Trains the reference on the same weights; the errors, printed.
     named: the module whose parameter names the ONNX export has (default:
@@ -528,12 +539,7 @@ def check_eval(build, work):
         if [r["step"] for r in evals] != [4, 8] or any(r["eval_batches"] != 2 for r in evals):
             errors.append(f"{name}: eval records {evals}")
             continue
-        state = model.state_dict()
-        for key in state:
-            path = os.path.join(out, key + ".npy")
-            if os.path.exists(path):
-                state[key] = torch.from_numpy(np.load(path))
-        model.load_state_dict(state)
+        load_trained(model, out)
         model.eval()
         with torch.no_grad():
             want = sum(float(model(*[v[b * batch:(b + 1) * batch] for v in held_out.values()]))

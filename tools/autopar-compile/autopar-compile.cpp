@@ -569,16 +569,11 @@ int main(int argc, char **argv) {
       if (!module)
         return fail("importing " + modelPath + " for a micro-batch of " +
                     llvm::Twine(best.microBatchSize) + " failed");
-      bool updatesState = false;
-      auto microMain = module->lookupSymbol<func::FuncOp>("main");
-      for (unsigned i = 0; i < microMain.getNumResults(); ++i)
-        updatesState |=
-            bool(microMain.getResultAttr(i, autopar::attrs::kUpdate));
       llvm::outs() << "  accumulation  " << microBatches << " micro-batches of "
                    << best.microBatchSize
                    << " per step (one optimizer step per global batch of "
                    << plan->globalBatch << ")\n";
-      if (updatesState) {
+      if (request.wholeReplicaBatch) {
         std::string note =
             "BatchNorm statistics are computed per micro-batch of " +
             std::to_string(best.microBatchSize) +

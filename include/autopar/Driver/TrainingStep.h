@@ -1,4 +1,5 @@
-//===- TrainingStep.h - From an imported forward to a training artifact -*- C++ -*-===//
+//===- TrainingStep.h - From an imported forward to a training artifact -*- C++
+//-*-===//
 //
 // The training half of the compile flow (docs/training.md): the passes that
 // turn the imported forward program into one training step, registered as the
@@ -43,7 +44,8 @@ std::string crossEntropyOutput(llvm::StringRef loss);
 
 /// Adds to `pm` (on a module) the passes that make the imported forward one
 /// training step: the added loss if asked, autopar-differentiate,
-/// autopar-accumulate-gradients (micro-batches > 1), autopar-apply-optimizer (unless emitGradients), canonicalize and CSE.
+/// autopar-accumulate-gradients (micro-batches > 1), autopar-apply-optimizer
+/// (unless emitGradients), canonicalize and CSE.
 void buildTrainingStepPipeline(mlir::OpPassManager &pm,
                                const TrainingStepOptions &options);
 
@@ -53,11 +55,11 @@ void registerTrainingStepPipeline();
 
 /// Where and how to write a training artifact.
 struct TrainingArtifactOptions {
-  std::string modelPath;  ///< the ONNX file the step was imported from
-  std::string outputDir;  ///< the artifact directory (created)
-  std::string cluster;    ///< the --cluster spec, recorded in the manifest
-  std::string targetCpu;  ///< LLVM's CPU name ("native" by default)
-  std::string dumpDir;    ///< --dump-ir, or ""
+  std::string modelPath; ///< the ONNX file the step was imported from
+  std::string outputDir; ///< the artifact directory (created)
+  std::string cluster;   ///< the --cluster spec, recorded in the manifest
+  std::string targetCpu; ///< LLVM's CPU name ("native" by default)
+  std::string dumpDir;   ///< --dump-ir, or ""
   int64_t globalBatch = 0;
   /// Micro-batches accumulated per step, recorded in the manifest.
   int64_t microBatches = 1;

@@ -1,4 +1,5 @@
-//===- InferenceModel.h - The trained model as an inference graph -*- C++ -*-===//
+//===- InferenceModel.h - The trained model as an inference graph -*- C++
+//-*-===//
 //
 // `autopar-run --train --save-onnx FILE` writes the trained model as an
 // inference ONNX model without linking protobuf into the runtime: at compile

@@ -12,8 +12,8 @@
 #include "autopar/Import/WeightLocator.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "llvm/Support/JSON.h"
 #include "llvm/ADT/SmallVector.h"
+#include "llvm/Support/JSON.h"
 
 #include <optional>
 #include <string>

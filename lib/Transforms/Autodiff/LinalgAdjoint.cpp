@@ -104,8 +104,8 @@ Value permuteAndFlip(OpBuilder &b, Location loc, Value v,
   SmallVector<utils::IteratorType> iterators(rank,
                                              utils::IteratorType::parallel);
   return linalg::GenericOp::create(
-             b, loc, TypeRange{init.getType()}, ValueRange{v},
-             ValueRange{init}, maps, iterators,
+             b, loc, TypeRange{init.getType()}, ValueRange{v}, ValueRange{init},
+             maps, iterators,
              [](OpBuilder &nb, Location nl, ValueRange a) {
                linalg::YieldOp::create(nb, nl, a[0]);
              })
@@ -173,8 +173,7 @@ Value buildConvInputAdjoint(OpBuilder &b, Location loc,
         ArrayRef<OpFoldResult>{index(1), index(1), index(1), index(1)});
   Value flipped =
       permuteAndFlip(b, loc, conv.getInputs()[1], {1, 0, 2, 3}, {2, 3});
-  return buildConv(b, loc, spread, flipped, xType, {1, 1}, dilations,
-                   adjoints);
+  return buildConv(b, loc, spread, flipped, xType, {1, 1}, dilations, adjoints);
 }
 
 /// The filter gradient of the same convolution,
@@ -191,10 +190,10 @@ Value buildConvFilterAdjoint(OpBuilder &b, Location loc,
   SmallVector<int64_t> dilations(conv.getDilations().getValues<int64_t>());
   Value x = permuteAndFlip(b, loc, conv.getInputs()[0], {1, 0, 2, 3});
   Value filter = permuteAndFlip(b, loc, dY, {1, 0, 2, 3});
-  auto swappedType = RankedTensorType::get(
-      {wType.getDimSize(1), wType.getDimSize(0), wType.getDimSize(2),
-       wType.getDimSize(3)},
-      wType.getElementType());
+  auto swappedType =
+      RankedTensorType::get({wType.getDimSize(1), wType.getDimSize(0),
+                             wType.getDimSize(2), wType.getDimSize(3)},
+                            wType.getElementType());
   Value swapped =
       buildConv(b, loc, x, filter, swappedType, dilations, strides, adjoints);
   return permuteAndFlip(b, loc, swapped, {1, 0, 2, 3});
@@ -487,8 +486,7 @@ LogicalResult applyLinalgAdjoint(Operation *op, AdjointBuilder &adjoints) {
     bool bodyFailed = false;
     auto generic = linalg::GenericOp::create(
         b, loc, TypeRange{targetType}, inputs, ValueRange{gradInit}, maps,
-        iterators,
-        [&](OpBuilder &nb, Location nl, ValueRange args) {
+        iterators, [&](OpBuilder &nb, Location nl, ValueRange args) {
           IRMapping mapping;
           unsigned numInputs = linalgOp.getNumDpsInputs();
           for (unsigned i = 0; i < numInputs; ++i)

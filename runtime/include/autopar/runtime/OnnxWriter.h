@@ -1,11 +1,12 @@
-//===- OnnxWriter.h - Trained initializers appended to an ONNX model -*- C++ -*-===//
+//===- OnnxWriter.h - Trained initializers appended to an ONNX model -*- C++
+//-*-===//
 //
 // The runtime links no protobuf. A protobuf parser merges an embedded message
 // field that occurs twice and appends to a repeated field, so the bytes of a
-// ModelProto followed by the bytes of `ModelProto { graph { initializer {...} } }`
-// parse as the first model with that initializer added. --save-onnx writes the
-// compile-time inference template (InferenceModel.h in the compiler) followed
-// by one such fragment per trained tensor.
+// ModelProto followed by the bytes of `ModelProto { graph { initializer {...} }
+// }` parse as the first model with that initializer added. --save-onnx writes
+// the compile-time inference template (InferenceModel.h in the compiler)
+// followed by one such fragment per trained tensor.
 //
 //===----------------------------------------------------------------------===//
 
