@@ -494,7 +494,8 @@ TEST(ManifestTest, ReportsBadPipelines) {
       {"/programs/1/arguments/2/kind", "weights",
        "'programs[1].arguments[2].kind' is \"weights\", expected "
        "\"parameter\", \"input\", \"output\", \"activation_in\", "
-       "\"activation_out\", \"optimizer_state\", \"step\", \"seed\", \"metric\" or "
+       "\"activation_out\", \"optimizer_state\", \"step\", \"seed\", "
+       "\"metric\" or "
        "\"update\""},
       {"/ranks/1/program", "stage1",
        "'ranks[1].program' is 'stage1', but another rank of pipeline stage 0 "
@@ -707,10 +708,10 @@ TEST(ManifestTest, TheInferenceTemplateIsRelativeToTheArtifact) {
   json m = trainingManifest();
   m["training"]["inference_template"] = "inference-template.onnx";
   Manifest manifest = parseManifest(m.dump(), Path);
-  EXPECT_EQ(manifest.training->inferenceTemplate,
-            (std::filesystem::path(Path).parent_path() /
-             "inference-template.onnx")
-                .string());
+  EXPECT_EQ(
+      manifest.training->inferenceTemplate,
+      (std::filesystem::path(Path).parent_path() / "inference-template.onnx")
+          .string());
   m["training"]["inference_template"] = 3;
   expectError(m, "training.inference_template");
   m = trainingManifest();
@@ -734,6 +735,14 @@ TEST(ManifestTest, TrainingKeysAreChecked) {
   m = trainingManifest();
   m["arguments"][1].erase("of");
   expectError(m, "arguments[1].of");
+  // fp16 loss scaling: the smallest scale is read; a scaling without one is
+  // an error naming the key.
+  m = trainingManifest();
+  EXPECT_FALSE(parseManifest(m.dump(), Path).training->minLossScale);
+  m["training"]["loss_scaling"] = {{"dynamic", true}, {"min_loss_scale", 2.0}};
+  EXPECT_EQ(parseManifest(m.dump(), Path).training->minLossScale, 2.0);
+  m["training"]["loss_scaling"] = {{"dynamic", true}};
+  expectError(m, "training.loss_scaling.min_loss_scale");
 }
 
 } // namespace
