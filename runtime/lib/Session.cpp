@@ -285,7 +285,7 @@ void Session::exchangeActivations(Communicator &comm, ArgumentKind kind) {
   }
 }
 
-void Session::runStep(Communicator &comm) {
+void Session::runStep(Communicator &comm, bool copyOutputs) {
   const std::vector<ArgumentDesc> &arguments = getArguments();
   if (deviceBackend) {
     if (comm.memory().isHost())
@@ -305,6 +305,14 @@ void Session::runStep(Communicator &comm) {
     return;
   // The last sends may still be queued on the stream.
   deviceBackend->synchronize();
+  if (copyOutputs)
+    copyOutputsToHost();
+}
+
+void Session::copyOutputsToHost() {
+  if (!deviceBackend)
+    return;
+  const std::vector<ArgumentDesc> &arguments = getArguments();
   for (size_t i = 0; i < arguments.size(); ++i)
     if (arguments[i].kind == ArgumentKind::Output)
       deviceBackend->copyToHost(hostData[i], bases[i], buffers[i].size());

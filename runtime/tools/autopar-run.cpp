@@ -463,7 +463,8 @@ void runSession(const Options &options, const WorldInfo &world,
                 device ? device->describe().c_str() : describeBlas().c_str());
     if (device)
       std::printf("autopar-run: collectives: %s; step times include copying "
-                  "the inputs to the GPU and the outputs back\n",
+                  "the inputs to the GPU, not the outputs back (once, at the "
+                  "end)\n",
                   device->describeCommunicator().c_str());
     if (const std::optional<PipelineDesc> &pipeline = loaded.pipeline)
       std::printf("autopar-run: pipeline of %lld stages, %lld micro-batches "
@@ -542,7 +543,8 @@ void runSession(const Options &options, const WorldInfo &world,
     {
       Watchdog::Scope scope(dog, name);
       Clock::time_point start = Clock::now();
-      session.runStep(programComm);
+      // The outputs stay on a GPU until they are written (below).
+      session.runStep(programComm, /*copyOutputs=*/false);
       ms = std::chrono::duration<double, std::milli>(Clock::now() - start)
                .count();
     }
@@ -570,6 +572,7 @@ void runSession(const Options &options, const WorldInfo &world,
     printThroughput(totalMs, firstMs, options.steps);
 
   if (options.outputsDir) {
+    session.copyOutputsToHost();
     collectOutputs(session, comm, dog, *options.outputsDir);
     if (leader)
       std::printf("autopar-run: wrote outputs to %s\n",

@@ -10,7 +10,8 @@
 // their source_dtype differs), the entry's arguments are device buffers
 // (activations live only there), and each step copies the inputs (every
 // micro-batch) to the device and, after the stream is done, the outputs back
-// to the host buffers.
+// to the host buffers, unless the caller keeps them on the device until it
+// needs them (copyOutputsToHost).
 //
 //===----------------------------------------------------------------------===//
 
@@ -75,8 +76,15 @@ public:
   /// it, over \p comm's pp axis. \p comm's buffers are the entry's: host
   /// memory on the CPU, the device's on a GPU (the communicator of
   /// DeviceBackend::createCommunicator). On a GPU the step also copies the
-  /// inputs in first, and the outputs out once the device is done.
-  void runStep(Communicator &comm);
+  /// inputs in first and waits for the device; with \p copyOutputs it then
+  /// copies the outputs out. Without, they stay on the device until
+  /// copyOutputsToHost(): an inference benchmark whose outputs are large
+  /// (a language model's logits) would otherwise time the PCIe copy.
+  void runStep(Communicator &comm, bool copyOutputs = true);
+
+  /// On a GPU, copies every output from the device to its host buffer (after
+  /// the last runStep's work, which runStep waited for). Nothing on a CPU.
+  void copyOutputsToHost();
 
   /// The host buffer of getArguments()[index]: the rank's block of an input
   /// or output, every micro-batch (see Distribution.h for moving whole
