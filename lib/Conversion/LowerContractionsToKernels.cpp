@@ -74,7 +74,7 @@ const KernelLibrary kCpuKernels{"autopar_cpu_", cpuGemmTypes,
                                 /*overwriteKernels=*/true};
 const KernelLibrary kCudaKernels{"autopar_cuda_", cudaGemmTypes,
                                  /*convolutions=*/false,
-                                 /*overwriteKernels=*/false};
+                                 /*overwriteKernels=*/true};
 
 /// The element type of a memref operand, or null.
 Type memrefElementType(Value v) {

@@ -82,3 +82,30 @@ func.func @no_kernel(%i: memref<1x3x9x9xf32>, %f: memref<4x3x3x3xf32>, %o: memre
   linalg.matmul ins(%d, %b : memref<4x8xf32>, memref<8x16xf32>) outs(%e : memref<4x16xbf16>)
   return
 }
+
+// -----
+
+// A zero fill right before a product becomes the overwrite kernel (cuBLASLt
+// with beta 0) and disappears: no fill kernel, and the GEMM does not read
+// its output. A fill of another value, or one that something reads between
+// it and the product, stays and the product accumulates.
+// CHECK-LABEL: func.func @overwrite
+// CHECK-SAME: (%[[A:.*]]: memref<4x8xbf16>, %[[B:.*]]: memref<8x16xbf16>, %[[C:.*]]: memref<4x16xf32>, %[[D:.*]]: memref<2x4x16xf32>, %[[E:.*]]: memref<2x4x8xbf16>, %[[F:.*]]: memref<2x8x16xbf16>, %[[G:.*]]: memref<4x16xf32>)
+// CHECK-NOT: linalg.fill ins(%cst
+// CHECK: call @autopar_cuda_matmul_overwrite_bf16_f32(
+// CHECK: call @autopar_cuda_batch_matmul_overwrite_bf16_f32(
+// CHECK: linalg.fill ins(%[[ONE:.*]] : f32) outs(%[[G]]
+// CHECK: call @autopar_cuda_matmul_bf16_f32(
+func.func @overwrite(%a: memref<4x8xbf16>, %b: memref<8x16xbf16>, %c: memref<4x16xf32>,
+                     %d: memref<2x4x16xf32>, %e: memref<2x4x8xbf16>, %f: memref<2x8x16xbf16>,
+                     %g: memref<4x16xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %one = arith.constant 1.0 : f32
+  linalg.fill ins(%zero : f32) outs(%c : memref<4x16xf32>)
+  linalg.matmul ins(%a, %b : memref<4x8xbf16>, memref<8x16xbf16>) outs(%c : memref<4x16xf32>)
+  linalg.fill ins(%zero : f32) outs(%d : memref<2x4x16xf32>)
+  linalg.batch_matmul ins(%e, %f : memref<2x4x8xbf16>, memref<2x8x16xbf16>) outs(%d : memref<2x4x16xf32>)
+  linalg.fill ins(%one : f32) outs(%g : memref<4x16xf32>)
+  linalg.matmul ins(%a, %b : memref<4x8xbf16>, memref<8x16xbf16>) outs(%g : memref<4x16xf32>)
+  return
+}

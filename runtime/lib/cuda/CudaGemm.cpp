@@ -162,13 +162,15 @@ public:
   GemmRecipe(const GemmRecipe &) = delete;
   GemmRecipe &operator=(const GemmRecipe &) = delete;
 
-  void run(CudaDevice &device, const ColumnMajorGemm &gemm) const {
-    // C += A * B: alpha 1, beta 1, D in place of C.
-    const float one = 1.0f;
+  /// C += A * B (alpha 1, beta 1, D in place of C), or C = A * B (beta 0:
+  /// the compiler's overwrite kernels, whose output needs no zero fill).
+  void run(CudaDevice &device, const ColumnMajorGemm &gemm,
+           bool accumulate) const {
+    const float one = 1.0f, beta = accumulate ? 1.0f : 0.0f;
     size_t workspaceBytes = 0;
     void *workspace = device.gemmWorkspace(workspaceBytes);
     checkBlas(cublasLtMatmul(device.blas(), desc, &one, gemm.x.data, x,
-                             gemm.y.data, y, &one, gemm.d.data, d,
+                             gemm.y.data, y, &beta, gemm.d.data, d,
                              const_cast<char *>(gemm.d.data), d, &algo,
                              workspace, workspaceBytes, device.stream()),
               "cublasLtMatmul");
@@ -216,7 +218,7 @@ recipes() {
 }
 
 void runGemm(CudaDevice &device, const GemmTypes &types,
-             const ColumnMajorGemm &gemm) {
+             const ColumnMajorGemm &gemm, bool accumulate) {
   if (gemm.batch > INT32_MAX)
     throw Error("a batch of " + std::to_string(gemm.batch) +
                 " matrices is more than cuBLASLt takes");
@@ -247,7 +249,7 @@ void runGemm(CudaDevice &device, const GemmTypes &types,
                                                         workspaceBytes))
              .first;
   }
-  it->second->run(device, gemm);
+  it->second->run(device, gemm, accumulate);
 }
 
 std::string formatSizes(const int64_t *sizes, int rank) {
@@ -255,6 +257,29 @@ std::string formatSizes(const int64_t *sizes, int rank) {
   for (int i = 0; i < rank; ++i)
     text += (i ? ", " : "") + std::to_string(sizes[i]);
   return text + "]";
+}
+
+/// Zeroes `batch` matrices of \p c's view (the result of an empty sum), a
+/// contiguous run at a time: rows of a row-major view, columns of a
+/// transposed one, else elements.
+void zeroMatrices(CudaDevice &device, const MatrixOperand &c, int64_t batch,
+                  size_t elementSize) {
+  bool rowsContiguous = c.colStride == 1, colsContiguous = c.rowStride == 1;
+  int64_t runs = rowsContiguous   ? c.rows
+                 : colsContiguous ? c.cols
+                                  : c.rows * c.cols;
+  int64_t runLength = rowsContiguous ? c.cols : colsContiguous ? c.rows : 1;
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t r = 0; r < runs; ++r) {
+      int64_t element = rowsContiguous   ? r * c.rowStride
+                        : colsContiguous ? r * c.colStride
+                                         : (r / c.cols) * c.rowStride +
+                                               (r % c.cols) * c.colStride;
+      const char *start =
+          c.data + (b * c.batchStride + element) * int64_t(elementSize);
+      AUTOPAR_CU(cuMemsetD8Async, reinterpret_cast<CUdeviceptr>(start), 0,
+                 size_t(runLength) * elementSize, device.stream());
+    }
 }
 
 /// The matrices of a rank-2 or rank-3 (batch leading) descriptor.
@@ -272,9 +297,10 @@ MatrixOperand operandOf(const MemRefDescriptor<char, Rank> &m,
   return operand;
 }
 
-/// C += A * B for one kernel of the family \p types.
+/// C += A * B (\p accumulate) or C = A * B for one kernel of the family
+/// \p types.
 template <int Rank>
-void gemmEntry(const char *kernel, const GemmTypes &types,
+void gemmEntry(const char *kernel, const GemmTypes &types, bool accumulate,
                const MemRefDescriptor<char, Rank> *a,
                const MemRefDescriptor<char, Rank> *b,
                const MemRefDescriptor<char, Rank> *c) {
@@ -294,15 +320,21 @@ void gemmEntry(const char *kernel, const GemmTypes &types,
                   formatSizes(c->sizes, Rank) +
                   "; the generated program is inconsistent, which is a "
                   "compiler bug");
-    if (vc.rows == 0 || vc.cols == 0 || va.cols == 0 || batch == 0)
-      return; // Nothing to add.
+    if (vc.rows == 0 || vc.cols == 0 || batch == 0)
+      return; // No output.
+    if (va.cols == 0) {
+      // An empty sum: C += 0 changes nothing, C = 0 zeroes C.
+      if (!accumulate)
+        zeroMatrices(device, vc, batch, types.cSize);
+      return;
+    }
     std::string error;
     std::optional<ColumnMajorGemm> gemm = planGemm(va, vb, vc, batch, error);
     if (!gemm)
       throw Error("unsupported operand: " + error +
                   "; the GPU kernels take row-major or transposed views, "
                   "which the compiler must pass");
-    runGemm(device, types, *gemm);
+    runGemm(device, types, *gemm, accumulate);
   } catch (const std::exception &error) {
     entryFatal(kernel, error.what());
   }
@@ -314,12 +346,24 @@ void gemmEntry(const char *kernel, const GemmTypes &types,
   void _mlir_ciface_autopar_cuda_matmul_##SUFFIX(                              \
       MemRefDescriptor<char, 2> *a, MemRefDescriptor<char, 2> *b,              \
       MemRefDescriptor<char, 2> *c) {                                          \
-    gemmEntry<2>("autopar_cuda_matmul_" #SUFFIX, TYPES, a, b, c);              \
+    gemmEntry<2>("autopar_cuda_matmul_" #SUFFIX, TYPES, true, a, b, c);        \
   }                                                                            \
   void _mlir_ciface_autopar_cuda_batch_matmul_##SUFFIX(                        \
       MemRefDescriptor<char, 3> *a, MemRefDescriptor<char, 3> *b,              \
       MemRefDescriptor<char, 3> *c) {                                          \
-    gemmEntry<3>("autopar_cuda_batch_matmul_" #SUFFIX, TYPES, a, b, c);        \
+    gemmEntry<3>("autopar_cuda_batch_matmul_" #SUFFIX, TYPES, true, a, b, c);  \
+  }                                                                            \
+  void _mlir_ciface_autopar_cuda_matmul_overwrite_##SUFFIX(                    \
+      MemRefDescriptor<char, 2> *a, MemRefDescriptor<char, 2> *b,              \
+      MemRefDescriptor<char, 2> *c) {                                          \
+    gemmEntry<2>("autopar_cuda_matmul_overwrite_" #SUFFIX, TYPES, false, a, b, \
+                 c);                                                           \
+  }                                                                            \
+  void _mlir_ciface_autopar_cuda_batch_matmul_overwrite_##SUFFIX(              \
+      MemRefDescriptor<char, 3> *a, MemRefDescriptor<char, 3> *b,              \
+      MemRefDescriptor<char, 3> *c) {                                          \
+    gemmEntry<3>("autopar_cuda_batch_matmul_overwrite_" #SUFFIX, TYPES, false, \
+                 a, b, c);                                                     \
   }
 
 extern "C" {

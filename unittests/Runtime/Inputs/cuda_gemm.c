@@ -21,7 +21,14 @@
  *  13 y4   output bfloat16 [M, N]     abf * bbf       (bf16_bf16)
  *  14 y5   output float32  [2, M, N]  a3 * b3 batched (f32_f32)
  *  15 y6   output float32  [M, N]     ah * bh         (f16_f32)
- *  16 y7   output float16  [M, N]     ah * bh         (f16_f16) */
+ *  16 y7   output float16  [M, N]     ah * bh         (f16_f16)
+ *  17 y8   output float32  [M, N]     a * b, by the overwrite kernel over
+ *                                     a * b accumulated first (beta 0 must
+ *                                     drop what C held)
+ *  18 y9   output float32  [2, M, N]  a3 * b3 likewise, batched
+ *  19 y10  output float32  [M, 2]     a[:, 0:0] * b[0:0, 0:2] by the
+ *                                     overwrite kernel: an empty sum zeroes
+ *                                     C (filled with 1s first) */
 #include <stddef.h>
 #include <stdint.h>
 
@@ -43,7 +50,11 @@ void mgpuMemset16(void *dst, unsigned short value, size_t count, void *stream);
 
 #define GEMMS(T)                                                               \
   void _mlir_ciface_autopar_cuda_matmul_##T(Desc2 *, Desc2 *, Desc2 *);        \
-  void _mlir_ciface_autopar_cuda_batch_matmul_##T(Desc3 *, Desc3 *, Desc3 *);
+  void _mlir_ciface_autopar_cuda_batch_matmul_##T(Desc3 *, Desc3 *, Desc3 *);  \
+  void _mlir_ciface_autopar_cuda_matmul_overwrite_##T(Desc2 *, Desc2 *,        \
+                                                      Desc2 *);                \
+  void _mlir_ciface_autopar_cuda_batch_matmul_overwrite_##T(Desc3 *, Desc3 *,  \
+                                                            Desc3 *);
 GEMMS(f32_f32)
 GEMMS(bf16_f32)
 GEMMS(bf16_bf16)
@@ -93,5 +104,17 @@ void autopar_entry(void **args) {
   Desc2 y6 = rowMajor(args[15], M, N), y7 = rowMajor(args[16], M, N);
   _mlir_ciface_autopar_cuda_matmul_f16_f32(&ah, &bh, &y6);
   _mlir_ciface_autopar_cuda_matmul_f16_f16(&ah, &bh, &y7);
+
+  Desc2 y8 = rowMajor(args[17], M, N);
+  _mlir_ciface_autopar_cuda_matmul_f32_f32(&a, &b, &y8);
+  _mlir_ciface_autopar_cuda_matmul_overwrite_f32_f32(&a, &b, &y8);
+  Desc3 y9 = {args[18], args[18], 0, {2, M, N}, {M * N, N, 1}};
+  _mlir_ciface_autopar_cuda_batch_matmul_f32_f32(&a3, &b3, &y9);
+  _mlir_ciface_autopar_cuda_batch_matmul_overwrite_f32_f32(&a3, &b3, &y9);
+  Desc2 empty_a = {args[0], args[0], 0, {M, 0}, {K, 1}};
+  Desc2 empty_b = {args[1], args[1], 0, {0, 2}, {N, 1}};
+  Desc2 y10 = rowMajor(args[19], M, 2);
+  mgpuMemset32(args[19], 0x3f800000u, M * 2, stream);
+  _mlir_ciface_autopar_cuda_matmul_overwrite_f32_f32(&empty_a, &empty_b, &y10);
   mgpuStreamDestroy(stream);
 }

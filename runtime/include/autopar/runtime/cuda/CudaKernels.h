@@ -32,7 +32,17 @@
   AUTOPAR_KERNEL_EXPORT void _mlir_ciface_autopar_cuda_batch_matmul_##SUFFIX(  \
       autopar::runtime::MemRefDescriptor<char, 3> *a,                          \
       autopar::runtime::MemRefDescriptor<char, 3> *b,                          \
-      autopar::runtime::MemRefDescriptor<char, 3> *c);
+      autopar::runtime::MemRefDescriptor<char, 3> *c);                         \
+  AUTOPAR_KERNEL_EXPORT void                                                   \
+      _mlir_ciface_autopar_cuda_matmul_overwrite_##SUFFIX(                     \
+          autopar::runtime::MemRefDescriptor<char, 2> *a,                      \
+          autopar::runtime::MemRefDescriptor<char, 2> *b,                      \
+          autopar::runtime::MemRefDescriptor<char, 2> *c);                     \
+  AUTOPAR_KERNEL_EXPORT void                                                   \
+      _mlir_ciface_autopar_cuda_batch_matmul_overwrite_##SUFFIX(               \
+          autopar::runtime::MemRefDescriptor<char, 3> *a,                      \
+          autopar::runtime::MemRefDescriptor<char, 3> *b,                      \
+          autopar::runtime::MemRefDescriptor<char, 3> *c);
 
 extern "C" {
 AUTOPAR_DECLARE_CUDA_GEMMS(f32_f32)
