@@ -6,6 +6,7 @@
 
 #include "autopar/Conversion/Passes.h"
 
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/SCF/Transforms/Transforms.h"
 #include "mlir/Dialect/SCF/Utils/Utils.h"
@@ -66,6 +67,22 @@ struct TileParallelLoopsForGpuPass
       if (std::optional<int64_t> trips = staticTripCount(loop);
           trips && *trips >= 1 && *trips < tile)
         tile = *trips;
+      // Warp shuffles (autopar-gpu-warp-reductions) need every warp inside
+      // one row of the nest: blocks of whole warps.
+      bool shuffles = false;
+      int64_t width = 0;
+      loop.walk([&](gpu::ShuffleOp shuffle) {
+        shuffles = true;
+        if (std::optional<int64_t> w = getConstantIntValue(shuffle.getWidth()))
+          width = std::max(width, *w);
+      });
+      if (shuffles && (width < 1 || tile % width != 0)) {
+        loop.emitError("autopar-gpu-tile-parallel-loops: a loop with warp "
+                       "shuffles of width ")
+            << width << " needs blocks of a multiple of that many threads, "
+            << "not " << tile << " (block-size)";
+        return signalPassFailure();
+      }
       if (loop.getNumLoops() > 1) {
         // The collapsed loop replaces `loop` at the same place.
         Operation *next = loop->getNextNode();

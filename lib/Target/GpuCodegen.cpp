@@ -106,8 +106,9 @@ std::string getGpuLoweringPipeline(const GpuTarget &target,
   //   out-params, temporaries freed;
   // - GEMMs become calls to the runtime's cuBLASLt kernels;
   // - every other op becomes a parallel loop nest with its parallel dims
-  //   outermost (a thread per output element, reductions sequential inside
-  //   the thread); work left outside parallel loops is wrapped into one-
+  //   outermost: a thread per output element, except row reductions, where
+  //   a warp per output element reads the row coalesced and combines with
+  //   shuffles; work left outside parallel loops is wrapped into one-
   //   thread loops so that the host never touches device memory;
   // - each parallel nest is collapsed, tiled into blocks of threads, and
   //   mapped to a gpu.launch; host buffers become gpu.alloc;
@@ -126,7 +127,7 @@ std::string getGpuLoweringPipeline(const GpuTarget &target,
       "buffer-deallocation-pipeline,"
       "autopar-lower-contractions-to-cuda-kernels,"
       "autopar-copies-to-linalg,"
-      "func.func(autopar-parallel-dims-outermost,"
+      "func.func(autopar-parallel-dims-outermost,autopar-gpu-warp-reductions,"
       "convert-linalg-to-parallel-loops),"
       "math-extend-to-supported-types,"
       "autopar-approximate-math,"

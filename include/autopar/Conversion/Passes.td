@@ -55,7 +55,10 @@ def LowerContractionsToCudaKernels
 
     where A and B share the element type `<a>` (`f32`, `bf16` or `f16`) and
     C has type `<c>` (`f32`, or `<a>`); the kernels accumulate in fp32 into
-    C (`C += A * B`). There are no convolution kernels: convolutions reach
+    C (`C += A * B`). When a zero fill of C comes right before the product
+    (a fresh result), the fill is dropped and the `_overwrite_` kernel
+    (`C = A * B`, cuBLASLt with beta 0) is called instead: one kernel and one
+    pass over C fewer. There are no convolution kernels: convolutions reach
     the GEMMs through `autopar-conv-to-im2col-gemm` before bufferization.
     Other contractions keep their linalg form and become GPU loops.
   }];
@@ -151,6 +154,52 @@ def TileParallelLoopsForGpu
            "Threads per block">,
   ];
   let dependentDialects = ["mlir::scf::SCFDialect", "mlir::arith::ArithDialect"];
+}
+
+def GpuWarpReductions
+    : Pass<"autopar-gpu-warp-reductions", "mlir::func::FuncOp"> {
+  let summary = "Reduce each row of a linalg reduction with one warp: "
+                "coalesced loads and a shuffle tree";
+  let description = [{
+    Without it every reduction becomes one GPU thread per output element
+    that walks its row alone: consecutive threads read addresses a row
+    apart (no coalescing), and the accumulator goes through memory at each
+    step. Softmax and layer norm then cost several times the memory traffic
+    they need (measured on an H100: bench/RESULTS.md).
+
+    Runs on buffers after `autopar-parallel-dims-outermost` (parallel dims
+    first) and before `convert-linalg-to-parallel-loops`. A `linalg.generic`
+    qualifies when it has one output, indexed by its parallel dims in order,
+    its loops are parallel dims followed by one or more reduction dims of
+    static size at least `min-reduction-size` in all, its body ends in
+    `yield combine(out, v)` (or `combine(v, out)`) where `combine` is
+    `arith.addf`, `mulf`, `maximumf`, `minimumf`, `maxnumf` or `minnumf` on
+    `f32` and `out` is used nowhere else, and every other op of the body is
+    free of memory effects. It becomes
+
+        scf.parallel (%row..., %lane) = (0, ...) to (R..., 32) {
+          %p = scf.for %k = %lane to K step 32 iter_args(%a = identity) {
+            // the body on row %row, reduction index %k (delinearized)
+            scf.yield combine(%a, v)
+          }
+          // five gpu.shuffle xor steps: every lane holds the row's total
+          scf.if %lane == 0 { out[%row] = combine(out[%row], %p) }
+        }
+
+    `autopar-gpu-tile-parallel-loops` collapses the nest with the lane
+    fastest and cuts blocks of a multiple of 32 threads, so each warp holds
+    one row and the shuffles stay inside it. Other reductions keep the
+    thread-per-element form. The order of the additions changes (a tree
+    instead of a sequence), as in every parallel reduction.
+  }];
+  let options = [
+    Option<"minReductionSize", "min-reduction-size", "int64_t", "32",
+           "Rows shorter than this keep one thread per output element">,
+  ];
+  let dependentDialects = ["mlir::scf::SCFDialect", "mlir::gpu::GPUDialect",
+                           "mlir::memref::MemRefDialect",
+                           "mlir::affine::AffineDialect",
+                           "mlir::arith::ArithDialect"];
 }
 
 def GpuHostMemory : Pass<"autopar-gpu-host-memory", "mlir::func::FuncOp"> {
