@@ -2,10 +2,10 @@
 //
 // time = max(flops / (peak * eff(minDim)), bytes / (memoryBandwidth * memEff))
 //
-// The two efficiencies are the only constants here. None of them has been
-// measured by this project yet: each is an assumption, marked as such, that
-// bench/gpu/gemm_sweep.py calibrates (it prints the table these constants
-// should be read from). docs/cost-model.md explains the choices.
+// The two efficiencies are the only constants here. The GPU ones were
+// measured on an H100 by bench/gpu/gemm_sweep.py (bench/RESULTS.md has the
+// tables and the command); the CPU ones are still assumptions, marked as
+// such. docs/cost-model.md explains the choices.
 //
 //===----------------------------------------------------------------------===//
 
@@ -17,22 +17,31 @@ using namespace autopar;
 
 namespace {
 
-/// GPUs running cuBLAS(Lt) GEMMs and fused elementwise kernels.
-/// - gemmMax 0.75: ASSUMPTION. Large bf16/fp16 cuBLAS GEMMs run below the
-///   dense datasheet peak (clock throttling under tensor-core load, epilogue,
-///   tile/wave quantization); 0.75 is a round guess to be replaced by the
-///   plateau of `bench/gpu/gemm_sweep.py` (M=N=K=8192..16384).
-/// - gemmHalfDim 128: ASSUMPTION. cuBLAS tiles are 64..256 on a side (NVIDIA,
-///   "Matrix Multiplication Background User's Guide", DU-09799-001, sec. 2.3
-///   "Typical Tile Dimensions in cuBLAS"); a dimension of about one tile
-///   leaves most of each tile or most SMs idle, so we put the half point
-///   there. Calibrate with the sweep's small sizes (256..2048).
-/// - memory 0.80: ASSUMPTION. Streaming kernels do not reach the datasheet
-///   HBM bandwidth (refresh, row switches, launch tail); calibrate with the
-///   sweep's device-to-device copy.
-constexpr EfficiencyCurve kGpuCurve = {
-    0.75, 128, 0.80,
-    "assumption, calibrate with bench/gpu/gemm_sweep.py (docs/cost-model.md)"};
+/// GPUs running cuBLAS(Lt) GEMMs on the tensor cores (bf16, fp16; tf32 is
+/// assumed to follow them) and fused elementwise kernels. MEASURED on one
+/// H100 SXM 80GB (driver 580.159, torch 2.11 + CUDA 13.0 cuBLAS), 2026-11-25:
+/// - gemmMax 0.745: the plateau of M=N=K=8192 and 16384 (743 and 741 of the
+///   989.4 dense TFLOP/s) and the fit over the compute-bound thin-K GEMMs.
+/// - gemmHalfDim 279: least squares over M=N=8192, K=512..4096 and the large
+///   squares (K=64..256 are memory-bound there and modelled by the other
+///   roof); wider than one cuBLAS tile, because a thin K also leaves the
+///   tensor-core pipeline short of work per output tile.
+/// - memory 0.90: a 4 GiB device-to-device copy moved 3000 GB/s (read +
+///   write) of the datasheet's 3350.
+/// Other GPUs use the same fractions of their own datasheet numbers until
+/// they are measured.
+constexpr EfficiencyCurve kGpuTensorCoreCurve = {
+    0.745, 279, 0.90,
+    "measured: H100 SXM, bf16 cuBLASLt, 2026-11-25 (bench/gpu/gemm_sweep.py, "
+    "bench/RESULTS.md)"};
+
+/// The same GPUs running fp32 GEMMs on the FMA units (autopar does not use
+/// TF32 for fp32). MEASURED with the bf16 curve: plateau 51.9 of 66.9
+/// TFLOP/s (0.775; fit 0.77), half point at 44 (fp32 GEMMs saturate early).
+constexpr EfficiencyCurve kGpuFp32Curve = {
+    0.77, 44, 0.90,
+    "measured: H100 SXM, fp32 cuBLASLt without TF32, 2026-11-25 "
+    "(bench/gpu/gemm_sweep.py, bench/RESULTS.md)"};
 
 /// CPU ranks (`local:N`) running OpenBLAS sgemm and generated loops.
 /// - gemmMax 0.70, gemmHalfDim 32, memory 0.60: ASSUMPTIONS (BLAS register
@@ -54,12 +63,18 @@ double peakFor(const DeviceSpec &device, Precision p) {
 
 } // namespace
 
-EfficiencyCurve autopar::efficiencyCurve(const DeviceSpec &device) {
-  return device.isCpu() ? kCpuCurve : kGpuCurve;
+EfficiencyCurve autopar::efficiencyCurve(const DeviceSpec &device,
+                                         Precision p) {
+  if (device.isCpu())
+    return kCpuCurve;
+  // A precision the device lacks runs as fp32 (peakFor), on the FMA units.
+  return p == Precision::FP32 || device.peakFlops(p) <= 0 ? kGpuFp32Curve
+                                                          : kGpuTensorCoreCurve;
 }
 
-double autopar::gemmEfficiency(const DeviceSpec &device, double minDim) {
-  EfficiencyCurve curve = efficiencyCurve(device);
+double autopar::gemmEfficiency(const DeviceSpec &device, double minDim,
+                               Precision p) {
+  EfficiencyCurve curve = efficiencyCurve(device, p);
   if (minDim <= 0)
     return curve.gemmMax;
   return curve.gemmMax * minDim / (minDim + curve.gemmHalfDim);
@@ -69,7 +84,7 @@ ComputeCost autopar::computeTime(const ClusterSpec &cluster, Precision p,
                                  ComputeKind kind, double flops, double bytes,
                                  double minDim) {
   const DeviceSpec &device = cluster.device;
-  EfficiencyCurve curve = efficiencyCurve(device);
+  EfficiencyCurve curve = efficiencyCurve(device, p);
   ComputeCost cost;
   cost.flops = std::max(0.0, flops);
   cost.bytes = std::max(0.0, bytes);
@@ -87,7 +102,7 @@ ComputeCost autopar::computeTime(const ClusterSpec &cluster, Precision p,
   if (device.isCpu() && kind != ComputeKind::Gemm && device.cpuCores > 1)
     share = 1.0 / device.cpuCores;
   if (kind == ComputeKind::Gemm) {
-    computeEff = gemmEfficiency(device, minDim);
+    computeEff = gemmEfficiency(device, minDim, p);
     peak = peakFor(device, p);
   } else {
     peak = peakFor(device, Precision::FP32) * share;

@@ -55,9 +55,9 @@ ComputeCost computeTime(const ClusterSpec &cluster, Precision p,
                         ComputeKind kind, double flops, double bytes,
                         double minDim = 0);
 
-/// The efficiency constants of one class of device (GPU or CPU); each is an
-/// assumption until `bench/gpu/gemm_sweep.py` measures it
-/// (docs/cost-model.md).
+/// The efficiency constants of one class of device (GPU or CPU) at one
+/// class of precision: measured by `bench/gpu/gemm_sweep.py` for GPUs, an
+/// assumption for CPUs (docs/cost-model.md says which, with the run).
 struct EfficiencyCurve {
   /// Fraction of the dense peak that large GEMMs reach.
   double gemmMax = 0;
@@ -68,11 +68,15 @@ struct EfficiencyCurve {
   /// Where the numbers come from.
   const char *source = "";
 };
-EfficiencyCurve efficiencyCurve(const DeviceSpec &device);
+/// The curve of `device`'s GEMMs at precision `p` (on GPUs, tensor-core
+/// types and fp32 differ: fp32's FMA GEMMs saturate at much smaller sizes).
+EfficiencyCurve efficiencyCurve(const DeviceSpec &device,
+                                Precision p = Precision::BF16);
 
 /// gemmMax * minDim / (minDim + gemmHalfDim); gemmMax when minDim is 0
 /// (unknown).
-double gemmEfficiency(const DeviceSpec &device, double minDim);
+double gemmEfficiency(const DeviceSpec &device, double minDim,
+                      Precision p = Precision::BF16);
 
 //===----------------------------------------------------------------------===//
 // Collectives
