@@ -16,6 +16,7 @@
 
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/SetVector.h"
 
 namespace autopar {
@@ -27,24 +28,52 @@ using namespace mlir;
 
 namespace {
 
-/// A `tensor.empty`, or a `linalg.fill` of one: an init whose contents are
-/// recomputed cheaply at every use.
+/// The ops that make `value` a tensor of undefined contents: a
+/// `tensor.empty`, possibly reshaped (`collapse_shape`/`expand_shape`, as
+/// attention's batch * heads merge leaves it), in definition order; empty
+/// when `value` is something else.
+SmallVector<Operation *> freshShape(Value value) {
+  SmallVector<Operation *> chain;
+  Operation *def = value.getDefiningOp();
+  while (def && isa<tensor::CollapseShapeOp, tensor::ExpandShapeOp>(def)) {
+    chain.push_back(def);
+    def = def->getOperand(0).getDefiningOp();
+  }
+  if (!def || !isa<tensor::EmptyOp>(def))
+    return {};
+  chain.push_back(def);
+  std::reverse(chain.begin(), chain.end());
+  return chain;
+}
+
+/// A `tensor.empty`, or a `linalg.fill` of one (possibly reshaped): an init
+/// whose contents are recomputed cheaply at every use.
 bool isFreshInit(Operation *op) {
   if (isa<tensor::EmptyOp>(op))
     return true;
   auto fill = dyn_cast<linalg::FillOp>(op);
-  return fill && fill.getOutputs()[0].getDefiningOp<tensor::EmptyOp>() &&
+  return fill && !freshShape(fill.getOutputs()[0]).empty() &&
          fill.getInputs()[0].getDefiningOp() &&
          fill.getInputs()[0].getDefiningOp()->hasTrait<OpTrait::ConstantLike>();
+}
+
+/// Clones the empty tensor (and its reshapes) that `value` is at `b`'s
+/// insertion point; returns the clone of `value`.
+Value cloneFreshShape(OpBuilder &b, Value value) {
+  IRMapping map;
+  Operation *last = nullptr;
+  for (Operation *op : freshShape(value))
+    last = b.clone(*op, map);
+  return last->getResult(0);
 }
 
 /// Clones `op` (and, for a fill, the empty tensor it fills) before `user`.
 Value cloneBefore(Operation *op, Operation *user) {
   OpBuilder b(user);
   if (auto fill = dyn_cast<linalg::FillOp>(op)) {
-    Operation *empty = b.clone(*fill.getOutputs()[0].getDefiningOp());
+    Value shape = cloneFreshShape(b, fill.getOutputs()[0]);
     Operation *copy = b.clone(*op);
-    copy->setOperand(1, empty->getResult(0));
+    copy->setOperand(1, shape);
     return copy->getResult(0);
   }
   return b.clone(*op)->getResult(0);
@@ -73,8 +102,7 @@ struct SplitSharedInitsPass
           if (fill && linalgOp && !isa<linalg::FillOp>(&op) &&
               !linalgOp.payloadUsesValueFromOperand(&init)) {
             OpBuilder b(&op);
-            init.set(
-                b.clone(*fill.getOutputs()[0].getDefiningOp())->getResult(0));
+            init.set(cloneFreshShape(b, fill.getOutputs()[0]));
             originals.insert(def);
             continue;
           }
@@ -85,7 +113,11 @@ struct SplitSharedInitsPass
         }
       }
     }
-    // A fill's empty may be an original too, dead once the fill is gone.
+    // A fill's empty (and its reshapes) may be dead once the fill is gone.
+    for (Operation *op : llvm::to_vector(originals.getArrayRef()))
+      if (auto fill = dyn_cast<linalg::FillOp>(op))
+        for (Operation *shape : freshShape(fill.getOutputs()[0]))
+          originals.insert(shape);
     bool erased = true;
     while (erased) {
       erased = false;

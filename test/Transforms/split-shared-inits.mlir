@@ -60,3 +60,29 @@ func.func @single_use(%x: tensor<4x8xf32>) -> tensor<4xf32> {
     }
   return %s : tensor<4xf32>
 }
+
+// -----
+
+// Attention's score GEMMs over batch * heads share one zero fill of a
+// collapsed empty tensor; each gets its own empty, collapse and fill (which
+// the GEMM lowering then turns into an overwrite GEMM) instead of a copy of
+// the shared zeros before each.
+// CHECK-LABEL: func.func @reshaped_fill
+// CHECK: %[[E1:.*]] = tensor.empty() : tensor<2x3x4x4xf32>
+// CHECK: %[[C1:.*]] = tensor.collapse_shape %[[E1]]
+// CHECK: %[[F1:.*]] = linalg.fill ins(%{{.*}} : f32) outs(%[[C1]] : tensor<6x4x4xf32>)
+// CHECK: %[[E2:.*]] = tensor.empty() : tensor<2x3x4x4xf32>
+// CHECK: %[[C2:.*]] = tensor.collapse_shape %[[E2]]
+// CHECK: %[[F2:.*]] = linalg.fill ins(%{{.*}} : f32) outs(%[[C2]] : tensor<6x4x4xf32>)
+// CHECK: linalg.batch_matmul ins(%{{.*}}, %{{.*}} : tensor<6x4x8xf32>, tensor<6x8x4xf32>) outs(%[[F2]] : tensor<6x4x4xf32>)
+// CHECK: linalg.batch_matmul ins(%{{.*}}, %{{.*}} : tensor<6x4x8xf32>, tensor<6x8x4xf32>) outs(%[[F1]] : tensor<6x4x4xf32>)
+// CHECK-NOT: linalg.fill
+func.func @reshaped_fill(%a: tensor<6x4x8xf32>, %b: tensor<6x8x4xf32>) -> (tensor<6x4x4xf32>, tensor<6x4x4xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<2x3x4x4xf32>
+  %c = tensor.collapse_shape %e [[0, 1], [2], [3]] : tensor<2x3x4x4xf32> into tensor<6x4x4xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%c : tensor<6x4x4xf32>) -> tensor<6x4x4xf32>
+  %s1 = linalg.batch_matmul ins(%a, %b : tensor<6x4x8xf32>, tensor<6x8x4xf32>) outs(%z : tensor<6x4x4xf32>) -> tensor<6x4x4xf32>
+  %s2 = linalg.batch_matmul ins(%a, %b : tensor<6x4x8xf32>, tensor<6x8x4xf32>) outs(%z : tensor<6x4x4xf32>) -> tensor<6x4x4xf32>
+  return %s1, %s2 : tensor<6x4x4xf32>, tensor<6x4x4xf32>
+}
