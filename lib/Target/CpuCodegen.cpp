@@ -19,14 +19,15 @@ llvm::StringRef getCpuLoweringPipeline() {
   // - math functions without an LLVM intrinsic (erf, ...) become libm calls,
   //   and f16/bf16 math is computed in f32.
   return "func.func(canonicalize,autopar-collapse-batched-contractions,"
-         "autopar-fuse-elementwise,cse,canonicalize,"
+         "autopar-fold-transposes-into-matmuls,autopar-fuse-elementwise,cse,"
+         "canonicalize,"
          "autopar-split-shared-inits),"
          "one-shot-bufferize{allow-return-allocs-from-loops "
          "bufferize-function-boundaries "
          "function-boundary-type-conversion=identity-layout-map},"
          "buffer-results-to-out-params{hoist-static-allocs=true "
          "modify-public-functions=true},"
-         "func.func(canonicalize),"
+         "func.func(autopar-forward-results-to-out-params,canonicalize),"
          "buffer-deallocation-pipeline,"
          "autopar-lower-contractions-to-cpu-kernels,"
          "autopar-copies-to-linalg,"

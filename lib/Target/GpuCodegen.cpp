@@ -117,13 +117,14 @@ std::string getGpuLoweringPipeline(const GpuTarget &target,
   // - the host code is lowered to the LLVM dialect as on CPU.
   return llvm::formatv(
       "func.func(canonicalize,autopar-collapse-batched-contractions,"
-      "autopar-conv-to-im2col-gemm,autopar-fuse-elementwise,cse,canonicalize"
+      "autopar-fold-transposes-into-matmuls,autopar-conv-to-im2col-gemm,"
+      "autopar-fuse-elementwise,cse,canonicalize"
       "{4},autopar-split-shared-inits),"
       "one-shot-bufferize{{bufferize-function-boundaries "
       "function-boundary-type-conversion=identity-layout-map},"
       "buffer-results-to-out-params{{hoist-static-allocs=true "
       "modify-public-functions=true},"
-      "func.func(canonicalize),"
+      "func.func(autopar-forward-results-to-out-params,canonicalize),"
       "buffer-deallocation-pipeline,"
       "autopar-lower-contractions-to-cuda-kernels,"
       "autopar-copies-to-linalg,"

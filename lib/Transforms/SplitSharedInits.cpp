@@ -106,7 +106,11 @@ struct SplitSharedInitsPass
             originals.insert(def);
             continue;
           }
-          if (init.get().hasOneUse())
+          // The last writer of a shared init gets a clone too unless the
+          // init is made right before it: a fill far above its use is
+          // bufferized as a buffer live across everything in between (and
+          // a zero fill right before a GEMM becomes an overwrite GEMM).
+          if (init.get().hasOneUse() && def->getNextNode() == &op)
             continue;
           init.set(cloneBefore(def, &op));
           originals.insert(def);

@@ -64,18 +64,18 @@ func.func @single_use(%x: tensor<4x8xf32>) -> tensor<4xf32> {
 // -----
 
 // Attention's score GEMMs over batch * heads share one zero fill of a
-// collapsed empty tensor; each gets its own empty, collapse and fill (which
-// the GEMM lowering then turns into an overwrite GEMM) instead of a copy of
-// the shared zeros before each.
+// collapsed empty tensor; each gets its own empty, collapse and fill right
+// before it (which the GEMM lowering then turns into an overwrite GEMM)
+// instead of a copy of the shared zeros, the last writer included.
 // CHECK-LABEL: func.func @reshaped_fill
 // CHECK: %[[E1:.*]] = tensor.empty() : tensor<2x3x4x4xf32>
-// CHECK: %[[C1:.*]] = tensor.collapse_shape %[[E1]]
-// CHECK: %[[F1:.*]] = linalg.fill ins(%{{.*}} : f32) outs(%[[C1]] : tensor<6x4x4xf32>)
-// CHECK: %[[E2:.*]] = tensor.empty() : tensor<2x3x4x4xf32>
-// CHECK: %[[C2:.*]] = tensor.collapse_shape %[[E2]]
-// CHECK: %[[F2:.*]] = linalg.fill ins(%{{.*}} : f32) outs(%[[C2]] : tensor<6x4x4xf32>)
-// CHECK: linalg.batch_matmul ins(%{{.*}}, %{{.*}} : tensor<6x4x8xf32>, tensor<6x8x4xf32>) outs(%[[F2]] : tensor<6x4x4xf32>)
-// CHECK: linalg.batch_matmul ins(%{{.*}}, %{{.*}} : tensor<6x4x8xf32>, tensor<6x8x4xf32>) outs(%[[F1]] : tensor<6x4x4xf32>)
+// CHECK-NEXT: %[[C1:.*]] = tensor.collapse_shape %[[E1]]
+// CHECK-NEXT: %[[F1:.*]] = linalg.fill ins(%{{.*}} : f32) outs(%[[C1]] : tensor<6x4x4xf32>)
+// CHECK-NEXT: linalg.batch_matmul ins(%{{.*}}, %{{.*}} : tensor<6x4x8xf32>, tensor<6x8x4xf32>) outs(%[[F1]] : tensor<6x4x4xf32>)
+// CHECK-NEXT: %[[E2:.*]] = tensor.empty() : tensor<2x3x4x4xf32>
+// CHECK-NEXT: %[[C2:.*]] = tensor.collapse_shape %[[E2]]
+// CHECK-NEXT: %[[F2:.*]] = linalg.fill ins(%{{.*}} : f32) outs(%[[C2]] : tensor<6x4x4xf32>)
+// CHECK-NEXT: linalg.batch_matmul ins(%{{.*}}, %{{.*}} : tensor<6x4x8xf32>, tensor<6x8x4xf32>) outs(%[[F2]] : tensor<6x4x4xf32>)
 // CHECK-NOT: linalg.fill
 func.func @reshaped_fill(%a: tensor<6x4x8xf32>, %b: tensor<6x8x4xf32>) -> (tensor<6x4x4xf32>, tensor<6x4x4xf32>) {
   %zero = arith.constant 0.0 : f32

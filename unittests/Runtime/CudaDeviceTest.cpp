@@ -9,6 +9,11 @@
 // Without a usable GPU the whole program exits 77, which ctest reports as
 // skipped (label "cuda", SKIP_RETURN_CODE 77).
 //
+// The build's paths are compiled in; AUTOPAR_RUN_PATH, AUTOPAR_MPIEXEC and
+// AUTOPAR_TEST_STAGE_DIR in the environment override them, so that the test
+// runs on a GPU machine that received the binaries but not the build tree
+// (bench/gpu/roundtrip.py).
+//
 //===----------------------------------------------------------------------===//
 
 #include "autopar/runtime/DType.h"
@@ -22,6 +27,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <dlfcn.h>
 #include <filesystem>
@@ -47,7 +53,24 @@ bool haveGpu() {
   return init && count && init(0) == 0 && count(&devices) == 0 && devices > 0;
 }
 
+/// The environment's value of `name`, else the path the build compiled in.
+std::string setting(const char *name, const char *compiledIn) {
+  const char *value = std::getenv(name);
+  return value && *value ? value : compiledIn;
+}
+
+std::string runPath() { return setting("AUTOPAR_RUN_PATH", AUTOPAR_RUN_PATH); }
+std::string mpiexecPath() {
+  return setting("AUTOPAR_MPIEXEC", AUTOPAR_MPIEXEC);
+}
+std::string stageDir() {
+  return setting("AUTOPAR_TEST_STAGE_DIR", AUTOPAR_TEST_STAGE_DIR);
+}
+
 constexpr int M = 3, K = 5, N = 4;
+/// A product whose output rows (1025 floats) are not 16-byte aligned and
+/// large enough (4 MiB) for the runtime's padded-output path.
+constexpr int BM = 1024, BK = 64, BN = 1025;
 
 /// Values with many mantissa bits, so that TF32 (10 bits) would show.
 std::vector<float> values(size_t count, float seed) {
@@ -105,8 +128,7 @@ protected:
   }
 
   void writeArtifact(const std::string &stage, const json &m) {
-    fs::copy_file(std::string(AUTOPAR_TEST_STAGE_DIR) + "/" + stage + ".so",
-                  artifact.file("stage0.so"),
+    fs::copy_file(stageDir() + "/" + stage + ".so", artifact.file("stage0.so"),
                   fs::copy_options::overwrite_existing);
     writeFile(artifact.file("manifest.json"), m.dump(2));
   }
@@ -138,11 +160,11 @@ protected:
                         "SLURM_NTASKS -u SLURM_STEP_NUM_TASKS " +
                         env + " ";
     if (ranks == 1)
-      return runCommand(clean + shellQuote(AUTOPAR_RUN_PATH) + " " + args);
+      return runCommand(clean + shellQuote(runPath()) + " " + args);
     std::string flags = geteuid() == 0 ? " --allow-run-as-root" : "";
-    return runCommand(clean + shellQuote(AUTOPAR_MPIEXEC) + flags +
+    return runCommand(clean + shellQuote(mpiexecPath()) + flags +
                       " --oversubscribe -np " + std::to_string(ranks) + " " +
-                      shellQuote(AUTOPAR_RUN_PATH) + " " + args);
+                      shellQuote(runPath()) + " " + args);
   }
 
   TempDir artifact, work;
@@ -184,7 +206,13 @@ TEST_F(CudaDeviceTest, GemmsOfEveryTypeAndLayout) {
                     arg("output", "y4", "bfloat16", {M, N}),
                     arg("output", "y5", "float32", {2, M, N}),
                     arg("output", "y6", "float32", {M, N}),
-                    arg("output", "y7", "float16", {M, N})};
+                    arg("output", "y7", "float16", {M, N}),
+                    arg("output", "y8", "float32", {M, N}),
+                    arg("output", "y9", "float32", {2, M, N}),
+                    arg("output", "y10", "float32", {M, 2}),
+                    arg("input", "a2", "float32", {BM, BK}),
+                    arg("input", "b2", "float32", {BK, BN}),
+                    arg("output", "y11", "float32", {BM, BN})};
   writeArtifact("cuda_gemm", manifest(1, arguments));
   input("a", DType::Float32, {M, K}, a);
   input("b", DType::Float32, {K, N}, b);
@@ -194,6 +222,9 @@ TEST_F(CudaDeviceTest, GemmsOfEveryTypeAndLayout) {
   input("b3", DType::Float32, {2, K, N}, b3);
   input("ah", DType::Float16, {M, K}, toBits(a, DType::Float16));
   input("bh", DType::Float16, {K, N}, toBits(b, DType::Float16));
+  std::vector<float> a2 = values(BM * BK, 0.5f), b2 = values(BK * BN, 0.6f);
+  input("a2", DType::Float32, {BM, BK}, a2);
+  input("b2", DType::Float32, {BK, BN}, b2);
 
   CommandResult result = run(1, "");
   ASSERT_EQ(result.exitCode, 0) << result.out << result.err;
@@ -212,6 +243,14 @@ TEST_F(CudaDeviceTest, GemmsOfEveryTypeAndLayout) {
   std::vector<double> second = product(a3, b3, M, K, N, M * K, K * N);
   batched.insert(batched.end(), second.begin(), second.end());
   expectNear(output<float>("y5"), batched, 1e-6, "y5 batched");
+  // The overwrite kernels (beta 0) replace what C held.
+  expectNear(output<float>("y8"), ab, 1e-6, "y8 = a * b over a * b");
+  expectNear(output<float>("y9"), batched, 1e-6, "y9 batched over itself");
+  expectNear(output<float>("y10"), std::vector<double>(M * 2, 0.0), 0,
+             "y10 = an empty sum over ones");
+  // Rows of 1025 floats: the output goes through a padded scratch.
+  expectNear(output<float>("y11"), product(a2, b2, BM, BK, BN), 1e-5,
+             "y11 = a2 * b2 with unaligned rows");
 
   // 16-bit inputs, accumulated in float32.
   std::vector<float> abf =

@@ -28,11 +28,18 @@
  *  18 y9   output float32  [2, M, N]  a3 * b3 likewise, batched
  *  19 y10  output float32  [M, 2]     a[:, 0:0] * b[0:0, 0:2] by the
  *                                     overwrite kernel: an empty sum zeroes
- *                                     C (filled with 1s first) */
+ *                                     C (filled with 1s first)
+ *  20 a2   input     float32  [BM, BK]
+ *  21 b2   input     float32  [BK, BN]
+ *  22 y11  output float32  [BM, BN]    a2 * b2 by the overwrite kernel: rows
+ *                                     of 1025 floats are not 16-byte
+ *                                     aligned, so the runtime computes into
+ *                                     a padded scratch and copies over */
 #include <stddef.h>
 #include <stdint.h>
 
 enum { M = 3, K = 5, N = 4 };
+enum { BM = 1024, BK = 64, BN = 1025 };
 
 typedef struct {
   void *allocated, *aligned;
@@ -116,5 +123,9 @@ void autopar_entry(void **args) {
   Desc2 y10 = rowMajor(args[19], M, 2);
   mgpuMemset32(args[19], 0x3f800000u, M * 2, stream);
   _mlir_ciface_autopar_cuda_matmul_overwrite_f32_f32(&empty_a, &empty_b, &y10);
+
+  Desc2 a2 = rowMajor(args[20], BM, BK), b2 = rowMajor(args[21], BK, BN);
+  Desc2 y11 = rowMajor(args[22], BM, BN);
+  _mlir_ciface_autopar_cuda_matmul_overwrite_f32_f32(&a2, &b2, &y11);
   mgpuStreamDestroy(stream);
 }
