@@ -11,6 +11,7 @@
 #include "autopar/Import/WeightLocator.h"
 #include "autopar/Target/Artifact.h"
 #include "autopar/Target/CpuCodegen.h"
+#include "autopar/Target/GpuCodegen.h"
 #include "autopar/Target/SharedLibrary.h"
 #include "autopar/Transforms/Passes.h"
 
@@ -64,11 +65,13 @@ void buildTrainingStepPipeline(OpPassManager &pm,
     // and round parameters to bf16 where GEMMs read them; the parameters
     // (master weights), the gradients and the optimizer stay f32, since the
     // optimizer is added after. CPU GEMM kernels are f32: they read the
-    // bf16-rounded operands extended back.
+    // bf16-rounded operands extended back; GPU GEMMs read them as they are.
     MixedPrecisionOptions mixed;
     mixed.type = fp16 ? LowPrecision::F16 : LowPrecision::BF16;
     mixed.keepParameters = true;
-    mixed.f32Gemms = true;
+    mixed.f32Gemms = !options.lowPrecisionGemms;
+    // As autocast: log-softmax, the losses and their mean in f32.
+    mixed.f32LossHead = true;
     pm.addNestedPass<func::FuncOp>(createMixedPrecision(mixed));
   }
   if (!options.emitGradients) {
@@ -191,9 +194,46 @@ bool keepOnlyResult(func::FuncOp main, llvm::StringRef name) {
   return false;
 }
 
+/// Lowers a training artifact's program for its target (one CPU rank or one
+/// GPU) and writes `<name>.so` (and, on a GPU, its cubins) into the
+/// artifact's directory; returns the manifest's description of it.
+FailureOr<ArtifactProgram>
+lowerAndEmit(ModuleOp module, const TrainingArtifactOptions &o,
+             llvm::StringRef name, std::vector<ArtifactArgument> arguments,
+             const std::string &llvmIRPath, std::string &error) {
+  if (o.gpu ? failed(lowerToLLVMForGpu(module, *o.gpu))
+            : failed(lowerToLLVMForCpu(module))) {
+    error = "lowering the " +
+            (name == "eval" ? std::string("eval program")
+                            : std::string("training step")) +
+            " of " + o.modelPath + " to " +
+            (o.gpu ? "GPU code for " + o.gpu->arch : "native code") +
+            " failed (see the diagnostics above)";
+    return failure();
+  }
+  std::vector<std::string> deviceCode;
+  if (o.gpu) {
+    auto written = writeDeviceCode(module, o.outputDir, name, o.gpu->arch);
+    if (!written) {
+      error = llvm::toString(written.takeError());
+      return failure();
+    }
+    deviceCode = std::move(*written);
+  }
+  llvm::SmallString<256> soPath(o.outputDir);
+  llvm::sys::path::append(soPath, name + ".so");
+  SharedLibraryOptions codegen;
+  codegen.cpu = o.targetCpu;
+  codegen.llvmIRPath = llvmIRPath;
+  if (failed(emitSharedLibrary(module, soPath, codegen, error)))
+    return failure();
+  return ArtifactProgram{name.str(), (name + ".so").str(), std::move(arguments),
+                         std::move(deviceCode)};
+}
+
 /// The eval program: the model imported again with Dropout off and
 /// BatchNorm on its running statistics, returning only the loss, lowered
-/// for one CPU rank into `eval.so`.
+/// for the training step's target into `eval.so`.
 FailureOr<ArtifactProgram> buildEvalProgram(MLIRContext *context,
                                             const TrainingArtifactOptions &o,
                                             llvm::StringRef lossOutput,
@@ -227,17 +267,7 @@ FailureOr<ArtifactProgram> buildEvalProgram(MLIRContext *context,
     error = "the eval program's @main lacks the importer's attributes";
     return failure();
   }
-  if (failed(lowerToLLVMForCpu(*eval))) {
-    error = "lowering the eval program of " + o.modelPath + " failed";
-    return failure();
-  }
-  llvm::SmallString<256> soPath(o.outputDir);
-  llvm::sys::path::append(soPath, "eval.so");
-  SharedLibraryOptions codegen;
-  codegen.cpu = o.targetCpu;
-  if (failed(emitSharedLibrary(*eval, soPath, codegen, error)))
-    return failure();
-  return ArtifactProgram{"eval", "eval.so", std::move(*arguments), {}};
+  return lowerAndEmit(*eval, o, "eval", std::move(*arguments), "", error);
 }
 
 } // namespace
@@ -272,27 +302,27 @@ writeTrainingArtifact(ModuleOp module, const TrainingArtifactOptions &options,
     return fail(llvm::toString(weights.takeError()));
   if (std::error_code ec = llvm::sys::fs::create_directories(options.outputDir))
     return fail("cannot create " + options.outputDir + ": " + ec.message());
-  if (failed(lowerToLLVMForCpu(module)))
-    return fail("lowering the training step of " + options.modelPath +
-                " to native code failed (see the diagnostics above)");
+  if (options.gpu && options.gpu->precision != "fp32")
+    return fail("internal error: a training step's GPU target must be fp32 "
+                "(its mixed precision is in the step)");
+  auto step = lowerAndEmit(
+      module, options, "stage0", std::move(*arguments),
+      options.dumpDir.empty() ? "" : options.dumpDir + "/model.ll", error);
+  if (failed(step))
+    return failure();
   if (!options.dumpDir.empty()) {
     std::error_code ec;
     llvm::raw_fd_ostream os(options.dumpDir + "/llvm-dialect.mlir", ec);
     if (!ec)
       module.print(os);
   }
-  llvm::SmallString<256> soPath(options.outputDir);
-  llvm::sys::path::append(soPath, "stage0.so");
-  SharedLibraryOptions codegen;
-  codegen.cpu = options.targetCpu;
-  if (!options.dumpDir.empty())
-    codegen.llvmIRPath = options.dumpDir + "/model.ll";
-  if (failed(emitSharedLibrary(module, soPath, codegen, error)))
-    return failure();
 
   ArtifactDescription description;
-  description.programs.push_back(
-      {"stage0", "stage0.so", std::move(*arguments), {}});
+  description.programs.push_back(std::move(*step));
+  if (options.gpu)
+    description.target = ArtifactTarget{
+        "cuda", options.gpu->arch,
+        options.config.precision.empty() ? "fp32" : options.config.precision};
   llvm::SmallString<256> absModel(options.modelPath);
   llvm::sys::fs::make_absolute(absModel);
   description.modelPath = std::string(absModel);

@@ -57,6 +57,33 @@ bool feedsReturn(Value value) {
   return false;
 }
 
+/// The generics a returned f32 scalar of `func` (a loss) is computed from
+/// without passing a GEMM or a convolution: through generics, reshapes,
+/// slices and extracts, back to the last contraction.
+llvm::DenseSet<Operation *> lossHead(func::FuncOp func) {
+  llvm::DenseSet<Operation *> head;
+  SmallVector<Value> work;
+  func.walk([&](func::ReturnOp ret) {
+    for (Value v : ret.getOperands()) {
+      auto type = dyn_cast<RankedTensorType>(v.getType());
+      if (type && type.getRank() == 0 && type.getElementType().isF32())
+        work.push_back(v);
+    }
+  });
+  while (!work.empty()) {
+    Operation *def = work.pop_back_val().getDefiningOp();
+    if (!def || head.contains(def) ||
+        !(isa<linalg::GenericOp, tensor::ExtractOp, tensor::FromElementsOp>(
+              def) ||
+          isReshapeOrSlice(def)))
+      continue;
+    head.insert(def);
+    for (Value operand : def->getOperands())
+      work.push_back(operand);
+  }
+  return head;
+}
+
 class Demoter {
 public:
   Demoter(MLIRContext *ctx, Type low) : rewriter(ctx), low(low) {}
@@ -156,9 +183,13 @@ public:
     }
   }
 
+  /// Generics that keep their f32 outputs (the loss head).
+  llvm::DenseSet<Operation *> keepF32;
+
   /// Stores the f32 outputs of an elementwise generic in the low type.
   void demoteProducer(linalg::GenericOp op) {
-    if (op.getNumReductionLoops() != 0 || conversions.contains(op))
+    if (op.getNumReductionLoops() != 0 || conversions.contains(op) ||
+        keepF32.contains(op))
       return;
     SmallVector<unsigned> demoted;
     for (OpResult result : op->getResults()) {
@@ -294,6 +325,8 @@ struct MixedPrecisionPass
     }
 
     Demoter demoter(ctx, low);
+    if (f32LossHead)
+      demoter.keepF32 = lossHead(func);
     if (!keepParameters)
       demoter.demoteParameters(func, dtype);
     SmallVector<linalg::GenericOp> producers;

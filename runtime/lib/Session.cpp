@@ -104,9 +104,9 @@ Session::~Session() {
   if (!deviceBackend)
     return;
   try {
-    for (void *data : bases)
-      if (data)
-        deviceBackend->free(data);
+    for (size_t i = 0; i < bases.size(); ++i)
+      if (bases[i] && ownsBase[i])
+        deviceBackend->free(bases[i]);
   } catch (const std::exception &) {
     // The device goes next, and its memory with it.
   }
@@ -145,31 +145,51 @@ std::unique_ptr<Session> Session::open(Manifest manifest,
     config.worldSize = world.size;
     config.node = node;
     config.target = loaded.target;
-    session->deviceBackend = loadDeviceBackend(config, loaded.path);
+    session->ownedDevice = loadDeviceBackend(config, loaded.path);
+    session->deviceBackend = session->ownedDevice.get();
   }
-  const ProgramDesc &program = loaded.programForRank(world.rank);
-  session->programDesc = &program;
-  session->program =
+  session->load();
+  return session;
+}
+
+std::unique_ptr<Session> Session::openOnDevice(Manifest manifest,
+                                               const std::string &artifactDir,
+                                               const WorldInfo &world,
+                                               DeviceBackend &device) {
+  checkWorldSize(manifest, world);
+  if (manifest.target.kind != TargetKind::Cuda)
+    throw Error(manifest.path + ": a program of a CPU artifact cannot run on "
+                                "the GPU of another session");
+  std::unique_ptr<Session> session(
+      new Session(std::move(manifest), artifactDir, world));
+  session->deviceBackend = &device;
+  session->load();
+  return session;
+}
+
+void Session::load() {
+  const ProgramDesc &program = manifest.programForRank(world.rank);
+  programDesc = &program;
+  this->program =
       CpuProgram::load(resolve(artifactDir, program.library), program.entry);
-  if (DeviceBackend *device = session->deviceBackend.get()) {
+  if (DeviceBackend *device = deviceBackend) {
     device->checkProgramLoaded(program.name);
-    session->program =
-        std::make_unique<DeviceProgram>(std::move(session->program), *device);
-    session->bindDeviceArguments();
+    this->program =
+        std::make_unique<DeviceProgram>(std::move(this->program), *device);
+    bindDeviceArguments();
   } else {
-    session->bindHostArguments();
+    bindHostArguments();
   }
   for (const ArgumentDesc &arg : program.arguments)
-    session->microBatchBytes.push_back(blockBytes(arg));
-  session->args = session->bases;
+    microBatchBytes.push_back(blockBytes(arg));
+  args = bases;
   // Inference: forward steps only, in which GPipe and 1F1B agree.
-  if (const std::optional<PipelineDesc> &pipeline = loaded.pipeline)
-    session->schedule =
+  if (const std::optional<PipelineDesc> &pipeline = manifest.pipeline)
+    schedule =
         pipelineSchedule(pipeline->schedule, pipeline->stages, program.stage,
                          pipeline->microBatches, /*withBackward=*/false);
   else
-    session->schedule = {PipelineStep{0, StepPhase::Forward}};
-  return session;
+    schedule = {PipelineStep{0, StepPhase::Forward}};
 }
 
 void Session::bindHostArguments() {
@@ -206,15 +226,60 @@ void Session::bindHostArguments() {
 }
 
 void Session::bindArgument(size_t index, void *data) {
-  hostData[index] = data;
+  if (deviceBackend) {
+    // The session's own buffer is no longer read; the bound one is the
+    // caller's to free.
+    if (bases[index] && ownsBase[index])
+      deviceBackend->free(bases[index]);
+    ownsBase[index] = false;
+  } else {
+    hostData[index] = data;
+  }
   bases[index] = data;
   args[index] = data;
 }
 
 void Session::swapArguments(size_t a, size_t b) {
-  std::swap(hostData[a], hostData[b]);
+  // On a GPU the host side of a parameter or state is its source or its
+  // mirror, which stay with the argument; the device buffers trade places.
+  if (!deviceBackend)
+    std::swap(hostData[a], hostData[b]);
+  else
+    std::vector<bool>::swap(ownsBase[a], ownsBase[b]);
   std::swap(bases[a], bases[b]);
   std::swap(args[a], args[b]);
+}
+
+/// Whether a GPU session keeps \p kind on the device only, with a host
+/// mirror made on demand (readArgument).
+static bool mirroredOnDevice(ArgumentKind kind) {
+  return kind == ArgumentKind::Parameter ||
+         kind == ArgumentKind::OptimizerState;
+}
+
+void *Session::readArgument(size_t index) {
+  if (!deviceBackend)
+    return hostData[index];
+  const ArgumentDesc &arg = getArguments()[index];
+  if (!mirroredOnDevice(arg.kind))
+    return hostData[index];
+  size_t bytes = rankBytes(arg);
+  if (mirrors[index].size() != bytes)
+    mirrors[index] = HostBuffer(bytes);
+  deviceBackend->copyToHost(mirrors[index].data(), bases[index], bytes);
+  return mirrors[index].data();
+}
+
+void Session::writeArgument(size_t index) {
+  if (!deviceBackend)
+    return;
+  const ArgumentDesc &arg = getArguments()[index];
+  if (!mirroredOnDevice(arg.kind) || mirrors[index].size() != rankBytes(arg))
+    throw Error("internal error: writeArgument(" + describe(arg) +
+                ") without its readArgument first");
+  deviceBackend->copyToDevice(bases[index], mirrors[index].data(),
+                              mirrors[index].size());
+  deviceBackend->synchronize();
 }
 
 void Session::bindDeviceArguments() {
@@ -223,19 +288,25 @@ void Session::bindDeviceArguments() {
   DeviceBackend &device = *deviceBackend;
   const std::vector<ArgumentDesc> &arguments = getArguments();
   buffers.resize(arguments.size());
+  mirrors.resize(arguments.size());
   hostData.assign(arguments.size(), nullptr);
   bases.assign(arguments.size(), nullptr);
+  ownsBase.assign(arguments.size(), true);
   for (size_t i = 0; i < arguments.size(); ++i) {
     const ArgumentDesc &arg = arguments[i];
     size_t bytes = rankBytes(arg);
+    // Zeroed: optimizer states start at zero, as on the CPU.
     bases[i] = device.allocate(bytes, describe(arg));
     // Activations only live on the device: the device communicator sends
-    // and receives them there.
-    if (arg.isActivation())
+    // and receives them there; so do a training step's updates and
+    // optimizer states (readArgument copies them out when asked).
+    if (arg.isActivation() || arg.kind == ArgumentKind::Update ||
+        arg.kind == ArgumentKind::OptimizerState)
       continue;
     if (arg.kind != ArgumentKind::Parameter) {
       // Inputs and outputs keep a host copy (every micro-batch):
-      // Distribution fills and reads it, runStep moves it.
+      // Distribution fills and reads it, runStep moves it; so do a
+      // training step's step counter, seed and metrics.
       buffers[i] = HostBuffer(bytes);
       hostData[i] = buffers[i].data();
       continue;
@@ -292,7 +363,9 @@ void Session::runStep(Communicator &comm, bool copyOutputs) {
       throw Error("a GPU session's steps need a communicator of device "
                   "memory (DeviceBackend::createCommunicator)");
     for (size_t i = 0; i < arguments.size(); ++i)
-      if (arguments[i].kind == ArgumentKind::Input)
+      if (arguments[i].kind == ArgumentKind::Input ||
+          arguments[i].kind == ArgumentKind::Step ||
+          arguments[i].kind == ArgumentKind::Seed)
         deviceBackend->copyToDevice(bases[i], hostData[i], buffers[i].size());
   }
   for (const PipelineStep &step : schedule) {
@@ -314,7 +387,8 @@ void Session::copyOutputsToHost() {
     return;
   const std::vector<ArgumentDesc> &arguments = getArguments();
   for (size_t i = 0; i < arguments.size(); ++i)
-    if (arguments[i].kind == ArgumentKind::Output)
+    if (arguments[i].kind == ArgumentKind::Output ||
+        arguments[i].kind == ArgumentKind::Metric)
       deviceBackend->copyToHost(hostData[i], bases[i], buffers[i].size());
 }
 

@@ -1,4 +1,4 @@
-//===- Training.cpp - autopar-run --train on one CPU rank -----------------===//
+//===- Training.cpp - autopar-run --train on one rank (CPU or GPU) -------===//
 
 #include "autopar/runtime/Training.h"
 
@@ -30,9 +30,10 @@ size_t findIndex(const Session &session, ArgumentKind kind,
               "' (recompile it with autopar-compile --mode train)");
 }
 
-/// The training state of \p session, pointing at its current buffers (which
-/// the update swaps move: call again after each step).
-std::vector<CheckpointTensor> currentState(const Session &session) {
+/// The training state of \p session, pointing at host memory holding its
+/// current values (on a GPU, copied from the device: call again after each
+/// step; after changing them, call commitState).
+std::vector<CheckpointTensor> currentState(Session &session) {
   const std::vector<ArgumentDesc> &args = session.getArguments();
   std::vector<CheckpointTensor> tensors = trainingStateTensors(args);
   for (CheckpointTensor &tensor : tensors) {
@@ -40,9 +41,22 @@ std::vector<CheckpointTensor> currentState(const Session &session) {
         session.findArgument(ArgumentKind::Parameter, tensor.name);
     if (!index)
       index = session.findArgument(ArgumentKind::OptimizerState, tensor.name);
-    tensor.data = session.argumentData(*index);
+    tensor.data = session.readArgument(*index);
   }
   return tensors;
+}
+
+/// Makes the step read the state currentState returned, after a caller
+/// changed it (a restored checkpoint).
+void commitState(Session &session) {
+  for (const CheckpointTensor &tensor :
+       trainingStateTensors(session.getArguments())) {
+    std::optional<size_t> index =
+        session.findArgument(ArgumentKind::Parameter, tensor.name);
+    if (!index)
+      index = session.findArgument(ArgumentKind::OptimizerState, tensor.name);
+    session.writeArgument(*index);
+  }
 }
 
 /// "--shuffle 7" or "no --shuffle".
@@ -71,6 +85,7 @@ Restored resume(Session &session, const TrainOptions &options, DataLoader &data,
   const Manifest &manifest = session.getManifest();
   CheckpointInfo info = readCheckpoint(
       *stepDir, modelHash(session.getArguments()), currentState(session));
+  commitState(session);
   if (info.shuffleSeed != options.shuffleSeed)
     throw Error("--resume: " + *stepDir + " was written with " +
                 describeShuffle(info.shuffleSeed) + ", this run has " +
@@ -101,7 +116,7 @@ Restored resume(Session &session, const TrainOptions &options, DataLoader &data,
   return restored;
 }
 
-void saveCheckpoint(const Session &session, const TrainOptions &options,
+void saveCheckpoint(Session &session, const TrainOptions &options,
                     const DataLoader &data, int64_t step,
                     const DataPosition &position,
                     std::optional<uint64_t> randomSeed,
@@ -156,7 +171,13 @@ public:
       rank.program = program;
     std::string dir =
         std::filesystem::path(manifest.path).parent_path().string();
-    session = Session::open(std::move(evalManifest), dir, train.getWorld());
+    // On a GPU the eval program runs on the training session's device and
+    // reads its parameters there.
+    session =
+        train.device()
+            ? Session::openOnDevice(std::move(evalManifest), dir,
+                                    train.getWorld(), *train.device())
+            : Session::open(std::move(evalManifest), dir, train.getWorld());
     const std::vector<ArgumentDesc> &args = session->getArguments();
     for (size_t i = 0; i < args.size(); ++i) {
       if (args[i].kind == ArgumentKind::Parameter) {
@@ -181,7 +202,7 @@ public:
   /// The mean loss over the held-out set's full batches.
   double run(Communicator &comm) {
     for (auto [eval, source] : bindings)
-      session->bindArgument(eval, train.argumentData(source));
+      session->bindArgument(eval, train.entryData(source));
     double sum = 0;
     DataPosition position;
     for (int64_t b = 0; b < batches(); ++b) {
@@ -214,8 +235,11 @@ void runTraining(Session &session, Communicator &comm,
     throw Error("--train: " + manifest.path +
                 " is an inference artifact; compile the model with "
                 "autopar-compile --mode train");
-  if (manifest.worldSize != 1 || session.device())
-    throw Error("--train: training runs on one CPU rank so far");
+  if (manifest.worldSize != 1)
+    throw Error("--train: training runs on one rank (one CPU or one GPU) so "
+                "far; " +
+                manifest.path + " is for " +
+                std::to_string(manifest.worldSize) + " ranks");
   const TrainingDesc &training = *manifest.training;
   const std::vector<ArgumentDesc> &args = session.getArguments();
 
@@ -422,7 +446,7 @@ void runTraining(Session &session, Communicator &comm,
     for (auto [update, target] : updates)
       if (args[target].kind == ArgumentKind::Parameter)
         tensors.push_back({args[target].name, args[target].dtype,
-                           args[target].shape, session.argumentData(target)});
+                           args[target].shape, session.readArgument(target)});
     writeOnnxWithInitializers(training.inferenceTemplate, tensors,
                               *options.saveOnnx);
     std::printf("autopar-run: wrote the trained model to %s\n",
@@ -432,7 +456,7 @@ void runTraining(Session &session, Communicator &comm,
     for (size_t i = 0; i < args.size(); ++i)
       if (args[i].kind == ArgumentKind::Parameter)
         writeNpy(*options.outputsDir + "/" + tensorFileName(args[i].name),
-                 args[i].dtype, args[i].shape, session.argumentData(i));
+                 args[i].dtype, args[i].shape, session.readArgument(i));
     std::printf("autopar-run: wrote the trained parameters to %s\n",
                 options.outputsDir->c_str());
   }

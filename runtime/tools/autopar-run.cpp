@@ -85,7 +85,7 @@ options:
                   "predicted_collectives"
   -h, --help      print this help
 
-training (an artifact compiled with --mode train; one CPU rank so far):
+training (an artifact compiled with --mode train; one CPU or GPU rank so far):
   --train         train: each step runs the compiled training step (forward,
                   backward, optimizer) on the next global batch of the data
   --data DIR      one DIR/<input name>.npy per data input, dim 0 = samples,

@@ -1,6 +1,7 @@
 // RUN: autopar-opt %s --pass-pipeline='builtin.module(func.func(autopar-mixed-precision))' --split-input-file | FileCheck %s
 // RUN: autopar-opt %s --pass-pipeline='builtin.module(func.func(autopar-mixed-precision{type=f16}))' --split-input-file | FileCheck %s --check-prefix=F16
 // RUN: autopar-opt %s --pass-pipeline='builtin.module(func.func(autopar-mixed-precision{keep-parameters f32-gemms}))' --split-input-file | FileCheck %s --check-prefix=TRAIN
+// RUN: autopar-opt %s --pass-pipeline='builtin.module(func.func(autopar-mixed-precision{keep-parameters f32-loss-head}))' --split-input-file | FileCheck %s --check-prefix=HEAD
 // RUN: not autopar-opt %s --split-input-file --pass-pipeline='builtin.module(func.func(autopar-mixed-precision{type=fp8}))' 2>&1 | FileCheck %s --check-prefix=TYPE
 // TYPE: for the --type option: Cannot find option named 'fp8'!
 
@@ -140,4 +141,55 @@ func.func @other_consumers(%p: tensor<4xf32> {autopar.dtype = "float32", autopar
     linalg.yield %s : f32
   } -> tensor<4xf32>
   return %r, %i : tensor<4xf32>, tensor<4xi32>
+}
+
+// -----
+
+#id = affine_map<(i, j) -> (i, j)>
+#all = affine_map<(i, j) -> ()>
+
+// f32-loss-head: what the returned scalar (the loss) is computed from after
+// the last GEMM keeps f32 (the per-sample values and their sum), as autocast
+// computes losses in f32; an activation before the GEMM is still stored in
+// bf16. Without the option the per-sample values are bf16.
+// HEAD-LABEL: func.func @loss_head
+// HEAD: %[[ACT:.*]] = linalg.generic {{.*}} outs(%{{.*}} : tensor<4x8xbf16>)
+// HEAD: linalg.matmul
+// HEAD: %[[PER:.*]] = linalg.generic {{.*}} outs(%{{.*}} : tensor<4x3xf32>)
+// HEAD-NOT: arith.truncf
+// HEAD: math.exp
+// HEAD: linalg.generic {{.*}} ins(%[[PER]] : tensor<4x3xf32>) outs(%{{.*}} : tensor<f32>)
+// CHECK-LABEL: func.func @loss_head
+// CHECK: linalg.matmul
+// CHECK: %[[PER:.*]] = linalg.generic {{.*}} outs(%{{.*}} : tensor<4x3xbf16>)
+// CHECK: linalg.generic {{.*}} ins(%[[PER]] : tensor<4x3xbf16>) outs(%{{.*}} : tensor<f32>)
+func.func @loss_head(%w: tensor<8x3xf32> {autopar.dtype = "float32", autopar.parameter = "w"},
+                     %x: tensor<4x8xf32> {autopar.dtype = "float32", autopar.input = "x"})
+    -> (tensor<f32> {autopar.dtype = "float32", autopar.output = "loss"}) {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<4x8xf32>
+  %act = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x : tensor<4x8xf32>) outs(%e : tensor<4x8xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %r = arith.maximumf %a, %zero : f32
+    linalg.yield %r : f32
+  } -> tensor<4x8xf32>
+  %e1 = tensor.empty() : tensor<4x3xf32>
+  %f1 = linalg.fill ins(%zero : f32) outs(%e1 : tensor<4x3xf32>) -> tensor<4x3xf32>
+  %logits = linalg.matmul ins(%act, %w : tensor<4x8xf32>, tensor<8x3xf32>) outs(%f1 : tensor<4x3xf32>) -> tensor<4x3xf32>
+  %per = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%logits : tensor<4x3xf32>) outs(%e1 : tensor<4x3xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %r = math.exp %a : f32
+    linalg.yield %r : f32
+  } -> tensor<4x3xf32>
+  %e2 = tensor.empty() : tensor<f32>
+  %f2 = linalg.fill ins(%zero : f32) outs(%e2 : tensor<f32>) -> tensor<f32>
+  %loss = linalg.generic {indexing_maps = [#id, #all], iterator_types = ["reduction", "reduction"]}
+      ins(%per : tensor<4x3xf32>) outs(%f2 : tensor<f32>) {
+  ^bb0(%a: f32, %o: f32):
+    %s = arith.addf %a, %o : f32
+    linalg.yield %s : f32
+  } -> tensor<f32>
+  return %loss : tensor<f32>
 }

@@ -342,8 +342,8 @@ int main(int argc, char **argv) {
   autopar::PlanRequest request = std::move(*built);
   const autopar::ClusterSpec *cluster = &request.cluster;
   request.modelName = llvm::sys::path::filename(modelPath).str();
-  // Code generation exists for inference, on CPU ranks and NVIDIA GPUs;
-  // planning works for every request (--plan-only).
+  // Code generation exists for inference and one-rank training, on CPU ranks
+  // and NVIDIA GPUs; planning works for every request (--plan-only).
   bool gpu = !cluster->isLocalCpu();
   bool training = request.mode == autopar::PlanMode::Training;
   for (auto [flag, given] : {std::pair{"--loss", !lossName.empty()},
@@ -352,15 +352,18 @@ int main(int argc, char **argv) {
                              {"--emit-gradients", bool(emitGradients)}})
     if (given && !training)
       return fail(llvm::Twine(flag) + " needs --mode train");
-  if (!planOnly && training && gpu)
-    return fail("--cluster " + clusterSpec +
-                " --mode train: training code generation for GPUs is not "
-                "implemented yet; use --cluster local:1, or --plan-only");
   if (!planOnly && training && cluster->worldSize() != 1)
     return fail("--cluster " + clusterSpec +
                 " --mode train: training code is generated for one rank so "
-                "far (--cluster local:1); distributed training is being "
-                "built. Use --plan-only to plan and report for this cluster");
+                "far (--cluster local:1, or a cluster of one GPU); "
+                "distributed training is being built. Use --plan-only to "
+                "plan and report for this cluster");
+  // On a GPU the plan's precision (bf16 unless --precision says otherwise)
+  // is the step's mixed precision, as for inference.
+  if (training && gpu && trainConfig.precision.empty() &&
+      (request.precision == autopar::Precision::BF16 ||
+       request.precision == autopar::Precision::FP16))
+    trainConfig.precision = autopar::precisionName(request.precision).str();
   // --loss cross-entropy:OUTPUT adds PyTorch's cross-entropy to logits.
   if (lossName == "cross-entropy:")
     return fail("--loss cross-entropy:OUTPUT: name the output holding the "
@@ -591,6 +594,7 @@ int main(int argc, char **argv) {
     step.emitGradients = emitGradients;
     step.microBatches = microBatches;
     step.config = trainConfig;
+    step.lowPrecisionGemms = gpu;
     PassManager pm = PassManager::on<ModuleOp>(&context);
     autopar::buildTrainingStepPipeline(pm, step);
     if (failed(pm.run(*module)))
@@ -608,6 +612,11 @@ int main(int argc, char **argv) {
     artifact.config = trainConfig;
     artifact.loss = lossName;
     artifact.importOptions = options;
+    if (gpu) {
+      // The step carries its own mixed precision (f32 master weights).
+      artifact.gpu = gpuTarget;
+      artifact.gpu->precision = "fp32";
+    }
     std::string error;
     auto trained = autopar::writeTrainingArtifact(*module, artifact, error);
     if (failed(trained))

@@ -5,7 +5,8 @@
 // that depends on the step, a non-trainable updated counter): checkpoints,
 // --resume (bitwise equal to an uninterrupted run), every damaged-checkpoint
 // error, a save killed half-way, --keep-checkpoints and --shuffle, without
-// the compiler.
+// the compiler; and the same artifact as a GPU target on the fake CUDA
+// driver, with an eval program, against the CPU run bit for bit.
 //
 //===----------------------------------------------------------------------===//
 
@@ -495,5 +496,102 @@ TEST_F(TrainCliTest, EvalAndSaveOnnxNeedWhatTheyUse) {
                                   " needs --train");
   }
 }
+
+#ifdef AUTOPAR_HAVE_CUDA_RUNTIME
+
+/// The same artifact as a GPU target, run by the real libautopar_cuda.so on
+/// the fake driver (Inputs/fake_cuda_driver.cpp: device memory is host
+/// memory, so the stand-in step runs unchanged), with an eval program
+/// (Inputs/eval_linear.c) that reads the step's parameters on the device.
+class GpuTrainCliTest : public TrainCliTest {
+protected:
+  void SetUp() override {
+    TrainCliTest::SetUp();
+    fs::copy_file(std::string(AUTOPAR_TEST_STAGE_DIR) + "/eval_linear.so",
+                  artifact.file("eval.so"));
+    json arguments = manifest["arguments"];
+    manifest.erase("arguments");
+    manifest["programs"][0]["arguments"] = arguments;
+    manifest["programs"].push_back(json::parse(R"({
+      "name": "eval", "library": "eval.so", "entry": "autopar_entry",
+      "arguments": [
+        {"kind": "parameter", "name": "w", "dtype": "float32", "shape": [3],
+         "source": {"file": "weights.bin", "offset": 0, "length": 12}},
+        {"kind": "parameter", "name": "b", "dtype": "float32", "shape": [1],
+         "source": {"file": "weights.bin", "offset": 12, "length": 4}},
+        {"kind": "input", "name": "x", "dtype": "float32", "shape": [2, 3]},
+        {"kind": "input", "name": "y", "dtype": "float32", "shape": [2]},
+        {"kind": "output", "name": "loss", "dtype": "float32", "shape": []}
+      ]})"));
+    manifest["training"]["eval_program"] = "eval";
+    cpuManifest = manifest;
+    manifest["cluster"] = "dgx-h100:1";
+    manifest["target"] = json::parse(
+        R"({"kind": "cuda", "arch": "sm_90", "precision": "fp32"})");
+    saveManifest();
+  }
+
+  /// The environment that puts the fake driver first.
+  static std::string onFakeGpu() {
+    return "-u AUTOPAR_CUDA_RUNTIME LD_LIBRARY_PATH=" +
+           shellQuote(AUTOPAR_FAKE_CUDA_DRIVER_DIR);
+  }
+
+  json cpuManifest;
+};
+
+TEST_F(GpuTrainCliTest, TrainsAndEvaluatesAsOnTheCpu) {
+  std::string evalFlags = " --eval-data " + shellQuote(data()) +
+                          " --eval-every 2 --steps 5 --metrics ";
+  CommandResult gpu =
+      trainOk(evalFlags + work.file("gpu.jsonl") + " --outputs " +
+                  work.file("gpu-out"),
+              onFakeGpu());
+  EXPECT_NE(gpu.out.find("sm_90"), std::string::npos) << gpu.out;
+  EXPECT_NE(gpu.out.find("eval after step 4"), std::string::npos) << gpu.out;
+  manifest = cpuManifest;
+  saveManifest();
+  trainOk(evalFlags + work.file("cpu.jsonl") + " --outputs " +
+          work.file("cpu-out"));
+  // Steps, evals and trained parameters bitwise equal: the step counter
+  // and the batch reach the device every step, the metrics come back, the
+  // update buffers trade places with the parameters and optimizer states on
+  // the device, and --outputs and the eval program read the trained values.
+  std::vector<json> onGpu = metrics(work.file("gpu.jsonl")),
+                    onCpu = metrics(work.file("cpu.jsonl"));
+  ASSERT_EQ(onGpu.size(), onCpu.size());
+  EXPECT_EQ(onGpu.size(), 5u + 3u); // 5 steps, evals after 2, 4 and 5.
+  std::vector<json> gpuSteps, cpuSteps;
+  for (size_t i = 0; i < onGpu.size(); ++i) {
+    if (onCpu[i].contains("eval_loss")) {
+      EXPECT_EQ(onGpu[i]["eval_loss"], onCpu[i]["eval_loss"]) << i;
+      EXPECT_EQ(onGpu[i]["step"], onCpu[i]["step"]) << i;
+      continue;
+    }
+    gpuSteps.push_back(onGpu[i]);
+    cpuSteps.push_back(onCpu[i]);
+  }
+  expectSameSteps(gpuSteps, cpuSteps);
+  expectSameOutputs(work.file("gpu-out"), work.file("cpu-out"));
+}
+
+TEST_F(GpuTrainCliTest, ResumeRestoresTheDeviceState) {
+  trainOk("--steps 6 --metrics " + work.file("m1.jsonl") + " --outputs " +
+              work.file("straight"),
+          onFakeGpu());
+  trainOk("--steps 3 --metrics " + work.file("m2.jsonl") +
+              " --checkpoint-dir " + ckpt(),
+          onFakeGpu());
+  // The momentum saved from the device is what the resumed step reads.
+  trainOk("--steps 6 --resume --metrics " + work.file("m2.jsonl") +
+              " --outputs " + work.file("resumed") + " --checkpoint-dir " +
+              ckpt(),
+          onFakeGpu());
+  expectSameSteps(metrics(work.file("m1.jsonl")),
+                  metrics(work.file("m2.jsonl")));
+  expectSameOutputs(work.file("straight"), work.file("resumed"));
+}
+
+#endif // AUTOPAR_HAVE_CUDA_RUNTIME
 
 } // namespace

@@ -128,9 +128,18 @@ def WrapSequentialCodeForGpu
 
     What stays on the host: allocation and deallocation, `memref.get_global`,
     view ops (subview, reshape, cast, transpose), calls (GEMM kernels,
-    collectives), `scf.parallel` loops and ops without memory effects. A
-    `memref.load` whose value the host code needs (for example as a size or
-    an offset) cannot be moved to the device and is reported as an error.
+    collectives), `scf.parallel` loops, ops without memory effects, and
+    loops or branches whose bodies hold such host work (a training step's
+    loop over micro-batches), whose blocks are processed the same way.
+
+    A scalar a group computes and later code uses (a training step's
+    learning rate or Adam's bias correction, computed from the step counter
+    and read by every update kernel) is stored into a device scalar at the
+    end of the group and loaded again inside each kernel that uses it, or
+    right before a host op, where the load joins the next group. Only a
+    value the host itself needs (a size, an offset, a loop bound, a call's
+    scalar argument) cannot be moved to the device and is reported as an
+    error.
   }];
   let dependentDialects = ["mlir::scf::SCFDialect", "mlir::arith::ArithDialect"];
 }

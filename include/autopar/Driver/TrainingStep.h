@@ -13,10 +13,12 @@
 
 #include "autopar/Driver/TrainConfig.h"
 #include "autopar/Import/OnnxImporter.h"
+#include "autopar/Target/GpuCodegen.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/PassManager.h"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,6 +39,10 @@ struct TrainingStepOptions {
   int64_t microBatches = 1;
   /// Optimizer, clipping and learning-rate schedule.
   TrainConfig config = defaultTrainConfig();
+  /// bf16/fp16: GEMMs read their 16-bit operands as they are (a GPU's
+  /// tensor cores, accumulating in f32), instead of the rounded operands
+  /// extended back to f32 (CPU kernels are f32).
+  bool lowPrecisionGemms = false;
 };
 
 /// The output named by a "cross-entropy:OUTPUT" loss, or "" for any other.
@@ -73,6 +79,11 @@ struct TrainingArtifactOptions {
   /// BatchNorm on its running statistics) for --eval-data.
   std::string loss;
   ImportOptions importOptions;
+  /// Code for one NVIDIA GPU instead of one CPU rank: the step and the eval
+  /// program lowered by the GPU backend (its `precision` must be "fp32": the
+  /// training step is already in its mixed precision, with f32 master
+  /// weights the eval program shares).
+  std::optional<GpuTarget> gpu;
 };
 
 /// What a training step trains, for the plan table and the report.
@@ -80,10 +91,10 @@ struct TrainedSummary {
   int64_t tensors = 0, elements = 0, bytes = 0;
 };
 
-/// Lowers the training step in `module` for one CPU rank and writes the
-/// artifact: the shared library, the inference template and the manifest.
-/// Returns what is trained; fails with `error` set (diagnostics of the
-/// lowering are emitted on the module's context).
+/// Lowers the training step in `module` for one CPU rank (or one GPU) and
+/// writes the artifact: the shared library, the inference template and the
+/// manifest. Returns what is trained; fails with `error` set (diagnostics of
+/// the lowering are emitted on the module's context).
 llvm::FailureOr<TrainedSummary>
 writeTrainingArtifact(mlir::ModuleOp module,
                       const TrainingArtifactOptions &options,

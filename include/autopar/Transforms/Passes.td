@@ -78,6 +78,13 @@ def MixedPrecision : Pass<"autopar-mixed-precision", "mlir::func::FuncOp"> {
     added, so gradients (results) stay f32. `f32-gemms` (CPU, whose BLAS
     kernels are f32 only) feeds each GEMM its low-typed operands extended
     back to f32: the same products, accumulated in f32.
+
+    `f32-loss-head` keeps the loss head in f32, as PyTorch's autocast runs
+    log-softmax, the losses and their reductions in f32: every generic from
+    which a returned scalar (the loss) is reached without passing a GEMM or
+    a convolution (the log-probabilities, the per-sample losses, their mean)
+    keeps its f32 outputs. Without it the loss itself is computed from
+    low-typed per-sample values and is only as precise as the low type.
   }];
   let options = [
     Option<"type", "type", "autopar::LowPrecision",
@@ -90,6 +97,9 @@ def MixedPrecision : Pass<"autopar-mixed-precision", "mlir::func::FuncOp"> {
     Option<"f32Gemms", "f32-gemms", "bool", "false",
            "GEMMs read low-typed operands extended to f32 (f32-only "
            "kernels)">,
+    Option<"f32LossHead", "f32-loss-head", "bool", "false",
+           "Keep what computes a returned scalar (the loss) after the last "
+           "GEMM or convolution in f32">,
   ];
   let dependentDialects = ["mlir::linalg::LinalgDialect",
                            "mlir::arith::ArithDialect",

@@ -52,6 +52,14 @@ public:
                                        const std::string &artifactDir,
                                        const WorldInfo &world,
                                        const NodePlacement &node = {});
+  /// Like open, for a second program of the same GPU artifact (a training
+  /// artifact's eval program) in this process: it runs on \p device, the
+  /// device backend of the session opened first, which must outlive it (a
+  /// process opens one CUDA device).
+  static std::unique_ptr<Session> openOnDevice(Manifest manifest,
+                                               const std::string &artifactDir,
+                                               const WorldInfo &world,
+                                               DeviceBackend &device);
   /// readArtifactManifest, then the above.
   static std::unique_ptr<Session> open(const std::string &artifactDir,
                                        const WorldInfo &world,
@@ -61,7 +69,7 @@ public:
   const Manifest &getManifest() const { return manifest; }
   const WorldInfo &getWorld() const { return world; }
   /// The rank's GPU; null on a CPU target.
-  DeviceBackend *device() const { return deviceBackend.get(); }
+  DeviceBackend *device() const { return deviceBackend; }
   /// The program this rank runs.
   const ProgramDesc &getProgram() const { return *programDesc; }
   /// Its arguments, in call order.
@@ -88,20 +96,41 @@ public:
 
   /// The host buffer of getArguments()[index]: the rank's block of an input
   /// or output, every micro-batch (see Distribution.h for moving whole
-  /// tensors in and out). Null for an activation on a GPU.
+  /// tensors in and out), a step or seed, a metric. On a GPU, null for an
+  /// activation, an update or an optimizer state (device only), and a
+  /// parameter's is its source in the model file, not its trained value:
+  /// use readArgument for those.
   void *argumentData(size_t index) const { return hostData[index]; }
-  /// Training (CPU): arguments \p a and \p b trade buffers, so that an
-  /// update's result is the next step's parameter or optimizer state.
+  /// Training: arguments \p a and \p b trade buffers (device buffers on a
+  /// GPU), so that an update's result is the next step's parameter or
+  /// optimizer state.
   void swapArguments(size_t a, size_t b);
-  /// CPU: getArguments()[index] reads \p data (of its size, owned by the
-  /// caller: another session's parameter) from the next step on.
+  /// Where the entry reads getArguments()[index]: device memory on a GPU,
+  /// else the host memory of argumentData (the current buffer of a
+  /// parameter or state that swapArguments moved).
+  void *entryData(size_t index) const { return bases[index]; }
+  /// getArguments()[index] reads \p data (of its size, owned by the caller:
+  /// another session's entryData of a parameter; device memory on a GPU)
+  /// from the next step on.
   void bindArgument(size_t index, void *data);
+  /// Host memory holding the current value of getArguments()[index]. On the
+  /// CPU that is entryData. On a GPU, parameters and optimizer states live
+  /// on the device: they are copied into a host mirror of the session (the
+  /// same one each time, refreshed by each call); inputs, outputs and
+  /// metrics are their host buffers (runStep moves them).
+  void *readArgument(size_t index);
+  /// After the caller changed the memory readArgument(index) returned (a
+  /// restored checkpoint), makes the entry read it: on a GPU, copies it to
+  /// the device. Nothing to do on the CPU.
+  void writeArgument(size_t index);
   /// The index in getArguments() of this rank's \p kind named \p name.
   std::optional<size_t> findArgument(ArgumentKind kind,
                                      const std::string &name) const;
 
 private:
   Session(Manifest manifest, std::string artifactDir, WorldInfo world);
+  /// Loads the program and binds its arguments, on deviceBackend if set.
+  void load();
   void bindHostArguments();
   void bindDeviceArguments();
   /// Points args at micro-batch \p microBatch of the inputs and outputs.
@@ -113,7 +142,9 @@ private:
   std::string artifactDir;
   WorldInfo world;
   /// First, so that it outlives the program and the device buffers.
-  std::unique_ptr<DeviceBackend> deviceBackend;
+  std::unique_ptr<DeviceBackend> ownedDevice;
+  /// ownedDevice, or the device of the session openOnDevice was given.
+  DeviceBackend *deviceBackend = nullptr;
   const ProgramDesc *programDesc = nullptr;
   std::unique_ptr<Program> program;
   WeightMap weights;
@@ -126,6 +157,11 @@ private:
   /// Per argument: where the entry's data starts (device buffers on a GPU,
   /// else hostData).
   std::vector<void *> bases;
+  /// GPU: per argument, whether its device buffer in `bases` is the
+  /// session's to free (not one bindArgument gave it).
+  std::vector<bool> ownsBase;
+  /// GPU: host copies of parameters and optimizer states (readArgument).
+  std::vector<HostBuffer> mirrors;
   /// Bytes of one micro-batch of each input and output of a pipeline with
   /// several micro-batches; 0 for the others.
   std::vector<size_t> microBatchBytes;

@@ -3,7 +3,9 @@
 // A training artifact's program is one whole step (forward, backward,
 // optimizer); the runtime feeds it the data, the step number and its own
 // previous results (docs/design/training-artifact.md). This is the loop for
-// one CPU rank.
+// one rank, on its CPU or its GPU (where the parameters, optimizer states and
+// updates stay on the device, and only the batch, the step number and the
+// metrics cross to and from the host each step).
 //
 //===----------------------------------------------------------------------===//
 #ifndef AUTOPAR_RUNTIME_TRAINING_H
