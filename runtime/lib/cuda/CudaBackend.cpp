@@ -20,8 +20,6 @@
 #include "autopar/runtime/Error.h"
 #include "autopar/runtime/StagingCommunicator.h"
 
-#include <mpi.h>
-
 #include <cstdlib>
 #include <cstring>
 
@@ -110,10 +108,10 @@ private:
     std::vector<RankGpu> all(static_cast<size_t>(worldSize));
     RankGpu mine{device->uuid(), choice == CollectivesChoice::Mpi};
     if (worldSize > 1) {
-      int rc = MPI_Allgather(&mine, sizeof(mine), MPI_BYTE, all.data(),
-                             sizeof(mine), MPI_BYTE, MPI_COMM_WORLD);
-      if (rc != MPI_SUCCESS)
-        throw Error("MPI_Allgather of the ranks' GPUs failed");
+      // Through the host communicator, as every byte between ranks goes:
+      // the backend needs no MPI of its own.
+      host.allGather(&mine, all.data(), sizeof(mine), DType::UInt8,
+                     CommScope::World);
     } else {
       all[0] = mine;
     }

@@ -5,8 +5,6 @@
 #include "autopar/runtime/Error.h"
 #include "autopar/runtime/Fatal.h"
 
-#include <mpi.h>
-
 #include <atomic>
 #include <chrono>
 #include <future>
@@ -95,11 +93,6 @@ std::string lastError(ncclComm_t comm) {
   return text ? text : "";
 }
 
-void checkMpi(int rc, const char *call) {
-  if (rc != MPI_SUCCESS)
-    throw Error(std::string(call) + " failed while setting up NCCL");
-}
-
 } // namespace
 
 std::string ncclVersionText() {
@@ -132,9 +125,10 @@ std::unique_ptr<NcclCommunicator> NcclCommunicator::create(CudaDevice &device,
   ncclUniqueId id{};
   if (rank == 0)
     self->check(ncclGetUniqueId(&id), CommOp::Broadcast, CommScope::World);
+  // Rank 0's id reaches the others over the host communicator (MPI on CPU
+  // ranks): the CUDA backend itself calls no MPI.
   if (size > 1)
-    checkMpi(MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD),
-             "MPI_Bcast of the ncclUniqueId");
+    host.broadcast(&id, sizeof(id), DType::UInt8, 0, CommScope::World);
   ncclComm_t &world = self->comms[static_cast<size_t>(CommScope::World)];
   ncclResult_t result = ncclCommInitRank(&world, size, id, rank);
   if (result != ncclSuccess)
