@@ -16,15 +16,36 @@
 // (Narayanan et al., SC 2021, sec. 2.2.1) derives; 1F1B holds fewer
 // activations.
 //
+// The order each stage works in is not restated here: it is the runtime's
+// pipelineSchedule() (runtime/lib/PipelineSchedule.cpp, compiled into this
+// library), which both microBatchesInFlight and pipelineStageOrder walk.
+//
 //===----------------------------------------------------------------------===//
 
 #include "autopar/Planner/CostModel.h"
+#include "autopar/runtime/PipelineSchedule.h"
 
 #include "llvm/Support/ErrorHandling.h"
 
 #include <algorithm>
+#include <cassert>
+#include <map>
+#include <mutex>
+#include <tuple>
 
 using namespace autopar;
+namespace rt = autopar::runtime;
+
+/// The runtime's ScheduleKind for `s`.
+static rt::ScheduleKind runtimeScheduleKind(PipelineSchedule s) {
+  switch (s) {
+  case PipelineSchedule::GPipe:
+    return rt::ScheduleKind::GPipe;
+  case PipelineSchedule::OneFOneB:
+    return rt::ScheduleKind::OneFOneB;
+  }
+  llvm_unreachable("unknown pipeline schedule");
+}
 
 llvm::StringRef autopar::scheduleName(PipelineSchedule s) {
   switch (s) {
@@ -69,10 +90,46 @@ int64_t autopar::microBatchesInFlight(PipelineSchedule schedule, int64_t stages,
                                       int64_t stage, int64_t microBatches) {
   if (microBatches <= 0)
     return 0;
-  if (schedule == PipelineSchedule::GPipe)
-    return microBatches;
-  // 1F1B: stage s runs p - s forwards before its first backward (warm-up),
-  // then one forward per backward, so p - s activations are alive at most.
-  int64_t s = std::clamp<int64_t>(stage, 0, std::max<int64_t>(0, stages - 1));
-  return std::min(microBatches, std::max<int64_t>(1, stages - s));
+  stages = std::max<int64_t>(stages, 1);
+  stage = std::clamp<int64_t>(stage, 0, stages - 1);
+  // The search asks for every stage of every candidate plan, but few distinct
+  // pipelines occur among them: each stage's order is walked once.
+  using Key = std::tuple<PipelineSchedule, int64_t, int64_t, int64_t>;
+  static std::mutex mutex;
+  static std::map<Key, int64_t> memo;
+  Key key{schedule, stages, stage, microBatches};
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = memo.find(key);
+    if (it != memo.end())
+      return it->second;
+  }
+  // Forwards run whose backward has not: the activations the stage holds.
+  int64_t live = 0, most = 0;
+  for (const rt::PipelineStep &step :
+       rt::pipelineSchedule(runtimeScheduleKind(schedule), stages, stage,
+                            microBatches, /*withBackward=*/true)) {
+    live += step.phase == rt::StepPhase::Forward ? 1 : -1;
+    most = std::max(most, live);
+  }
+  std::lock_guard<std::mutex> lock(mutex);
+  memo.emplace(key, most);
+  return most;
+}
+
+std::string autopar::pipelineStageOrder(PipelineSchedule schedule,
+                                        int64_t stages, int64_t stage,
+                                        int64_t microBatches,
+                                        bool withBackward) {
+  assert(0 <= stage && stage < stages && "stage outside the pipeline");
+  std::string order;
+  for (const rt::PipelineStep &step :
+       rt::pipelineSchedule(runtimeScheduleKind(schedule), stages, stage,
+                            microBatches, withBackward)) {
+    if (!order.empty())
+      order += ' ';
+    order += step.phase == rt::StepPhase::Forward ? 'F' : 'B';
+    order += std::to_string(step.microBatch);
+  }
+  return order;
 }

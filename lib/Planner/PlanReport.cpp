@@ -78,6 +78,13 @@ llvm::json::Value planReportJson(const PlanResult &result,
                            {"recompute", recomputeName(a.recompute)},
                            {"predicted", predictedJson(a)},
                            {"why_not", a.whyNot}});
+  // The order each stage runs its micro-batches in, as autopar-run executes
+  // it (pipelineSchedule()): what the plan picture draws.
+  bool training = request.mode == PlanMode::Training;
+  llvm::json::Array stageOrders;
+  for (int64_t s = 0; s < best.pp; ++s)
+    stageOrders.push_back(pipelineStageOrder(best.schedule, best.pp, s,
+                                             best.numMicroBatches, training));
   const ClusterSpec &cluster = request.cluster;
   return llvm::json::Object{
       {"model", request.modelName},
@@ -100,6 +107,7 @@ llvm::json::Value planReportJson(const PlanResult &result,
       {"num_micro_batches", best.numMicroBatches},
       {"recompute", recomputeName(best.recompute)},
       {"schedule", scheduleName(best.schedule)},
+      {"stage_orders", std::move(stageOrders)},
       {"stages", std::move(stages)},
       {"predicted", predictedJson(best)},
       {"predicted_collectives", collectivesJson(best)},

@@ -10,7 +10,8 @@ Modules:
   autopar.onnx_data  ONNX TensorProto .pb files <-> NumPy arrays / .npy files
   autopar.tools      locate and run autopar-compile, autopar-run and the ORT reference
   autopar.plan       load and validate the plan report (--report-json)
-  autopar.schedule   the pipeline schedule (GPipe, 1F1B) after runtime/lib/PipelineSchedule.cpp
+  autopar.schedule   one pipelined step simulated from the report's stage_orders (the
+                     order is runtime/lib/PipelineSchedule.cpp's, not restated here)
   autopar.data       the order autopar-run --train visits the data (--shuffle), after
                      runtime/lib/DataLoader.cpp
   autopar.dropout    the dropout masks of a compiled training step, after

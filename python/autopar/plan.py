@@ -10,6 +10,15 @@ keeps everything it does not know in ``extra`` dicts (fields added later are tol
     r = plan.load("report.json")                   # raises plan.PlanReportError
     r.mesh.dp, r.predicted.step_time_s, r.stages[0].layers, r.alternatives[0].why_not
     r.warnings                                     # soft inconsistencies (sums that disagree)
+    r.stage_orders[0]                              # [("F", 0), ("F", 1), ("B", 0), ...]
+
+``stage_orders`` (docs/interfaces.md) is each pipeline stage's order as autopar-run executes
+it, written by the planner from the runtime's pipelineSchedule(); it is parsed into
+``[(kind, micro_batch), ...]`` per stage (kind "F" or "B") and checked: one order per stage,
+every micro-batch's forward once, and in train mode its backward once after it (none in
+infer mode).  Reports written before autopar-compile listed the orders have none:
+``stage_orders`` is then None and the plan picture leaves the pipeline timeline out, saying
+why (autopar.draw.timeline).
 
 Optional fields read when present (not yet in docs/interfaces.md):
   stages[i].forward_s, stages[i].backward_s     time of ONE micro-batch's forward / backward
@@ -28,16 +37,16 @@ import json
 import math
 import sys
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
-from .schedule import SCHEDULES
+from .schedule import BACKWARD, FORWARD, SCHEDULES, parse_order
 
 MODES = ("train", "infer")
 PRECISIONS = ("fp32", "bf16", "fp16")
 RECOMPUTE = ("none", "selective", "full")
 ZERO_STAGES = (0, 1, 2, 3)
-# Schedules the drawing knows (autopar.schedule, after runtime/lib/PipelineSchedule.cpp);
-# others are accepted (and drawn as 1F1B, with a note).
+# The runtime's schedule names (scheduleKindName() in runtime/lib/PipelineSchedule.cpp).
+# Others are accepted: the picture draws the report's stage_orders whatever the name.
 KNOWN_SCHEDULES = SCHEDULES
 # The keys of the two breakdowns named by docs/interfaces.md, in display order.
 STEP_TIME_KEYS = ("compute", "exposed_communication", "bubble", "optimizer")
@@ -309,6 +318,9 @@ class PlanReport:
     device: Optional[str] = None          # name of the GPU
     parameters: Optional[int] = None      # model parameters
     search: dict = field(default_factory=dict)   # search statistics, as given
+    # Each stage's order, [(kind, micro_batch), ...] with kind "F" or "B"; None in a report
+    # written before the planner listed them.
+    stage_orders: Optional[List[List[Tuple[str, int]]]] = None
     warnings: List[str] = field(default_factory=list)
     extra: dict = field(default_factory=dict)
     raw: dict = field(default_factory=dict, repr=False)
@@ -316,7 +328,7 @@ class PlanReport:
     KNOWN = ("model", "mode", "precision", "world_size", "mesh", "zero_stage",
              "micro_batch_size", "num_micro_batches", "recompute", "schedule", "stages",
              "predicted", "search_time_s", "alternatives", "device_memory_bytes",
-             "cluster", "device", "parameters", "search")
+             "cluster", "device", "parameters", "search", "stage_orders")
 
     @property
     def global_batch_size(self):
@@ -354,6 +366,7 @@ class PlanReport:
                 device=_device_name(d),
                 parameters=_bytes(d, "parameters", "", required=False),
                 search=_obj(d, "search", "", required=False) or {},
+                stage_orders=_stage_orders(d),
                 extra=_extra(d, cls.KNOWN),
                 raw=d)
         r._check_relations()
@@ -371,6 +384,8 @@ class PlanReport:
             for i, s in enumerate(self.stages):
                 if s.stage != i:
                     raise PlanReportError(f"stages[{i}].stage: expected {i}, got {s.stage}")
+        if self.stage_orders is not None:
+            self._check_stage_orders()
         if self.mode == "infer" and self.mesh.pp > 1 and self.schedule == "1f1b":
             self.warnings.append("schedule is 1f1b in infer mode (forward only): "
                                  "drawn as a forward-only pipeline")
@@ -398,6 +413,50 @@ class PlanReport:
             given = [getattr(s, key) is not None for s in self.stages]
             if any(given) and not all(given):
                 self.warnings.append(f"only some stages give {key}; it is ignored")
+
+    def _check_stage_orders(self):
+        """One order per stage; each runs every micro-batch's forward once and, in train
+        mode, its backward once after it (in infer mode none)."""
+        orders, m = self.stage_orders, self.num_micro_batches
+        if len(orders) != self.mesh.pp:
+            raise PlanReportError(f"stage_orders: {len(orders)} entries but mesh.pp is "
+                                  f"{self.mesh.pp}")
+        train = self.mode == "train"
+        for i, order in enumerate(orders):
+            where = f"stage_orders[{i}]"
+            seen = set()
+            for kind, j in order:
+                if j >= m:
+                    raise PlanReportError(f"{where}: micro-batch {j} but num_micro_batches "
+                                          f"is {m}")
+                if (kind, j) in seen:
+                    raise PlanReportError(f"{where}: {kind}{j} runs twice")
+                if kind == BACKWARD and not train:
+                    raise PlanReportError(f"{where}: a backward ({kind}{j}) in infer mode")
+                if kind == BACKWARD and (FORWARD, j) not in seen:
+                    raise PlanReportError(f"{where}: {kind}{j} before {FORWARD}{j}")
+                seen.add((kind, j))
+            kinds = (FORWARD, BACKWARD) if train else (FORWARD,)
+            missing = [f"{k}{j}" for k in kinds for j in range(m) if (k, j) not in seen]
+            if missing:
+                raise PlanReportError(f"{where}: {', '.join(missing[:4])}"
+                                      f"{', ...' if len(missing) > 4 else ''} never "
+                                      f"run{'s' if len(missing) == 1 else ''}")
+
+
+def _stage_orders(d):
+    """stage_orders parsed, [[(kind, mb), ...] per stage], or None when the report has
+    none (written before the planner listed them)."""
+    orders = _list(d, "stage_orders", "", required=False)
+    if orders is None:
+        return None
+    out = []
+    for i, text in enumerate(orders):
+        try:
+            out.append(parse_order(text))
+        except ValueError as e:
+            raise PlanReportError(f"stage_orders[{i}]: {e}") from None
+    return out
 
 
 def _cluster_name(d):

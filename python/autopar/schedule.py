@@ -1,29 +1,28 @@
-"""The pipeline schedule: the order in which each stage runs its micro-batches.
+"""Pipeline schedules as the plan report lists them, and one step simulated from them.
 
-This is the only Python definition of the schedule.  The source of truth is the runtime's
-``pipelineSchedule()`` in ``runtime/lib/PipelineSchedule.cpp`` (what autopar-run executes);
-``lib/Planner/Pipeline.cpp`` (``microBatchesInFlight``, the cost model's bubble) follows
-the same two schedules.  The plan report (``autopar-compile --report-json``) names the
-schedule (``"schedule": "gpipe"`` or ``"1f1b"``) but does not list the order, so the plan
-picture (``autopar.draw``) derives it here; keep :func:`stage_order` in step with the C++.
+The order in which each stage runs its micro-batches is not defined here.  It is defined
+once, by the runtime's ``pipelineSchedule()`` in ``runtime/lib/PipelineSchedule.cpp``
+(what autopar-run executes); the planner compiles that same file, and its plan report
+(``autopar-compile --report-json``) lists each stage's order under ``"stage_orders"``:
+one string per pipeline stage, ``"F0 F1 B0 F2 B1 B2"`` -- F (forward) or B (backward),
+then the micro-batch index, space separated; forwards only in inference.  This module
+reads those strings (:func:`parse_order`) and works from the orders:
 
-    gpipe  every forward, then every backward.
-    1f1b   PipeDream-Flush as in Megatron-LM: ``min(stages - stage - 1, micro_batches)``
-           warm-up forwards, then one forward / one backward alternately, then the
-           remaining backwards.
-Forward only (inference) both are every forward in order.
-
-:func:`simulate` times one step of such a schedule given per-stage forward and backward
-times (transfers between stages take no time).
+    simulate       times one step given per-stage forward and backward times (transfers
+                   between stages take no time);
+    max_in_flight  the most micro-batches whose activations a stage holds, what the
+                   planner's cost model charges (microBatchesInFlight() in
+                   lib/Planner/Pipeline.cpp walks the same order).
 """
 
 from dataclasses import dataclass
 
-# scheduleKindName() in runtime/lib/PipelineSchedule.cpp.
+# scheduleKindName() in runtime/lib/PipelineSchedule.cpp: the names the report's
+# "schedule" takes.  Only names; the orders come with the report.
 GPIPE, ONE_F_ONE_B = "gpipe", "1f1b"
 SCHEDULES = (GPIPE, ONE_F_ONE_B)
 
-# StepPhase::Forward / StepPhase::Backward.
+# StepPhase::Forward / StepPhase::Backward, as the report's stage_orders spell them.
 FORWARD, BACKWARD = "F", "B"
 
 
@@ -36,40 +35,41 @@ class Block:
     end: float
 
 
-def stage_order(schedule, num_stages, num_micro_batches, stage, train=True):
-    """The order in which one stage runs its forward/backward passes: [(kind, mb), ...].
+def parse_order(text):
+    """One stage's order as the report writes it, "F0 F1 B0 ...", as [(kind, mb), ...].
 
-    Mirrors ``pipelineSchedule(kind, stages, stage, microBatches, withBackward)`` in
-    runtime/lib/PipelineSchedule.cpp.  gpipe: all forwards, then all backwards.  1f1b
-    (PipeDream-Flush, as in Megatron-LM): ``num_stages - stage - 1`` warm-up forwards,
-    then one forward / one backward alternately, then the remaining backwards.  Forward
-    only when not training.  Any schedule other than "gpipe" is taken as 1f1b."""
-    p, m = num_stages, num_micro_batches
-    if not train:
-        return [(FORWARD, j) for j in range(m)]
-    if schedule == GPIPE:
-        return [(FORWARD, j) for j in range(m)] + [(BACKWARD, j) for j in range(m)]
-    warmup = min(p - stage - 1, m)
-    order = [(FORWARD, j) for j in range(warmup)]
-    f, b = warmup, 0
-    while f < m:
-        order.append((FORWARD, f))
-        f += 1
-        order.append((BACKWARD, b))
-        b += 1
-    order += [(BACKWARD, j) for j in range(b, m)]
+    Raises ValueError naming the token that is not F or B followed by a micro-batch
+    index (a non-negative integer)."""
+    if not isinstance(text, str):
+        raise ValueError(f"expected a string like 'F0 F1 B0', got {text!r}")
+    order = []
+    for token in text.split():
+        kind, index = token[:1], token[1:]
+        if kind not in (FORWARD, BACKWARD) or not index.isdigit() or not index.isascii():
+            raise ValueError(f"{token!r} is not F or B followed by a micro-batch index")
+        order.append((kind, int(index)))
     return order
 
 
-def simulate(schedule, forward_s, backward_s, num_micro_batches, train=True):
+def format_order(order):
+    """[(kind, mb), ...] as the report writes it: "F0 F1 B0 ..."."""
+    return " ".join(f"{kind}{mb}" for kind, mb in order)
+
+
+def simulate(orders, forward_s, backward_s):
     """Simulates one pipelined step; returns the blocks sorted by stage and start.
 
-    forward_s[i], backward_s[i]: time of one micro-batch's forward / backward on stage i.
-    A forward on stage i waits for the same micro-batch's forward on stage i-1; a
-    backward on stage i for its backward on stage i+1 (on the last stage: its forward).
-    Transfers between stages take no time here."""
-    p, m = len(forward_s), num_micro_batches
-    orders = [stage_order(schedule, p, m, s, train) for s in range(p)]
+    orders[i]: the order stage i works in, [(kind, mb), ...] (the report's
+    ``stage_orders``, parsed).  forward_s[i], backward_s[i]: time of one micro-batch's
+    forward / backward on stage i.  Each stage runs its order one step at a time; a
+    forward on stage i waits for the same micro-batch's forward on stage i-1, a backward
+    on stage i for its backward on stage i+1 (on the last stage: its own forward).
+    Transfers between stages take no time here.  Raises ValueError when the orders
+    cannot all run to the end (a step waits for one that never runs)."""
+    p = len(orders)
+    if len(forward_s) != p or len(backward_s) != p:
+        raise ValueError(f"{p} stage orders but {len(forward_s)} forward and "
+                         f"{len(backward_s)} backward times")
     done = {}
     pos = [0] * p
     free = [0.0] * p
@@ -96,18 +96,21 @@ def simulate(schedule, forward_s, backward_s, num_micro_batches, train=True):
                 pos[s] += 1
                 left -= 1
                 progressed = True
-        if not progressed:  # cannot happen for the orders above
-            raise RuntimeError("pipeline schedule deadlocked")
+        if not progressed:
+            stuck = ", ".join(f"stage {s} at {format_order([orders[s][pos[s]]])}"
+                              for s in range(p) if pos[s] < len(orders[s]))
+            raise ValueError(f"the stage orders cannot run to the end: {stuck} wait "
+                             f"for steps that never run")
     blocks.sort(key=lambda b: (b.stage, b.start))
     return blocks
 
 
-def max_in_flight(blocks, stage):
-    """Most micro-batches whose forward ran on `stage` and whose backward has not ended
-    (activations held at once) -- p - stage for 1F1B, m for GPipe (microBatchesInFlight()
-    in lib/Planner/Pipeline.cpp)."""
+def max_in_flight(order):
+    """Most micro-batches whose forward one stage has run and whose backward it has not,
+    along its order [(kind, mb), ...]: the activations it holds at once (p - stage for
+    1F1B, m for GPipe; microBatchesInFlight() in lib/Planner/Pipeline.cpp)."""
     live = peak = 0
-    for b in sorted((b for b in blocks if b.stage == stage), key=lambda b: b.start):
-        live += 1 if b.kind == FORWARD else -1
+    for kind, _ in order:
+        live += 1 if kind == FORWARD else -1
         peak = max(peak, live)
     return peak

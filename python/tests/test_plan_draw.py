@@ -18,11 +18,23 @@ from autopar import draw, plan
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 GPT3 = os.path.join(DATA, "plan_gpt3_175b.json")          # 1F1B, balanced, pp 8
 GPIPE = os.path.join(DATA, "plan_gpipe_stages.json")      # GPipe, per-stage times/memory
+# stage_orders as the planner writes them, for small pipelines ("1f1b p4 m8 train").
+STAGE_ORDERS = os.path.join(DATA, "stage_orders.json")
 
 
 def load_json(path):
     with open(path) as f:
         return json.load(f)
+
+
+def report_orders(kind, p, m, mode="train"):
+    """The stage_orders the planner writes for this pipeline, parsed."""
+    return [draw.parse_order(t) for t in load_json(STAGE_ORDERS)[f"{kind} p{p} m{m} {mode}"]]
+
+
+def forwards_only(m):
+    """One stage's order in inference, as the planner writes it: every forward in order."""
+    return " ".join(f"F{j}" for j in range(m))
 
 
 class LoadTest(unittest.TestCase):
@@ -58,6 +70,20 @@ class LoadTest(unittest.TestCase):
         # Byte counts may be floats (the planner computes in double); they are rounded.
         self.assertIsInstance(r.predicted.memory_per_gpu_bytes, int)
         self.assertIsInstance(r.predicted.memory_breakdown_bytes["activations"], int)
+        # Each stage's order (1F1B, 8 stages, 32 micro-batches), parsed.
+        self.assertEqual(len(r.stage_orders), 8)
+        self.assertEqual(r.stage_orders[0][:10], [("F", j) for j in range(8)] +
+                         [("B", 0), ("F", 8)])
+        self.assertEqual(r.stage_orders[7][:4], [("F", 0), ("B", 0), ("F", 1), ("B", 1)])
+        self.assertNotIn("stage_orders", r.extra)
+
+    def test_report_without_stage_orders(self):
+        # Written before the planner listed the orders: loads, with none.
+        d = load_json(GPT3)
+        del d["stage_orders"]
+        r = plan.from_dict(d)
+        self.assertIsNone(r.stage_orders)
+        self.assertEqual(r.warnings, [])
 
     def test_extra_fields_and_cluster_memory(self):
         r = plan.load(GPIPE)
@@ -105,6 +131,19 @@ class LoadTest(unittest.TestCase):
             (lambda d: d["stages"][2].update(stage=5), ["stages[2].stage"]),
             (lambda d: d["alternatives"][1]["mesh"].update(pp="x"), ["alternatives[1].mesh.pp"]),
             (lambda d: d.update(alternatives={}), ["alternatives", "list"]),
+            (lambda d: d.update(stage_orders="F0 B0"), ["stage_orders", "list"]),
+            (lambda d: d["stage_orders"].pop(), ["stage_orders", "7 entries", "mesh.pp"]),
+            (lambda d: d["stage_orders"].__setitem__(1, "F0 X1"), ["stage_orders[1]", "'X1'"]),
+            (lambda d: d["stage_orders"].__setitem__(2, 5), ["stage_orders[2]", "string"]),
+            (lambda d: d["stage_orders"].__setitem__(3, d["stage_orders"][3] + " F32"),
+             ["stage_orders[3]", "micro-batch 32", "num_micro_batches is 32"]),
+            (lambda d: d["stage_orders"].__setitem__(4, d["stage_orders"][4] + " B5"),
+             ["stage_orders[4]", "B5 runs twice"]),
+            (lambda d: d["stage_orders"].__setitem__(5, "B0 " + d["stage_orders"][5]),
+             ["stage_orders[5]", "B0 before F0"]),
+            (lambda d: d["stage_orders"].__setitem__(6, d["stage_orders"][6][:-4]),
+             ["stage_orders[6]", "B31 never runs"]),
+            (lambda d: d.update(mode="infer"), ["stage_orders[0]", "backward", "infer mode"]),
         ]
         for change, fragments in cases:
             d = copy.deepcopy(base)
@@ -173,28 +212,24 @@ class ScheduleTest(unittest.TestCase):
         for sched in ("gpipe", "1f1b"):
             for p, m in ((1, 1), (1, 4), (4, 1), (4, 8), (8, 32), (5, 3)):
                 with self.subTest(sched=sched, p=p, m=m):
-                    blocks = draw.simulate(sched, [1.0] * p, [2.0] * p, m)
+                    blocks = draw.simulate(report_orders(sched, p, m), [1.0] * p, [2.0] * p)
                     self.check_dependencies(blocks, p, m)
                     self.assertAlmostEqual(max(b.end for b in blocks), (m + p - 1) * 3.0)
 
     def test_activations_in_flight(self):
+        # Along the simulated blocks as along the orders: m for GPipe, p - s for 1F1B.
         p, m = 4, 8
-        g = draw.simulate("gpipe", [1.0] * p, [2.0] * p, m)
-        f = draw.simulate("1f1b", [1.0] * p, [2.0] * p, m)
-        for s in range(p):
-            self.assertEqual(draw.max_in_flight(g, s), m)
-            self.assertEqual(draw.max_in_flight(f, s), p - s)
-
-    def test_1f1b_order(self):
-        self.assertEqual(draw.stage_order("1f1b", 3, 4, 0),
-                         [("F", 0), ("F", 1), ("F", 2), ("B", 0), ("F", 3), ("B", 1),
-                          ("B", 2), ("B", 3)])
-        self.assertEqual(draw.stage_order("1f1b", 3, 4, 2)[:4],
-                         [("F", 0), ("B", 0), ("F", 1), ("B", 1)])
-        self.assertEqual(draw.stage_order("gpipe", 2, 2, 0, train=False), [("F", 0), ("F", 1)])
+        for sched, expected in (("gpipe", lambda s: m), ("1f1b", lambda s: p - s)):
+            orders = report_orders(sched, p, m)
+            blocks = draw.simulate(orders, [1.0] * p, [2.0] * p)
+            for s in range(p):
+                ran = [(b.kind, b.micro_batch) for b in blocks if b.stage == s]
+                self.assertEqual(ran, orders[s])
+                self.assertEqual(draw.max_in_flight(ran), expected(s))
 
     def test_forward_only_and_unbalanced(self):
-        blocks = draw.simulate("1f1b", [1.0, 3.0, 1.0], [0, 0, 0], 4, train=False)
+        blocks = draw.simulate(report_orders("1f1b", 3, 4, "infer"), [1.0, 3.0, 1.0],
+                               [0, 0, 0])
         self.check_dependencies(blocks, 3, 4, train=False)
         # The slow middle stage sets the pace: 1 + 4 * 3 + 1.
         self.assertAlmostEqual(max(b.end for b in blocks), 14.0)
@@ -257,13 +292,37 @@ class ScheduleTest(unittest.TestCase):
         self.assertEqual(tl.source, "stages-totals")
         self.assertAlmostEqual(tl.forward_s[0], 0.010)
 
-    def test_unknown_schedule_drawn_as_1f1b(self):
+    def test_timeline_runs_the_reports_orders(self):
+        r = plan.load(GPT3)
+        tl = draw.build_timeline(r)
+        for s in range(r.mesh.pp):
+            self.assertEqual([(b.kind, b.micro_batch) for b in tl.blocks if b.stage == s],
+                             r.stage_orders[s])
+
+    def test_unknown_schedule_drawn_from_stage_orders(self):
+        # The name is only a name: the report's orders are drawn, whatever it is.
         d = load_json(GPT3)
         d["schedule"] = "interleaved-1f1b"
         r = plan.from_dict(d)
         tl = draw.build_timeline(r)
-        self.assertEqual(tl.schedule, "1f1b")
+        self.assertEqual(tl.schedule, "interleaved-1f1b")
+        self.assertEqual(tl.blocks, draw.build_timeline(plan.load(GPT3)).blocks)
         self.assertIn("interleaved-1f1b", draw.timeline_caption(r, tl))
+
+    def test_no_stage_orders_no_timeline(self):
+        d = load_json(GPT3)
+        del d["stage_orders"]
+        self.assertIsNone(draw.build_timeline(plan.from_dict(d)))
+
+    def test_orders_that_cannot_run(self):
+        # Sound stage by stage, but stage 0 waits for stage 1's B0, which waits for
+        # stage 0's F1: an error naming stage_orders, not a hang or a wrong picture.
+        d = load_json(GPIPE)
+        d["stage_orders"][0] = " ".join(f"F{j} B{j}" for j in range(8))
+        r = plan.from_dict(d)
+        with self.assertRaises(plan.PlanReportError) as cm:
+            draw.build_timeline(r)
+        self.assertIn("stage_orders", str(cm.exception))
 
 
 def svg_elements(html_text):
@@ -315,7 +374,7 @@ class RenderTest(unittest.TestCase):
     def test_no_device_memory_no_alternatives_infer(self):
         d = load_json(GPT3)
         del d["device_memory_bytes"]
-        d.update(mode="infer", alternatives=[])
+        d.update(mode="infer", alternatives=[], stage_orders=[forwards_only(32)] * 8)
         page = self.render(d)
         self.assertNotIn("stroke-dasharray=\"6 4\"", page)     # no device line
         self.assertIn("no limit line is drawn", page)
@@ -327,10 +386,27 @@ class RenderTest(unittest.TestCase):
         d = load_json(GPT3)
         d.update(world_size=3072, mesh={"dp": 6, "tp": 8, "pp": 64}, num_micro_batches=512)
         d["stages"] = [{"stage": i, "layers": f"{2 * i}-{2 * i + 1}"} for i in range(64)]
+        # GPipe's orders (every forward, then every backward), as the planner writes them.
+        d.update(schedule="gpipe", stage_orders=[
+            forwards_only(512) + " " + " ".join(f"B{j}" for j in range(512))] * 64)
         page = self.render(d)
         self.assertIn("too dense to draw one by one", page)
         self.assertLess(page.count("<rect"), 64 * 512)          # not one per block
         self.assertLess(len(page), 1_000_000)
+
+    def test_report_without_stage_orders_says_why(self):
+        d = load_json(GPT3)
+        del d["stage_orders"]
+        page = self.render(d)
+        self.assertIn(draw.esc(draw.NO_STAGE_ORDERS), page)
+        self.assertIn("<h2>Pipeline schedule</h2>", page)
+        self.assertEqual(len(svg_elements(page)), 2)     # breakdown, memory
+        self.assertNotIn("forward of micro-batch", page)
+        self.assertIn("Step time breakdown", page)
+        svg = draw.render_svg(plan.from_dict(d))
+        ET.fromstring(svg)
+        self.assertIn("Pipeline schedule: not drawn", svg)
+        self.assertIn("Memory per GPU", svg)
 
     def test_warnings_are_shown(self):
         d = load_json(GPT3)
@@ -363,6 +439,19 @@ class RenderTest(unittest.TestCase):
                 self.assertEqual(draw.main([bad, "-o", os.path.join(d, "bad.html")]), 1)
             self.assertIn("error:", err.getvalue())
             self.assertFalse(os.path.exists(os.path.join(d, "bad.html")))
+            # Stage orders that cannot run: the same, found while drawing.
+            stuck = load_json(GPIPE)
+            stuck["stage_orders"][0] = " ".join(f"F{j} B{j}" for j in range(8))
+            with open(bad, "w") as f:
+                json.dump(stuck, f)
+            err = io.StringIO()
+            with contextlib.redirect_stderr(err):
+                self.assertEqual(draw.main([bad, "-o", os.path.join(d, "bad.html"),
+                                            "--svg", os.path.join(d, "bad.svg")]), 1)
+            self.assertIn("error:", err.getvalue())
+            self.assertIn("stage_orders", err.getvalue())
+            self.assertFalse(os.path.exists(os.path.join(d, "bad.html")))
+            self.assertFalse(os.path.exists(os.path.join(d, "bad.svg")))
 
     def test_formatting_helpers(self):
         self.assertEqual(draw.fmt_time(7.5634), "7.56 s")

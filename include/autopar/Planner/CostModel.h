@@ -153,10 +153,26 @@ PipelineTime pipelineTime(llvm::ArrayRef<double> stageSeconds,
                           int64_t microBatches, double p2pSeconds,
                           PipelineSchedule schedule);
 
-/// Micro-batches whose activations one stage holds at its peak: m for GPipe,
-/// min(m, p - stage) for 1F1B.
+/// Micro-batches whose activations one stage holds at its peak: the most
+/// forwards that stage has run whose backward it has not, along its training
+/// order (pipelineStageOrder with backward steps). That is m for GPipe and
+/// min(m, p - stage) for 1F1B; 0 when `microBatches` <= 0. `stages` below 1
+/// counts as 1 and `stage` is clamped into [0, stages). Each distinct
+/// pipeline's order is walked once and remembered (thread-safe), so the
+/// search may call this for every stage of every candidate.
 int64_t microBatchesInFlight(PipelineSchedule schedule, int64_t stages,
                              int64_t stage, int64_t microBatches);
+
+/// The order in which stage `stage` (0 <= stage < stages) of a `stages`-stage
+/// pipeline runs its `microBatches` micro-batches, e.g. "F0 F1 B0 F2 B1 B2":
+/// F (forward) or B (backward), then the micro-batch index, space separated;
+/// forwards only when `withBackward` is false (inference). This is the
+/// runtime's pipelineSchedule() (runtime/lib/PipelineSchedule.cpp, compiled
+/// into the planner), the order autopar-run executes: the plan report lists
+/// it per stage as "stage_orders", which the plan picture draws.
+std::string pipelineStageOrder(PipelineSchedule schedule, int64_t stages,
+                               int64_t stage, int64_t microBatches,
+                               bool withBackward);
 
 //===----------------------------------------------------------------------===//
 // Memory

@@ -177,7 +177,9 @@ llvm::Expected<PlanRequest> buildPlanRequest(const PlanFlags &flags);
 llvm::Expected<PlanResult> planProgram(mlir::func::FuncOp main,
                                        const PlanRequest &request);
 
-/// The plan report of INTERFACES.md.
+/// The plan report of INTERFACES.md, with each pipeline stage's order
+/// ("stage_orders", pipelineStageOrder: forwards only unless `request` is
+/// training).
 llvm::json::Value planReportJson(const PlanResult &result,
                                  const PlanRequest &request);
 

@@ -19,16 +19,19 @@ def main(argv=None, prog=None):
     args = ap.parse_args(argv)
     try:
         report = planlib.load(args.report)
+        # Drawn before anything is written: stage orders that cannot run are an error.
+        page = render_html(report, args.title, source=args.report)
+        svg = render_svg(report, args.title) if args.svg else None
     except planlib.PlanReportError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     out = args.output or os.path.splitext(args.report)[0] + ".html"
     with open(out, "w", encoding="utf-8") as f:
-        f.write(render_html(report, args.title, source=args.report))
+        f.write(page)
     print(f"wrote {out}")
-    if args.svg:
+    if svg is not None:
         with open(args.svg, "w", encoding="utf-8") as f:
-            f.write(render_svg(report, args.title))
+            f.write(svg)
         print(f"wrote {args.svg}")
     for w in report.warnings:
         print(f"warning: {w}", file=sys.stderr)

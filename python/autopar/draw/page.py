@@ -6,7 +6,8 @@ from .breakdown import breakdown_svg
 from .format import (DASH, _human, esc, fmt_count, fmt_gib, fmt_ms, fmt_pct, fmt_time)
 from .memory import memory_caption, memory_svg
 from .svg import FONT, inline_svg, standalone_svg
-from .timeline import _schedule_name, build_timeline, timeline_caption, timeline_svg
+from .timeline import (NO_STAGE_ORDERS, _schedule_name, build_timeline, timeline_caption,
+                       timeline_svg)
 
 
 def _header_rows(report):
@@ -148,10 +149,18 @@ figcaption{font-size:12.5px;color:#444;max-width:1100px;line-height:1.45;margin-
 """ % FONT
 
 
+def _timeline_figure(report, tl):
+    """The pipeline schedule's figure, or why there is none (no stage_orders)."""
+    if tl is None:
+        return f"<p>{esc(NO_STAGE_ORDERS)}</p>"
+    return ("<figure>" + inline_svg(*timeline_svg(report, tl)) +
+            f"<figcaption>{timeline_caption(report, tl)}</figcaption></figure>")
+
+
 def render_html(report, title=None, source=None):
-    """The whole page as a string."""
+    """The whole page as a string.  Raises PlanReportError when the report's stage_orders
+    cannot run (a step waits for one that never runs)."""
     tl = build_timeline(report)
-    t_svg = timeline_svg(report, tl)
     b_svg = breakdown_svg(report)
     m_svg = memory_svg(report)
     title = title or f"autopar plan \u2013 {report.model}"
@@ -169,8 +178,7 @@ def render_html(report, title=None, source=None):
         f"<h1>{esc(title)}</h1><div class=sub>{sub}</div>",
         f"<div class=cols>{_kv_table(rows1)}{_kv_table(rows2)}</div>",
         warn,
-        "<h2>Pipeline schedule</h2><figure>", inline_svg(*t_svg),
-        f"<figcaption>{timeline_caption(report, tl)}</figcaption></figure>",
+        "<h2>Pipeline schedule</h2>", _timeline_figure(report, tl),
         "<h2>Step time breakdown</h2><figure>", inline_svg(*b_svg),
         "<figcaption>Predicted time of one step by component (predicted."
         "step_time_breakdown_s); the bubble is idle pipeline time.</figcaption></figure>",
@@ -190,8 +198,9 @@ def render_html(report, title=None, source=None):
 
 
 def render_svg(report, title=None):
+    """The pictures as one standalone SVG; the pipeline schedule is only a heading saying
+    why it is not drawn when the report has no stage_orders."""
     tl = build_timeline(report)
-    t, tw, th = timeline_svg(report, tl)
     b, bw, bh = breakdown_svg(report)
     m, mw, mh = memory_svg(report)
     p = report.predicted
@@ -199,8 +208,13 @@ def render_svg(report, title=None):
                       f"ZeRO {report.zero_stage}, {report.num_micro_batches}\u00d7"
                       f"{report.micro_batch_size} micro-batches, {fmt_time(p.step_time_s)}/step, "
                       f"MFU {fmt_pct(p.mfu)}")
-    sched = _schedule_name(report, tl.schedule)
-    note = " (stages assumed balanced)" if tl.source == "balanced" else ""
-    return standalone_svg([(t, tw, th, f"Pipeline schedule ({sched}){note}"),
-                           (b, bw, bh, "Step time breakdown"),
-                           (m, mw, mh, "Memory per GPU")], title=title)
+    panels = [(b, bw, bh, "Step time breakdown"), (m, mw, mh, "Memory per GPU")]
+    if tl is None:
+        panels.insert(0, ("", 0, 0, "Pipeline schedule: not drawn, the report lists no "
+                                    "stage_orders (written before autopar-compile did)"))
+    else:
+        t, tw, th = timeline_svg(report, tl)
+        sched = _schedule_name(report, tl.schedule)
+        note = " (stages assumed balanced)" if tl.source == "balanced" else ""
+        panels.insert(0, (t, tw, th, f"Pipeline schedule ({sched}){note}"))
+    return standalone_svg(panels, title=title)

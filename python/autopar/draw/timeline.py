@@ -1,14 +1,18 @@
 """The pipeline schedule of one step as a timeline per stage: derivation, SVG, caption.
 
 How the timeline is derived: with per-stage times (``stages[i].forward_s`` and
-``backward_s``, one micro-batch each) the schedule is simulated with them.  Otherwise
-stages are assumed balanced: every stage spends ``compute / num_micro_batches`` per
+``backward_s``, one micro-batch each) the stages' orders are simulated with them.
+Otherwise stages are assumed balanced: every stage spends ``compute / num_micro_batches`` per
 micro-batch (``compute`` from ``predicted.step_time_breakdown_s``), split forward :
 backward = 1 : 2 in training (1 : 3 with full recomputation, which redoes the forward),
 all forward in inference.  The page's caption says which was used.
 
-The order each stage works in comes from ``autopar.schedule`` (the Python copy of
-runtime/lib/PipelineSchedule.cpp); the report names the schedule but does not list it.
+The order each stage works in is the report's ``stage_orders`` (written by the planner from
+the runtime's pipelineSchedule() in runtime/lib/PipelineSchedule.cpp, the order autopar-run
+executes); nothing here derives it from the schedule's name.  A report without
+``stage_orders`` (written before the planner listed them) gets no timeline:
+:func:`build_timeline` returns None and the page shows :data:`NO_STAGE_ORDERS` in its place,
+as it draws what a report gives and says what it leaves out.
 """
 
 import math
@@ -30,8 +34,15 @@ class Timeline:
     forward_s: list
     backward_s: list
     source: str                # 'stages', 'stages-totals' or 'balanced'
-    schedule: str              # the schedule simulated
+    schedule: str              # the report's schedule name (the orders are its stage_orders)
     notes: list                # sentences for the caption
+
+
+# Shown where the timeline would be when the report has no stage_orders.
+NO_STAGE_ORDERS = ("The report lists no stage_orders (the order each pipeline stage runs its "
+                   "micro-batches in): it was written before autopar-compile wrote them, so "
+                   "the pipeline schedule is not drawn. Write the report again with "
+                   "autopar-compile --report-json to draw it.")
 
 
 def _fb_ratio(report):
@@ -42,16 +53,16 @@ def _fb_ratio(report):
 
 
 def build_timeline(report):
-    """Derives the timeline of one step from a PlanReport (see the module docstring)."""
+    """Derives the timeline of one step from a PlanReport (see the module docstring): the
+    report's stage_orders simulated with the stage times.  None when the report has no
+    stage_orders (see NO_STAGE_ORDERS)."""
+    if report.stage_orders is None:
+        return None
     p, m = report.mesh.pp, report.num_micro_batches
     train = report.mode == "train"
     pred = report.predicted
     bd = dict(pred.step_time_breakdown_s)
     notes = []
-    schedule = report.schedule if report.schedule in planlib.KNOWN_SCHEDULES else "1f1b"
-    if report.schedule not in planlib.KNOWN_SCHEDULES and train and p > 1:
-        notes.append(f"The report's schedule '{report.schedule}' is not one this drawing "
-                     f"knows; it is drawn as 1F1B.")
 
     compute = bd.get("compute")
     if compute is None:
@@ -92,7 +103,10 @@ def build_timeline(report):
         bwd = [per_mb * r / (1 + r)] * p
         source = "balanced"
 
-    blocks = simulate(schedule, fwd, bwd, m, train)
+    try:
+        blocks = simulate(report.stage_orders, fwd, bwd)
+    except ValueError as e:
+        raise planlib.PlanReportError(f"stage_orders: {e}") from None
     pipeline_s = max((b.end for b in blocks), default=0.0)
     tail = [(k, bd[k]) for k in ("exposed_communication", "optimizer") if bd.get(k)]
     tail += [(k, v) for k, v in bd.items()
@@ -100,7 +114,7 @@ def build_timeline(report):
     total = pipeline_s + sum(v for _, v in tail)
     return Timeline(blocks=blocks, num_stages=p, pipeline_s=pipeline_s, tail=tail,
                     total_s=total, forward_s=fwd, backward_s=bwd, source=source,
-                    schedule=schedule, notes=notes)
+                    schedule=report.schedule, notes=notes)
 
 
 def stage_idle(tl):

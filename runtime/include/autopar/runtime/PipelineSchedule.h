@@ -5,6 +5,11 @@
 // the manifest's `pipeline` key, so that the runtime only walks a list and a
 // training runtime can add backward steps without changing the walk.
 //
+// This is the one definition of the pipeline schedule: the planner compiles
+// PipelineSchedule.cpp too (lib/Planner/CMakeLists.txt), for the cost model's
+// activations in flight and the plan report's "stage_orders", which the plan
+// picture draws. Keep it free of anything but the standard library.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef AUTOPAR_RUNTIME_PIPELINESCHEDULE_H
