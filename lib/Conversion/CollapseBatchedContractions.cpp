@@ -21,27 +21,41 @@ using namespace mlir;
 
 namespace {
 
+/// `value` itself, or the value an `arith.extf` in the body extends (a
+/// mixed-precision contraction reads bf16 operands into f32 products).
+Value throughExtension(Value value) {
+  if (auto ext = value.getDefiningOp<arith::ExtFOp>())
+    return ext.getIn();
+  return value;
+}
+
 /// The body is `yield out + a * b` or `yield out + b * a` (float or
-/// integer), with a and b the two inputs.
+/// integer), with a and b the two inputs, each possibly extended to the
+/// output's type first (`arith.extf`: linalg.batch_matmul casts its
+/// operands to the result type the same way).
 bool isMultiplyAdd(linalg::GenericOp op) {
   Block &body = op.getRegion().front();
-  if (body.getOperations().size() != 3)
-    return false;
-  Operation *mul = &body.front();
-  Operation *add = mul->getNextNode();
-  if (!isa<arith::MulFOp, arith::MulIOp>(mul) ||
-      !isa<arith::AddFOp, arith::AddIOp>(add))
-    return false;
-  Value a = body.getArgument(0), b = body.getArgument(1),
-        c = body.getArgument(2);
-  bool mulOk = (mul->getOperand(0) == a && mul->getOperand(1) == b) ||
-               (mul->getOperand(0) == b && mul->getOperand(1) == a);
-  bool addOk =
-      (add->getOperand(0) == c && add->getOperand(1) == mul->getResult(0)) ||
-      (add->getOperand(1) == c && add->getOperand(0) == mul->getResult(0));
   auto yield = cast<linalg::YieldOp>(body.getTerminator());
-  return mulOk && addOk && yield.getNumOperands() == 1 &&
-         yield.getOperand(0) == add->getResult(0);
+  if (yield.getNumOperands() != 1)
+    return false;
+  Operation *add = yield.getOperand(0).getDefiningOp();
+  if (!add || !isa<arith::AddFOp, arith::AddIOp>(add))
+    return false;
+  Value c = body.getArgument(2);
+  Value product = add->getOperand(0) == c   ? add->getOperand(1)
+                  : add->getOperand(1) == c ? add->getOperand(0)
+                                            : Value();
+  Operation *mul = product ? product.getDefiningOp() : nullptr;
+  if (!mul || !isa<arith::MulFOp, arith::MulIOp>(mul))
+    return false;
+  Value a = body.getArgument(0), b = body.getArgument(1);
+  Value x = throughExtension(mul->getOperand(0)),
+        y = throughExtension(mul->getOperand(1));
+  if (!((x == a && y == b) || (x == b && y == a)))
+    return false;
+  // Nothing else in the body: the mul, the add and at most two extensions.
+  size_t extensions = (x != mul->getOperand(0)) + (y != mul->getOperand(1));
+  return body.getOperations().size() == 3 + extensions;
 }
 
 /// How a generic contracts: C[b..., m, n] += A[b..., m|k, k|m] *

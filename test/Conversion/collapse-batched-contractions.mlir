@@ -90,3 +90,51 @@ func.func @adjoint_transposed_a(%a: tensor<2x4x8x16xf32>, %dc: tensor<2x4x8x8xf3
   } -> tensor<2x4x16x8xf32>
   return %r : tensor<2x4x16x8xf32>
 }
+
+// -----
+
+// Mixed precision: bf16 operands extended to f32 in the body (a training
+// step's attention, demoted by autopar-mixed-precision before this pass)
+// become a batch_matmul of the bf16 operands into the f32 result.
+// CHECK-LABEL: func.func @extended_operands
+// CHECK: %[[BMM:.*]] = linalg.batch_matmul ins(%{{.*}}, %{{.*}} : tensor<8x8x16xbf16>, tensor<8x16x8xbf16>) outs(%{{.*}} : tensor<8x8x8xf32>)
+// CHECK: tensor.expand_shape %[[BMM]]
+// CHECK-NOT: linalg.generic
+#a = affine_map<(b, h, m, n, k) -> (b, h, m, k)>
+#b = affine_map<(b, h, m, n, k) -> (b, h, k, n)>
+#c = affine_map<(b, h, m, n, k) -> (b, h, m, n)>
+func.func @extended_operands(%q: tensor<2x4x8x16xbf16>, %k: tensor<2x4x16x8xbf16>, %init: tensor<2x4x8x8xf32>) -> tensor<2x4x8x8xf32> {
+  %r = linalg.generic {indexing_maps = [#a, #b, #c], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]}
+      ins(%q, %k : tensor<2x4x8x16xbf16>, tensor<2x4x16x8xbf16>) outs(%init : tensor<2x4x8x8xf32>) {
+  ^bb0(%x: bf16, %y: bf16, %acc: f32):
+    %xe = arith.extf %x : bf16 to f32
+    %ye = arith.extf %y : bf16 to f32
+    %p = arith.mulf %xe, %ye : f32
+    %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
+  } -> tensor<2x4x8x8xf32>
+  return %r : tensor<2x4x8x8xf32>
+}
+
+// -----
+
+// An extension of something other than an operand (here the accumulator's
+// square) is not a plain contraction: left alone.
+// CHECK-LABEL: func.func @extended_other
+// CHECK: linalg.generic
+// CHECK-NOT: linalg.batch_matmul
+#a = affine_map<(b, h, m, n, k) -> (b, h, m, k)>
+#b = affine_map<(b, h, m, n, k) -> (b, h, k, n)>
+#c = affine_map<(b, h, m, n, k) -> (b, h, m, n)>
+func.func @extended_other(%q: tensor<2x4x8x16xbf16>, %k: tensor<2x4x16x8xbf16>, %init: tensor<2x4x8x8xf32>) -> tensor<2x4x8x8xf32> {
+  %r = linalg.generic {indexing_maps = [#a, #b, #c], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]}
+      ins(%q, %k : tensor<2x4x8x16xbf16>, tensor<2x4x16x8xbf16>) outs(%init : tensor<2x4x8x8xf32>) {
+  ^bb0(%x: bf16, %y: bf16, %acc: f32):
+    %xe = arith.extf %x : bf16 to f32
+    %xx = arith.mulf %xe, %xe : f32
+    %p = arith.mulf %xx, %xe : f32
+    %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
+  } -> tensor<2x4x8x8xf32>
+  return %r : tensor<2x4x8x8xf32>
+}
