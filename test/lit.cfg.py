@@ -11,7 +11,7 @@ config.name = "AUTOPAR"
 config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
 # .onnxtxt files are ONNX models in the textual syntax that autopar-opt
 # imports directly; their RUN lines live in '#' comments.
-config.suffixes = [".mlir", ".onnxtxt"]
+config.suffixes = [".mlir", ".onnxtxt", ".test"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.autopar_obj_root, "test")
 # Integration/ and Conformance/ are driven by their own runners (ctest).

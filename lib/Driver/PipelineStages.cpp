@@ -1,10 +1,10 @@
 //===- PipelineStages.cpp - The programs of a pipeline plan ---------------===//
 
-#include "PipelineStages.h"
+#include "autopar/Driver/PipelineStages.h"
 
+#include "autopar/Target/LoweringPasses.h"
 #include "autopar/Transforms/Passes.h"
 #include "autopar/Transforms/PlanAnnotate.h"
-#include "autopar/Transforms/SinkMergingReshapes.h"
 
 #include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/StringMap.h"
@@ -56,11 +56,19 @@ buildPipelineStages(MLIRContext &context, llvm::StringRef modelPath,
     return error("importing " + modelPath + " for a micro-batch of " +
                  llvm::Twine(microBatch) +
                  " failed (see the diagnostics above)");
-  sinkMergingReshapes(module->lookupSymbol<func::FuncOp>("main"));
+  // As every program: merged dims carried apart, then the stages marked
+  // as planned and cut apart.
+  auto prepare = PassManager::on<ModuleOp>(&context);
+  applyPassManagerCLOptionsIfAny(prepare);
+  prepare.addNestedPass<func::FuncOp>(createSinkMergingReshapes());
+  if (failed(prepare.run(*module)))
+    return error("preparing " + modelPath +
+                 " for pipeline stages failed (see the diagnostics above)");
   if (llvm::Error err = assignPipelineStages(
           module->lookupSymbol<func::FuncOp>("main"), plan))
     return std::move(err);
-  PassManager pm(&context);
+  auto pm = PassManager::on<ModuleOp>(&context);
+  applyPassManagerCLOptionsIfAny(pm);
   pm.addPass(createSplitPipelineStages());
   if (failed(pm.run(*module)))
     return error("splitting " + modelPath +

@@ -1,63 +1,81 @@
 //===- CpuCodegen.cpp - linalg-on-tensors to a native shared library ------===//
 
 #include "autopar/Target/CpuCodegen.h"
+#include "autopar/Conversion/Passes.h"
+#include "autopar/Target/LoweringPasses.h"
+#include "autopar/Transforms/Passes.h"
+
+#include "mlir/Conversion/Passes.h"
+#include "mlir/Dialect/Linalg/Passes.h"
+#include "mlir/Dialect/MemRef/Transforms/Passes.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Transforms/Passes.h"
 
 using namespace mlir;
 namespace autopar {
 
-llvm::StringRef getCpuLoweringPipeline() {
-  // Why each step:
+void buildCpuBufferizationPipeline(OpPassManager &pm) {
   // - fuse elementwise chains so that bias/residual/activation run in one
   //   loop nest instead of one pass over memory each;
   // - bufferize with identity layouts at the function boundary so every
   //   argument is a dense row-major buffer, and turn results into out-params
   //   that the runtime allocates; a loop may yield a new buffer (gradient
-  //   accumulation carries BatchNorm's running statistics that way);
-  // - contractions go to the runtime's BLAS kernels; the rest becomes loops
-  //   (LLVM's vectorizer handles the static, unit-stride inner loops, made
-  //   long by merging the loops that walk contiguous memory as one);
+  //   accumulation carries BatchNorm's running statistics that way).
+  OpPassManager &tensors = pm.nest<func::FuncOp>();
+  tensors.addPass(createCanonicalizerPass());
+  tensors.addPass(createCollapseBatchedContractions());
+  tensors.addPass(createFoldTransposesIntoMatmuls());
+  tensors.addPass(createFuseElementwise());
+  tensors.addPass(createCSEPass());
+  tensors.addPass(createCanonicalizerPass());
+  tensors.addPass(createSplitSharedInits());
+  addBufferizationPasses(pm, /*allowReturnAllocsFromLoops=*/true);
+}
+
+void buildCpuLoweringToLLVMPipeline(OpPassManager &pm) {
+  // - contractions go to the runtime's BLAS kernels; an embedding's gradient
+  //   (a one-hot reduction) becomes a scatter in the reduction's order; the
+  //   rest becomes loops (LLVM's vectorizer handles the static, unit-stride
+  //   inner loops, made long by merging the loops that walk contiguous
+  //   memory as one);
   // - math functions without an LLVM intrinsic (erf, ...) become libm calls,
   //   and f16/bf16 math is computed in f32.
-  return "func.func(canonicalize,autopar-collapse-batched-contractions,"
-         "autopar-fold-transposes-into-matmuls,autopar-fuse-elementwise,cse,"
-         "canonicalize,"
-         "autopar-split-shared-inits),"
-         "one-shot-bufferize{allow-return-allocs-from-loops "
-         "bufferize-function-boundaries "
-         "function-boundary-type-conversion=identity-layout-map},"
-         "buffer-results-to-out-params{hoist-static-allocs=true "
-         "modify-public-functions=true},"
-         "func.func(autopar-forward-results-to-out-params,canonicalize),"
-         "buffer-deallocation-pipeline,"
-         "autopar-lower-contractions-to-cpu-kernels,"
-         "autopar-copies-to-linalg,"
-         "func.func(autopar-collapse-contiguous-loops,convert-linalg-to-loops),"
-         "autopar-outline-loop-nests,"
-         "lower-affine,"
-         "convert-scf-to-cf,"
-         "expand-strided-metadata,"
-         "lower-affine,"
-         "math-extend-to-supported-types,"
-         "autopar-approximate-math,"
-         "arith-expand{include-bf16=true},"
-         "convert-math-to-funcs{convert-ctlz=false},"
-         "convert-math-to-llvm,"
-         "convert-math-to-libm,"
-         "finalize-memref-to-llvm,"
-         "convert-arith-to-llvm,"
-         "convert-index-to-llvm,"
-         "convert-func-to-llvm,"
-         "autopar-mark-noalias,"
-         "convert-cf-to-llvm,"
-         "reconcile-unrealized-casts";
+  pm.addPass(createLowerContractionsToCpuKernels());
+  pm.addPass(createCopiesToLinalg());
+  OpPassManager &loops = pm.nest<func::FuncOp>();
+  loops.addPass(createOneHotReductionsToScatter(
+      OneHotReductionsToScatterOptions{/*atomic=*/false}));
+  loops.addPass(createCollapseContiguousLoops());
+  loops.addPass(createConvertLinalgToLoopsPass());
+  pm.addPass(createOutlineLoopNests());
+  pm.addPass(createLowerAffinePass());
+  pm.addPass(createSCFToControlFlowPass());
+  pm.addPass(memref::createExpandStridedMetadataPass());
+  pm.addPass(createLowerAffinePass());
+  addMathLoweringPasses(pm);
+  pm.addPass(createConvertMathToLLVMPass());
+  pm.addPass(createConvertMathToLibmPass());
+  pm.addPass(createFinalizeMemRefToLLVMConversionPass());
+  pm.addPass(createArithToLLVMConversionPass());
+  pm.addPass(createConvertIndexToLLVMPass());
+  pm.addPass(createConvertFuncToLLVMPass());
+  pm.addPass(createMarkNoAlias());
+  pm.addPass(createConvertControlFlowToLLVMPass());
+  pm.addPass(createReconcileUnrealizedCastsPass());
+  pm.addPass(createEmitPackedEntry());
+}
+
+void buildCpuPipeline(OpPassManager &pm) {
+  buildCpuBufferizationPipeline(pm);
+  pm.addPass(createRecordArgumentShapes());
+  buildCpuLoweringToLLVMPipeline(pm);
 }
 
 LogicalResult lowerToLLVMForCpu(ModuleOp module) {
-  // The pipeline is split where @main's memref types are recorded.
-  llvm::StringRef pipeline = getCpuLoweringPipeline();
-  size_t split = pipeline.find("autopar-lower-contractions-to-cpu-kernels");
-  return lowerWithPackedEntry(module, pipeline.substr(0, split).rtrim(','),
-                              pipeline.substr(split));
+  auto pm = PassManager::on<ModuleOp>(module.getContext());
+  applyPassManagerCLOptionsIfAny(pm);
+  buildCpuPipeline(pm);
+  return pm.run(module);
 }
 
 } // namespace autopar

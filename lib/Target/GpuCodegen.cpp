@@ -1,12 +1,23 @@
 //===- GpuCodegen.cpp - linalg-on-tensors to CUDA kernels and host code ---===//
 
 #include "autopar/Target/GpuCodegen.h"
-#include "autopar/Target/SharedLibrary.h"
+#include "autopar/Conversion/Passes.h"
+#include "autopar/Target/LoweringPasses.h"
+#include "autopar/Transforms/Passes.h"
+
+#include "mlir/Conversion/Passes.h"
+#include "mlir/Dialect/GPU/Transforms/Passes.h"
+#include "mlir/Dialect/Linalg/Passes.h"
+#include "mlir/Dialect/MemRef/Transforms/Passes.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Transforms/Passes.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/Target/LLVM/NVVM/Target.h"
+#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/GPU/GPUToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/NVVM/NVVMToLLVMIRTranslation.h"
 
 #include "llvm/ADT/StringExtras.h"
@@ -88,23 +99,43 @@ llvm::Expected<std::string> findCudaToolkit(llvm::StringRef explicitPath) {
       " and on PATH); install it, or give --cuda-path or CUDA_HOME");
 }
 
-std::string getGpuLoweringPipeline(const GpuTarget &target,
-                                   llvm::StringRef ptxFeatures) {
-  // bf16/fp16: demote what fusion left materialized, then fuse the
-  // conversions into the kernels next to them.
-  std::string mixedPrecision;
-  if (target.precision == "bf16" || target.precision == "fp16")
-    mixedPrecision = llvm::formatv(",autopar-mixed-precision{{type={0}},"
-                                   "autopar-fuse-elementwise,cse,canonicalize",
-                                   target.precision == "bf16" ? "bf16" : "f16")
-                         .str();
+void buildGpuBufferizationPipeline(OpPassManager &pm, const GpuTarget &target) {
   // Why each step (docs/design/gpu-backend.md has the long version):
   // - tensors: as on CPU, plus convolutions become im2col + GEMM, since the
   //   runtime's only contraction kernels are cuBLASLt GEMMs; with bf16/fp16
-  //   parameters and activations are stored in that type;
+  //   parameters and activations are stored in that type (what fusion left
+  //   materialized is demoted, then the conversions are fused into the
+  //   kernels next to them);
   // - bufferize as on CPU: dense row-major arguments, results as
-  //   out-params, temporaries freed;
-  // - GEMMs become calls to the runtime's cuBLASLt kernels;
+  //   out-params, temporaries freed.
+  OpPassManager &tensors = pm.nest<func::FuncOp>();
+  tensors.addPass(createCanonicalizerPass());
+  tensors.addPass(createCollapseBatchedContractions());
+  tensors.addPass(createFoldTransposesIntoMatmuls());
+  tensors.addPass(createConvToIm2colGemm());
+  tensors.addPass(createFuseElementwise());
+  tensors.addPass(createCSEPass());
+  tensors.addPass(createCanonicalizerPass());
+  if (target.precision == "bf16" || target.precision == "fp16") {
+    MixedPrecisionOptions demote;
+    demote.type =
+        target.precision == "bf16" ? LowPrecision::BF16 : LowPrecision::F16;
+    tensors.addPass(createMixedPrecision(demote));
+    tensors.addPass(createFuseElementwise());
+    tensors.addPass(createCSEPass());
+    tensors.addPass(createCanonicalizerPass());
+  }
+  // A reduction to a scalar (the gradient norm) gets one partial per outer
+  // index instead of one warp for the whole tensor.
+  tensors.addPass(createSplitFullReductions());
+  tensors.addPass(createSplitSharedInits());
+  addBufferizationPasses(pm, /*allowReturnAllocsFromLoops=*/false);
+}
+
+void buildGpuLoweringToLLVMPipeline(OpPassManager &pm, const GpuTarget &target,
+                                    llvm::StringRef ptxFeatures) {
+  // - GEMMs become calls to the runtime's cuBLASLt kernels; an embedding's
+  //   gradient (a one-hot reduction) becomes a scatter of atomic adds;
   // - every other op becomes a parallel loop nest with its parallel dims
   //   outermost: a thread per output element, except row reductions, where
   //   a warp per output element reads the row coalesced and combines with
@@ -115,83 +146,102 @@ std::string getGpuLoweringPipeline(const GpuTarget &target,
   // - kernels are outlined into one gpu.module, made asynchronous on one
   //   stream, lowered to NVVM and assembled by ptxas into a cubin;
   // - the host code is lowered to the LLVM dialect as on CPU.
-  return llvm::formatv(
-      "func.func(canonicalize,autopar-collapse-batched-contractions,"
-      "autopar-fold-transposes-into-matmuls,autopar-conv-to-im2col-gemm,"
-      "autopar-fuse-elementwise,cse,canonicalize"
-      "{4},autopar-split-shared-inits),"
-      "one-shot-bufferize{{bufferize-function-boundaries "
-      "function-boundary-type-conversion=identity-layout-map},"
-      "buffer-results-to-out-params{{hoist-static-allocs=true "
-      "modify-public-functions=true},"
-      "func.func(autopar-forward-results-to-out-params,canonicalize),"
-      "buffer-deallocation-pipeline,"
-      "autopar-lower-contractions-to-cuda-kernels,"
-      "autopar-copies-to-linalg,"
-      "func.func(autopar-parallel-dims-outermost,autopar-gpu-warp-reductions,"
-      "convert-linalg-to-parallel-loops),"
-      "math-extend-to-supported-types,"
-      "autopar-approximate-math,"
-      "arith-expand{{include-bf16=true},"
-      "convert-math-to-funcs{{convert-ctlz=false},"
-      "func.func(autopar-gpu-wrap-sequential-code,"
-      "autopar-gpu-tile-parallel-loops{{block-size={0}},"
-      "gpu-map-parallel-loops,convert-parallel-loops-to-gpu,"
-      "autopar-gpu-host-memory),"
-      "canonicalize,"
-      "gpu-launch-sink-index-computations,"
-      "gpu-kernel-outlining,"
-      "autopar-merge-gpu-modules,"
-      "func.func(gpu-async-region),"
-      "expand-strided-metadata,"
-      "lower-affine,"
-      "convert-scf-to-cf,"
-      "nvvm-attach-target{{chip={1} features={2} O=3},"
-      "gpu.module(convert-gpu-to-nvvm,canonicalize,cse,"
-      "reconcile-unrealized-casts),"
-      "gpu-to-llvm,"
-      "gpu-module-to-binary{{format=bin toolkit={3}},"
-      "finalize-memref-to-llvm,"
-      "convert-arith-to-llvm,"
-      "convert-index-to-llvm,"
-      "convert-func-to-llvm,"
-      "convert-cf-to-llvm,"
-      "reconcile-unrealized-casts",
-      target.blockSize, target.arch, ptxFeatures, target.cudaPath,
-      mixedPrecision);
+  pm.addPass(createLowerContractionsToCudaKernels());
+  pm.addPass(createCopiesToLinalg());
+  OpPassManager &loops = pm.nest<func::FuncOp>();
+  loops.addPass(createOneHotReductionsToScatter());
+  loops.addPass(createParallelDimsOutermost());
+  loops.addPass(createGpuWarpReductions());
+  loops.addPass(createConvertLinalgToParallelLoopsPass());
+  addMathLoweringPasses(pm);
+  OpPassManager &kernels = pm.nest<func::FuncOp>();
+  kernels.addPass(createWrapSequentialCodeForGpu());
+  TileParallelLoopsForGpuOptions tiles;
+  tiles.blockSize = target.blockSize;
+  kernels.addPass(createTileParallelLoopsForGpu(tiles));
+  kernels.addPass(createGpuMapParallelLoopsPass());
+  kernels.addPass(createConvertParallelLoopToGpuPass());
+  kernels.addPass(createGpuHostMemory());
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createGpuLaunchSinkIndexComputationsPass());
+  pm.addPass(createGpuKernelOutliningPass());
+  pm.addPass(createMergeGpuModules());
+  pm.addNestedPass<func::FuncOp>(createGpuAsyncRegionPass());
+  pm.addPass(memref::createExpandStridedMetadataPass());
+  pm.addPass(createLowerAffinePass());
+  pm.addPass(createSCFToControlFlowPass());
+  GpuNVVMAttachTargetOptions nvvm;
+  nvvm.chip = target.arch;
+  nvvm.features = ptxFeatures.str();
+  nvvm.optLevel = 3;
+  pm.addPass(createGpuNVVMAttachTarget(nvvm));
+  OpPassManager &device = pm.nest<gpu::GPUModuleOp>();
+  device.addPass(createConvertGpuOpsToNVVMOps());
+  device.addPass(createCanonicalizerPass());
+  device.addPass(createCSEPass());
+  device.addPass(createReconcileUnrealizedCastsPass());
+  pm.addPass(createGpuToLLVMConversionPass());
+  GpuModuleToBinaryPassOptions binary;
+  binary.compilationTarget = "bin";
+  binary.toolkitPath = target.cudaPath;
+  pm.addPass(createGpuModuleToBinaryPass(binary));
+  pm.addPass(createFinalizeMemRefToLLVMConversionPass());
+  pm.addPass(createArithToLLVMConversionPass());
+  pm.addPass(createConvertIndexToLLVMPass());
+  pm.addPass(createConvertFuncToLLVMPass());
+  pm.addPass(createConvertControlFlowToLLVMPass());
+  pm.addPass(createReconcileUnrealizedCastsPass());
+  pm.addPass(createEmitPackedEntry());
+}
+
+void buildGpuPipeline(OpPassManager &pm, const GpuTarget &target,
+                      llvm::StringRef ptxFeatures) {
+  buildGpuBufferizationPipeline(pm, target);
+  pm.addPass(createRecordArgumentShapes());
+  buildGpuLoweringToLLVMPipeline(pm, target, ptxFeatures);
+}
+
+void registerGpuCodegenExtensions(DialectRegistry &registry) {
+  // gpu-module-to-binary serializes through the NVVM target attribute; the
+  // LLVM IR translation of gpu.binary embeds the cubin and emits the
+  // mgpuModuleLoad/mgpuLaunchKernel calls.
+  NVVM::registerNVVMTargetInterfaceExternalModels(registry);
+  registerBuiltinDialectTranslation(registry);
+  registerLLVMDialectTranslation(registry);
+  registerGPUDialectTranslation(registry);
+  registerNVVMDialectTranslation(registry);
+  gpu::registerOffloadingLLVMTranslationInterfaceExternalModels(registry);
 }
 
 LogicalResult lowerToLLVMForGpu(ModuleOp module, const GpuTarget &target,
                                 std::vector<std::string> *argumentDTypes) {
   MLIRContext *ctx = module.getContext();
   DialectRegistry registry;
-  // gpu-module-to-binary serializes through the NVVM target attribute; the
-  // LLVM IR translation of gpu.binary embeds the cubin and emits the
-  // mgpuModuleLoad/mgpuLaunchKernel calls.
-  NVVM::registerNVVMTargetInterfaceExternalModels(registry);
-  registerGPUDialectTranslation(registry);
-  registerNVVMDialectTranslation(registry);
-  gpu::registerOffloadingLLVMTranslationInterfaceExternalModels(registry);
+  registerGpuCodegenExtensions(registry);
   ctx->appendDialectRegistry(registry);
-
   llvm::Expected<std::string> features = getPtxFeatures(target.arch);
   if (!features)
     return module.emitError(llvm::toString(features.takeError()));
-  std::string pipeline = getGpuLoweringPipeline(target, *features);
-  // The pipeline is split where @main's memref types are recorded.
-  llvm::StringRef text = pipeline;
-  size_t split = text.find("autopar-lower-contractions-to-cuda-kernels");
-  auto inspect = [&](func::FuncOp main) {
-    if (!argumentDTypes || !main)
-      return;
+  // In two runs: the bufferized @main is the last point where its argument
+  // attributes (the storage types mixed precision chose) are still there.
+  auto bufferize = PassManager::on<ModuleOp>(ctx);
+  applyPassManagerCLOptionsIfAny(bufferize);
+  buildGpuBufferizationPipeline(bufferize, target);
+  if (failed(bufferize.run(module)))
+    return failure();
+  if (auto main = module.lookupSymbol<func::FuncOp>("main");
+      main && argumentDTypes) {
     argumentDTypes->clear();
     for (unsigned i = 0; i < main.getNumArguments(); ++i) {
       auto dtype = main.getArgAttrOfType<StringAttr>(i, "autopar.dtype");
       argumentDTypes->push_back(dtype ? dtype.str() : "");
     }
-  };
-  return lowerWithPackedEntry(module, text.substr(0, split).rtrim(','),
-                              text.substr(split), inspect);
+  }
+  auto lower = PassManager::on<ModuleOp>(ctx);
+  applyPassManagerCLOptionsIfAny(lower);
+  lower.addPass(createRecordArgumentShapes());
+  buildGpuLoweringToLLVMPipeline(lower, target, *features);
+  return lower.run(module);
 }
 
 llvm::Expected<std::vector<std::string>>

@@ -1,16 +1,11 @@
 //===- SharedLibrary.cpp - A lowered program as a loadable .so ------------===//
 
 #include "autopar/Target/SharedLibrary.h"
-#include "autopar/Conversion/Passes.h"
-#include "autopar/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/ExecutionEngine/OptUtils.h"
 #include "mlir/IR/BuiltinTypes.h"
-#include "mlir/InitAllPasses.h"
-#include "mlir/Pass/PassManager.h"
-#include "mlir/Pass/PassRegistry.h"
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Export.h"
@@ -29,55 +24,6 @@
 
 using namespace mlir;
 namespace autopar {
-
-void registerLoweringPasses() {
-  static bool registered = [] {
-    registerAllPasses();
-    registerAutoparConversionPasses();
-    registerAutoparTransformsPasses();
-    return true;
-  }();
-  (void)registered;
-}
-
-/// Records the static shape of each memref argument of `@main` for
-/// `autopar-emit-packed-entry` (the types are gone after func-to-llvm).
-static LogicalResult recordArgumentShapes(ModuleOp module) {
-  auto main = module.lookupSymbol<func::FuncOp>("main");
-  if (!main)
-    return module.emitError("no func.func @main to lower");
-  SmallVector<Attribute> shapes;
-  for (Type t : main.getArgumentTypes()) {
-    auto memref = dyn_cast<MemRefType>(t);
-    if (!memref || !memref.hasStaticShape() || !memref.getLayout().isIdentity())
-      return main.emitError("argument type ")
-             << t << " is not a static, row-major memref";
-    shapes.push_back(
-        DenseI64ArrayAttr::get(module.getContext(), memref.getShape()));
-  }
-  main->setAttr(kArgShapesAttr, ArrayAttr::get(module.getContext(), shapes));
-  return success();
-}
-
-LogicalResult
-lowerWithPackedEntry(ModuleOp module, llvm::StringRef bufferize,
-                     llvm::StringRef lower,
-                     llvm::function_ref<void(func::FuncOp)> inspect) {
-  registerLoweringPasses();
-  MLIRContext *ctx = module.getContext();
-  auto pm1 = PassManager::on<ModuleOp>(ctx);
-  if (failed(parsePassPipeline(bufferize, pm1)) || failed(pm1.run(module)))
-    return failure();
-  if (failed(recordArgumentShapes(module)))
-    return failure();
-  if (inspect)
-    inspect(module.lookupSymbol<func::FuncOp>("main"));
-  auto pm2 = PassManager::on<ModuleOp>(ctx);
-  if (failed(parsePassPipeline(lower, pm2)))
-    return failure();
-  pm2.addPass(createEmitPackedEntry());
-  return pm2.run(module);
-}
 
 LogicalResult emitSharedLibrary(ModuleOp module, llvm::StringRef soPath,
                                 const SharedLibraryOptions &options,

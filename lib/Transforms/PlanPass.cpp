@@ -12,6 +12,42 @@ namespace autopar {
 
 using namespace mlir;
 
+namespace autopar {
+
+llvm::StringRef planOptionSpelling(PlanModeOption mode) {
+  return mode == PlanModeOption::Train ? "train" : "infer";
+}
+
+llvm::StringRef planOptionSpelling(PlanPrecisionOption precision) {
+  switch (precision) {
+  case PlanPrecisionOption::Auto:
+    return "";
+  case PlanPrecisionOption::FP32:
+    return "fp32";
+  case PlanPrecisionOption::BF16:
+    return "bf16";
+  case PlanPrecisionOption::FP16:
+    return "fp16";
+  }
+  llvm_unreachable("unknown precision option");
+}
+
+llvm::StringRef planOptionSpelling(PlanRecomputeOption recompute) {
+  switch (recompute) {
+  case PlanRecomputeOption::Auto:
+    return "";
+  case PlanRecomputeOption::None:
+    return "none";
+  case PlanRecomputeOption::Selective:
+    return "selective";
+  case PlanRecomputeOption::Full:
+    return "full";
+  }
+  llvm_unreachable("unknown recompute option");
+}
+
+} // namespace autopar
+
 namespace {
 struct AutoparPlanPass : autopar::impl::AutoparPlanBase<AutoparPlanPass> {
   using Base::Base;
@@ -36,40 +72,24 @@ struct AutoparPlanPass : autopar::impl::AutoparPlanBase<AutoparPlanPass> {
       return signalPassFailure();
     }
     autopar::annotateModuleWithPlan(module, *result);
+    if (onPlanned)
+      onPlanned(*result);
   }
 
+  /// Set by createAutoparPlanPass: the request the caller built (instead of
+  /// the options), and who receives the plan.
+  std::optional<autopar::PlanRequest> fixedRequest;
+  std::function<void(const autopar::PlanResult &)> onPlanned;
+
   llvm::Expected<autopar::PlanRequest> buildRequest() {
+    if (fixedRequest)
+      return *fixedRequest;
     autopar::PlanFlags flags;
     flags.cluster = cluster;
-    // PlanFlags holds the CLI's spellings (autopar-compile's flags); the
-    // typed options map onto them.
-    flags.mode = mode == autopar::PlanModeOption::Train ? "train" : "infer";
-    switch (precision) {
-    case autopar::PlanPrecisionOption::Auto:
-      break;
-    case autopar::PlanPrecisionOption::FP32:
-      flags.precision = "fp32";
-      break;
-    case autopar::PlanPrecisionOption::BF16:
-      flags.precision = "bf16";
-      break;
-    case autopar::PlanPrecisionOption::FP16:
-      flags.precision = "fp16";
-      break;
-    }
-    switch (recompute) {
-    case autopar::PlanRecomputeOption::Auto:
-      break;
-    case autopar::PlanRecomputeOption::None:
-      flags.recompute = "none";
-      break;
-    case autopar::PlanRecomputeOption::Selective:
-      flags.recompute = "selective";
-      break;
-    case autopar::PlanRecomputeOption::Full:
-      flags.recompute = "full";
-      break;
-    }
+    // PlanFlags holds the CLI's spellings (autopar-compile's flags).
+    flags.mode = autopar::planOptionSpelling(mode).str();
+    flags.precision = autopar::planOptionSpelling(precision).str();
+    flags.recompute = autopar::planOptionSpelling(recompute).str();
     flags.dp = dp;
     flags.tp = tp;
     flags.pp = pp;
@@ -79,3 +99,11 @@ struct AutoparPlanPass : autopar::impl::AutoparPlanBase<AutoparPlanPass> {
   }
 };
 } // namespace
+
+std::unique_ptr<Pass> autopar::createAutoparPlanPass(
+    PlanRequest request, std::function<void(const PlanResult &)> onPlanned) {
+  auto pass = std::make_unique<AutoparPlanPass>();
+  pass->fixedRequest = std::move(request);
+  pass->onPlanned = std::move(onPlanned);
+  return pass;
+}

@@ -7,8 +7,11 @@
 //===----------------------------------------------------------------------===//
 
 #include "autopar/Conversion/Passes.h"
+#include "autopar/Driver/TensorParallel.h"
 #include "autopar/Driver/TrainingStep.h"
 #include "autopar/Import/OnnxImporter.h"
+#include "autopar/Target/GpuCodegen.h"
+#include "autopar/Target/LoweringPasses.h"
 #include "autopar/Transforms/Passes.h"
 #include "autopar/Transforms/ShardingModels.h"
 
@@ -102,6 +105,8 @@ int main(int argc, char **argv) {
   autopar::registerAutoparConversionPasses();
   autopar::registerAutoparTransformsPasses();
   autopar::registerTrainingStepPipeline();
+  autopar::registerTensorParallelPipeline();
+  autopar::registerLoweringPipelines();
 
   DialectRegistry registry;
   // autopar's sharding models first (registerAllDialects brings upstream's
@@ -110,6 +115,8 @@ int main(int argc, char **argv) {
   registerAllDialects(registry);
   registerAllExtensions(registry);
   autopar::registerImportDialects(registry);
+  // autopar-gpu-pipeline assembles cubins and embeds them.
+  autopar::registerGpuCodegenExtensions(registry);
 
   auto [inputFilename, outputFilename] = registerAndParseCLIOptions(
       argc, argv, "autopar optimizer driver", registry);

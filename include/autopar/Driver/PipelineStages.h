@@ -7,12 +7,12 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef AUTOPAR_COMPILE_PIPELINESTAGES_H
-#define AUTOPAR_COMPILE_PIPELINESTAGES_H
+#ifndef AUTOPAR_DRIVER_PIPELINESTAGES_H
+#define AUTOPAR_DRIVER_PIPELINESTAGES_H
 
 #include "autopar/Import/OnnxImporter.h"
-#include "autopar/Target/Artifact.h"
 #include "autopar/Planner/Planner.h"
+#include "autopar/Target/Artifact.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
@@ -42,4 +42,4 @@ buildPipelineStages(mlir::MLIRContext &context, llvm::StringRef modelPath,
 
 } // namespace autopar
 
-#endif // AUTOPAR_COMPILE_PIPELINESTAGES_H
+#endif // AUTOPAR_DRIVER_PIPELINESTAGES_H

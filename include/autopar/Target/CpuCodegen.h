@@ -14,14 +14,22 @@
 #include "autopar/Target/SharedLibrary.h"
 
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/StringRef.h"
 
 namespace autopar {
 
-/// The textual pass pipeline (nested under builtin.module) that lowers
-/// linalg on tensors to the LLVM
-/// dialect, up to (not including) the packed entry point.
-llvm::StringRef getCpuLoweringPipeline();
+/// Tensors to buffers: fusion, One-Shot Bufferize, results as out-params.
+void buildCpuBufferizationPipeline(mlir::OpPassManager &pm);
+
+/// Bufferized program (with `autopar.arg_shapes` recorded on `@main`) to the
+/// LLVM dialect, BLAS calls for contractions, and the packed entry
+/// `autopar_entry`.
+void buildCpuLoweringToLLVMPipeline(mlir::OpPassManager &pm);
+
+/// The whole CPU pipeline (registered as `autopar-cpu-pipeline`): the two
+/// above with `autopar-record-argument-shapes` between them.
+void buildCpuPipeline(mlir::OpPassManager &pm);
 
 /// Lowers `module` in place to the LLVM dialect, adding `autopar_entry`.
 /// `@main`'s arguments (after outputs became arguments) must be static.

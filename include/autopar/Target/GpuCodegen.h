@@ -15,6 +15,8 @@
 #define AUTOPAR_TARGET_GPUCODEGEN_H
 
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
 
@@ -47,11 +49,28 @@ llvm::Expected<std::string> getPtxFeatures(llvm::StringRef arch);
 /// none has `bin/ptxas`.
 llvm::Expected<std::string> findCudaToolkit(llvm::StringRef explicitPath);
 
-/// The textual pass pipeline (nested under builtin.module) lowering linalg on
-/// tensors to the LLVM dialect with the kernels compiled into `gpu.binary`
-/// ops, up to (not including) the packed entry point.
-std::string getGpuLoweringPipeline(const GpuTarget &target,
-                                   llvm::StringRef ptxFeatures);
+/// Registers what GPU lowering needs besides the dialects: the NVVM target
+/// attribute's serialization (ptxas) and the GPU/NVVM translations to LLVM
+/// IR that embed the cubins.
+void registerGpuCodegenExtensions(mlir::DialectRegistry &registry);
+
+/// Tensors to buffers: fusion, convolutions as im2col + GEMM, the storage
+/// type of `target.precision`, One-Shot Bufferize, results as out-params.
+void buildGpuBufferizationPipeline(mlir::OpPassManager &pm,
+                                   const GpuTarget &target);
+
+/// Bufferized program (with `autopar.arg_shapes` recorded on `@main`) to
+/// cuBLASLt calls, CUDA kernels assembled into cubins for `target.arch`
+/// (`ptxFeatures` from getPtxFeatures), host code in the LLVM dialect, and
+/// the packed entry.
+void buildGpuLoweringToLLVMPipeline(mlir::OpPassManager &pm,
+                                    const GpuTarget &target,
+                                    llvm::StringRef ptxFeatures);
+
+/// The whole GPU pipeline (registered as `autopar-gpu-pipeline`): the two
+/// above with `autopar-record-argument-shapes` between them.
+void buildGpuPipeline(mlir::OpPassManager &pm, const GpuTarget &target,
+                      llvm::StringRef ptxFeatures);
 
 /// Lowers `module` in place: host code in the LLVM dialect with
 /// `autopar_entry`, kernels in `gpu.binary` ops. Registers the LLVM IR

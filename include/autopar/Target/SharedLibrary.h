@@ -1,10 +1,7 @@
-//===- SharedLibrary.h - A lowered program as a loadable .so -----*- C++
-//-*-===//
+//===- SharedLibrary.h - A lowered program as a loadable .so ---*- C++ -*-===//
 //
 // What every backend shares once its lowering has reached the LLVM dialect:
-// the packed entry point `void autopar_entry(void **args)` (whose argument
-// shapes are recorded on `@main` before the memref types are lowered away),
-// and the host code's translation to LLVM IR, optimization, object emission
+// the host code's translation to LLVM IR, optimization, object emission
 // and link into the `.so` that `autopar-run` loads. On CPU the `.so` is the
 // whole program; on GPU it is the host code, with the kernels embedded.
 //
@@ -21,21 +18,6 @@
 #include <string>
 
 namespace autopar {
-
-/// Registers every pass a lowering pipeline may name (upstream and autopar),
-/// once per process.
-void registerLoweringPasses();
-
-/// Runs `bufferize` (a textual pipeline nested under builtin.module), records
-/// the static shape of each memref argument of `@main` for the packed entry,
-/// runs `lower` (which must reach the LLVM dialect) and adds
-/// `autopar_entry`. `@main`'s arguments after bufferization must be static,
-/// row-major memrefs. `inspect`, if given, sees the bufferized `@main` (the
-/// last point where its signature and argument attributes are still there).
-mlir::LogicalResult
-lowerWithPackedEntry(mlir::ModuleOp module, llvm::StringRef bufferize,
-                     llvm::StringRef lower,
-                     llvm::function_ref<void(mlir::func::FuncOp)> inspect = {});
 
 /// Options for the host code.
 struct SharedLibraryOptions {

@@ -158,6 +158,27 @@ def AutoparPlan : Pass<"autopar-plan", "mlir::ModuleOp"> {
   let dependentDialects = ["mlir::shard::ShardDialect"];
 }
 
+def ReplicateGraphIO : Pass<"autopar-replicate-graph-io", "mlir::ModuleOp"> {
+  let summary = "Keep `@main`'s graph inputs and outputs whole on every "
+                "rank of a tensor-parallel group";
+  let description = [{
+    Runs after `autopar-plan` on a tensor-parallel group's program (a
+    replica's, or a pipeline stage's), before `sharding-propagation`. The
+    runtime hands every rank of the group the whole input and expects the
+    whole output: each graph input (an argument without `autopar.parameter`)
+    and each returned value is annotated as replicated on `@autopar_grid`,
+    so that `shard-partition` inserts the gathers a split result needs and a
+    user that needs an input split slices it. Parameters keep the split the
+    plan chose (each rank loads its block).
+
+    A plan that splits nothing (small ops on fast links: every op
+    replicated) leaves the program as it is on every rank: the pass then
+    removes the grid instead, since upstream partitioning fails on a
+    program whose only shardings are replicated ones.
+  }];
+  let dependentDialects = ["mlir::shard::ShardDialect"];
+}
+
 def SplitPipelineStages : Pass<"autopar-split-pipeline-stages",
                                "mlir::ModuleOp"> {
   let summary = "Split @main into one program per pipeline stage";

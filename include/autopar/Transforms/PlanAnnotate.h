@@ -10,6 +10,12 @@
 #define AUTOPAR_TRANSFORMS_PLANANNOTATE_H
 
 #include "autopar/Planner/Planner.h"
+#include "autopar/Transforms/Training.h"
+
+#include "mlir/Pass/Pass.h"
+
+#include <functional>
+#include <memory>
 
 namespace autopar {
 
@@ -25,6 +31,20 @@ void annotateModuleWithPlan(mlir::ModuleOp module, const PlanResult &result);
 /// segments; an error says when it does not.
 llvm::Error assignPipelineStages(mlir::func::FuncOp main,
                                  const PlanCandidate &plan);
+
+/// `autopar-plan` planning with `request` as the caller built it (a tensor-
+/// parallel group's cluster, the model's name) instead of its options;
+/// `onPlanned`, if given, receives the plan the module is annotated with.
+std::unique_ptr<mlir::Pass>
+createAutoparPlanPass(PlanRequest request,
+                      std::function<void(const PlanResult &)> onPlanned = {});
+
+/// The spellings of the typed plan options in PlanFlags (autopar-compile's
+/// flags): "infer"/"train"; "", "fp32", "bf16", "fp16"; "", "none",
+/// "selective", "full" ("" is Auto: the planner's choice).
+llvm::StringRef planOptionSpelling(PlanModeOption mode);
+llvm::StringRef planOptionSpelling(PlanPrecisionOption precision);
+llvm::StringRef planOptionSpelling(PlanRecomputeOption recompute);
 
 } // namespace autopar
 

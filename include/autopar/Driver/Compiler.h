@@ -1,0 +1,56 @@
+//===- Compiler.h - The compile flow of autopar-compile ---------*- C++ -*-===//
+//
+// The flow from an ONNX file and a cluster to a plan report and an artifact
+// (docs/architecture.md, "The compile flow"): validate the request, import,
+// plan, then either build one training step or carry the plan out for
+// inference (tensor-parallel partitioning with a fallback when it cannot
+// run, pipeline stages, a data-parallel replica's re-import), lower each
+// program for CPU ranks or GPUs and write the artifact. Each IR step is a
+// pass or a registered pipeline (autopar-opt reproduces it); this library
+// decides which run, on which programs, and what is written.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef AUTOPAR_DRIVER_COMPILER_H
+#define AUTOPAR_DRIVER_COMPILER_H
+
+#include "autopar/Transforms/Training.h"
+
+#include <string>
+#include <vector>
+
+namespace autopar {
+
+/// What autopar-compile is asked to do: its flags (docs/interfaces.md),
+/// typed. 0, -1 and "" mean "not given".
+struct CompileOptions {
+  std::string modelPath;
+  /// A preset (local:N, dgx-h100:NODES, ...) or a cluster JSON file.
+  std::string cluster;
+  /// NAME=D0xD1x..., and NAME=FILE.npy for inputs frozen to constants.
+  std::vector<std::string> inputShapes, constInputs;
+  PlanModeOption mode = PlanModeOption::Infer;
+  PlanPrecisionOption precision = PlanPrecisionOption::Auto;
+  PlanRecomputeOption recompute = PlanRecomputeOption::Auto;
+  /// --mode train: the loss output, the DeepSpeed-style config, frozen
+  /// parameter globs, and whether to stop after the gradients.
+  std::string loss, trainConfigPath;
+  std::vector<std::string> freeze;
+  bool emitGradients = false;
+  /// Pins.
+  int64_t dp = 0, tp = 0, pp = 0, zero = -1, microBatchSize = 0;
+  /// Plan and report only; print each op's decision.
+  bool planOnly = false, explain = false;
+  std::string reportJson, outputDir, dumpDir;
+  /// LLVM CPU of the host code; the CUDA toolkit for GPU code.
+  std::string targetCpu = "native", cudaPath;
+};
+
+/// Runs the compile flow. Prints the plan table (and progress) to
+/// llvm::outs() and every error, prefixed `autopar-compile: error:`, to
+/// llvm::errs(). Returns the process's exit code: 0 on success.
+int runCompiler(const CompileOptions &options);
+
+} // namespace autopar
+
+#endif // AUTOPAR_DRIVER_COMPILER_H

@@ -1,0 +1,764 @@
+//===- Compiler.cpp - The compile flow of autopar-compile -----------------===//
+
+#include "autopar/Driver/Compiler.h"
+#include "autopar/Driver/PipelineStages.h"
+#include "autopar/Driver/TensorParallel.h"
+#include "autopar/Driver/TrainConfig.h"
+#include "autopar/Driver/TrainingStep.h"
+
+#include "autopar/Import/OnnxImporter.h"
+#include "autopar/Import/WeightLocator.h"
+#include "autopar/Planner/Cluster.h"
+#include "autopar/Target/Artifact.h"
+#include "autopar/Target/CpuCodegen.h"
+#include "autopar/Target/GpuCodegen.h"
+#include "autopar/Target/LoweringPasses.h"
+#include "autopar/Transforms/Passes.h"
+#include "autopar/Transforms/PlanAnnotate.h"
+#include "autopar/Transforms/ShardingModels.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/InitAllDialects.h"
+#include "mlir/InitAllExtensions.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Target/LLVMIR/Dialect/All.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/Path.h"
+
+#include <chrono>
+#include <optional>
+
+using namespace mlir;
+namespace autopar {
+namespace {
+
+/// One run of the flow. Each step returns an exit code (0: go on) or a
+/// LogicalResult whose failure has been reported.
+class CompileFlow {
+public:
+  explicit CompileFlow(const CompileOptions &options)
+      : o(options), start(std::chrono::steady_clock::now()) {}
+
+  int run();
+
+private:
+  int fail(const llvm::Twine &message) const;
+  void writeIR(llvm::StringRef name, ModuleOp module) const;
+  double elapsedSeconds() const;
+
+  /// Checks the flags, the training config and the GPU target, and builds
+  /// the plan request, before any work.
+  int validateRequest();
+  /// The MLIR context with autopar's sharding models, every dialect and the
+  /// LLVM IR translations, printing diagnostics as autopar-compile's.
+  void createContext();
+  /// Imports the model at `options` and runs the passes every program gets
+  /// before planning; null (diagnostics reported) on failure.
+  OwningOpRef<ModuleOp> importProgram(const ImportOptions &options);
+  /// Training: the micro-batch the user fixed, and whether the model
+  /// updates state (BatchNorm), into the request.
+  int pinTrainingMicroBatch();
+  /// Writes the plan report, if asked for, with what the flow adds.
+  bool writeReport(const PlanResult &result, const PlanRequest &forRequest,
+                   llvm::json::Object extra);
+
+  int compileTrainingStep();
+  int compileInference();
+  /// Inference: the best plan if its tensor parallelism and pipeline stages
+  /// can be carried out, else the best plan without them (recorded in
+  /// `fallbacks`); fills `programs` for a pipeline.
+  int chooseExecutablePlan(std::vector<StageProgram> &programs);
+  /// Replans without what cannot run; false after reporting when no such
+  /// plan exists.
+  bool fallBack(const PlanRequest &replanRequest, llvm::StringRef without,
+                llvm::StringRef reason);
+  /// Inference with dp > 1 and no pipeline: the program of one replica,
+  /// imported for its share of the batch.
+  int importReplica();
+
+  const CompileOptions &o;
+  std::chrono::steady_clock::time_point start;
+
+  // The request, as validated.
+  std::string precision;
+  TrainConfig trainConfig = defaultTrainConfig();
+  PlanRequest request;
+  bool gpu = false, training = false;
+  /// The precision the generated code stores parameters and activations in
+  /// (GPU: bf16/fp16 with f32 arithmetic; TF32 is not used, so tf32 plans
+  /// run fp32 GEMMs).
+  Precision codePrecision = Precision::FP32;
+  GpuTarget gpuTarget;
+  ImportOptions importOptions;
+
+  // The model and its plan.
+  std::unique_ptr<MLIRContext> context;
+  std::optional<ScopedDiagnosticHandler> diagnostics;
+  OwningOpRef<ModuleOp> module;
+  std::vector<ArtifactArgument> arguments;
+  std::optional<PlanResult> plan;
+
+  // Inference: the plan that runs, when it is not the best one.
+  PlanCandidate executable;
+  std::optional<PlanResult> executedPlan;
+  std::optional<PlanRequest> executedRequest;
+  llvm::json::Array fallbacks;
+};
+
+int CompileFlow::fail(const llvm::Twine &message) const {
+  llvm::outs().flush();
+  llvm::errs() << "autopar-compile: error: " << message << "\n";
+  return 1;
+}
+
+void CompileFlow::writeIR(llvm::StringRef name, ModuleOp program) const {
+  if (o.dumpDir.empty())
+    return;
+  llvm::sys::fs::create_directories(o.dumpDir);
+  llvm::SmallString<256> path(o.dumpDir);
+  llvm::sys::path::append(path, name);
+  std::error_code ec;
+  llvm::raw_fd_ostream os(path, ec);
+  if (!ec)
+    program.print(os);
+}
+
+double CompileFlow::elapsedSeconds() const {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+      .count();
+}
+
+int CompileFlow::validateRequest() {
+  training = o.mode == PlanModeOption::Train;
+  precision = planOptionSpelling(o.precision).str();
+  if (training && !o.trainConfigPath.empty()) {
+    auto parsed = readTrainConfig(o.trainConfigPath);
+    if (!parsed)
+      return fail(llvm::toString(parsed.takeError()));
+    trainConfig = std::move(*parsed);
+    // A value in the file is a pin, like the CLI's: they must agree.
+    if (trainConfig.zeroStage && o.zero >= 0 &&
+        *trainConfig.zeroStage != o.zero)
+      return fail(o.trainConfigPath + ": zero_optimization.stage is " +
+                  llvm::Twine(*trainConfig.zeroStage) + " but --zero is " +
+                  llvm::Twine(o.zero));
+    if (trainConfig.microBatchSize && o.microBatchSize > 0 &&
+        *trainConfig.microBatchSize != o.microBatchSize)
+      return fail(o.trainConfigPath + ": train_micro_batch_size_per_gpu is " +
+                  llvm::Twine(*trainConfig.microBatchSize) +
+                  " but --micro-batch-size is " +
+                  llvm::Twine(o.microBatchSize));
+    // bf16/fp16 in the file is the precision, like --precision.
+    if (!trainConfig.precision.empty()) {
+      if (!precision.empty() && precision != trainConfig.precision)
+        return fail(o.trainConfigPath + ": " + trainConfig.precision +
+                    ".enabled is true but --precision is " + precision);
+      precision = trainConfig.precision;
+    }
+  }
+  // --precision bf16/fp16 alone trains in that precision (DeepSpeed's
+  // defaults for fp16's loss scaling).
+  if (training && trainConfig.precision.empty() &&
+      (precision == "bf16" || precision == "fp16"))
+    trainConfig.precision = precision;
+  PlanFlags flags;
+  flags.cluster = o.cluster;
+  flags.mode = planOptionSpelling(o.mode).str();
+  flags.precision = precision;
+  flags.recompute = planOptionSpelling(o.recompute).str();
+  flags.dp = o.dp;
+  flags.tp = o.tp;
+  flags.pp = o.pp;
+  flags.zero = o.zero;
+  flags.microBatchSize = o.microBatchSize;
+  auto built = buildPlanRequest(flags);
+  if (!built)
+    return fail(llvm::toString(built.takeError()));
+  request = std::move(*built);
+  const ClusterSpec &cluster = request.cluster;
+  request.modelName = llvm::sys::path::filename(o.modelPath).str();
+  // Code generation exists for inference and one-rank training, on CPU ranks
+  // and NVIDIA GPUs; planning works for every request (--plan-only).
+  gpu = !cluster.isLocalCpu();
+  for (auto [flag, given] : {std::pair{"--loss", !o.loss.empty()},
+                             {"--train-config", !o.trainConfigPath.empty()},
+                             {"--freeze", !o.freeze.empty()},
+                             {"--emit-gradients", o.emitGradients}})
+    if (given && !training)
+      return fail(llvm::Twine(flag) + " needs --mode train");
+  if (!o.planOnly && training && cluster.worldSize() != 1)
+    return fail("--cluster " + o.cluster +
+                " --mode train: training code is generated for one rank so "
+                "far (--cluster local:1, or a cluster of one GPU); "
+                "distributed training is being built. Use --plan-only to "
+                "plan and report for this cluster");
+  // On a GPU the plan's precision (bf16 unless --precision says otherwise)
+  // is the step's mixed precision, as for inference.
+  if (training && gpu && trainConfig.precision.empty() &&
+      (request.precision == Precision::BF16 ||
+       request.precision == Precision::FP16))
+    trainConfig.precision = precisionName(request.precision).str();
+  // --loss cross-entropy:OUTPUT adds PyTorch's cross-entropy to logits.
+  if (o.loss == "cross-entropy:")
+    return fail("--loss cross-entropy:OUTPUT: name the output holding the "
+                "logits, e.g. --loss cross-entropy:logits");
+  if (gpu && (request.precision == Precision::BF16 ||
+              request.precision == Precision::FP16))
+    codePrecision = request.precision;
+  if (gpu && !o.planOnly) {
+    // Check the device target before any work: an unknown architecture or
+    // a missing toolkit would otherwise fail after the whole lowering.
+    gpuTarget.arch = cluster.device.arch;
+    if (gpuTarget.arch.empty())
+      return fail("--cluster " + o.cluster + ": the GPU '" +
+                  cluster.device.name +
+                  "' has no architecture; give \"arch\" (e.g. \"sm_90\") "
+                  "in the cluster file's gpu object to generate code for it");
+    if (auto features = getPtxFeatures(gpuTarget.arch); !features)
+      return fail("--cluster " + o.cluster + ": " +
+                  llvm::toString(features.takeError()));
+    auto toolkit = findCudaToolkit(o.cudaPath);
+    if (!toolkit)
+      return fail("--cluster " + o.cluster + " (GPU code generation): " +
+                  llvm::toString(toolkit.takeError()));
+    gpuTarget.cudaPath = *toolkit;
+    gpuTarget.precision = precisionName(codePrecision).str();
+  }
+  if (!o.planOnly && o.outputDir.empty())
+    return fail("no output directory: give -o ARTIFACT_DIR (or --plan-only)");
+
+  // A training step also returns the parameters training updates besides
+  // the trained ones (BatchNorm's running statistics).
+  importOptions.trainingStateUpdates = training;
+  for (const std::string &flag : o.inputShapes) {
+    std::string error;
+    if (failed(parseInputShapeFlag(flag, importOptions, error)))
+      return fail(error);
+  }
+  for (const std::string &flag : o.constInputs) {
+    std::string error;
+    if (failed(parseConstInputFlag(flag, importOptions, error)))
+      return fail(error);
+  }
+  return 0;
+}
+
+void CompileFlow::createContext() {
+  DialectRegistry registry;
+  // autopar's sharding models first (registerAllDialects brings upstream's
+  // linalg models, and the first attached wins): they replace upstream's.
+  registerShardingModels(registry);
+  registerAllDialects(registry);
+  registerAllExtensions(registry);
+  registerAllToLLVMIRTranslations(registry);
+  context = std::make_unique<MLIRContext>(registry);
+  // Messages name the file, the ONNX nodes and parameters themselves; the IR
+  // of the op they were attached to (often all of @main) would bury them.
+  context->printOpOnDiagnostic(false);
+  diagnostics.emplace(context.get(), [](Diagnostic &diag) {
+    llvm::outs().flush();
+    llvm::StringRef severity =
+        diag.getSeverity() == DiagnosticSeverity::Error     ? "error"
+        : diag.getSeverity() == DiagnosticSeverity::Warning ? "warning"
+                                                            : "note";
+    llvm::errs() << "autopar-compile: " << severity << ": " << diag << "\n";
+    for (Diagnostic &note : diag.getNotes())
+      llvm::errs() << "autopar-compile: note: " << note << "\n";
+    return success();
+  });
+}
+
+OwningOpRef<ModuleOp> CompileFlow::importProgram(const ImportOptions &options) {
+  OwningOpRef<ModuleOp> imported =
+      importOnnxFile(context.get(), o.modelPath, options);
+  if (!imported)
+    return nullptr;
+  // Every program is planned and compiled with merged dims carried apart
+  // (attention's batch * heads).
+  auto pm = PassManager::on<ModuleOp>(context.get());
+  applyPassManagerCLOptionsIfAny(pm);
+  pm.addNestedPass<func::FuncOp>(createSinkMergingReshapes());
+  if (failed(pm.run(*imported)))
+    return nullptr;
+  return imported;
+}
+
+int CompileFlow::pinTrainingMicroBatch() {
+  // The micro-batch: the user's (--micro-batch-size, or the config's
+  // train_micro_batch_size_per_gpu or gradient_accumulation_steps), else
+  // the planner's; but the planner does not micro-batch a model whose
+  // forward updates state (BatchNorm) on its own: that would change its
+  // batch statistics (docs/training.md, "Gradient accumulation").
+  int64_t batch = 0;
+  for (const ArtifactArgument &arg : arguments)
+    if (arg.kind == ArtifactArgument::Kind::Input && !arg.shape.empty()) {
+      batch = arg.shape[0];
+      break;
+    }
+  bool oneRank = request.cluster.worldSize() == 1;
+  // DeepSpeed: train_batch_size = micro-batch x accumulation steps x dp.
+  if (trainConfig.microBatchSize && trainConfig.accumulationSteps && oneRank &&
+      *trainConfig.microBatchSize * *trainConfig.accumulationSteps != batch)
+    return fail(o.trainConfigPath + ": train_micro_batch_size_per_gpu (" +
+                llvm::Twine(*trainConfig.microBatchSize) +
+                ") x gradient_accumulation_steps (" +
+                llvm::Twine(*trainConfig.accumulationSteps) +
+                ") must be the batch of --input-shape (" + llvm::Twine(batch) +
+                ") on one rank");
+  if (!request.pins.microBatchSize && trainConfig.microBatchSize) {
+    int64_t micro = *trainConfig.microBatchSize;
+    if (micro < 1 || (batch > 0 && batch % micro != 0))
+      return fail(o.trainConfigPath + ": train_micro_batch_size_per_gpu (" +
+                  llvm::Twine(micro) +
+                  ") must divide the batch of --input-shape (" +
+                  llvm::Twine(batch) + ")");
+    request.pins.microBatchSize = micro;
+  }
+  // gradient_accumulation_steps alone fixes the micro-batch on one rank;
+  // on several it depends on dp, which the planner chooses.
+  if (!request.pins.microBatchSize && trainConfig.accumulationSteps &&
+      batch > 0 && oneRank) {
+    int64_t steps = *trainConfig.accumulationSteps;
+    if (steps < 1 || batch % steps != 0)
+      return fail(o.trainConfigPath + ": gradient_accumulation_steps (" +
+                  llvm::Twine(steps) +
+                  ") must divide the batch of --input-shape (" +
+                  llvm::Twine(batch) + ")");
+    request.pins.microBatchSize = batch / steps;
+  }
+  auto main = module->lookupSymbol<func::FuncOp>("main");
+  bool updatesState = false;
+  for (unsigned i = 0; i < main.getNumResults(); ++i)
+    updatesState |= bool(main.getResultAttr(i, attrs::kUpdate));
+  request.wholeReplicaBatch = updatesState;
+  return 0;
+}
+
+bool CompileFlow::writeReport(const PlanResult &result,
+                              const PlanRequest &forRequest,
+                              llvm::json::Object extra) {
+  if (o.reportJson.empty())
+    return true;
+  std::error_code ec;
+  llvm::raw_fd_ostream os(o.reportJson, ec);
+  if (ec) {
+    fail("cannot write " + o.reportJson + ": " + ec.message());
+    return false;
+  }
+  llvm::json::Value report = planReportJson(result, forRequest);
+  for (auto &[key, value] : extra)
+    (*report.getAsObject())[key] = std::move(value);
+  os << llvm::formatv("{0:2}", report) << "\n";
+  return true;
+}
+
+int CompileFlow::run() {
+  if (int rc = validateRequest())
+    return rc;
+  createContext();
+  module = importProgram(importOptions);
+  if (!module)
+    return 1;
+  auto main = module->lookupSymbol<func::FuncOp>("main");
+  writeIR("imported.mlir", *module);
+  // On several ranks, plan attention's fused QKV projection as the parts a
+  // tensor-parallel partition splits (a replica is re-imported).
+  if (request.cluster.worldSize() > 1) {
+    auto pm = PassManager::on<ModuleOp>(context.get());
+    applyPassManagerCLOptionsIfAny(pm);
+    pm.addNestedPass<func::FuncOp>(createExposeProjectionParts());
+    if (failed(pm.run(*module)))
+      return 1;
+  }
+  auto collected = collectArtifactArguments(main);
+  if (failed(collected))
+    return 1;
+  arguments = std::move(*collected);
+  if (training)
+    if (int rc = pinTrainingMicroBatch())
+      return rc;
+
+  auto planned = planProgram(main, request);
+  if (!planned)
+    return fail(llvm::toString(planned.takeError()));
+  plan = std::move(*planned);
+  printPlanTable(llvm::outs(), *plan, request);
+  if (o.explain)
+    printPlanExplanation(llvm::outs(), *plan);
+  if (o.planOnly)
+    return writeReport(*plan, request, {}) ? 0 : 1;
+  return training ? compileTrainingStep() : compileInference();
+}
+
+int CompileFlow::compileTrainingStep() {
+  // train_batch_size, when given, must be the batch of --input-shape.
+  if (trainConfig.trainBatchSize &&
+      *trainConfig.trainBatchSize != plan->globalBatch)
+    return fail(o.trainConfigPath + ": train_batch_size is " +
+                llvm::Twine(*trainConfig.trainBatchSize) +
+                " but the inputs' batch (--input-shape) is " +
+                llvm::Twine(plan->globalBatch));
+  // On one rank the plan's micro-batches are accumulated in the step.
+  const PlanCandidate &best = plan->best;
+  int64_t microBatches = best.numMicroBatches;
+  if (best.dp * best.microBatchSize * microBatches != plan->globalBatch)
+    return fail("the plan's " + llvm::Twine(microBatches) +
+                " micro-batches of " + llvm::Twine(best.microBatchSize) +
+                " do not make the global batch " +
+                llvm::Twine(plan->globalBatch));
+  llvm::json::Array notes;
+  if (microBatches > 1) {
+    // The step runs the forward one micro-batch at a time: import it at
+    // that batch.
+    ImportOptions perMicroBatch = importOptions;
+    perMicroBatch.batchRatio = plan->globalBatch / best.microBatchSize;
+    for (const ArtifactArgument &arg : arguments) {
+      if (arg.kind != ArtifactArgument::Kind::Input)
+        continue;
+      if (arg.shape.empty() || arg.shape[0] != plan->globalBatch)
+        return fail("input '" + arg.name +
+                    "' does not have the global batch (" +
+                    llvm::Twine(plan->globalBatch) +
+                    ") as its leading dim, so it cannot be cut into "
+                    "micro-batches for gradient accumulation");
+      llvm::SmallVector<int64_t> shape(arg.shape);
+      shape[0] = best.microBatchSize;
+      perMicroBatch.inputShapes[arg.name] = shape;
+    }
+    module = importOnnxFile(context.get(), o.modelPath, perMicroBatch);
+    if (!module)
+      return fail("importing " + o.modelPath + " for a micro-batch of " +
+                  llvm::Twine(best.microBatchSize) + " failed");
+    llvm::outs() << "  accumulation  " << microBatches << " micro-batches of "
+                 << best.microBatchSize
+                 << " per step (one optimizer step per global batch of "
+                 << plan->globalBatch << ")\n";
+    if (request.wholeReplicaBatch) {
+      std::string note =
+          "BatchNorm statistics are computed per micro-batch of " +
+          std::to_string(best.microBatchSize) +
+          ", as PyTorch computes them under gradient accumulation, not "
+          "over the global batch";
+      llvm::outs() << "  note: " << note << "\n";
+      notes.push_back(note);
+    }
+  }
+  // One training step: loss and gradients, then clipping, schedule and
+  // update (docs/training.md); then the artifact.
+  TrainingStepOptions step;
+  step.loss = o.loss;
+  step.freeze.assign(o.freeze.begin(), o.freeze.end());
+  step.emitGradients = o.emitGradients;
+  step.microBatches = microBatches;
+  step.config = trainConfig;
+  step.lowPrecisionGemms = gpu;
+  auto pm = PassManager::on<ModuleOp>(context.get());
+  applyPassManagerCLOptionsIfAny(pm);
+  buildTrainingStepPipeline(pm, step);
+  if (failed(pm.run(*module)))
+    return 1;
+  writeIR("train-step.mlir", *module);
+  TrainingArtifactOptions artifact;
+  artifact.modelPath = o.modelPath;
+  artifact.outputDir = o.outputDir;
+  artifact.cluster = o.cluster;
+  artifact.targetCpu = o.targetCpu;
+  artifact.dumpDir = o.dumpDir;
+  artifact.globalBatch = plan->globalBatch;
+  artifact.microBatches = microBatches;
+  artifact.withOptimizer = !o.emitGradients;
+  artifact.config = trainConfig;
+  artifact.loss = o.loss;
+  artifact.importOptions = importOptions;
+  if (gpu) {
+    // The step carries its own mixed precision (f32 master weights).
+    artifact.gpu = gpuTarget;
+    artifact.gpu->precision = "fp32";
+  }
+  std::string error;
+  auto trained = writeTrainingArtifact(*module, artifact, error);
+  if (failed(trained))
+    return fail(error);
+  llvm::outs() << llvm::formatv(
+      "  trained: {0} parameters ({1:F2} MiB) in {2} tensors\n",
+      trained->elements, trained->bytes / (1024.0 * 1024.0), trained->tensors);
+  llvm::json::Object extra;
+  if (!notes.empty())
+    extra["notes"] = std::move(notes);
+  extra["trainable_parameters"] =
+      llvm::json::Object{{"count", trained->elements},
+                         {"bytes", trained->bytes},
+                         {"tensors", trained->tensors}};
+  if (!writeReport(*plan, request, std::move(extra)))
+    return 1;
+  llvm::outs() << "wrote " << o.outputDir << " (training step, compiled in "
+               << llvm::format("%.2f", elapsedSeconds()) << " s)\n";
+  return 0;
+}
+
+bool CompileFlow::fallBack(const PlanRequest &replanRequest,
+                           llvm::StringRef without, llvm::StringRef reason) {
+  auto main = module->lookupSymbol<func::FuncOp>("main");
+  auto replanned = planProgram(main, replanRequest);
+  if (!replanned) {
+    fail("the best plan needs " + without + ", which this program cannot " +
+         "run with yet (" + reason + "), and no plan without it exists: " +
+         llvm::toString(replanned.takeError()));
+    return false;
+  }
+  fallbacks.push_back(llvm::json::Object{
+      {"from_mesh", llvm::json::Object{{"dp", executable.dp},
+                                       {"tp", executable.tp},
+                                       {"pp", executable.pp}}},
+      {"from_step_time_s", executable.stepSeconds},
+      {"reason", reason.str()}});
+  executable = replanned->best;
+  executedPlan = std::move(*replanned);
+  executedRequest = replanRequest;
+  llvm::outs() << llvm::formatv(
+      "  executing the best plan without {0} instead (dp={1} tp={2} pp={3}, "
+      "predicted {4:F3} ms per step): {5}\n",
+      without, executable.dp, executable.tp, executable.pp,
+      executable.stepSeconds * 1e3, reason);
+  return true;
+}
+
+int CompileFlow::chooseExecutablePlan(std::vector<StageProgram> &programs) {
+  executable = plan->best;
+  // Tensor parallelism needs every op on the way to have a partitioning
+  // rule (upstream has none for some ops yet): try it on a copy first and
+  // fall back to the best plan without it, saying why. Replanning is the
+  // flow's decision between pipelines, not a rewrite of the IR, so it
+  // stays here rather than in a pass.
+  if (executable.tp > 1) {
+    OwningOpRef<ModuleOp> trial = module->clone();
+    std::vector<ArtifactArgument> trialArgs = arguments;
+    std::string reason;
+    LogicalResult partitioned = success();
+    {
+      ScopedDiagnosticHandler collect(context.get(), [&](Diagnostic &diag) {
+        if (reason.empty() && diag.getSeverity() == DiagnosticSeverity::Error)
+          reason = diag.str();
+        return success();
+      });
+      partitioned = partitionTensorParallel(
+          *trial, executable.tp, request, trialArgs, nullptr,
+          [&](llvm::StringRef name, ModuleOp m) { writeIR(name, m); });
+    }
+    if (failed(partitioned)) {
+      if (reason.empty())
+        reason = "a partitioning pass failed without saying why (--dump-ir "
+                 "DIR writes the annotated program, annotated.mlir)";
+      if (request.pins.tp && *request.pins.tp > 1)
+        return fail("--tp " + llvm::Twine(*request.pins.tp) +
+                    ": this program cannot be partitioned over tensor-"
+                    "parallel ranks yet: " +
+                    reason);
+      // Pipeline stages need no partitioning rules: the planner may choose
+      // them instead.
+      PlanRequest noTensor = request;
+      noTensor.pins.tp = 1;
+      if (!fallBack(noTensor, "tensor parallelism",
+                    "tensor-parallel partitioning failed: " + reason))
+        return 1;
+    }
+  }
+
+  // Pipeline parallelism: one program per stage, for one micro-batch.
+  if (executable.pp > 1) {
+    auto stages = buildPipelineStages(*context, o.modelPath, importOptions,
+                                      executable, arguments, plan->globalBatch);
+    if (stages) {
+      programs = std::move(*stages);
+    } else {
+      std::string reason = llvm::toString(stages.takeError());
+      if (request.pins.pp && *request.pins.pp > 1)
+        return fail("--pp " + llvm::Twine(*request.pins.pp) + ": " + reason);
+      PlanRequest noPipeline = request;
+      noPipeline.pins.pp = 1;
+      if (!noPipeline.pins.tp)
+        noPipeline.pins.tp = 1;
+      if (!fallBack(noPipeline, "pipeline stages", reason))
+        return 1;
+    }
+  }
+  return 0;
+}
+
+int CompileFlow::importReplica() {
+  // Re-import for one rank's slice of the batch: every input and output
+  // must carry the batch as its leading dim.
+  int64_t batch = plan->globalBatch;
+  int64_t dp = executable.dp;
+  ImportOptions perRank = importOptions;
+  for (const ArtifactArgument &arg : arguments) {
+    if (arg.kind != ArtifactArgument::Kind::Input)
+      continue;
+    if (arg.shape.empty() || arg.shape[0] != batch)
+      return fail("input '" + arg.name + "' does not have the global batch (" +
+                  llvm::Twine(batch) +
+                  ") as its leading dim, so it cannot be split over " +
+                  llvm::Twine(dp) + " data-parallel ranks");
+    llvm::SmallVector<int64_t> shape(arg.shape);
+    shape[0] /= dp;
+    perRank.inputShapes[arg.name] = shape;
+  }
+  OwningOpRef<ModuleOp> replica = importProgram(perRank);
+  if (!replica)
+    return 1;
+  auto replicaArgs =
+      collectArtifactArguments(replica->lookupSymbol<func::FuncOp>("main"));
+  if (failed(replicaArgs))
+    return 1;
+  for (auto [global, local] : llvm::zip(arguments, *replicaArgs)) {
+    if (global.kind == ArtifactArgument::Kind::Parameter)
+      continue;
+    if (global.shape.empty() || local.shape.empty() ||
+        global.shape[0] != local.shape[0] * dp ||
+        llvm::ArrayRef(global.shape).drop_front() !=
+            llvm::ArrayRef(local.shape).drop_front())
+      return fail("output '" + global.name +
+                  "' does not keep the batch as its leading dim, so "
+                  "data-parallel ranks cannot each compute a slice of it");
+    local.globalShape = global.shape;
+    local.splitDim = 0;
+  }
+  module = std::move(replica);
+  arguments = std::move(*replicaArgs);
+  return 0;
+}
+
+int CompileFlow::compileInference() {
+  std::vector<StageProgram> programs;
+  if (int rc = chooseExecutablePlan(programs))
+    return rc;
+  if (executable.dp > 1 && programs.empty())
+    if (int rc = importReplica())
+      return rc;
+  if (programs.empty())
+    programs.push_back({std::move(module), std::move(arguments)});
+
+  auto weights = locateInitializers(o.modelPath);
+  if (!weights)
+    return fail(llvm::toString(weights.takeError()));
+  if (std::error_code ec = llvm::sys::fs::create_directories(o.outputDir))
+    return fail("cannot create " + o.outputDir + ": " + ec.message());
+
+  ArtifactDescription description;
+  int64_t tp = executable.tp;
+  // A replica's (or stage's) tp sharding is planned for its own program (its
+  // share of the batch), which may differ from the search's estimate on the
+  // whole batch: the report gives what the programs issue.
+  std::vector<CollectiveVolume> tpCollectives;
+  for (auto [k, program] : llvm::enumerate(programs)) {
+    std::string name = "stage" + std::to_string(k);
+    std::string what = programs.size() > 1
+                           ? "stage " + std::to_string(k) + " of " + o.modelPath
+                           : o.modelPath;
+    std::vector<CollectiveVolume> stageCollectives;
+    if (tp > 1 &&
+        failed(partitionTensorParallel(
+            *program.module, tp, request, program.arguments, &stageCollectives,
+            [&](llvm::StringRef file, ModuleOp m) { writeIR(file, m); })))
+      return fail("partitioning " + what + " over " + llvm::Twine(tp) +
+                  " tensor-parallel ranks failed (see the diagnostics above)");
+    // Its calls per step: once per micro-batch. Ranks of the busiest stage.
+    for (CollectiveVolume &v : stageCollectives) {
+      if (v.axis != "tp")
+        continue;
+      v.calls *= programs.size() > 1 ? executable.numMicroBatches : 1;
+      v.busBytes *= programs.size() > 1 ? executable.numMicroBatches : 1;
+      keepBusiest(tpCollectives, v);
+    }
+    llvm::outs().flush();
+    std::vector<std::string> loweredDTypes;
+    LogicalResult lowered =
+        gpu ? lowerToLLVMForGpu(*program.module, gpuTarget, &loweredDTypes)
+            : lowerToLLVMForCpu(*program.module);
+    if (failed(lowered))
+      return fail("lowering " + what + " to " +
+                  (gpu ? "GPU code for " + gpuTarget.arch : "native code") +
+                  " failed (see the diagnostics above)");
+    std::string prefix = programs.size() > 1 ? name + "-" : "";
+    writeIR(prefix + "llvm-dialect.mlir", *program.module);
+
+    // Parameters the GPU code stores in bf16/fp16: the manifest gives their
+    // new dtype, and the model's as source_dtype (the runtime converts).
+    for (auto [arg, dtype] : llvm::zip(program.arguments, loweredDTypes))
+      if (arg.kind == ArtifactArgument::Kind::Parameter && !dtype.empty() &&
+          dtype != arg.dtype) {
+        arg.sourceDtype = arg.dtype;
+        arg.dtype = dtype;
+      }
+    std::vector<std::string> deviceCode;
+    if (gpu) {
+      auto written =
+          writeDeviceCode(*program.module, o.outputDir, name, gpuTarget.arch);
+      if (!written)
+        return fail(llvm::toString(written.takeError()));
+      deviceCode = std::move(*written);
+    }
+
+    llvm::SmallString<256> soPath(o.outputDir);
+    llvm::sys::path::append(soPath, name + ".so");
+    SharedLibraryOptions codegen;
+    codegen.cpu = o.targetCpu;
+    if (!o.dumpDir.empty())
+      codegen.llvmIRPath =
+          o.dumpDir + "/" + (programs.size() > 1 ? name : "model") + ".ll";
+    std::string error;
+    if (failed(emitSharedLibrary(*program.module, soPath, codegen, error)))
+      return fail(error);
+    description.programs.push_back({name, name + ".so",
+                                    std::move(program.arguments),
+                                    std::move(deviceCode)});
+  }
+
+  PlanResult reported = executedPlan ? *executedPlan : *plan;
+  if (tp > 1) {
+    llvm::erase_if(reported.best.collectives,
+                   [](const CollectiveVolume &v) { return v.axis == "tp"; });
+    llvm::append_range(reported.best.collectives, tpCollectives);
+  }
+  llvm::json::Object extra;
+  if (!fallbacks.empty())
+    extra["fallbacks"] = std::move(fallbacks);
+  if (!writeReport(reported, executedRequest ? *executedRequest : request,
+                   std::move(extra)))
+    return 1;
+
+  llvm::SmallString<256> absModel(o.modelPath);
+  llvm::sys::fs::make_absolute(absModel);
+  description.modelPath = std::string(absModel);
+  description.cluster = o.cluster;
+  description.worldSize = request.cluster.worldSize();
+  description.dp = executable.dp;
+  description.tp = tp;
+  description.pp = executable.pp;
+  if (executable.pp > 1)
+    description.pipeline =
+        ArtifactPipeline{executable.numMicroBatches, executable.microBatchSize,
+                         scheduleName(executable.schedule).str()};
+  if (gpu)
+    description.target = ArtifactTarget{"cuda", gpuTarget.arch,
+                                        precisionName(codePrecision).str()};
+  std::string error;
+  if (failed(
+          writeManifest(o.outputDir, std::move(description), *weights, error)))
+    return fail(error);
+  llvm::outs() << "wrote " << o.outputDir << " (compiled in "
+               << llvm::format("%.2f", elapsedSeconds()) << " s)\n";
+  return 0;
+}
+
+} // namespace
+
+int runCompiler(const CompileOptions &options) {
+  return CompileFlow(options).run();
+}
+
+} // namespace autopar

@@ -1,0 +1,144 @@
+//===- TensorParallel.cpp - A program partitioned over a tp group ---------===//
+
+#include "autopar/Driver/TensorParallel.h"
+#include "autopar/Conversion/Passes.h"
+#include "autopar/Target/LoweringPasses.h"
+#include "autopar/Transforms/Passes.h"
+#include "autopar/Transforms/PlanAnnotate.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Shard/Transforms/Passes.h"
+#include "mlir/Pass/PassOptions.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Transforms/Passes.h"
+
+using namespace mlir;
+namespace autopar {
+
+void addTensorParallelAnnotation(OpPassManager &pm,
+                                 std::unique_ptr<Pass> planPass) {
+  // Attention's fused QKV projection is planned as the parts a tp split
+  // keeps together (autopar-merge-projection-parts undoes it).
+  pm.addNestedPass<func::FuncOp>(createExposeProjectionParts());
+  pm.addPass(std::move(planPass));
+  pm.addPass(createReplicateGraphIO());
+}
+
+void addTensorParallelPartitioning(OpPassManager &pm) {
+  OpPassManager &main = pm.nest<func::FuncOp>();
+  main.addPass(shard::createShardingPropagation());
+  main.addPass(createCheckPartitionable());
+  main.addPass(shard::createPartition());
+  main.addPass(createLowerEmbeddings());
+  main.addPass(createMergeProjectionParts());
+}
+
+void addCollectiveLowering(OpPassManager &pm) {
+  pm.addPass(createLowerCollectivesToRuntime());
+  pm.addPass(createCanonicalizerPass());
+}
+
+namespace {
+struct TensorParallelPipelineOptions
+    : public PassPipelineOptions<TensorParallelPipelineOptions> {
+  Option<int64_t> tp{*this, "tp",
+                     llvm::cl::desc("Ranks of the tensor-parallel group"),
+                     llvm::cl::init(2)};
+};
+} // namespace
+
+void registerTensorParallelPipeline() {
+  PassPipelineRegistration<TensorParallelPipelineOptions>(
+      "autopar-tp-partition-pipeline",
+      "Plan @main for a tensor-parallel group of `tp` CPU ranks, annotate, "
+      "partition and lower the collectives to runtime calls (what "
+      "autopar-compile does for each replica or stage of a tp > 1 plan)",
+      [](OpPassManager &pm, const TensorParallelPipelineOptions &options) {
+        AutoparPlanOptions plan;
+        plan.cluster = "local:" + std::to_string(options.tp);
+        plan.dp = 1;
+        plan.tp = options.tp;
+        plan.pp = 1;
+        addTensorParallelAnnotation(pm, createAutoparPlan(plan));
+        addTensorParallelPartitioning(pm);
+        addCollectiveLowering(pm);
+      });
+}
+
+LogicalResult partitionTensorParallel(
+    ModuleOp module, int64_t tp, const PlanRequest &request,
+    std::vector<ArtifactArgument> &arguments,
+    std::vector<CollectiveVolume> *predicted,
+    llvm::function_ref<void(llvm::StringRef, ModuleOp)> dumpIR) {
+  // One tp group of the request's devices, every other dimension pinned.
+  PlanRequest group = request;
+  group.cluster.nodes = 1;
+  group.cluster.gpusPerNode = tp;
+  group.pins = {};
+  group.pins.dp = 1;
+  group.pins.tp = tp;
+  group.pins.pp = 1;
+
+  MLIRContext *ctx = module.getContext();
+  auto annotate = PassManager::on<ModuleOp>(ctx);
+  applyPassManagerCLOptionsIfAny(annotate);
+  addTensorParallelAnnotation(
+      annotate, createAutoparPlanPass(group, [&](const PlanResult &plan) {
+        if (predicted)
+          *predicted = plan.best.collectives;
+      }));
+  if (failed(annotate.run(module)))
+    return failure();
+  dumpIR("annotated.mlir", module);
+  // The whole shapes, as the parameters are read: after
+  // autopar-expose-projection-parts gave a fused projection's parameters
+  // their part dim.
+  auto main = module.lookupSymbol<func::FuncOp>("main");
+  llvm::SmallVector<llvm::SmallVector<int64_t>> global;
+  for (Type t : main.getArgumentTypes())
+    global.push_back(
+        llvm::SmallVector<int64_t>(cast<RankedTensorType>(t).getShape()));
+  auto partition = PassManager::on<ModuleOp>(ctx);
+  applyPassManagerCLOptionsIfAny(partition);
+  addTensorParallelPartitioning(partition);
+  if (failed(partition.run(module)))
+    return failure();
+  dumpIR("partitioned.mlir", module);
+  auto lower = PassManager::on<ModuleOp>(ctx);
+  applyPassManagerCLOptionsIfAny(lower);
+  addCollectiveLowering(lower);
+  if (failed(lower.run(module)))
+    return failure();
+
+  // Each argument's local block: a parameter may be split (each rank loads
+  // its block); inputs, activations and outputs must stay whole.
+  main = module.lookupSymbol<func::FuncOp>("main");
+  for (auto [i, type] : llvm::enumerate(main.getArgumentTypes())) {
+    auto local = cast<RankedTensorType>(type).getShape();
+    ArtifactArgument &arg = arguments[i];
+    if (local == llvm::ArrayRef(global[i]))
+      continue;
+    for (int64_t d = 0; d < int64_t(local.size()); ++d)
+      if (local[d] != global[i][d]) {
+        if (arg.kind != ArtifactArgument::Kind::Parameter)
+          return main.emitError("'")
+                 << arg.name
+                 << "' was split over tp; inputs and activations must stay "
+                    "whole";
+        arg.globalShape = global[i];
+        arg.splitDim = d;
+        arg.splitAxis = "tp";
+        arg.shape.assign(local.begin(), local.end());
+        break;
+      }
+  }
+  for (auto [k, type] : llvm::enumerate(main.getResultTypes())) {
+    ArtifactArgument &out = arguments[main.getNumArguments() + k];
+    if (cast<RankedTensorType>(type).getShape() != llvm::ArrayRef(out.shape))
+      return main.emitError("'")
+             << out.name << "' is not whole after partitioning";
+  }
+  return success();
+}
+
+} // namespace autopar
