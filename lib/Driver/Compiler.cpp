@@ -6,6 +6,7 @@
 #include "autopar/Driver/TrainConfig.h"
 #include "autopar/Driver/TrainingStep.h"
 
+#include "autopar/Conversion/Passes.h"
 #include "autopar/Import/OnnxImporter.h"
 #include "autopar/Import/WeightLocator.h"
 #include "autopar/Planner/Cluster.h"
@@ -22,6 +23,7 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/InitAllDialects.h"
 #include "mlir/InitAllExtensions.h"
+#include "mlir/InitAllPasses.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Target/LLVMIR/Dialect/All.h"
 #include "llvm/Support/FileSystem.h"
@@ -756,6 +758,12 @@ int CompileFlow::compileInference() {
 }
 
 } // namespace
+
+void registerCompilerPasses() {
+  registerAllPasses();
+  registerAutoparConversionPasses();
+  registerAutoparTransformsPasses();
+}
 
 int runCompiler(const CompileOptions &options) {
   return CompileFlow(options).run();

@@ -3,7 +3,7 @@
 // The user-facing compiler (docs/interfaces.md): parses the flags and hands
 // them to the compile flow of lib/Driver (Compiler.h). The MLIR pass manager
 // options (--mlir-print-ir-after-all, --mlir-timing, ...) apply to every
-// pipeline the flow runs.
+// pipeline the flow runs (--mlir-print-ir-after=PASS names any of its passes).
 //
 //===----------------------------------------------------------------------===//
 
@@ -127,6 +127,8 @@ static cl::opt<std::string> cudaPath(
 
 int main(int argc, char **argv) {
   llvm::InitLLVM y(argc, argv);
+  // Passes first: the pass manager options list the registered passes.
+  autopar::registerCompilerPasses();
   mlir::registerPassManagerCLOptions();
   // MLIR's pass manager options (--mlir-print-ir-after-all, --mlir-timing)
   // work but stay out of --help, as LLVM's own do.

@@ -46,6 +46,12 @@ struct CompileOptions {
   std::string targetCpu = "native", cudaPath;
 };
 
+/// Registers every pass the flow may run (upstream's and autopar's), so that
+/// MLIR's pass manager options that name passes
+/// (`--mlir-print-ir-after=autopar-plan`) parse. Call before parsing the
+/// command line.
+void registerCompilerPasses();
+
 /// Runs the compile flow. Prints the plan table (and progress) to
 /// llvm::outs() and every error, prefixed `autopar-compile: error:`, to
 /// llvm::errs(). Returns the process's exit code: 0 on success.
