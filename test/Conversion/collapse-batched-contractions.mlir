@@ -1,3 +1,7 @@
+// autopar-collapse-batched-contractions: a generic contraction with several
+// batch dims (attention's batch and heads) becomes one linalg.batch_matmul on
+// collapsed operands, also with a transposed operand (the adjoints) or with
+// bf16 operands extended to f32; bodies that are not a multiply-add stay.
 // RUN: autopar-opt %s --split-input-file --pass-pipeline='builtin.module(func.func(autopar-collapse-batched-contractions))' | FileCheck %s
 
 // Batch and heads fold into the one batch dim of linalg.batch_matmul.

@@ -1,3 +1,7 @@
+// autopar-conv-to-im2col-gemm: a 2-D NCHW convolution becomes an im2col
+// linalg.generic and a GEMM named op (linalg.matmul at batch 1, a
+// batch_matmul of the broadcast filter otherwise); dilated and grouped
+// convolutions keep their linalg form.
 // RUN: autopar-opt %s --autopar-conv-to-im2col-gemm --split-input-file | FileCheck %s
 
 // Batch 1: the patches are gathered into a column tensor and the convolution

@@ -1,3 +1,5 @@
+// autopar-copies-to-linalg: a memref.copy of a strided view becomes a
+// linalg.copy of the same source and destination, and no memref.copy is left.
 // RUN: autopar-opt %s --autopar-copies-to-linalg | FileCheck %s
 
 // Strided copies must not reach finalize-memref-to-llvm as memref.copy: that

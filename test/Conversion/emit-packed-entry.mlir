@@ -1,3 +1,7 @@
+// autopar-emit-packed-entry: @autopar_entry(ptr) loads each argument's buffer
+// and rebuilds its static row-major descriptor from autopar.arg_shapes, then
+// calls @main renamed and made internal; shapes that do not match @main's
+// arguments, a missing attribute and a missing @main are errors.
 // RUN: autopar-opt %s --autopar-emit-packed-entry --split-input-file --verify-diagnostics | FileCheck %s
 
 // The entry loads one pointer per argument and rebuilds each row-major

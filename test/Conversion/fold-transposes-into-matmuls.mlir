@@ -1,3 +1,7 @@
+// autopar-fold-transposes-into-matmuls: a matmul or batch_matmul operand that
+// transposes its last two dims (a copy-only generic or linalg.transpose) is
+// read in place through a swapped indexing map; type-converting copies,
+// permutations of other dims and plain copies are kept.
 // RUN: autopar-opt %s --autopar-fold-transposes-into-matmuls --split-input-file | FileCheck %s
 
 // A tied language-model head: logits = x @ Transpose(wte). The matmul reads

@@ -1,3 +1,7 @@
+// autopar-forward-results-to-out-params: a result computed in a fresh
+// allocation and copied, reshaped, into its out-param is computed in a view of
+// the out-param (no allocation, no copy); an allocation read after the copy
+// and an out-param written by something else are kept.
 // RUN: autopar-opt %s --autopar-forward-results-to-out-params --split-input-file | FileCheck %s
 
 // Logits: a GEMM on [batch * seq, vocab] reshaped to the out-param's

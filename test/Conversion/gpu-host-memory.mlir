@@ -1,3 +1,7 @@
+// autopar-gpu-host-memory: the host's memref.alloc/dealloc become
+// gpu.alloc/dealloc (accesses inside kernels are unchanged); a host global is
+// copied into a device buffer that kernels and calls use; allocas become
+// device buffers too; both are freed right before the return.
 // RUN: autopar-opt %s --pass-pipeline='builtin.module(func.func(autopar-gpu-host-memory))' --split-input-file | FileCheck %s
 
 // Host allocations become device allocations; kernels keep their own.

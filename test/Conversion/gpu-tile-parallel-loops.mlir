@@ -1,3 +1,7 @@
+// autopar-gpu-tile-parallel-loops: an outermost scf.parallel is collapsed to
+// one dim and tiled by block-size (256, or 128) with a guard for the tail;
+// after the GPU mapping the launch sizes are exact: a loop smaller than a block
+// is one block of that many threads, a reduction stays a loop in each thread.
 // RUN: autopar-opt %s --pass-pipeline='builtin.module(func.func(autopar-gpu-tile-parallel-loops))' --split-input-file | FileCheck %s --check-prefix=TILE
 // RUN: autopar-opt %s --pass-pipeline='builtin.module(func.func(autopar-gpu-tile-parallel-loops,gpu-map-parallel-loops,convert-parallel-loops-to-gpu,canonicalize))' --split-input-file | FileCheck %s --check-prefix=LAUNCH
 // RUN: autopar-opt %s --pass-pipeline='builtin.module(func.func(autopar-gpu-tile-parallel-loops{block-size=128},gpu-map-parallel-loops,convert-parallel-loops-to-gpu,canonicalize))' --split-input-file | FileCheck %s --check-prefix=B128

@@ -1,3 +1,6 @@
+// autopar-gpu-tile-parallel-loops after autopar-gpu-warp-reductions: a
+// block-size that is not a multiple of the warp width (48) is an error naming
+// the option.
 // RUN: autopar-opt %s --autopar-gpu-warp-reductions --autopar-gpu-tile-parallel-loops="block-size=48" -verify-diagnostics -o /dev/null
 
 // Warp reductions need blocks of whole warps: a block size that is not a

@@ -1,3 +1,7 @@
+// autopar-gpu-warp-reductions: a row reduction becomes one warp per row (a
+// lane loop from the identity, five xor shuffles, lane 0 updating the output),
+// also over two reduction dims and for a max; tiled, the lane is the fastest
+// index. Reductions the pass does not handle keep one thread per output.
 // RUN: autopar-opt %s --autopar-gpu-warp-reductions --split-input-file | FileCheck %s
 // RUN: autopar-opt %s --autopar-gpu-warp-reductions --autopar-gpu-tile-parallel-loops --canonicalize --split-input-file | FileCheck %s --check-prefix=TILED
 

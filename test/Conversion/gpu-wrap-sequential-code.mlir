@@ -1,3 +1,7 @@
+// autopar-gpu-wrap-sequential-code: host memory accesses outside parallel
+// loops move, in order, into one-iteration scf.parallel groups that calls end;
+// a scalar used later is spilled to a device buffer, a host loop stays on the
+// host; a value the host needs from device memory is an error.
 // RUN: autopar-opt %s --pass-pipeline='builtin.module(func.func(autopar-gpu-wrap-sequential-code))' --split-input-file --verify-diagnostics | FileCheck %s
 
 // A full reduction to a scalar (what convert-linalg-to-parallel-loops makes

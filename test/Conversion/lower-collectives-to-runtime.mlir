@@ -1,3 +1,7 @@
+// autopar-lower-collectives-to-runtime: each shard collective becomes a call
+// to autopar_rt_<op>_<type> on unranked buffers with the grid axis and dims,
+// grid queries constants or autopar_rt_grid_coord, all_slice a slice, a sliced
+// sum a reduce-scatter; every unsupported collective is reported.
 // RUN: autopar-opt %s --split-input-file --verify-diagnostics --autopar-lower-collectives-to-runtime | FileCheck %s
 
 // Each collective becomes: its operand as a buffer, a fresh result buffer, a

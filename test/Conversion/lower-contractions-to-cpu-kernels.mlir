@@ -1,3 +1,7 @@
+// autopar-lower-contractions-to-cpu-kernels: f32 matmul and batch_matmul (B
+// transposed as a view) and NCHW and grouped convolutions on memrefs become
+// calls to the BLAS kernels, the _overwrite_ ones after a zero fill; other
+// element types and maps, and ops on tensors, stay linalg.
 // RUN: autopar-opt %s --autopar-lower-contractions-to-cpu-kernels --split-input-file | FileCheck %s
 
 // An f32 matmul on memrefs becomes a call to the BLAS-backed kernel; operands
@@ -49,14 +53,20 @@ func.func @batch_matmul_transposed_b(%a: memref<2x4x8xf32>, %b: memref<2x16x8xf3
 
 // -----
 
-// Convolutions pass their strides and dilations as i64 arguments.
+// Convolutions pass their strides (h, w) and dilations (h, w) as i64
+// arguments, in that order; h and w differ here, so a swap would show.
 // CHECK-LABEL: func.func @conv
-// CHECK-DAG: %[[S:.*]] = arith.constant 2 : i64
-// CHECK-DAG: %[[D:.*]] = arith.constant 1 : i64
-// CHECK: call @autopar_cpu_conv2d_nchw_f32(%{{.*}}, %{{.*}}, %{{.*}}, %[[S]], %[[S]], %[[D]], %[[D]])
-func.func @conv(%i: memref<1x3x9x9xf32>, %f: memref<4x3x3x3xf32>, %o: memref<1x4x4x4xf32>) {
-  linalg.conv_2d_nchw_fchw {strides = dense<2> : tensor<2xi64>, dilations = dense<1> : tensor<2xi64>}
-    ins(%i, %f : memref<1x3x9x9xf32>, memref<4x3x3x3xf32>) outs(%o : memref<1x4x4x4xf32>)
+// CHECK-SAME: (%[[I:[^:]*]]: memref<1x3x9x9xf32>, %[[F:[^:]*]]: memref<4x3x3x3xf32>, %[[O:[^:]*]]: memref<1x4x4x2xf32>)
+// CHECK-DAG: %[[TWO:.*]] = arith.constant 2 : i64
+// CHECK-DAG: %[[THREE:.*]] = arith.constant 3 : i64
+// CHECK-DAG: %[[ONE:.*]] = arith.constant 1 : i64
+// CHECK-DAG: %[[CI:.*]] = memref.cast %[[I]]
+// CHECK-DAG: %[[CF:.*]] = memref.cast %[[F]]
+// CHECK-DAG: %[[CO:.*]] = memref.cast %[[O]]
+// CHECK: call @autopar_cpu_conv2d_nchw_f32(%[[CI]], %[[CF]], %[[CO]], %[[TWO]], %[[THREE]], %[[ONE]], %[[TWO]])
+func.func @conv(%i: memref<1x3x9x9xf32>, %f: memref<4x3x3x3xf32>, %o: memref<1x4x4x2xf32>) {
+  linalg.conv_2d_nchw_fchw {strides = dense<[2, 3]> : tensor<2xi64>, dilations = dense<[1, 2]> : tensor<2xi64>}
+    ins(%i, %f : memref<1x3x9x9xf32>, memref<4x3x3x3xf32>) outs(%o : memref<1x4x4x2xf32>)
   return
 }
 

@@ -1,3 +1,7 @@
+// autopar-lower-contractions-to-cuda-kernels: matmul and batch_matmul on
+// memrefs become calls to the cuBLASLt kernel named by the A/B and C types (B
+// transposed as a view), the _overwrite_ one after a zero fill; convolutions,
+// integer GEMMs and mixed or unsupported type pairs stay linalg.
 // RUN: autopar-opt %s --autopar-lower-contractions-to-cuda-kernels --split-input-file | FileCheck %s
 
 // An f32 matmul becomes a call to the cuBLASLt-backed kernel named by its

@@ -1,3 +1,7 @@
+// autopar-outline-loop-nests: each top-level loop nest without results becomes
+// a call to an internal noinline @<func>_loop<N> (constants cloned in), whose
+// autopar.noalias_pointer_args autopar-mark-noalias turns into llvm.noalias
+// after lowering to LLVM; loops with results stay.
 // RUN: autopar-opt %s --autopar-outline-loop-nests -split-input-file | FileCheck %s
 // RUN: autopar-opt %s --autopar-outline-loop-nests --convert-scf-to-cf \
 // RUN:   --finalize-memref-to-llvm --convert-arith-to-llvm --convert-func-to-llvm \

@@ -1,3 +1,6 @@
+// autopar-parallel-dims-outermost: a linalg op on memrefs with a reduction dim
+// before a parallel one is generalized and interchanged, parallel dims first,
+// each group in its order; ops already in that order and ops on tensors stay.
 // RUN: autopar-opt %s --autopar-parallel-dims-outermost --split-input-file | FileCheck %s
 
 // A reduction over the leading dim (ReduceSum over axis 0) is generalized

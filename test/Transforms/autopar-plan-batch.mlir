@@ -1,9 +1,9 @@
+// autopar-plan (tp=2 on local:2): tensor parallelism never splits the batch
+// (data parallelism gives each replica its share). For this Linear +
+// elementwise chain a split of the batch rows would need no collective at
+// all; the search splits the columns instead.
 // RUN: autopar-opt %s --autopar-plan="cluster=local:2 tp=2" | FileCheck %s
 
-// Tensor parallelism never splits the batch: data parallelism gives each
-// replica its share, and the program each replica runs may hold one item.
-// The cheapest split of this Linear + elementwise chain over the batch rows
-// would need no collective at all; the search splits the columns instead.
 // CHECK-LABEL: func.func @main
 // CHECK: %[[COLUMNS:.*]] = shard.sharding @autopar_grid split_axes = {{\[\[}}], [1]]
 // CHECK: %[[H:.*]] = linalg.matmul

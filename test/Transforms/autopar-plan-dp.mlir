@@ -1,10 +1,10 @@
+// autopar-plan (dp=2 tp=2): the dp axis (grid axis 0) is on the batch of every
+// activation, not only on the graph inputs, so the partitioned program keeps
+// each replica's share of the batch from input to output and communicates over
+// tp only; parameters stay whole over dp.
 // RUN: autopar-opt %s --autopar-plan="cluster=local:4 dp=2 tp=2" | FileCheck %s
 // RUN: autopar-opt %s --pass-pipeline='builtin.module(autopar-plan{cluster=local:4 dp=2 tp=2},func.func(sharding-propagation,autopar-check-partitionable,shard-partition))' | FileCheck %s --check-prefix=PARTITION
 
-// With data parallelism the annotations carry the dp axis (grid axis 0) on
-// the batch of every activation, not only on the graph inputs: the
-// partitioned program keeps each replica's share of the batch from input to
-// output and communicates over tp only. Parameters stay whole over dp.
 // CHECK: shard.grid @autopar_grid(shape = 2x2)
 // CHECK-LABEL: func.func @main
 // CHECK-DAG: shard.sharding @autopar_grid split_axes = {{\[\[}}0]]

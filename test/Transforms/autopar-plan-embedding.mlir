@@ -1,3 +1,7 @@
+// autopar-plan of an embedding lookup for training on 8 GPUs: the table is
+// split by vocabulary (Megatron's vocabulary-parallel embedding) and the
+// lookup becomes autopar.embedding; partitioned and lowered, each rank looks
+// up its block of rows and one all-reduce sums the lookups.
 // RUN: autopar-opt %s --autopar-plan="cluster=dgx-h100:1 tp=8 mode=train" | FileCheck %s
 // RUN: autopar-opt %s --pass-pipeline='builtin.module(autopar-plan{cluster=dgx-h100:1 tp=8 mode=train},func.func(sharding-propagation,autopar-check-partitionable,shard-partition,autopar-lower-embeddings))' | FileCheck %s --check-prefix=PARTITION
 

@@ -1,3 +1,7 @@
+// autopar-plan of an MLP for training on 8 GPUs with tp pinned: the search
+// finds Megatron's split (first weight by columns, second by rows, the partial
+// sum all-reduced), annotated so that upstream partitioning gives each rank
+// 1/8 of each weight.
 // RUN: autopar-opt %s --split-input-file --autopar-plan="cluster=dgx-h100:1 tp=8 mode=train" | FileCheck %s
 // RUN: autopar-opt %s --split-input-file --pass-pipeline='builtin.module(autopar-plan{cluster=dgx-h100:1 tp=8 mode=train},func.func(sharding-propagation,shard-partition))' | FileCheck %s --check-prefix=PARTITION
 

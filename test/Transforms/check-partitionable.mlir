@@ -1,7 +1,8 @@
+// autopar-check-partitionable: what shard-partition assumes (a release build
+// of MLIR would crash instead) is an error naming the op and its ONNX node: an
+// unannotated operand or argument, an unused result, a split operand of an op
+// without sharding rule, a convolution split along a window dim.
 // RUN: autopar-opt %s --split-input-file --verify-diagnostics --pass-pipeline='builtin.module(func.func(autopar-check-partitionable))'
-
-// What shard-partition reads without checking is an error that names the op
-// (in a release build of MLIR it would be a crash).
 
 shard.grid @grid(shape = 2)
 func.func @operand(%x: tensor<8xf32>, %y: tensor<8xf32>) -> tensor<8xf32> {

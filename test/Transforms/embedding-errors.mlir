@@ -1,3 +1,6 @@
+// The autopar.embedding verifier: a result shape other than the ids' shape
+// followed by the table's row shape, a result element type other than the
+// table's, and num_rows < 1 are errors.
 // RUN: autopar-opt %s --split-input-file --verify-diagnostics
 
 func.func @shape(%t: tensor<8x4xf32>, %ids: tensor<2x3xi64>) -> tensor<2x4xf32> {

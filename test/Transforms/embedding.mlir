@@ -1,3 +1,7 @@
+// autopar-lower-embeddings after partitioning: with the table split by
+// vocabulary, each rank looks up the ids in its block of rows (zero for the
+// others) and one all-reduce sums the lookups; with the ids split, each rank
+// reads the whole table (no offset, no mask, no collective).
 // RUN: autopar-opt %s --split-input-file --pass-pipeline='builtin.module(func.func(sharding-propagation,shard-partition,autopar-lower-embeddings))' | FileCheck %s
 
 // Megatron's vocabulary-parallel embedding: each rank holds a block of the

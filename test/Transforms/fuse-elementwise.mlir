@@ -1,3 +1,7 @@
+// autopar-fuse-elementwise: an elementwise chain fuses into one generic; a
+// producer that the consumer would recompute (map not a permutation) or whose
+// consumer is a named contraction stays; a producer with several users is
+// copied into them only when it is cheap and reads only small tensors.
 // RUN: autopar-opt %s --autopar-fuse-elementwise --split-input-file | FileCheck %s
 
 // An elementwise chain fuses into one generic: bias add then ReLU.

@@ -1,3 +1,7 @@
+// autopar-mixed-precision: parameters and stored activations in bf16 (or f16),
+// GEMMs on low-typed operands into f32, reductions and graph outputs in f32;
+// keep-parameters f32-gemms keeps f32 master weights and f32 GEMM operands,
+// f32-loss-head keeps the loss in f32; an unknown type is refused.
 // RUN: autopar-opt %s --pass-pipeline='builtin.module(func.func(autopar-mixed-precision))' --split-input-file | FileCheck %s
 // RUN: autopar-opt %s --pass-pipeline='builtin.module(func.func(autopar-mixed-precision{type=f16}))' --split-input-file | FileCheck %s --check-prefix=F16
 // RUN: autopar-opt %s --pass-pipeline='builtin.module(func.func(autopar-mixed-precision{keep-parameters f32-gemms}))' --split-input-file | FileCheck %s --check-prefix=TRAIN

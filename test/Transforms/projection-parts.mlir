@@ -1,3 +1,7 @@
+// autopar-expose-projection-parts: a fused QKV projection (matmul, bias, three
+// slices) gets a part dim, its weight and bias viewed as [K, 3, N] and [3, N];
+// a shared weight is left alone. After partitioning,
+// autopar-merge-projection-parts makes the part-wise contraction a matmul.
 // RUN: autopar-opt %s --split-input-file --pass-pipeline='builtin.module(func.func(autopar-expose-projection-parts))' | FileCheck %s
 // RUN: autopar-opt %s --split-input-file --pass-pipeline='builtin.module(func.func(sharding-propagation,shard-partition,autopar-merge-projection-parts))' | FileCheck %s --check-prefix=MERGE
 

@@ -1,8 +1,8 @@
-// RUN: autopar-opt %s --split-input-file --pass-pipeline='builtin.module(func.func(sharding-propagation,shard-partition))' | FileCheck %s
-
 // autopar's ShardingInterface models for what upstream (release 22) does not
 // partition: convolutions and pools (their input is read through windows;
-// only channel and batch loops split), tensor.concat, and dense constants.
+// only channel and batch loops split), tensor.concat, and dense constants,
+// each checked for the collectives its split needs after shard-partition.
+// RUN: autopar-opt %s --split-input-file --pass-pipeline='builtin.module(func.func(sharding-propagation,shard-partition))' | FileCheck %s
 
 // Output channels split (Megatron's column-parallel layer): each rank
 // convolves the whole input with its filters; no collective.

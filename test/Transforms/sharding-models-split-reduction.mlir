@@ -1,9 +1,8 @@
+// autopar's linalg sharding model partitions a softmax over a split dim (a row
+// split over tp): each rank reduces its block, the partial max and the partial
+// sum are all-reduced with their own reduction kinds (max, then sum), and the
+// elementwise ops stay split, with no all-gather.
 // RUN: autopar-opt %s --pass-pipeline='builtin.module(func.func(sharding-propagation,shard-partition))' | FileCheck %s
-
-// Softmax over a split dim (a row split over tp): each rank reduces its
-// block, then the partial max and the partial sum are all-reduced with their
-// own reduction kinds; the elementwise ops stay split. autopar's linalg model
-// (LinalgShardingModels.cpp) partitions the reductions.
 
 // CHECK-LABEL: func.func @softmax_split_dim
 // CHECK-SAME: (%[[X:.*]]: tensor<4x4xf32>) -> tensor<4x4xf32>

@@ -1,3 +1,7 @@
+// autopar's sharding models for reshapes, slices and pads: a split of a
+// group's outermost dim, of a dim a slice takes whole, or of a dim a pad does
+// not pad passes through with no collective; a split of an inner, cut or
+// padded dim is gathered first.
 // RUN: autopar-opt %s --split-input-file --pass-pipeline='builtin.module(func.func(sharding-propagation,shard-partition))' | FileCheck %s
 
 // A split of the outermost dim of a reassociation group passes through

@@ -1,3 +1,7 @@
+// autopar-split-shared-inits: ops sharing a zero fill as init each get their
+// own (a fill for reductions, an empty tensor for a write-only op), a read of
+// the fill keeps it, a single-use fill stays, and GEMMs sharing a collapsed
+// fill each get an empty, collapse and fill right before them.
 // RUN: autopar-opt %s --pass-pipeline='builtin.module(func.func(autopar-split-shared-inits))' -split-input-file | FileCheck %s
 
 // Three ops name one zero fill as their init (as CSE leaves them): the two
