@@ -96,6 +96,8 @@ private:
   Precision codePrecision = Precision::FP32;
   GpuTarget gpuTarget;
   ImportOptions importOptions;
+  /// Training code for several CPU ranks: pure data parallelism over all.
+  bool dataParallelTraining = false;
 
   // The model and its plan.
   std::unique_ptr<MLIRContext> context;
@@ -192,12 +194,35 @@ int CompileFlow::validateRequest() {
                              {"--emit-gradients", o.emitGradients}})
     if (given && !training)
       return fail(llvm::Twine(flag) + " needs --mode train");
-  if (!o.planOnly && training && cluster.worldSize() != 1)
-    return fail("--cluster " + o.cluster +
-                " --mode train: training code is generated for one rank so "
-                "far (--cluster local:1, or a cluster of one GPU); "
-                "distributed training is being built. Use --plan-only to "
-                "plan and report for this cluster");
+  if (!o.planOnly && training && cluster.worldSize() != 1) {
+    // Distributed training executes data parallelism (ZeRO 0) on CPU ranks
+    // so far: the plan is pinned to it (docs/distributed-training.md).
+    if (gpu)
+      return fail("--cluster " + o.cluster +
+                  " --mode train: training code is generated for one GPU "
+                  "so far (a cluster of one GPU); several GPUs are being "
+                  "built. Use --plan-only to plan and report for this "
+                  "cluster");
+    for (auto [flag, value] :
+         {std::pair{"--tp", o.tp}, {"--pp", o.pp}, {"--zero", o.zero}})
+      if (value > (llvm::StringRef(flag) == "--zero" ? 0 : 1))
+        return fail(llvm::Twine(flag) + " " + llvm::Twine(value) +
+                    " --mode train: training on several ranks executes "
+                    "data parallelism without ZeRO so far (--dp " +
+                    llvm::Twine(cluster.worldSize()) +
+                    "); tensor and pipeline parallelism and ZeRO are being "
+                    "built. Use --plan-only to plan and report them");
+    if (o.dp > 0 && o.dp != cluster.worldSize())
+      return fail("--dp " + llvm::Twine(o.dp) + " --mode train on --cluster " +
+                  o.cluster + ": training on several ranks executes pure "
+                  "data parallelism so far, over all " +
+                  llvm::Twine(cluster.worldSize()) + " ranks");
+    request.pins.dp = cluster.worldSize();
+    request.pins.tp = 1;
+    request.pins.pp = 1;
+    request.pins.zeroStage = 0;
+    dataParallelTraining = true;
+  }
   // On a GPU the plan's precision (bf16 unless --precision says otherwise)
   // is the step's mixed precision, as for inference.
   if (training && gpu && trainConfig.precision.empty() &&
@@ -301,36 +326,55 @@ int CompileFlow::pinTrainingMicroBatch() {
       batch = arg.shape[0];
       break;
     }
-  bool oneRank = request.cluster.worldSize() == 1;
+  // The data-parallel degree when it is known before planning: 1 on one
+  // rank, every rank for distributed training code (pure dp so far).
+  std::optional<int64_t> dp;
+  if (request.cluster.worldSize() == 1)
+    dp = 1;
+  else if (dataParallelTraining)
+    dp = request.cluster.worldSize();
+  if (dp && batch % *dp != 0)
+    return fail("the batch of --input-shape (" + llvm::Twine(batch) +
+                ") does not divide into " + llvm::Twine(*dp) +
+                " data-parallel replicas");
   // DeepSpeed: train_batch_size = micro-batch x accumulation steps x dp.
-  if (trainConfig.microBatchSize && trainConfig.accumulationSteps && oneRank &&
-      *trainConfig.microBatchSize * *trainConfig.accumulationSteps != batch)
+  if (trainConfig.microBatchSize && trainConfig.accumulationSteps && dp &&
+      *trainConfig.microBatchSize * *trainConfig.accumulationSteps * *dp !=
+          batch)
     return fail(o.trainConfigPath + ": train_micro_batch_size_per_gpu (" +
                 llvm::Twine(*trainConfig.microBatchSize) +
                 ") x gradient_accumulation_steps (" +
-                llvm::Twine(*trainConfig.accumulationSteps) +
-                ") must be the batch of --input-shape (" + llvm::Twine(batch) +
-                ") on one rank");
+                llvm::Twine(*trainConfig.accumulationSteps) + ")" +
+                (*dp > 1 ? " x " + std::to_string(*dp) +
+                               " data-parallel replicas"
+                         : std::string()) +
+                " must be the batch of --input-shape (" + llvm::Twine(batch) +
+                ")" + (*dp > 1 ? "" : " on one rank"));
   if (!request.pins.microBatchSize && trainConfig.microBatchSize) {
     int64_t micro = *trainConfig.microBatchSize;
-    if (micro < 1 || (batch > 0 && batch % micro != 0))
+    int64_t replicaBatch = dp ? batch / *dp : batch;
+    if (micro < 1 || (replicaBatch > 0 && replicaBatch % micro != 0))
       return fail(o.trainConfigPath + ": train_micro_batch_size_per_gpu (" +
-                  llvm::Twine(micro) +
-                  ") must divide the batch of --input-shape (" +
-                  llvm::Twine(batch) + ")");
+                  llvm::Twine(micro) + ") must divide the batch of " +
+                  (dp && *dp > 1 ? "each data-parallel replica ("
+                                 : "--input-shape (") +
+                  llvm::Twine(replicaBatch) + ")");
     request.pins.microBatchSize = micro;
   }
   // gradient_accumulation_steps alone fixes the micro-batch on one rank;
   // on several it depends on dp, which the planner chooses.
   if (!request.pins.microBatchSize && trainConfig.accumulationSteps &&
-      batch > 0 && oneRank) {
+      batch > 0 && dp) {
     int64_t steps = *trainConfig.accumulationSteps;
-    if (steps < 1 || batch % steps != 0)
+    int64_t replicaBatch = batch / *dp;
+    if (steps < 1 || replicaBatch % steps != 0)
       return fail(o.trainConfigPath + ": gradient_accumulation_steps (" +
-                  llvm::Twine(steps) +
-                  ") must divide the batch of --input-shape (" +
-                  llvm::Twine(batch) + ")");
-    request.pins.microBatchSize = batch / steps;
+                  llvm::Twine(steps) + ") must divide the batch of " +
+                  (*dp > 1 ? "each of " + std::to_string(*dp) +
+                                 " data-parallel replicas ("
+                           : std::string("--input-shape (")) +
+                  llvm::Twine(replicaBatch) + ")");
+    request.pins.microBatchSize = replicaBatch / steps;
   }
   auto main = module->lookupSymbol<func::FuncOp>("main");
   bool updatesState = false;
@@ -413,9 +457,9 @@ int CompileFlow::compileTrainingStep() {
                 " do not make the global batch " +
                 llvm::Twine(plan->globalBatch));
   llvm::json::Array notes;
-  if (microBatches > 1) {
-    // The step runs the forward one micro-batch at a time: import it at
-    // that batch.
+  if (microBatches > 1 || best.dp > 1) {
+    // The step runs the forward one micro-batch of one replica at a time:
+    // import it at that batch.
     ImportOptions perMicroBatch = importOptions;
     perMicroBatch.batchRatio = plan->globalBatch / best.microBatchSize;
     for (const ArtifactArgument &arg : arguments) {
@@ -435,11 +479,17 @@ int CompileFlow::compileTrainingStep() {
     if (!module)
       return fail("importing " + o.modelPath + " for a micro-batch of " +
                   llvm::Twine(best.microBatchSize) + " failed");
-    llvm::outs() << "  accumulation  " << microBatches << " micro-batches of "
-                 << best.microBatchSize
-                 << " per step (one optimizer step per global batch of "
-                 << plan->globalBatch << ")\n";
-    if (request.wholeReplicaBatch) {
+    if (microBatches > 1)
+      llvm::outs() << "  accumulation  " << microBatches
+                   << " micro-batches of " << best.microBatchSize
+                   << " per step (one optimizer step per global batch of "
+                   << plan->globalBatch << ")\n";
+    if (best.dp > 1)
+      llvm::outs() << "  data parallel " << best.dp << " replicas of "
+                   << plan->globalBatch / best.dp
+                   << " samples: the loss and the gradients are all-reduced "
+                      "over them before the update\n";
+    if (request.wholeReplicaBatch && microBatches > 1) {
       std::string note =
           "BatchNorm statistics are computed per micro-batch of " +
           std::to_string(best.microBatchSize) +
@@ -456,6 +506,7 @@ int CompileFlow::compileTrainingStep() {
   step.freeze.assign(o.freeze.begin(), o.freeze.end());
   step.emitGradients = o.emitGradients;
   step.microBatches = microBatches;
+  step.dataParallel = best.dp;
   step.config = trainConfig;
   step.lowPrecisionGemms = gpu;
   auto pm = PassManager::on<ModuleOp>(context.get());
@@ -472,6 +523,7 @@ int CompileFlow::compileTrainingStep() {
   artifact.dumpDir = o.dumpDir;
   artifact.globalBatch = plan->globalBatch;
   artifact.microBatches = microBatches;
+  artifact.dataParallel = best.dp;
   artifact.withOptimizer = !o.emitGradients;
   artifact.config = trainConfig;
   artifact.loss = o.loss;

@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "autopar/Driver/TrainingStep.h"
+#include "autopar/Conversion/Passes.h"
 
 #include "autopar/Import/InferenceModel.h"
 #include "autopar/Import/OnnxImporter.h"
@@ -55,9 +56,10 @@ void buildTrainingStepPipeline(OpPassManager &pm,
     differentiate.dynamicLossScale = scaling.staticScale == 0;
   }
   pm.addPass(createDifferentiate(differentiate));
-  if (options.microBatches > 1) {
+  if (options.microBatches > 1 || options.dataParallel > 1) {
     AccumulateGradientsOptions accumulate;
     accumulate.microBatches = options.microBatches;
+    accumulate.dataParallel = options.dataParallel;
     pm.addPass(createAccumulateGradients(accumulate));
   }
   if (!options.config.precision.empty()) {
@@ -103,6 +105,9 @@ void buildTrainingStepPipeline(OpPassManager &pm,
     o.minLossScale = scaling.minScale;
     pm.addPass(createApplyOptimizer(o));
   }
+  // The replicas' sums become runtime all-reduces over dp.
+  if (options.dataParallel > 1)
+    pm.addPass(createLowerCollectivesToRuntime());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
 }
@@ -128,6 +133,12 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
       *this, "micro-batches",
       llvm::cl::desc("Micro-batches per step, for a forward imported for "
                      "one micro-batch (gradient accumulation)"),
+      llvm::cl::init(1)};
+  Option<int64_t> dataParallel{
+      *this, "data-parallel",
+      llvm::cl::desc("Data-parallel replicas, for a forward imported for "
+                     "one replica's share of the batch: the sums are "
+                     "all-reduced over them"),
       llvm::cl::init(1)};
 };
 
@@ -156,6 +167,7 @@ void registerTrainingStepPipeline() {
         step.freeze.assign(options.freeze.begin(), options.freeze.end());
         step.emitGradients = options.emitGradients;
         step.microBatches = options.microBatches;
+        step.dataParallel = options.dataParallel;
         if (!options.trainConfig.empty()) {
           auto parsed = readTrainConfig(options.trainConfig);
           if (!parsed) {
@@ -192,6 +204,28 @@ bool keepOnlyResult(func::FuncOp main, llvm::StringRef name) {
     return true;
   }
   return false;
+}
+
+/// Data parallelism: every rank runs a program on its share of each input's
+/// batch (the leading dim), with the parameters whole.
+LogicalResult markDataParallelInputs(std::vector<ArtifactArgument> &arguments,
+                                     int64_t dataParallel, std::string &error) {
+  if (dataParallel <= 1)
+    return success();
+  for (ArtifactArgument &arg : arguments) {
+    if (arg.kind != ArtifactArgument::Kind::Input)
+      continue;
+    if (arg.shape.empty()) {
+      error = "input '" + arg.name + "' has no batch dim to split over " +
+              std::to_string(dataParallel) + " data-parallel ranks";
+      return failure();
+    }
+    arg.globalShape.assign(arg.shape.begin(), arg.shape.end());
+    arg.globalShape[0] *= dataParallel;
+    arg.splitDim = 0;
+    arg.splitAxis = "dp";
+  }
+  return success();
 }
 
 /// Lowers a training artifact's program for its target (one CPU rank or one
@@ -241,6 +275,16 @@ FailureOr<ArtifactProgram> buildEvalProgram(MLIRContext *context,
   ImportOptions importOptions = o.importOptions;
   importOptions.evalMode = true;
   importOptions.trainingStateUpdates = false;
+  // Data parallelism: each rank evaluates its share of a batch, as it
+  // trains on it (the manifest describes every program's inputs alike).
+  if (o.dataParallel > 1) {
+    for (auto &entry : importOptions.inputShapes) {
+      llvm::SmallVector<int64_t> &shape = entry.second;
+      if (!shape.empty() && shape[0] % o.dataParallel == 0)
+        shape[0] /= o.dataParallel;
+    }
+    importOptions.batchRatio *= o.dataParallel;
+  }
   OwningOpRef<ModuleOp> eval =
       importOnnxFile(context, o.modelPath, importOptions);
   if (!eval) {
@@ -267,6 +311,8 @@ FailureOr<ArtifactProgram> buildEvalProgram(MLIRContext *context,
     error = "the eval program's @main lacks the importer's attributes";
     return failure();
   }
+  if (failed(markDataParallelInputs(*arguments, o.dataParallel, error)))
+    return failure();
   return lowerAndEmit(*eval, o, "eval", std::move(*arguments), "", error);
 }
 
@@ -305,6 +351,8 @@ writeTrainingArtifact(ModuleOp module, const TrainingArtifactOptions &options,
   if (options.gpu && options.gpu->precision != "fp32")
     return fail("internal error: a training step's GPU target must be fp32 "
                 "(its mixed precision is in the step)");
+  if (failed(markDataParallelInputs(*arguments, options.dataParallel, error)))
+    return failure();
   auto step = lowerAndEmit(
       module, options, "stage0", std::move(*arguments),
       options.dumpDir.empty() ? "" : options.dumpDir + "/model.ll", error);
@@ -327,6 +375,8 @@ writeTrainingArtifact(ModuleOp module, const TrainingArtifactOptions &options,
   llvm::sys::fs::make_absolute(absModel);
   description.modelPath = std::string(absModel);
   description.cluster = options.cluster;
+  description.worldSize = options.dataParallel;
+  description.dp = options.dataParallel;
   if (options.withOptimizer) {
     ArtifactTraining t;
     const std::vector<ArtifactArgument> &args =

@@ -16,6 +16,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/SymbolTable.h"
 
@@ -143,6 +144,20 @@ struct AccumulateGradientsPass
     : autopar::impl::AccumulateGradientsBase<AccumulateGradientsPass> {
   using Base::Base;
 
+  /// `@autopar_grid`, made as a 1-D grid of the replicas if the module has
+  /// none; its axis 0 must hold them.
+  FlatSymbolRefAttr getOrCreateGrid(ModuleOp module) {
+    MLIRContext *ctx = module.getContext();
+    auto name = FlatSymbolRefAttr::get(ctx, "autopar_grid");
+    if (module.lookupSymbol<shard::GridOp>("autopar_grid"))
+      return name;
+    OpBuilder b = OpBuilder::atBlockBegin(module.getBody());
+    int64_t replicas = dataParallel;
+    shard::GridOp::create(b, module.getLoc(), "autopar_grid",
+                          ArrayRef<int64_t>{replicas});
+    return name;
+  }
+
   void runOnOperation() override {
     if (microBatches < 1) {
       getOperation().emitError()
@@ -151,7 +166,14 @@ struct AccumulateGradientsPass
           << static_cast<int64_t>(microBatches);
       return signalPassFailure();
     }
-    if (microBatches == 1)
+    if (dataParallel < 1) {
+      getOperation().emitError()
+          << "autopar-accumulate-gradients: data-parallel must be at least "
+             "1, not "
+          << static_cast<int64_t>(dataParallel);
+      return signalPassFailure();
+    }
+    if (microBatches == 1 && dataParallel == 1)
       return;
     ModuleOp module = getOperation();
     auto main = module.lookupSymbol<func::FuncOp>("main");
@@ -278,6 +300,29 @@ struct AccumulateGradientsPass
             it != parameterArgs.end())
           carriedArgOfResult[r] = it->second;
 
+    if (dataParallel > 1) {
+      // Replicas would each update their own statistics and draw the same
+      // masks for different samples: not what one rank computes.
+      if (!carriedArgOfResult.empty())
+        return step.emitError()
+               << "data-parallel training: the forward updates parameters "
+                  "itself (BatchNorm's running statistics), which would "
+                  "differ between the "
+               << static_cast<int64_t>(dataParallel)
+               << " replicas; train this model on one rank (--dp 1) until "
+                  "BatchNorm's statistics are all-reduced over the global "
+                  "batch";
+      for (unsigned i = 0; i < step.getNumArguments(); ++i)
+        if (step.getArgAttr(i, autopar::attrs::kSeed))
+          return step.emitError()
+                 << "data-parallel training: the model draws random masks "
+                    "(training-mode Dropout), and the "
+                 << static_cast<int64_t>(dataParallel)
+                 << " replicas would draw them by local sample position; "
+                    "train it on one rank (--dp 1) until masks follow the "
+                    "global sample index";
+    }
+
     // Iteration values: one per result (sums, or the carried state), and
     // the denominator's sum.
     SmallVector<Value> inits;
@@ -343,20 +388,36 @@ struct AccumulateGradientsPass
           scf::YieldOp::create(lb, l, next);
         });
 
+    // Data parallelism: every sum is added over the replicas, so that each
+    // holds the global batch's.
+    SmallVector<Value> sums(loop.getResults());
+    if (dataParallel > 1) {
+      FlatSymbolRefAttr grid = getOrCreateGrid(module);
+      for (unsigned r = 0; r < sums.size(); ++r) {
+        if (r < numResults && carriedArgOfResult.count(r))
+          continue;
+        sums[r] = shard::AllReduceOp::create(
+            b, loc, sums[r].getType(), grid.getValue(),
+            ArrayRef<shard::GridAxis>{0}, sums[r],
+            shard::ReductionKind::Sum);
+      }
+    }
+
     SmallVector<Value> results;
     Value scale;
     if (kind == LossKind::Ratio) {
-      scale = loop.getResults().back();
+      scale = sums.back();
     } else if (kind == LossKind::Average) {
       auto type = RankedTensorType::get(
           {}, cast<RankedTensorType>(resultTypes[0]).getElementType());
       scale = arith::ConstantOp::create(
           b, loc,
-          DenseElementsAttr::get(type, b.getFloatAttr(type.getElementType(),
-                                                      double(microBatches))));
+          DenseElementsAttr::get(
+              type, b.getFloatAttr(type.getElementType(),
+                                   double(microBatches * dataParallel))));
     }
     for (unsigned r = 0; r < numResults; ++r) {
-      Value v = loop.getResult(r);
+      Value v = sums[r];
       bool summed = !carriedArgOfResult.count(r);
       if (summed && scale) {
         // The denominator is in the loss's element type; a gradient of

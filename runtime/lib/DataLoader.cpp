@@ -144,6 +144,15 @@ std::vector<int64_t> DataLoader::batchSamples(const DataPosition &position) {
   return samples;
 }
 
+void DataLoader::selectShare(int64_t first, int64_t count) {
+  if (first < 0 || count < 1 || first + count > batch)
+    throw Error("--data " + dir + ": samples [" + std::to_string(first) +
+                ", " + std::to_string(first + count) +
+                ") are not a share of a batch of " + std::to_string(batch));
+  shareFirst = first;
+  shareCount = count;
+}
+
 void DataLoader::fill(const DataPosition &position,
                       const std::vector<void *> &buffers) {
   if (position.batchInEpoch < 0 || position.batchInEpoch >= batchesPerEpoch())
@@ -152,6 +161,9 @@ void DataLoader::fill(const DataPosition &position,
                 " of an epoch requested, but an epoch has " +
                 std::to_string(batchesPerEpoch()));
   std::vector<int64_t> samples = batchSamples(position);
+  if (shareCount > 0)
+    samples = std::vector<int64_t>(samples.begin() + shareFirst,
+                                   samples.begin() + shareFirst + shareCount);
   for (size_t k = 0; k < mapped.size(); ++k) {
     const MappedInput &input = *mapped[k];
     char *out = static_cast<char *>(buffers[k]);

@@ -11,7 +11,7 @@ TrainProgress::TrainProgress(std::FILE *out, bool interactive, int64_t lastStep)
     : out(out), interactive(interactive), lastStep(lastStep) {}
 
 bool TrainProgress::isTerminal(std::FILE *out) {
-  return ::isatty(::fileno(out)) == 1;
+  return out && ::isatty(::fileno(out)) == 1;
 }
 
 std::string formatDuration(double seconds) {
@@ -33,6 +33,8 @@ void TrainProgress::step(int64_t step, float loss, float lr, float gradNorm,
                          double seconds, double samplesPerSecond) {
   totalSeconds += seconds;
   ++stepsDone;
+  if (!out)
+    return;
   if (!interactive) {
     std::fprintf(out,
                  "step %lld/%lld  loss %.6f  lr %.3e  grad-norm %.4f  %.2f ms  "
@@ -58,6 +60,8 @@ void TrainProgress::step(int64_t step, float loss, float lr, float gradNorm,
 }
 
 void TrainProgress::message(const std::string &line) {
+  if (!out)
+    return;
   if (lineOpen)
     std::fputs("\r\033[K", out);
   std::fprintf(out, "%s\n", line.c_str());

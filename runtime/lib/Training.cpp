@@ -1,4 +1,4 @@
-//===- Training.cpp - autopar-run --train on one rank (CPU or GPU) -------===//
+//===- Training.cpp - autopar-run --train (a CPU or GPU, or dp CPU ranks) -===//
 
 #include "autopar/runtime/Training.h"
 
@@ -235,11 +235,26 @@ void runTraining(Session &session, Communicator &comm,
     throw Error("--train: " + manifest.path +
                 " is an inference artifact; compile the model with "
                 "autopar-compile --mode train");
-  if (manifest.worldSize != 1)
-    throw Error("--train: training runs on one rank (one CPU or one GPU) so "
-                "far; " +
-                manifest.path + " is for " +
-                std::to_string(manifest.worldSize) + " ranks");
+  // Several ranks: data-parallel replicas (autopar-compile executes pure
+  // dp so far), each training on its share of every batch; the step's
+  // all-reduces give every replica the same loss, gradients and update.
+  if (comm.scopeSize(CommScope::TP) != 1 || comm.scopeSize(CommScope::PP) != 1)
+    throw Error("--train: " + manifest.path + " splits the step over " +
+                std::to_string(comm.scopeSize(CommScope::TP)) +
+                " tensor-parallel and " +
+                std::to_string(comm.scopeSize(CommScope::PP)) +
+                " pipeline ranks; training runs data-parallel replicas "
+                "only so far");
+  const int64_t replicas = comm.scopeSize(CommScope::DP);
+  const int64_t replica = comm.scopeRank(CommScope::DP);
+  // The first rank writes what the run leaves (metrics, checkpoints, the
+  // trained model): the replicas hold the same values.
+  const bool leader = comm.worldRank() == 0;
+  if (replicas > 1 && options.evalDataDir)
+    throw Error("--eval-data: evaluating during a data-parallel run (" +
+                std::to_string(replicas) +
+                " ranks) is not supported yet; evaluate the saved model "
+                "(--save-onnx) or train on one rank");
   const TrainingDesc &training = *manifest.training;
   const std::vector<ArgumentDesc> &args = session.getArguments();
 
@@ -283,14 +298,25 @@ void runTraining(Session &session, Communicator &comm,
   if (options.evalDataDir)
     evaluator.emplace(session, *options.evalDataDir);
   int64_t batch = training.globalBatch;
+  if (batch % replicas != 0)
+    throw Error(manifest.path + ": the global batch " + std::to_string(batch) +
+                " does not divide into " + std::to_string(replicas) +
+                " data-parallel replicas");
   DataLoader data(args, options.dataDir, batch, options.shuffleSeed);
-  TrainProgress progress(stdout, TrainProgress::isTerminal(stdout),
+  if (replicas > 1)
+    data.selectShare(replica * (batch / replicas), batch / replicas);
+  std::FILE *out = leader ? stdout : nullptr;
+  TrainProgress progress(out, TrainProgress::isTerminal(stdout),
                          options.steps);
   progress.message(
       "autopar-run: training to step " + std::to_string(options.steps) +
       " on " + std::to_string(data.samples()) + " samples (" +
       std::to_string(data.batchesPerEpoch()) + " batches of " +
       std::to_string(batch) + " per epoch" +
+      (replicas > 1 ? ", " + std::to_string(replicas) +
+                          " data-parallel replicas of " +
+                          std::to_string(batch / replicas)
+                    : std::string()) +
       (options.shuffleSeed
            ? ", shuffled with seed " + std::to_string(*options.shuffleSeed)
            : "") +
@@ -313,7 +339,7 @@ void runTraining(Session &session, Communicator &comm,
                      std::to_string(options.steps) + ": nothing to train");
 
   std::ofstream metrics;
-  if (options.metricsPath) {
+  if (options.metricsPath && leader) {
     metrics.open(*options.metricsPath, std::ios::app);
     if (!metrics)
       throw Error("--metrics " + *options.metricsPath + ": cannot open");
@@ -408,7 +434,7 @@ void runTraining(Session &session, Communicator &comm,
     for (auto [update, target] : updates)
       session.swapArguments(update, target);
     position = data.next(position);
-    if (options.checkpointDir && options.checkpointEvery > 0 &&
+    if (leader && options.checkpointDir && options.checkpointEvery > 0 &&
         (s + 1) % options.checkpointEvery == 0) {
       saveCheckpoint(session, options, data, s + 1, position, randomSeed,
                      progress);
@@ -433,12 +459,14 @@ void runTraining(Session &session, Communicator &comm,
     }
   }
   // At the end, unless the last step was just saved (or none was taken).
-  if (options.checkpointDir && savedStep < options.steps &&
+  if (leader && options.checkpointDir && savedStep < options.steps &&
       start.step < options.steps)
     saveCheckpoint(session, options, data, options.steps, position, randomSeed,
                    progress);
   progress.finish();
 
+  if (!leader)
+    return;
   if (options.saveOnnx) {
     // The trained model: the template plus every parameter training
     // updated (trainable ones and BatchNorm's running statistics).

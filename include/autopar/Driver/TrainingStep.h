@@ -37,6 +37,10 @@ struct TrainingStepOptions {
   /// Micro-batches per step: the forward was imported for one micro-batch
   /// and autopar-accumulate-gradients loops over them (1: none).
   int64_t microBatches = 1;
+  /// Data-parallel replicas: the forward was imported for one replica's
+  /// share of the global batch; the loss and gradient sums are all-reduced
+  /// over grid axis 0 and normalised for the global batch (1: none).
+  int64_t dataParallel = 1;
   /// Optimizer, clipping and learning-rate schedule.
   TrainConfig config = defaultTrainConfig();
   /// bf16/fp16: GEMMs read their 16-bit operands as they are (a GPU's
@@ -69,6 +73,10 @@ struct TrainingArtifactOptions {
   int64_t globalBatch = 0;
   /// Micro-batches accumulated per step, recorded in the manifest.
   int64_t microBatches = 1;
+  /// Data-parallel ranks running the step (the manifest's world and dp
+  /// axis): each reads its share of every input's batch, parameters are
+  /// replicated.
+  int64_t dataParallel = 1;
   /// With the optimizer: the training section of the manifest and the
   /// inference template for --save-onnx; without (emitGradients), a program
   /// autopar-run runs like an inference artifact.

@@ -444,16 +444,32 @@ def AccumulateGradients
         %r:3 = func.call @main_micro_batch(%w, %xk)
         ...
     ```
+
+    With `data-parallel=N` (N > 1), @main is one of N data-parallel
+    replicas, each with its share of the global batch: the sums (the loss,
+    every gradient, a ratio loss's denominator) are added over the replicas
+    with a `shard.all_reduce` on grid axis 0 of `@autopar_grid` (made, of
+    shape N, if the module has none) before the normalisation, and an
+    averaged loss is divided by `micro-batches x N`. Every replica then
+    holds the gradients of the whole global batch, normalised as one rank
+    would normalise them. Parameters the forward updates (BatchNorm's
+    running statistics) and Dropout's seed would differ between replicas
+    and are refused (planned: global batch statistics and masks by global
+    sample index).
   }];
   let options = [
     Option<"microBatches", "micro-batches", "int64_t", "1",
-           "Micro-batches per step (1: leave @main alone)">,
+           "Micro-batches per step">,
+    Option<"dataParallel", "data-parallel", "int64_t", "1",
+           "Data-parallel replicas whose sums are all-reduced (1: none; "
+           "with micro-batches=1 too, @main is left alone)">,
   ];
   let dependentDialects = ["mlir::linalg::LinalgDialect",
                            "mlir::arith::ArithDialect",
                            "mlir::scf::SCFDialect",
                            "mlir::func::FuncDialect",
-                           "mlir::tensor::TensorDialect"];
+                           "mlir::tensor::TensorDialect",
+                           "mlir::shard::ShardDialect"];
 }
 
 def ApplyOptimizer : Pass<"autopar-apply-optimizer", "mlir::ModuleOp"> {

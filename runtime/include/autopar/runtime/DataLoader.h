@@ -74,8 +74,12 @@ public:
   /// the batch.
   std::vector<int64_t> batchSamples(const DataPosition &position);
 
+  /// Makes fill() copy only samples [first, first + count) of each batch:
+  /// a data-parallel replica's share (the buffers then hold count rows).
+  void selectShare(int64_t first, int64_t count);
+
   /// Copies the rows of the batch at \p position into \p buffers (one per
-  /// inputs(), each global-batch rows of its input).
+  /// inputs(), each global-batch rows of its input, or the share's rows).
   void fill(const DataPosition &position, const std::vector<void *> &buffers);
 
   /// The position after \p position: the next batch, or the next epoch's
@@ -86,6 +90,8 @@ private:
   struct MappedInput;
   std::string dir;
   int64_t batch;
+  /// The samples of each batch fill() copies (selectShare).
+  int64_t shareFirst = 0, shareCount = -1;
   std::optional<uint64_t> shuffleSeed;
   std::vector<size_t> inputIndices;
   std::vector<std::unique_ptr<MappedInput>> mapped;

@@ -23,7 +23,8 @@ namespace autopar::runtime {
 class TrainProgress {
 public:
   /// \p interactive: rewrite one line (a terminal) rather than print one
-  /// line per step. \p lastStep: the step (1-based) the run ends at.
+  /// line per step. A null \p out prints nothing (the ranks but the first
+  /// of a data-parallel run). \p lastStep: the step (1-based) the run ends at.
   TrainProgress(std::FILE *out, bool interactive, int64_t lastStep);
 
   /// Whether \p out is a terminal.

@@ -1,0 +1,155 @@
+// autopar-accumulate-gradients with data-parallel=N: @main is one replica of
+// N, each on its share of the global batch. After the micro-batch loop the
+// sums (loss, gradients, a ratio loss's denominator) are all-reduced over
+// axis 0 of @autopar_grid (made, of shape N) before the normalisation, and
+// an averaged loss is divided by micro-batches x N. A forward that updates
+// parameters itself (BatchNorm) or draws Dropout masks is refused.
+// RUN: autopar-opt %s -split-input-file -verify-diagnostics --autopar-accumulate-gradients="micro-batches=1 data-parallel=2" | FileCheck %s
+// RUN: autopar-opt %s -split-input-file -verify-diagnostics --autopar-accumulate-gradients="micro-batches=3 data-parallel=4" | FileCheck %s --check-prefix=M3N4
+
+// A mean over valid targets: num, the gradient and den are all-reduced,
+// then divided by the global den.
+// CHECK: shard.grid @autopar_grid(shape = 2)
+// CHECK-LABEL: func.func @main
+// CHECK-SAME: tensor<2x4xf32> {autopar.input = "x"}
+// CHECK: %[[SUMS:.*]]:3 = scf.for
+// CHECK: %[[NUM:.*]] = shard.all_reduce %[[SUMS]]#0 on @autopar_grid grid_axes = [0] : tensor<f32> -> tensor<f32>
+// CHECK: %[[GRAD:.*]] = shard.all_reduce %[[SUMS]]#1 on @autopar_grid grid_axes = [0] : tensor<4xf32> -> tensor<4xf32>
+// CHECK: %[[DEN:.*]] = shard.all_reduce %[[SUMS]]#2 on @autopar_grid grid_axes = [0] : tensor<f32> -> tensor<f32>
+// CHECK: %[[LOSS:.*]] = linalg.generic {{.*}} ins(%[[DEN]] : tensor<f32>) outs(%[[NUM]] : tensor<f32>)
+// CHECK: arith.divf
+// CHECK: %[[G:.*]] = linalg.generic {{.*}} ins(%[[DEN]] : tensor<f32>) outs(%[[GRAD]] : tensor<4xf32>)
+// CHECK: arith.divf
+// CHECK: return %[[LOSS]], %[[G]]
+// M3N4: shard.grid @autopar_grid(shape = 4)
+// M3N4-LABEL: func.func @main
+// M3N4-SAME: tensor<6x4xf32> {autopar.input = "x"}
+// M3N4-COUNT-3: shard.all_reduce
+
+#id = affine_map<(d0) -> (d0)>
+#red = affine_map<(d0) -> ()>
+#scalar = affine_map<() -> ()>
+func.func @main(%w: tensor<4xf32> {autopar.parameter = "w", autopar.trainable},
+                %x: tensor<2x4xf32> {autopar.input = "x"},
+                %y: tensor<2xf32> {autopar.input = "y"})
+    -> (tensor<f32> {autopar.output = "loss"},
+        tensor<4xf32> {autopar.gradient = "w", autopar.output = "w.grad"}) {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<f32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<f32>) -> tensor<f32>
+  %num = linalg.generic {indexing_maps = [#id, #red], iterator_types = ["reduction"]}
+      ins(%w : tensor<4xf32>) outs(%z : tensor<f32>) {
+  ^bb0(%a: f32, %acc: f32):
+    %s = arith.addf %a, %acc : f32
+    linalg.yield %s : f32
+  } -> tensor<f32>
+  %den = linalg.generic {indexing_maps = [#id, #red], iterator_types = ["reduction"]}
+      ins(%y : tensor<2xf32>) outs(%z : tensor<f32>) {
+  ^bb0(%a: f32, %acc: f32):
+    %s = arith.addf %a, %acc : f32
+    linalg.yield %s : f32
+  } -> tensor<f32>
+  %loss = linalg.generic {indexing_maps = [#scalar, #scalar, #scalar], iterator_types = []}
+      ins(%num, %den : tensor<f32>, tensor<f32>) outs(%e : tensor<f32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %d = arith.divf %a, %b : f32
+    linalg.yield %d : f32
+  } -> tensor<f32>
+  %ge = tensor.empty() : tensor<4xf32>
+  %grad = linalg.generic {indexing_maps = [#red, #id], iterator_types = ["parallel"]}
+      ins(%den : tensor<f32>) outs(%ge : tensor<4xf32>) {
+  ^bb0(%b: f32, %o: f32):
+    %one = arith.constant 1.0 : f32
+    %d = arith.divf %one, %b : f32
+    linalg.yield %d : f32
+  } -> tensor<4xf32>
+  return %loss, %grad : tensor<f32>, tensor<4xf32>
+}
+
+// -----
+
+// Any other loss is averaged over every micro-batch of every replica: 2 on
+// one micro-batch each, 12 for 3 micro-batches on 4 replicas.
+// CHECK-LABEL: func.func @main
+// CHECK: %[[SUMS:.*]]:2 = scf.for
+// CHECK: %[[L:.*]] = shard.all_reduce %[[SUMS]]#0
+// CHECK: %[[G:.*]] = shard.all_reduce %[[SUMS]]#1
+// CHECK: %[[TWO:.*]] = arith.constant dense<2.000000e+00> : tensor<f32>
+// CHECK: linalg.generic {{.*}} ins(%[[TWO]] : tensor<f32>) outs(%[[L]] : tensor<f32>)
+// CHECK: linalg.generic {{.*}} ins(%[[TWO]] : tensor<f32>) outs(%[[G]] : tensor<4xf32>)
+// M3N4-LABEL: func.func @main
+// M3N4: arith.constant dense<1.200000e+01> : tensor<f32>
+
+#id = affine_map<(d0) -> (d0)>
+#red = affine_map<(d0) -> ()>
+#scalar = affine_map<() -> ()>
+func.func @main(%w: tensor<4xf32> {autopar.parameter = "w", autopar.trainable},
+                %x: tensor<2x4xf32> {autopar.input = "x"})
+    -> (tensor<f32> {autopar.output = "loss"},
+        tensor<4xf32> {autopar.gradient = "w", autopar.output = "w.grad"}) {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<f32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<f32>) -> tensor<f32>
+  %num = linalg.generic {indexing_maps = [#id, #red], iterator_types = ["reduction"]}
+      ins(%w : tensor<4xf32>) outs(%z : tensor<f32>) {
+  ^bb0(%a: f32, %acc: f32):
+    %s = arith.addf %a, %acc : f32
+    linalg.yield %s : f32
+  } -> tensor<f32>
+  %loss = linalg.generic {indexing_maps = [#scalar, #scalar, #scalar], iterator_types = []}
+      ins(%num, %num : tensor<f32>, tensor<f32>) outs(%e : tensor<f32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %d = arith.divf %a, %b : f32
+    linalg.yield %d : f32
+  } -> tensor<f32>
+  %ge = tensor.empty() : tensor<4xf32>
+  %grad = linalg.fill ins(%zero : f32) outs(%ge : tensor<4xf32>) -> tensor<4xf32>
+  return %loss, %grad : tensor<f32>, tensor<4xf32>
+}
+
+// -----
+
+// A running statistic the forward updates would differ between replicas.
+#id = affine_map<(d0) -> (d0)>
+#red = affine_map<(d0) -> ()>
+// expected-error @+1 {{data-parallel training: the forward updates parameters itself (BatchNorm's running statistics), which would differ between the}}
+func.func @main(%w: tensor<4xf32> {autopar.parameter = "w", autopar.trainable},
+                %rm: tensor<4xf32> {autopar.parameter = "rm"},
+                %x: tensor<2x4xf32> {autopar.input = "x"})
+    -> (tensor<f32> {autopar.output = "loss"},
+        tensor<4xf32> {autopar.gradient = "w", autopar.output = "w.grad"},
+        tensor<4xf32> {autopar.update = "rm"}) {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<f32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<f32>) -> tensor<f32>
+  %loss = linalg.generic {indexing_maps = [#id, #red], iterator_types = ["reduction"]}
+      ins(%w : tensor<4xf32>) outs(%z : tensor<f32>) {
+  ^bb0(%a: f32, %acc: f32):
+    %s = arith.addf %a, %acc : f32
+    linalg.yield %s : f32
+  } -> tensor<f32>
+  return %loss, %w, %w : tensor<f32>, tensor<4xf32>, tensor<4xf32>
+}
+
+// -----
+
+// Dropout's masks would follow each replica's local sample positions.
+#id = affine_map<(d0) -> (d0)>
+#red = affine_map<(d0) -> ()>
+// expected-error @+1 {{data-parallel training: the model draws random masks (training-mode Dropout)}}
+func.func @main(%w: tensor<4xf32> {autopar.parameter = "w", autopar.trainable},
+                %seed: tensor<i64> {autopar.seed},
+                %x: tensor<2x4xf32> {autopar.input = "x"})
+    -> (tensor<f32> {autopar.output = "loss"},
+        tensor<4xf32> {autopar.gradient = "w", autopar.output = "w.grad"}) {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<f32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<f32>) -> tensor<f32>
+  %loss = linalg.generic {indexing_maps = [#id, #red], iterator_types = ["reduction"]}
+      ins(%w : tensor<4xf32>) outs(%z : tensor<f32>) {
+  ^bb0(%a: f32, %acc: f32):
+    %s = arith.addf %a, %acc : f32
+    linalg.yield %s : f32
+  } -> tensor<f32>
+  return %loss, %w : tensor<f32>, tensor<4xf32>
+}
