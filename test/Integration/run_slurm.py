@@ -14,7 +14,10 @@ directories, and a fresh munge key), waits until the node is idle, and then:
      hangs is named by the watchdog (--timeout 2) and a killed rank ends the step, in
      seconds, leaving no rank behind;
   4. runs the sbatch example of docs/distributed.md (srun inside a batch script) and a
-     plain one-rank autopar-run inside an `sbatch -n 2` script.
+     plain one-rank autopar-run inside an `sbatch -n 2` script;
+  5. trains the GPT of test/Integration/gradcheck.py data-parallel with `srun -n 4`
+     and checks every step's loss and the final parameters against one rank's
+     (train_dp.py's comparison).
 The daemons are always stopped at the end. Needs root (slurmd starts the tasks).
 If Slurm is not installed, has no PMIx plugin or does not start, it prints why and
 exits 77 (ctest: skipped). The last line is `P passed, F failed`; exit status 1 if
@@ -438,6 +441,43 @@ echo job-done
         args.log(r.stdout + r.stderr + out)
 
 
+def training_cases(cluster, args, checks):
+    """The GPT trained data-parallel on 4 ranks under srun equals one rank."""
+    import torch
+    sys.path.insert(0, HERE)
+    from gradcheck import Gpt
+    import train_dp
+    work = os.path.join(args.work_dir, "train")
+    shutil.rmtree(work, ignore_errors=True)
+    torch.manual_seed(0)
+    data = {"idx": torch.randint(0, Gpt.vocab, (16, Gpt.seq)),
+            "targets": torch.randint(0, Gpt.vocab, (16, Gpt.seq))}
+    config = json.loads(json.dumps(train_dp.CONFIG))
+    config["optimizer"]["params"]["eps"] = 1e-6  # train_dp.py's zero-gradient caveat
+    case = train_dp.Case(args.build_dir, work, "gpt", Gpt(), data, 8, config)
+    one = case.train("local1", case.compile("local1", 1)[0], 1, [])
+    art, _ = case.compile("local4", 4)
+    metrics = os.path.join(case.dir, "srun-metrics.jsonl")
+    out = os.path.join(case.dir, "srun-out")
+    argv = [*srun_flags(4), os.path.join(tools.build_bin(args.build_dir), "autopar-run"),
+            art, "--train", "--data", case.data, "--steps", str(train_dp.STEPS),
+            "--metrics", metrics, "--outputs", out]
+    args.log(f"$ {' '.join(shlex.quote(a) for a in argv)}")
+    r = cluster.run(argv, timeout=args.timeout)
+    if not r.ok:
+        checks.record("train gpt dp4 (srun -n 4)", False, (r.stdout + r.stderr).strip()[-800:])
+        return
+    with open(metrics) as f:
+        losses = [json.loads(line)["loss"] for line in f]
+    params = {n[:-4]: np.load(os.path.join(out, n)) for n in os.listdir(out) if n.endswith(".npy")}
+    errors = train_dp.compare("gpt dp4 under srun", one[:2], (losses, params),
+                              noise_only={"qkv.bias": slice(Gpt.width, 2 * Gpt.width)})
+    checks.record("train gpt dp4 (srun -n 4)", not errors,
+                  "; ".join(errors) if errors else
+                  f"{len(losses)} steps, losses and parameters equal one rank's within "
+                  f"{train_dp.TOL}")
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
@@ -476,6 +516,7 @@ def main(argv=None):
         error_cases(cluster, args, checks)
         fault_cases(cluster, args, checks)
         sbatch_cases(cluster, args, checks)
+        training_cases(cluster, args, checks)
     finally:
         cluster.stop()
         logs = os.path.join(args.work_dir, "slurm-logs")
