@@ -214,7 +214,8 @@ int CompileFlow::validateRequest() {
                     "built. Use --plan-only to plan and report them");
     if (o.dp > 0 && o.dp != cluster.worldSize())
       return fail("--dp " + llvm::Twine(o.dp) + " --mode train on --cluster " +
-                  o.cluster + ": training on several ranks executes pure "
+                  o.cluster +
+                  ": training on several ranks executes pure "
                   "data parallelism so far, over all " +
                   llvm::Twine(cluster.worldSize()) + " ranks");
     request.pins.dp = cluster.worldSize();
@@ -345,20 +346,20 @@ int CompileFlow::pinTrainingMicroBatch() {
                 llvm::Twine(*trainConfig.microBatchSize) +
                 ") x gradient_accumulation_steps (" +
                 llvm::Twine(*trainConfig.accumulationSteps) + ")" +
-                (*dp > 1 ? " x " + std::to_string(*dp) +
-                               " data-parallel replicas"
-                         : std::string()) +
+                (*dp > 1
+                     ? " x " + std::to_string(*dp) + " data-parallel replicas"
+                     : std::string()) +
                 " must be the batch of --input-shape (" + llvm::Twine(batch) +
                 ")" + (*dp > 1 ? "" : " on one rank"));
   if (!request.pins.microBatchSize && trainConfig.microBatchSize) {
     int64_t micro = *trainConfig.microBatchSize;
     int64_t replicaBatch = dp ? batch / *dp : batch;
     if (micro < 1 || (replicaBatch > 0 && replicaBatch % micro != 0))
-      return fail(o.trainConfigPath + ": train_micro_batch_size_per_gpu (" +
-                  llvm::Twine(micro) + ") must divide the batch of " +
-                  (dp && *dp > 1 ? "each data-parallel replica ("
-                                 : "--input-shape (") +
-                  llvm::Twine(replicaBatch) + ")");
+      return fail(
+          o.trainConfigPath + ": train_micro_batch_size_per_gpu (" +
+          llvm::Twine(micro) + ") must divide the batch of " +
+          (dp && *dp > 1 ? "each data-parallel replica (" : "--input-shape (") +
+          llvm::Twine(replicaBatch) + ")");
     request.pins.microBatchSize = micro;
   }
   // gradient_accumulation_steps alone fixes the micro-batch on one rank;
@@ -480,8 +481,8 @@ int CompileFlow::compileTrainingStep() {
       return fail("importing " + o.modelPath + " for a micro-batch of " +
                   llvm::Twine(best.microBatchSize) + " failed");
     if (microBatches > 1)
-      llvm::outs() << "  accumulation  " << microBatches
-                   << " micro-batches of " << best.microBatchSize
+      llvm::outs() << "  accumulation  " << microBatches << " micro-batches of "
+                   << best.microBatchSize
                    << " per step (one optimizer step per global batch of "
                    << plan->globalBatch << ")\n";
     if (best.dp > 1)

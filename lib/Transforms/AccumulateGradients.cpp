@@ -19,6 +19,9 @@
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/SymbolTable.h"
+#include "llvm/ADT/MapVector.h"
+
+#include <numeric>
 
 namespace autopar {
 #define GEN_PASS_DEF_ACCUMULATEGRADIENTS
@@ -143,6 +146,77 @@ Value zeros(OpBuilder &b, Location loc, Type type) {
 struct AccumulateGradientsPass
     : autopar::impl::AccumulateGradientsBase<AccumulateGradientsPass> {
   using Base::Base;
+
+  /// Replaces `values[i]` for every i of `which` by its sum over the
+  /// replicas. The values are flattened into one bucket per element type
+  /// (DDP's gradient buckets: one all-reduce for the whole step instead of
+  /// one per tensor, the loss and the denominator riding along), reduced
+  /// over axis 0 of `grid`, and cut back into their shapes.
+  void allReduceInBuckets(OpBuilder &b, Location loc, FlatSymbolRefAttr grid,
+                          SmallVector<Value> &values,
+                          ArrayRef<unsigned> which) {
+    llvm::MapVector<Type, SmallVector<unsigned>> byType;
+    for (unsigned i : which)
+      byType[cast<RankedTensorType>(values[i].getType()).getElementType()]
+          .push_back(i);
+    for (auto &[elementType, members] : byType) {
+      int64_t total = 0;
+      SmallVector<int64_t> offsets;
+      for (unsigned i : members) {
+        offsets.push_back(total);
+        total += cast<RankedTensorType>(values[i].getType()).getNumElements();
+      }
+      auto bucketType = RankedTensorType::get({total}, elementType);
+      Value bucket =
+          tensor::EmptyOp::create(b, loc, bucketType.getShape(), elementType);
+      auto flat = [&](Value v) -> Value {
+        auto type = cast<RankedTensorType>(v.getType());
+        auto flatType =
+            RankedTensorType::get({type.getNumElements()}, elementType);
+        if (type.getRank() == 1)
+          return v;
+        if (type.getRank() == 0)
+          return tensor::ExpandShapeOp::create(
+              b, loc, flatType, v, ArrayRef<ReassociationIndices>{});
+        ReassociationIndices all(type.getRank());
+        std::iota(all.begin(), all.end(), 0);
+        return tensor::CollapseShapeOp::create(
+            b, loc, flatType, v, ArrayRef<ReassociationIndices>{all});
+      };
+      for (auto [i, offset] : llvm::zip(members, offsets)) {
+        Value part = flat(values[i]);
+        int64_t size = cast<RankedTensorType>(part.getType()).getDimSize(0);
+        bucket = tensor::InsertSliceOp::create(
+            b, loc, part, bucket,
+            ArrayRef<OpFoldResult>{b.getIndexAttr(offset)},
+            ArrayRef<OpFoldResult>{b.getIndexAttr(size)},
+            ArrayRef<OpFoldResult>{b.getIndexAttr(1)});
+      }
+      Value reducedBucket = shard::AllReduceOp::create(
+          b, loc, bucketType, grid.getValue(), ArrayRef<shard::GridAxis>{0},
+          bucket, shard::ReductionKind::Sum);
+      for (auto [i, offset] : llvm::zip(members, offsets)) {
+        auto type = cast<RankedTensorType>(values[i].getType());
+        int64_t size = type.getNumElements();
+        auto partType = RankedTensorType::get({size}, elementType);
+        Value part = tensor::ExtractSliceOp::create(
+            b, loc, partType, reducedBucket,
+            ArrayRef<OpFoldResult>{b.getIndexAttr(offset)},
+            ArrayRef<OpFoldResult>{b.getIndexAttr(size)},
+            ArrayRef<OpFoldResult>{b.getIndexAttr(1)});
+        if (type.getRank() == 0) {
+          part = tensor::CollapseShapeOp::create(
+              b, loc, type, part, ArrayRef<ReassociationIndices>{});
+        } else if (type.getRank() > 1) {
+          ReassociationIndices all(type.getRank());
+          std::iota(all.begin(), all.end(), 0);
+          part = tensor::ExpandShapeOp::create(
+              b, loc, type, part, ArrayRef<ReassociationIndices>{all});
+        }
+        values[i] = part;
+      }
+    }
+  }
 
   /// `@autopar_grid`, made as a 1-D grid of the replicas if the module has
   /// none; its axis 0 must hold them.
@@ -392,15 +466,11 @@ struct AccumulateGradientsPass
     // holds the global batch's.
     SmallVector<Value> sums(loop.getResults());
     if (dataParallel > 1) {
-      FlatSymbolRefAttr grid = getOrCreateGrid(module);
-      for (unsigned r = 0; r < sums.size(); ++r) {
-        if (r < numResults && carriedArgOfResult.count(r))
-          continue;
-        sums[r] = shard::AllReduceOp::create(
-            b, loc, sums[r].getType(), grid.getValue(),
-            ArrayRef<shard::GridAxis>{0}, sums[r],
-            shard::ReductionKind::Sum);
-      }
+      SmallVector<unsigned> reduced;
+      for (unsigned r = 0; r < sums.size(); ++r)
+        if (r >= numResults || !carriedArgOfResult.count(r))
+          reduced.push_back(r);
+      allReduceInBuckets(b, loc, getOrCreateGrid(module), sums, reduced);
     }
 
     SmallVector<Value> results;

@@ -146,8 +146,8 @@ std::vector<int64_t> DataLoader::batchSamples(const DataPosition &position) {
 
 void DataLoader::selectShare(int64_t first, int64_t count) {
   if (first < 0 || count < 1 || first + count > batch)
-    throw Error("--data " + dir + ": samples [" + std::to_string(first) +
-                ", " + std::to_string(first + count) +
+    throw Error("--data " + dir + ": samples [" + std::to_string(first) + ", " +
+                std::to_string(first + count) +
                 ") are not a share of a batch of " + std::to_string(batch));
   shareFirst = first;
   shareCount = count;

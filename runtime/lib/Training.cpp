@@ -306,17 +306,16 @@ void runTraining(Session &session, Communicator &comm,
   if (replicas > 1)
     data.selectShare(replica * (batch / replicas), batch / replicas);
   std::FILE *out = leader ? stdout : nullptr;
-  TrainProgress progress(out, TrainProgress::isTerminal(stdout),
-                         options.steps);
+  TrainProgress progress(out, TrainProgress::isTerminal(stdout), options.steps);
   progress.message(
       "autopar-run: training to step " + std::to_string(options.steps) +
       " on " + std::to_string(data.samples()) + " samples (" +
       std::to_string(data.batchesPerEpoch()) + " batches of " +
       std::to_string(batch) + " per epoch" +
-      (replicas > 1 ? ", " + std::to_string(replicas) +
-                          " data-parallel replicas of " +
-                          std::to_string(batch / replicas)
-                    : std::string()) +
+      (replicas > 1
+           ? ", " + std::to_string(replicas) + " data-parallel replicas of " +
+                 std::to_string(batch / replicas)
+           : std::string()) +
       (options.shuffleSeed
            ? ", shuffled with seed " + std::to_string(*options.shuffleSeed)
            : "") +

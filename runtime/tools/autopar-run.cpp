@@ -502,6 +502,8 @@ void runSession(const Options &options, const WorldInfo &world,
     if (train.outputsDir)
       std::filesystem::create_directories(*train.outputsDir);
     runTraining(session, programComm, train);
+    if (options.commStats || options.commStatsJson)
+      reportCommStats(comm, programComm, leader, options);
     std::fflush(stdout);
     setActiveCommunicator(nullptr);
     programComm.setWatchdog(nullptr);

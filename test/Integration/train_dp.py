@@ -15,8 +15,9 @@ magnitude.
   (a mean over the valid targets: the replicas' numerators and denominators
   are all-reduced, not their means averaged), AdamW with clipping (the norm
   of the global gradient) and a warmup-cosine schedule, on 2 and 4 ranks,
-  shuffled; and with gradient accumulation on top (2 micro-batches per
-  replica);
+  shuffled, with one all-reduce of one gradient bucket per step
+  (--comm-stats-json); and with gradient accumulation on top (2 micro-batches
+  per replica);
 - gpt: embeddings (the token table's scatter-add gradient), attention,
   LayerNorm, a plain mean cross-entropy, on 2 ranks.
 
@@ -166,9 +167,27 @@ def main():
                 result.stdout:
             errors.append(f"mlp local:{ranks}: the compiler did not report "
                           f"the data-parallel step:\n{result.stdout}")
-        errors += compare(f"mlp dp{ranks}", one[:2],
-                          mlp.train(f"local{ranks}", art, ranks, launcher,
-                                    "--shuffle", "3"))
+        stats = os.path.join(mlp.dir, f"local{ranks}-comm.json")
+        run_result = mlp.train(f"local{ranks}", art, ranks, launcher,
+                               "--shuffle", "3", "--comm-stats-json", stats)
+        errors += compare(f"mlp dp{ranks}", one[:2], run_result)
+        # One bucket per step: every trained element, the loss and the
+        # mean's denominator (f32), with the ring all-reduce's bus factor.
+        elements = sum(p.size for p in run_result[1].values()) + 2
+        want = {"calls": STEPS,
+                "bus_bytes": STEPS * elements * 4 * 2 * (ranks - 1) / ranks}
+        with open(stats) as f:
+            got = json.load(f)["collectives"]
+        got_reduce = {k: got.get("dp", {}).get("all_reduce", {}).get(k)
+                      for k in want}
+        if got_reduce != want or set(got) != {"dp"} or \
+                set(got["dp"]) != {"all_reduce"}:
+            errors.append(f"mlp dp{ranks}: collectives {got}, expected one "
+                          f"dp all_reduce of the gradient bucket per step "
+                          f"{want}")
+        else:
+            print(f"PASS mlp dp{ranks} collectives: {STEPS} bucketed "
+                  f"all-reduces of {elements} elements")
     # Gradient accumulation inside each replica: 2 replicas x 2 micro-batches
     # of 2 make the same step as one rank's batch of 8.
     accumulate = os.path.join(mlp.dir, "accumulate.json")

@@ -1,21 +1,32 @@
 // autopar-accumulate-gradients with data-parallel=N: @main is one replica of
 // N, each on its share of the global batch. After the micro-batch loop the
-// sums (loss, gradients, a ratio loss's denominator) are all-reduced over
-// axis 0 of @autopar_grid (made, of shape N) before the normalisation, and
+// sums (loss, gradients, a ratio loss's denominator) are all-reduced in one
+// flat bucket over axis 0 of @autopar_grid (made, of shape N) before the
+// normalisation, and
 // an averaged loss is divided by micro-batches x N. A forward that updates
 // parameters itself (BatchNorm) or draws Dropout masks is refused.
 // RUN: autopar-opt %s -split-input-file -verify-diagnostics --autopar-accumulate-gradients="micro-batches=1 data-parallel=2" | FileCheck %s
 // RUN: autopar-opt %s -split-input-file -verify-diagnostics --autopar-accumulate-gradients="micro-batches=3 data-parallel=4" | FileCheck %s --check-prefix=M3N4
 
-// A mean over valid targets: num, the gradient and den are all-reduced,
-// then divided by the global den.
+// A mean over valid targets: num, the gradient and den are flattened into
+// one bucket, all-reduced once, cut back, then divided by the global den.
 // CHECK: shard.grid @autopar_grid(shape = 2)
 // CHECK-LABEL: func.func @main
 // CHECK-SAME: tensor<2x4xf32> {autopar.input = "x"}
 // CHECK: %[[SUMS:.*]]:3 = scf.for
-// CHECK: %[[NUM:.*]] = shard.all_reduce %[[SUMS]]#0 on @autopar_grid grid_axes = [0] : tensor<f32> -> tensor<f32>
-// CHECK: %[[GRAD:.*]] = shard.all_reduce %[[SUMS]]#1 on @autopar_grid grid_axes = [0] : tensor<4xf32> -> tensor<4xf32>
-// CHECK: %[[DEN:.*]] = shard.all_reduce %[[SUMS]]#2 on @autopar_grid grid_axes = [0] : tensor<f32> -> tensor<f32>
+// CHECK: %[[EMPTY:.*]] = tensor.empty() : tensor<6xf32>
+// CHECK: %[[NUM1:.*]] = tensor.expand_shape %[[SUMS]]#0 [] output_shape [1] : tensor<f32> into tensor<1xf32>
+// CHECK: %[[B0:.*]] = tensor.insert_slice %[[NUM1]] into %[[EMPTY]][0] [1] [1]
+// CHECK: %[[B1:.*]] = tensor.insert_slice %[[SUMS]]#1 into %[[B0]][1] [4] [1]
+// CHECK: %[[DEN1:.*]] = tensor.expand_shape %[[SUMS]]#2 [] output_shape [1]
+// CHECK: %[[B2:.*]] = tensor.insert_slice %[[DEN1]] into %[[B1]][5] [1] [1]
+// CHECK: %[[R:.*]] = shard.all_reduce %[[B2]] on @autopar_grid grid_axes = [0] : tensor<6xf32> -> tensor<6xf32>
+// CHECK-NOT: shard.all_reduce
+// CHECK: %[[NUMS:.*]] = tensor.extract_slice %[[R]][0] [1] [1]
+// CHECK: %[[NUM:.*]] = tensor.collapse_shape %[[NUMS]] [] : tensor<1xf32> into tensor<f32>
+// CHECK: %[[GRAD:.*]] = tensor.extract_slice %[[R]][1] [4] [1]
+// CHECK: %[[DENS:.*]] = tensor.extract_slice %[[R]][5] [1] [1]
+// CHECK: %[[DEN:.*]] = tensor.collapse_shape %[[DENS]] []
 // CHECK: %[[LOSS:.*]] = linalg.generic {{.*}} ins(%[[DEN]] : tensor<f32>) outs(%[[NUM]] : tensor<f32>)
 // CHECK: arith.divf
 // CHECK: %[[G:.*]] = linalg.generic {{.*}} ins(%[[DEN]] : tensor<f32>) outs(%[[GRAD]] : tensor<4xf32>)
@@ -24,7 +35,8 @@
 // M3N4: shard.grid @autopar_grid(shape = 4)
 // M3N4-LABEL: func.func @main
 // M3N4-SAME: tensor<6x4xf32> {autopar.input = "x"}
-// M3N4-COUNT-3: shard.all_reduce
+// M3N4: shard.all_reduce %{{.*}} on @autopar_grid grid_axes = [0] : tensor<6xf32>
+// M3N4-NOT: shard.all_reduce
 
 #id = affine_map<(d0) -> (d0)>
 #red = affine_map<(d0) -> ()>
@@ -72,8 +84,10 @@ func.func @main(%w: tensor<4xf32> {autopar.parameter = "w", autopar.trainable},
 // one micro-batch each, 12 for 3 micro-batches on 4 replicas.
 // CHECK-LABEL: func.func @main
 // CHECK: %[[SUMS:.*]]:2 = scf.for
-// CHECK: %[[L:.*]] = shard.all_reduce %[[SUMS]]#0
-// CHECK: %[[G:.*]] = shard.all_reduce %[[SUMS]]#1
+// CHECK: %[[R:.*]] = shard.all_reduce %{{.*}} : tensor<5xf32> -> tensor<5xf32>
+// CHECK: %[[LS:.*]] = tensor.extract_slice %[[R]][0] [1] [1]
+// CHECK: %[[L:.*]] = tensor.collapse_shape %[[LS]]
+// CHECK: %[[G:.*]] = tensor.extract_slice %[[R]][1] [4] [1]
 // CHECK: %[[TWO:.*]] = arith.constant dense<2.000000e+00> : tensor<f32>
 // CHECK: linalg.generic {{.*}} ins(%[[TWO]] : tensor<f32>) outs(%[[L]] : tensor<f32>)
 // CHECK: linalg.generic {{.*}} ins(%[[TWO]] : tensor<f32>) outs(%[[G]] : tensor<4xf32>)

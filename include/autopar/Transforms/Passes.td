@@ -447,10 +447,11 @@ def AccumulateGradients
 
     With `data-parallel=N` (N > 1), @main is one of N data-parallel
     replicas, each with its share of the global batch: the sums (the loss,
-    every gradient, a ratio loss's denominator) are added over the replicas
-    with a `shard.all_reduce` on grid axis 0 of `@autopar_grid` (made, of
-    shape N, if the module has none) before the normalisation, and an
-    averaged loss is divided by `micro-batches x N`. Every replica then
+    every gradient, a ratio loss's denominator) are flattened into one
+    bucket per element type and added over the replicas with one
+    `shard.all_reduce` on grid axis 0 of `@autopar_grid` (made, of shape N,
+    if the module has none) before the normalisation, and an averaged loss
+    is divided by `micro-batches x N`. Every replica then
     holds the gradients of the whole global batch, normalised as one rank
     would normalise them. Parameters the forward updates (BatchNorm's
     running statistics) and Dropout's seed would differ between replicas
