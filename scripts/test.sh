@@ -11,7 +11,8 @@ build="${1:-$root/build}"
 "$root/scripts/setup.sh"
 
 if [ ! -f "$build/build.ninja" ]; then
-  # ccache, when installed, makes rebuilds of a fresh checkout cheap.
+  # ccache, when installed, makes rebuilds of a fresh checkout cheap (with
+  # CCACHE_BASEDIR below, also in another directory).
   launcher=()
   if command -v ccache >/dev/null; then
     launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
@@ -19,6 +20,9 @@ if [ ! -f "$build/build.ninja" ]; then
   cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DLLVM_EXTERNAL_LIT=/usr/lib/llvm-22/bin/lit "${launcher[@]}"
 fi
+# Paths under the checkout hash relative to it, so that a second checkout (a CI
+# clone) reuses what ccache compiled for the first.
+export CCACHE_BASEDIR="$root"
 ninja -C "$build"
 # Each suite parallelizes itself; ctest runs them one after another.
 ctest --test-dir "$build" --output-on-failure
