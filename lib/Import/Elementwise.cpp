@@ -213,6 +213,82 @@ static LogicalResult convertPow(NodeContext &ctx) {
       });
 }
 
+/// Mod: with fmod=1, C's fmod (the remainder has the dividend's sign), for
+/// floats and integers; with fmod=0 (the default), Python's % (the remainder
+/// has the divisor's sign), which the spec defines for integers only. An
+/// integer divisor of 0 gives 0, as NumPy's does, instead of trapping: the
+/// remainder is taken by 1 there, and by 1 for a divisor of -1 as well (the
+/// remainder is 0 either way, but the lowest value's quotient by -1
+/// overflows).
+static LogicalResult convertMod(NodeContext &ctx) {
+  if (failed(requireSameTypes(ctx, {0, 1})))
+    return failure();
+  OnnxDType dtype = ctx.inputDType(0);
+  int64_t fmod = ctx.getIntAttr("fmod", 0);
+  if (fmod != 0 && fmod != 1)
+    return ctx.unsupported("attribute 'fmod' must be 0 or 1, got " +
+                           llvm::Twine(fmod));
+  if (isBoolDType(dtype))
+    return ctx.unsupported("bool operands are not supported (supported: "
+                           "integer and floating-point types)");
+  if (isFloatDType(dtype) && fmod == 0)
+    return ctx.unsupported(
+        "fmod=0 (the remainder with the divisor's sign) is defined for "
+        "integer operands only, got " +
+        dtypeName(dtype) + "; floating-point operands need fmod=1");
+  bool pythonMod = fmod == 0;
+  BodyFn body = [pythonMod](OpBuilder &b, Location l, ValueRange a,
+                            OnnxDType t) -> Value {
+    Value x = a[0], y = a[1];
+    if (isFloatDType(t))
+      return arith::RemFOp::create(b, l, x, y);
+    Type type = x.getType();
+    Value zero = createScalarConstant(b, l, type, 0);
+    Value one = createScalarConstant(b, l, type, 1);
+    Value isZero =
+        arith::CmpIOp::create(b, l, arith::CmpIPredicate::eq, y, zero);
+    if (isUnsignedIntDType(t)) {
+      Value divisor = arith::SelectOp::create(b, l, isZero, one, y);
+      return arith::RemUIOp::create(b, l, x, divisor);
+    }
+    Value isMinusOne =
+        arith::CmpIOp::create(b, l, arith::CmpIPredicate::eq, y,
+                              createScalarConstant(b, l, type, -1));
+    Value noQuotient = arith::OrIOp::create(b, l, isZero, isMinusOne);
+    Value divisor = arith::SelectOp::create(b, l, noQuotient, one, y);
+    Value r = arith::RemSIOp::create(b, l, x, divisor);
+    if (!pythonMod)
+      return r;
+    // A non-zero remainder whose sign differs from the divisor's moves by
+    // one divisor.
+    Value nonZero =
+        arith::CmpIOp::create(b, l, arith::CmpIPredicate::ne, r, zero);
+    Value rNeg =
+        arith::CmpIOp::create(b, l, arith::CmpIPredicate::slt, r, zero);
+    Value dNeg =
+        arith::CmpIOp::create(b, l, arith::CmpIPredicate::slt, divisor, zero);
+    Value signsDiffer = arith::XOrIOp::create(b, l, rNeg, dNeg);
+    Value adjust = arith::AndIOp::create(b, l, nonZero, signsDiffer);
+    return arith::SelectOp::create(b, l, adjust,
+                                   arith::AddIOp::create(b, l, r, divisor), r);
+  };
+  // Unsigned 64-bit values do not fit the host's int64 arithmetic: those
+  // operands are computed in the IR.
+  HostIntFn hostInt = nullptr;
+  if (isSignedIntDType(dtype))
+    hostInt = [pythonMod](llvm::ArrayRef<int64_t> a) -> int64_t {
+      if (a[1] == 0 || a[1] == -1)
+        return 0;
+      int64_t r = a[0] % a[1];
+      if (pythonMod && r != 0 && (r < 0) != (a[1] < 0))
+        r += a[1];
+      return r;
+    };
+  return convertElementwise(
+      ctx, {0, 1}, body, std::nullopt,
+      [](llvm::ArrayRef<double> a) { return std::fmod(a[0], a[1]); }, hostInt);
+}
+
 static Value maxBody(OpBuilder &b, Location loc, Value x, Value y,
                      OnnxDType t) {
   if (isFloatDType(t))
@@ -470,6 +546,103 @@ static LogicalResult convertLeakyRelu(NodeContext &ctx) {
       });
 }
 
+/// PRelu: x where x > 0, else slope * x; the slope broadcasts to the input's
+/// shape (unidirectional broadcasting). At x = 0 both sides are 0; taking
+/// the slope's side there gives PyTorch's gradient (slope * dy).
+static LogicalResult convertPRelu(NodeContext &ctx) {
+  if (isBoolDType(ctx.inputDType(0)))
+    return ctx.unsupported("bool inputs are not supported (supported: "
+                           "floating-point and integer types)");
+  if (failed(requireSameTypes(ctx, {0, 1})))
+    return failure();
+  llvm::SmallVector<int64_t> x(ctx.inputShape(0)), slope(ctx.inputShape(1));
+  auto shape = broadcastShapes({x, slope});
+  if (failed(shape) || *shape != x) {
+    auto diag = ctx.emitError("slope of shape [");
+    llvm::interleaveComma(slope, diag);
+    diag << "] does not broadcast to the input's shape [";
+    llvm::interleaveComma(x, diag);
+    return diag << "] (unidirectional broadcasting)";
+  }
+  return convertElementwise(
+      ctx, {0, 1},
+      [](OpBuilder &b, Location l, ValueRange a, OnnxDType t) -> Value {
+        Value x = a[0], slope = a[1];
+        if (isUnsignedIntDType(t))
+          return x;
+        Value zero = createScalarConstant(b, l, x.getType(), 0.0);
+        if (isFloatDType(t)) {
+          Value isPos =
+              arith::CmpFOp::create(b, l, arith::CmpFPredicate::OGT, x, zero);
+          return arith::SelectOp::create(b, l, isPos, x,
+                                         arith::MulFOp::create(b, l, slope, x));
+        }
+        Value isPos =
+            arith::CmpIOp::create(b, l, arith::CmpIPredicate::sgt, x, zero);
+        return arith::SelectOp::create(b, l, isPos, x,
+                                       arith::MulIOp::create(b, l, slope, x));
+      },
+      std::nullopt);
+}
+
+/// alpha * (exp(x) - 1) for x <= 0, else x: the shared part of Elu and Selu.
+/// The exponential is of min(0, x), so that the branch not taken for a large
+/// x cannot overflow (its gradient, 0 * inf, would be NaN); at x = 0 the
+/// exponential's side is taken, which gives PyTorch's gradient (alpha * dy).
+static Value eluBody(OpBuilder &b, Location l, Value x, double alpha) {
+  Value zero = fconst(b, l, x, 0.0);
+  Value isPos = arith::CmpFOp::create(b, l, arith::CmpFPredicate::OGT, x, zero);
+  Value negPart = arith::MinimumFOp::create(b, l, zero, x);
+  Value expm1 = math::ExpM1Op::create(b, l, negPart);
+  Value scaled = arith::MulFOp::create(b, l, expm1, fconst(b, l, x, alpha));
+  return arith::SelectOp::create(b, l, isPos, x, scaled);
+}
+
+static LogicalResult convertElu(NodeContext &ctx) {
+  double alpha = ctx.getFloatAttr("alpha", 1.0f);
+  return convertFloatUnary(ctx, [=](OpBuilder &b, Location l, Value x) {
+    return eluBody(b, l, x, alpha);
+  });
+}
+
+/// Selu: gamma * elu(x, alpha), with the spec's defaults (float32 values).
+static LogicalResult convertSelu(NodeContext &ctx) {
+  double alpha = ctx.getFloatAttr("alpha", 1.67326319217681884765625f);
+  double gamma = ctx.getFloatAttr("gamma", 1.05070102214813232421875f);
+  return convertFloatUnary(
+      ctx, [=](OpBuilder &b, Location l, Value x) -> Value {
+        return arith::MulFOp::create(b, l, eluBody(b, l, x, alpha),
+                                     fconst(b, l, x, gamma));
+      });
+}
+
+/// Softplus: ln(exp(x) + 1), computed as max(x, 0) + log1p(exp(-|x|)) so
+/// that exp never overflows (the spec's form is inf from x = 89 in float32).
+/// max and |x| are selects on x > 0 that take x's negative side at 0, so
+/// that x = 0 gets the gradient 1/2 (max and abs would give it 0).
+static LogicalResult convertSoftplus(NodeContext &ctx) {
+  return convertFloatUnary(ctx, [](OpBuilder &b, Location l, Value x) -> Value {
+    Value zero = fconst(b, l, x, 0.0);
+    Value isPos =
+        arith::CmpFOp::create(b, l, arith::CmpFPredicate::OGT, x, zero);
+    Value negAbs =
+        arith::SelectOp::create(b, l, isPos, arith::NegFOp::create(b, l, x), x);
+    Value log1p =
+        math::Log1pOp::create(b, l, math::ExpOp::create(b, l, negAbs));
+    Value posPart = arith::SelectOp::create(b, l, isPos, x, zero);
+    return arith::AddFOp::create(b, l, posPart, log1p);
+  });
+}
+
+/// Softsign: x / (1 + |x|).
+static LogicalResult convertSoftsign(NodeContext &ctx) {
+  return convertFloatUnary(ctx, [](OpBuilder &b, Location l, Value x) -> Value {
+    Value denom = arith::AddFOp::create(b, l, fconst(b, l, x, 1.0),
+                                        math::AbsFOp::create(b, l, x));
+    return arith::DivFOp::create(b, l, x, denom);
+  });
+}
+
 static LogicalResult convertRelu(NodeContext &ctx) {
   return convertElementwise(
       ctx, {0},
@@ -617,6 +790,7 @@ void registerElementwiseConverters(ConverterRegistry &r) {
   r["Mul"] = convertMul;
   r["Div"] = convertDiv;
   r["Pow"] = convertPow;
+  r["Mod"] = convertMod;
   r["Max"] = convertMaxMin<true>;
   r["Min"] = convertMaxMin<false>;
   r["Equal"] = convertEqual;
@@ -641,6 +815,11 @@ void registerElementwiseConverters(ConverterRegistry &r) {
   r["HardSigmoid"] = convertHardSigmoid;
   r["HardSwish"] = convertHardSwish;
   r["LeakyRelu"] = convertLeakyRelu;
+  r["PRelu"] = convertPRelu;
+  r["Elu"] = convertElu;
+  r["Selu"] = convertSelu;
+  r["Softplus"] = convertSoftplus;
+  r["Softsign"] = convertSoftsign;
   r["Clip"] = convertClip;
   r["Cast"] = convertCast;
   r["Identity"] = convertIdentity;

@@ -1,7 +1,7 @@
 //===- Shape.cpp - ONNX shape and data-movement ops -----------------------===//
 //
 // Shape, Reshape, Flatten, Squeeze, Unsqueeze, Transpose, Concat, Slice,
-// Split, Expand, Gather, ConstantOfShape, Range and Trilu.
+// Split, Expand, Tile, Gather, ConstantOfShape, Range and Trilu.
 //
 // Exported models compute shapes at run time (Shape -> Gather -> Unsqueeze ->
 // Concat -> Reshape). Every tensor shape is static here, so these ops fold on
@@ -430,6 +430,88 @@ static LogicalResult convertExpand(NodeContext &ctx) {
   ctx.setOutput(
       0, broadcastTo(ctx.getBuilder(), ctx.getLoc(), ctx.input(0), *shape),
       ctx.inputDType(0));
+  return success();
+}
+
+/// Tile: output dim i is input dim i repeated repeats[i] times. Each repeated
+/// dim gets a new outer dim of repeats[i] copies: one linalg.generic
+/// broadcasts the input to [r0, d0, r1, d1, ...] (dims repeated once take no
+/// new dim), and a collapse_shape merges each pair into r * d.
+static LogicalResult convertTile(NodeContext &ctx) {
+  if (ctx.getOpset() < 6)
+    return ctx.unsupported("Tile before opset 6 (the 'tiles' and 'axis' "
+                           "inputs) is not supported (supported: opset 6 and "
+                           "later, with a 'repeats' input)");
+  auto repeats = readIntsInput(ctx, 1, "repeats");
+  if (failed(repeats))
+    return failure();
+  llvm::ArrayRef<int64_t> in = ctx.inputShape(0);
+  int64_t rank = in.size();
+  if (static_cast<int64_t>(repeats->size()) != rank)
+    return ctx.emitError("repeats ")
+           << formatShape(*repeats) << " must hold one count per input dim ("
+           << rank << " for shape " << formatShape(in) << ")";
+  if (llvm::any_of(*repeats, [](int64_t r) { return r < 0; }))
+    return ctx.emitError("repeats ")
+           << formatShape(*repeats) << " has a negative count";
+  llvm::SmallVector<int64_t> shape;
+  for (auto [d, r] : llvm::zip_equal(in, *repeats))
+    shape.push_back(d * r);
+  OnnxDType dtype = ctx.inputDType(0);
+  if (const ConstTensor *data = ctx.inputConstant(0);
+      data && isFoldable(shape)) {
+    llvm::SmallVector<int64_t> srcIndex(rank);
+    ctx.setOutputConstant(
+        0, remapOnHost(*data, shape, [&](llvm::ArrayRef<int64_t> index) {
+          for (int64_t j = 0; j < rank; ++j)
+            srcIndex[j] = index[j] % in[j];
+          return linearize(srcIndex, in);
+        }));
+    return success();
+  }
+  if (getNumElements(shape) == 0) {
+    ctx.setOutputConstant(0, ConstTensor::zeros(dtype, shape));
+    return success();
+  }
+  Value x = ctx.input(0);
+  if (llvm::equal(shape, in)) {
+    ctx.setOutput(0, x, dtype);
+    return success();
+  }
+  OpBuilder &b = ctx.getBuilder();
+  Location loc = ctx.getLoc();
+  MLIRContext *mctx = ctx.getContext();
+  llvm::SmallVector<int64_t> tiled;
+  llvm::SmallVector<AffineExpr> inputDims;
+  llvm::SmallVector<ReassociationIndices> groups;
+  for (auto [d, r] : llvm::zip_equal(in, *repeats)) {
+    ReassociationIndices group;
+    if (r != 1) {
+      group.push_back(tiled.size());
+      tiled.push_back(r);
+    }
+    group.push_back(tiled.size());
+    inputDims.push_back(getAffineDimExpr(tiled.size(), mctx));
+    tiled.push_back(d);
+    groups.push_back(group);
+  }
+  int64_t tiledRank = tiled.size();
+  Type elementType = getElementTypeOf(x);
+  Value init = createEmptyTensor(b, loc, tiled, elementType);
+  llvm::SmallVector<AffineMap> maps = {
+      AffineMap::get(tiledRank, 0, inputDims, mctx),
+      AffineMap::getMultiDimIdentityMap(tiledRank, mctx)};
+  llvm::SmallVector<utils::IteratorType> iterators(
+      tiledRank, utils::IteratorType::parallel);
+  auto copies = linalg::GenericOp::create(
+      b, loc, init.getType(), ValueRange{x}, ValueRange{init}, maps, iterators,
+      [](OpBuilder &nb, Location nloc, ValueRange args) {
+        linalg::YieldOp::create(nb, nloc, args[0]);
+      });
+  Value result = tensor::CollapseShapeOp::create(
+      b, loc, RankedTensorType::get(shape, elementType), copies.getResult(0),
+      groups);
+  ctx.setOutput(0, result, dtype);
   return success();
 }
 
@@ -1063,6 +1145,7 @@ void registerShapeConverters(ConverterRegistry &r) {
   r["Slice"] = convertSlice;
   r["Split"] = convertSplit;
   r["Expand"] = convertExpand;
+  r["Tile"] = convertTile;
   r["Gather"] = convertGather;
   r["ConstantOfShape"] = convertConstantOfShape;
   r["Range"] = convertRange;

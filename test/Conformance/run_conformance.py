@@ -46,7 +46,8 @@ Gemm Greater GreaterOrEqual Identity LayerNormalization Less LessOrEqual Log Log
 MatMul Max Min Mul Neg Not Or Pow Range Reciprocal ReduceMax ReduceMean ReduceSum Relu
 Reshape Shape Sigmoid Slice Softmax Split Sqrt Squeeze Sub Tanh Transpose Trilu Unsqueeze
 Where Conv MaxPool AveragePool GlobalAveragePool BatchNormalization HardSigmoid HardSwish
-LeakyRelu Clip Dropout SoftmaxCrossEntropyLoss NegativeLogLikelihoodLoss
+LeakyRelu Clip Dropout SoftmaxCrossEntropyLoss NegativeLogLikelihoodLoss PRelu Elu Selu
+Softplus Softsign Mod Tile
 """.split())
 
 DEFAULT_DATA = "/usr/share/libonnx-testdata/data/node"

@@ -125,6 +125,32 @@ class DilatedConv(nn.Module):
                 "y": torch.tensor([1, 2])}
 
 
+class Activations(nn.Module):
+    """PRelu with a learned slope per feature (its gradient summed over the
+    batch), Elu, Selu, Softplus, Tile (repeat) and Mod with fmod=1 (fmod by
+    a learned divisor)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(8, 6)
+        self.prelu = nn.PReLU(6)
+        self.fc2 = nn.Linear(12, 6)
+        self.divisor = nn.Parameter(torch.rand(6) + 0.5)
+        self.head = nn.Linear(6, 3)
+
+    def forward(self, x, y):
+        h = self.prelu(self.fc1(x))
+        h = F.elu(h, alpha=0.7) + F.selu(h)
+        h = self.fc2(h.repeat(1, 2))
+        h = F.softplus(h) + torch.fmod(h * 3.0, self.divisor)
+        return F.cross_entropy(self.head(h), y)
+
+    @staticmethod
+    def data(dtype):
+        return {"x": torch.randn(6, 8, dtype=dtype) * 2,
+                "y": torch.tensor([1, 0, 2, 2, 1, 0])}
+
+
 class Gpt(nn.Module):
     """A GPT: token and position embeddings (Gather; the gradient of the
     token table is a scatter-add), a causal mask kept as a float buffer
@@ -266,7 +292,8 @@ def main():
     torch.set_num_threads(1)
     failures = []
     for name, cls in [("mlp", Mlp), ("block", Block), ("cnn", Cnn),
-                      ("dilated-conv", DilatedConv), ("gpt", Gpt)]:
+                      ("dilated-conv", DilatedConv),
+                      ("activations", Activations), ("gpt", Gpt)]:
         failures += check_against_torch(build, work, name, cls)
         failures += check_finite_differences(build, work, name, cls)
     if failures:

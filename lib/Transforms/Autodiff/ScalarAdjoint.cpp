@@ -75,6 +75,13 @@ FailureOr<Contributions> scalarRule(Operation *op, ScalarEmitter &e,
             c = {{0, e.neg(g)}};
             return true;
           })
+          .Case([&](arith::RemFOp) {
+            // fmod(x, y) = x - y * trunc(x / y).
+            Value quotient =
+                math::TruncOp::create(e.b, e.loc, e.div(x[0], x[1]));
+            c = {{0, g}, {1, e.neg(e.mul(g, quotient))}};
+            return true;
+          })
           .Case<arith::MaximumFOp, arith::MaxNumFOp>([&](Operation *) {
             // relu(x) = max(x, 0) passes the gradient where x > 0 only.
             Value first = e.cmp(arith::CmpFPredicate::OGT, x[0], x[1]);
