@@ -287,9 +287,28 @@ FailureOr<ProgramGraph> buildProgramGraph(func::FuncOp main) {
   llvm::DenseMap<Operation *, size_t> opIndex;
   for (Operation &op : main.getBody().front()) {
     if (isa<func::ReturnOp>(op)) {
-      for (Value v : op.getOperands())
-        if (graph.valueIds.count(v))
-          graph.values[graph.valueIds[v]].isResult = true;
+      for (auto [k, v] : llvm::enumerate(op.getOperands())) {
+        if (!graph.valueIds.count(v))
+          continue;
+        ValueInfo &info = graph.values[graph.valueIds[v]];
+        info.isResult = true;
+        // Replicas (and micro-batches) each compute a block of the leading
+        // dim, concatenated in order: that dim must hold the batch as its
+        // outer factor, index = item * stride + rest with rest < stride.
+        if (!graph.batchCutProblem.empty() || info.shape.empty() ||
+            info.batch.empty())
+          continue;
+        int64_t stride = info.batch.front();
+        if (stride >= 1 && info.shape.front() == graph.globalBatch * stride)
+          continue;
+        auto name = main.getResultAttrOfType<StringAttr>(k, attrs::kOutput);
+        graph.batchCutProblem =
+            "output '" + (name ? name.str() : std::to_string(k)) +
+            "' does not hold the batch as the outer factor of its leading "
+            "dim (an op such as Concat or Tile along the batch interleaves "
+            "batch items), so the batch cannot be split over data-parallel "
+            "replicas or micro-batches";
+      }
       continue;
     }
     PlanOp planOp;

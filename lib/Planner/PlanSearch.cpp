@@ -709,6 +709,18 @@ llvm::Expected<PlanResult> Search::run() {
                                "{1} (the leading dim of the first input)",
                                *pins.dp, batch)
                      .str());
+  // Inference concatenates the parts' outputs: only a batch whose outputs
+  // lead with it can be cut (training returns the loss, summed over parts).
+  bool batchCuttable = training || graph.batchCutProblem.empty();
+  if (!batchCuttable && pins.dp && *pins.dp > 1)
+    return error(llvm::formatv("--dp={0}: {1}", *pins.dp,
+                               graph.batchCutProblem)
+                     .str());
+  if (!batchCuttable && pins.microBatchSize &&
+      *pins.microBatchSize != batch / pins.dp.value_or(1))
+    return error(llvm::formatv("--micro-batch-size={0}: {1}",
+                               *pins.microBatchSize, graph.batchCutProblem)
+                     .str());
   if (pins.pp && *pins.pp > int64_t(graph.segments.size()))
     return error(llvm::formatv("--pp={0}: the model has only {1} segments "
                                "that can start a pipeline stage",
@@ -747,10 +759,12 @@ llvm::Expected<PlanResult> Search::run() {
       int64_t dp = world / tp / pp;
       if (pins.dp && dp != *pins.dp)
         continue;
-      if (batch % dp != 0)
+      if (batch % dp != 0 || (dp > 1 && !batchCuttable))
         continue;
       for (int64_t mb : divisors(batch / dp)) {
         if (pins.microBatchSize && mb != *pins.microBatchSize)
+          continue;
+        if (!batchCuttable && mb != batch / dp)
           continue;
         if (!pins.microBatchSize && request.wholeReplicaBatch &&
             mb != batch / dp)

@@ -177,6 +177,11 @@ struct ProgramGraph {
   std::vector<Segment> segments;
   int64_t distinctSegments = 0;
   int64_t globalBatch = 1;
+  /// Why the batch cannot be cut into parts (replicas, micro-batches) whose
+  /// results concatenate into the whole batch's: a graph output whose
+  /// leading dim does not hold the batch as its outer factor (a Concat or
+  /// Tile along the batch). Empty when it can.
+  std::string batchCutProblem;
   int64_t tokensPerStep = 1;
   double parameterElements = 0;
   double parameterBytes = 0;
