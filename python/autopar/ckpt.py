@@ -1,0 +1,268 @@
+"""autopar-ckpt: inspect, verify and export the checkpoints autopar-run writes.
+
+A checkpoint directory (``--checkpoint-dir D``) holds ``latest`` and one ``step-N/``
+per save, each a ``metadata.json`` and the ranks' ``rank-*.bin`` files (the format is
+docs/training.md's "Checkpoints", version 1). Every command takes either ``D`` (its
+``latest`` step) or a ``step-N`` directory::
+
+    autopar-ckpt info D                    # step, model, plan, data position, tensors
+    autopar-ckpt verify D                  # every chunk in range and its CRC-32; exit 1 on a problem
+    autopar-ckpt export D --to-npz W.npz   # the trained tensors (--all: optimizer states too)
+    autopar-ckpt export D --to-onnx M.onnx [--model SRC.onnx]
+                                           # SRC (default: the model the checkpoint
+                                           # records) with its initializers replaced by
+                                           # the checkpoint's trained values
+
+Errors name the file and the tensor. The reader assembles each tensor from whatever
+chunks tile it, so it reads the checkpoints of any plan.
+"""
+
+import argparse
+import json
+import os
+import sys
+import zlib
+
+import numpy as np
+
+FORMAT, VERSION = "autopar-checkpoint", 1
+
+# runtime/lib/DType.cpp's names. bfloat16 is read as its 16 bits and widened to float32
+# on export (NumPy has no bfloat16).
+DTYPES = {
+    "float32": np.float32, "float64": np.float64, "float16": np.float16,
+    "bfloat16": np.uint16, "int64": np.int64, "int32": np.int32, "int16": np.int16,
+    "int8": np.int8, "uint64": np.uint64, "uint32": np.uint32, "uint16": np.uint16,
+    "uint8": np.uint8, "bool": np.bool_,
+}
+# Kinds whose values are the model's (the rest are optimizer states).
+MODEL_KINDS = ("param", "state")
+
+
+class CheckpointError(Exception):
+    """A problem with a checkpoint, naming the file (and tensor)."""
+
+
+def step_dir(path):
+    """The step directory `path` names: itself, or its `latest`."""
+    if os.path.exists(os.path.join(path, "metadata.json")):
+        return path
+    latest = os.path.join(path, "latest")
+    if os.path.exists(latest):
+        with open(latest) as f:
+            name = f.read().strip()
+        resolved = os.path.join(path, name)
+        if not os.path.exists(os.path.join(resolved, "metadata.json")):
+            raise CheckpointError(f"{latest} names {name}, which has no metadata.json")
+        return resolved
+    raise CheckpointError(f"{path}: neither a checkpoint step (no metadata.json) nor a "
+                          "checkpoint directory (no latest)")
+
+
+class Checkpoint:
+    """One saved step: its metadata and lazy access to its tensors."""
+
+    def __init__(self, path):
+        self.dir = step_dir(path)
+        self.metadata_path = os.path.join(self.dir, "metadata.json")
+        try:
+            with open(self.metadata_path) as f:
+                self.meta = json.load(f)
+        except (OSError, ValueError) as e:
+            raise CheckpointError(f"{self.metadata_path}: {e}") from None
+        if self.meta.get("format") != FORMAT:
+            raise CheckpointError(f"{self.metadata_path}: not an autopar checkpoint "
+                                  f"(format {self.meta.get('format')!r})")
+        if self.meta.get("version") != VERSION:
+            raise CheckpointError(f"{self.metadata_path}: format version "
+                                  f"{self.meta.get('version')}, this tool reads {VERSION}")
+        # Names are unique: an optimizer state's is its parameter's plus its role
+        # (fc1.weight.exp_avg).
+        self.tensors = {t["name"]: t for t in self.meta["tensors"]}
+
+    def problems(self, entry):
+        """Every problem of one tensor's chunks: missing file, out of range, CRC,
+        not tiling the tensor. Empty when it reads back intact."""
+        out = []
+        name = entry["name"]
+        dtype = DTYPES.get(entry["dtype"])
+        if dtype is None:
+            return [f"{self.metadata_path}: tensor '{name}' has an unknown dtype "
+                    f"{entry['dtype']!r}"]
+        shape = entry["shape"]
+        covered = 0
+        for chunk in entry["chunks"]:
+            path = os.path.join(self.dir, chunk["file"])
+            nbytes = int(np.prod(chunk["sizes"], dtype=np.int64)) * np.dtype(dtype).itemsize
+            if not os.path.exists(path):
+                out.append(f"{path}: missing (tensor '{name}')")
+                continue
+            size = os.path.getsize(path)
+            if chunk["offset_bytes"] + nbytes > size:
+                out.append(f"{path}: tensor '{name}' needs bytes [{chunk['offset_bytes']}, "
+                           f"{chunk['offset_bytes'] + nbytes}) but the file has {size}")
+                continue
+            with open(path, "rb") as f:
+                f.seek(chunk["offset_bytes"])
+                data = f.read(nbytes)
+            if zlib.crc32(data) != chunk["crc32"]:
+                out.append(f"{path}: tensor '{name}' is corrupt (CRC-32 {zlib.crc32(data)}, "
+                           f"metadata says {chunk['crc32']})")
+            if any(o < 0 or o + s > d for o, s, d in
+                   zip(chunk["offsets"], chunk["sizes"], shape)):
+                out.append(f"{self.metadata_path}: tensor '{name}' has a chunk outside its "
+                           f"shape {shape}")
+            covered += int(np.prod(chunk["sizes"], dtype=np.int64))
+        if covered != int(np.prod(shape, dtype=np.int64)):
+            out.append(f"{self.metadata_path}: the chunks of tensor '{name}' cover {covered} "
+                       f"of its {int(np.prod(shape, dtype=np.int64))} elements")
+        return out
+
+    def read(self, key):
+        """The global tensor named `key`."""
+        entry = self.tensors[key]
+        problems = self.problems(entry)
+        if problems:
+            raise CheckpointError("\n".join(problems))
+        dtype = DTYPES[entry["dtype"]]
+        out = np.zeros(entry["shape"], dtype=dtype)
+        for chunk in entry["chunks"]:
+            count = int(np.prod(chunk["sizes"], dtype=np.int64))
+            data = np.fromfile(os.path.join(self.dir, chunk["file"]), dtype=dtype,
+                               count=count, offset=chunk["offset_bytes"])
+            index = tuple(slice(o, o + s) for o, s in zip(chunk["offsets"], chunk["sizes"]))
+            out[index] = data.reshape(chunk["sizes"])
+        if entry["dtype"] == "bfloat16":
+            out = (out.astype(np.uint32) << 16).view(np.float32)
+        return out
+
+    def model_keys(self):
+        return [k for k, t in self.tensors.items() if t["kind"] in MODEL_KINDS]
+
+
+def human_bytes(n):
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
+        n /= 1024
+
+
+def cmd_info(ckpt, args):
+    m = ckpt.meta
+    plan, data = m.get("plan", {}), m.get("data", {})
+    grid = plan.get("grid", {})
+    print(f"checkpoint   {ckpt.dir}")
+    print(f"step         {m['step']}")
+    print(f"model        {m.get('model')} ({m.get('model_hash')})")
+    print(f"plan         {plan.get('cluster')}, world size {plan.get('world_size')}, "
+          f"dp {grid.get('dp')} x tp {grid.get('tp')} x pp {grid.get('pp')}")
+    print(f"data         {data.get('directory')}: next batch {data.get('batch_in_epoch')} "
+          f"of epoch {data.get('epoch')}, global batch {data.get('global_batch')}, "
+          f"{data.get('samples_consumed')} samples consumed, shuffle "
+          f"{data.get('shuffle_seed')}")
+    total = 0
+    rows = []
+    for t in m["tensors"]:
+        nbytes = int(np.prod(t["shape"], dtype=np.int64)) * np.dtype(DTYPES[t["dtype"]]).itemsize
+        total += nbytes
+        role = t["kind"] + (f" of {t['of']}" if "of" in t else "")
+        rows.append((t["name"], role, t["dtype"], "x".join(map(str, t["shape"])) or "scalar",
+                     human_bytes(nbytes), len(t["chunks"])))
+    print(f"tensors      {len(rows)}, {human_bytes(total)}")
+    widths = [max(len(str(r[i])) for r in rows + [("name", "kind", "dtype", "shape",
+                                                      "bytes", "chunks")]) for i in range(6)]
+    for r in [("name", "kind", "dtype", "shape", "bytes", "chunks")] + rows:
+        print("  " + "  ".join(str(v).ljust(w) for v, w in zip(r, widths)).rstrip())
+    return 0
+
+
+def cmd_verify(ckpt, args):
+    problems = []
+    for t in ckpt.meta["tensors"]:
+        problems += ckpt.problems(t)
+    if problems:
+        for p in problems:
+            print(f"autopar-ckpt: error: {p}", file=sys.stderr)
+        return 1
+    chunks = sum(len(t["chunks"]) for t in ckpt.meta["tensors"])
+    print(f"{ckpt.dir}: {len(ckpt.meta['tensors'])} tensors in {chunks} chunks, every "
+          "CRC-32 matches")
+    return 0
+
+
+def cmd_export(ckpt, args):
+    if bool(args.to_npz) == bool(args.to_onnx):
+        raise CheckpointError("export: give one of --to-npz FILE or --to-onnx FILE")
+    if args.to_npz:
+        keys = list(ckpt.tensors) if args.all else ckpt.model_keys()
+        arrays = {k: ckpt.read(k) for k in keys}
+        np.savez(args.to_npz, **arrays)
+        print(f"wrote {len(arrays)} tensors to {args.to_npz}")
+        return 0
+    import onnx
+    from onnx import numpy_helper
+    source = args.model or ckpt.meta.get("model")
+    if not source or not os.path.exists(source):
+        raise CheckpointError(f"--to-onnx: the model {source!r} the checkpoint records is not "
+                              "there; give it with --model FILE.onnx")
+    model = onnx.load(source)
+    initializers = {i.name: i for i in model.graph.initializer}
+    missing, mismatched = [], []
+    for key in ckpt.model_keys():
+        entry = ckpt.tensors[key]
+        init = initializers.get(entry["name"])
+        if init is None:
+            missing.append(entry["name"])
+            continue
+        if list(init.dims) != list(entry["shape"]):
+            mismatched.append(f"'{entry['name']}' is {list(init.dims)} in {source}, "
+                              f"{entry['shape']} in the checkpoint")
+    if missing or mismatched:
+        raise CheckpointError(
+            f"--to-onnx: {source} does not match {ckpt.metadata_path}: " +
+            "; ".join(([f"no initializer {', '.join(missing)}"] if missing else []) +
+                      mismatched) + " (give the model the checkpoint was trained from "
+            "with --model)")
+    for key in ckpt.model_keys():
+        entry = ckpt.tensors[key]
+        init = initializers[entry["name"]]
+        value = ckpt.read(key)
+        target = onnx.helper.tensor_dtype_to_np_dtype(init.data_type) \
+            if hasattr(onnx.helper, "tensor_dtype_to_np_dtype") else value.dtype
+        init.CopyFrom(numpy_helper.from_array(value.astype(target), entry["name"]))
+    big = sum(i.ByteSize() for i in model.graph.initializer) > (1 << 30)
+    onnx.save_model(model, args.to_onnx, save_as_external_data=big,
+                    location=os.path.basename(args.to_onnx) + ".data" if big else None)
+    print(f"wrote {args.to_onnx}: {source} with {len(ckpt.model_keys())} trained tensors "
+          f"from step {ckpt.meta['step']}")
+    return 0
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(prog="autopar-ckpt", description=__doc__.split("\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter,
+                                epilog=__doc__)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    for name in ("info", "verify", "export"):
+        sp = sub.add_parser(name)
+        sp.add_argument("checkpoint", help="a --checkpoint-dir (its latest) or a step-N dir")
+        if name == "export":
+            sp.add_argument("--to-npz", metavar="FILE")
+            sp.add_argument("--to-onnx", metavar="FILE")
+            sp.add_argument("--model", metavar="FILE.onnx",
+                            help="--to-onnx: the ONNX file to fill (default: the one the "
+                                 "checkpoint records)")
+            sp.add_argument("--all", action="store_true",
+                            help="--to-npz: optimizer states too")
+    args = p.parse_args(argv)
+    try:
+        ckpt = Checkpoint(args.checkpoint)
+        return {"info": cmd_info, "verify": cmd_verify, "export": cmd_export}[args.cmd](
+            ckpt, args)
+    except CheckpointError as e:
+        print(f"autopar-ckpt: error: {e}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

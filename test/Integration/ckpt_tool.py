@@ -1,0 +1,121 @@
+#!/usr/bin/env python3
+"""autopar-ckpt (python/autopar/ckpt.py) on the checkpoints autopar-run writes.
+
+Trains an MLP for 3 steps on one rank with checkpoints, and on 2 data-parallel
+ranks (rank 0 writes), then checks that:
+- `info` names the step, the plan and every tensor with its global shape;
+- `verify` passes, and fails naming the file and the tensor after a byte of a
+  chunk is flipped and after the file is truncated;
+- `export --to-npz` gives the trained parameters bit for bit as autopar-run's
+  --outputs, `--all` the optimizer states too;
+- `export --to-onnx` fills the model's initializers with them, and a model
+  that lacks one of the checkpoint's tensors is refused naming it.
+
+Usage: ckpt_tool.py BUILD_DIR WORK_DIR MPIRUN [MPIRUN_FLAG...]
+"""
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+import torch
+from onnx import numpy_helper
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
+import train_dp  # noqa: E402
+from gradcheck import Mlp  # noqa: E402
+
+from autopar import ckpt  # noqa: E402
+
+
+def tool(*argv):
+    r = subprocess.run([sys.executable, "-m", "autopar.ckpt", *argv], capture_output=True,
+                       text=True, env={**os.environ, "PYTHONPATH": os.path.join(
+                           HERE, "..", "..", "python")})
+    return r.returncode, r.stdout + r.stderr
+
+
+def main():
+    build, work, launcher = sys.argv[1], sys.argv[2], sys.argv[3:]
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    errors = []
+
+    def expect(cond, what, detail=""):
+        print(f"{'PASS' if cond else 'FAIL'} {what}")
+        if not cond:
+            errors.append(f"{what}\n{detail}")
+
+    torch.manual_seed(0)
+    data = {"x": torch.randn(24, 8), "y": torch.randint(0, 5, (24,))}
+    case = train_dp.Case(build, work, "mlp", Mlp(), data, 8, train_dp.CONFIG)
+    for ranks in (1, 2):
+        art = case.compile(f"local{ranks}", ranks)[0]
+        ckdir = os.path.join(case.dir, f"ckpt{ranks}")
+        _, params, _ = case.train(f"local{ranks}", art, ranks, launcher,
+                                  "--checkpoint-dir", ckdir, "--checkpoint-every", "2")
+        tag = f"local:{ranks}"
+        rc, out = tool("info", ckdir)
+        expect(rc == 0 and f"step         {train_dp.STEPS}" in out and
+               f"world size {ranks}" in out and "fc1.weight             param" in out and
+               "16x8" in out, f"{tag} info", out)
+        rc, out = tool("verify", ckdir)
+        expect(rc == 0 and "every CRC-32 matches" in out, f"{tag} verify", out)
+        npz = os.path.join(work, f"w{ranks}.npz")
+        rc, out = tool("export", ckdir, "--to-npz", npz)
+        saved = np.load(npz) if rc == 0 else {}
+        expect(rc == 0 and set(saved.files) == set(params) and
+               all(saved[k].tobytes() == params[k].tobytes() for k in params),
+               f"{tag} export --to-npz equals autopar-run's --outputs bit for bit", out)
+        rc, out = tool("export", ckdir, "--to-npz", npz, "--all")
+        expect(rc == 0 and "fc1.weight.exp_avg_sq" in np.load(npz).files,
+               f"{tag} export --to-npz --all has the optimizer states", out)
+        onnx_out = os.path.join(work, f"m{ranks}.onnx")
+        rc, out = tool("export", ckdir, "--to-onnx", onnx_out)
+        inits = ({i.name: numpy_helper.to_array(i) for i in onnx.load(onnx_out).graph.initializer}
+                 if rc == 0 else {})
+        expect(rc == 0 and all(inits[k].tobytes() == params[k].tobytes() for k in params),
+               f"{tag} export --to-onnx carries the trained initializers", out)
+
+    # A model without one of the checkpoint's tensors is refused, naming it.
+    ckdir = os.path.join(case.dir, "ckpt1")
+    model = onnx.load(case.onnx)
+    kept = [i for i in model.graph.initializer if i.name != "fc2.bias"]
+    del model.graph.initializer[:]
+    model.graph.initializer.extend(kept)
+    other = os.path.join(work, "other.onnx")
+    onnx.save(model, other)
+    rc, out = tool("export", ckdir, "--to-onnx", os.path.join(work, "x.onnx"), "--model", other)
+    expect(rc == 1 and "no initializer fc2.bias" in out, "a model without fc2.bias is refused",
+           out)
+
+    # Corruption: a flipped byte, then a truncated file.
+    step = ckpt.step_dir(ckdir)
+    binary = os.path.join(step, "rank-00000.bin")
+    with open(binary, "r+b") as f:
+        f.seek(4)
+        byte = f.read(1)
+        f.seek(4)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    rc, out = tool("verify", ckdir)
+    expect(rc == 1 and binary in out and "tensor 'fc1.weight' is corrupt" in out,
+           "verify names the file and the tensor of a flipped byte", out)
+    with open(binary, "r+b") as f:
+        f.truncate(600)
+    rc, out = tool("verify", ckdir)
+    expect(rc == 1 and "tensor 'fc2.weight' needs bytes" in out and "but the file has 600" in out,
+           "verify names the tensors a truncated file lacks", out)
+    rc, out = tool("info", os.path.join(work, "nowhere"))
+    expect(rc == 1 and "neither a checkpoint step" in out, "a directory without a checkpoint",
+           out)
+    if errors:
+        sys.exit("\n".join(errors))
+    print("autopar-ckpt reads what autopar-run writes")
+
+
+if __name__ == "__main__":
+    main()
