@@ -12,6 +12,10 @@ docs/training.md's "Checkpoints", version 1). Every command takes either ``D`` (
                                            # SRC (default: the model the checkpoint
                                            # records) with its initializers replaced by
                                            # the checkpoint's trained values
+    autopar-ckpt import STATE.npz --model SRC.onnx -o OUT.onnx [--allow-missing]
+                                           # pretrained weights (a PyTorch state_dict
+                                           # saved with numpy.savez) into the model's
+                                           # initializers: compile OUT.onnx to fine-tune
 
 Errors name the file and the tensor. The reader assembles each tensor from whatever
 chunks tile it, so it reads the checkpoints of any plan.
@@ -200,41 +204,71 @@ def cmd_export(ckpt, args):
         print(f"wrote {len(arrays)} tensors to {args.to_npz}")
         return 0
     import onnx
-    from onnx import numpy_helper
     source = args.model or ckpt.meta.get("model")
     if not source or not os.path.exists(source):
         raise CheckpointError(f"--to-onnx: the model {source!r} the checkpoint records is not "
                               "there; give it with --model FILE.onnx")
     model = onnx.load(source)
-    initializers = {i.name: i for i in model.graph.initializer}
-    missing, mismatched = [], []
-    for key in ckpt.model_keys():
-        entry = ckpt.tensors[key]
-        init = initializers.get(entry["name"])
-        if init is None:
-            missing.append(entry["name"])
-            continue
-        if list(init.dims) != list(entry["shape"]):
-            mismatched.append(f"'{entry['name']}' is {list(init.dims)} in {source}, "
-                              f"{entry['shape']} in the checkpoint")
-    if missing or mismatched:
-        raise CheckpointError(
-            f"--to-onnx: {source} does not match {ckpt.metadata_path}: " +
-            "; ".join(([f"no initializer {', '.join(missing)}"] if missing else []) +
-                      mismatched) + " (give the model the checkpoint was trained from "
-            "with --model)")
-    for key in ckpt.model_keys():
-        entry = ckpt.tensors[key]
-        init = initializers[entry["name"]]
-        value = ckpt.read(key)
-        target = onnx.helper.tensor_dtype_to_np_dtype(init.data_type) \
-            if hasattr(onnx.helper, "tensor_dtype_to_np_dtype") else value.dtype
-        init.CopyFrom(numpy_helper.from_array(value.astype(target), entry["name"]))
-    big = sum(i.ByteSize() for i in model.graph.initializer) > (1 << 30)
-    onnx.save_model(model, args.to_onnx, save_as_external_data=big,
-                    location=os.path.basename(args.to_onnx) + ".data" if big else None)
+    trained = {ckpt.tensors[k]["name"]: ckpt.read(k) for k in ckpt.model_keys()}
+    # The checkpoint holds what training changed; frozen initializers keep the
+    # model's values.
+    fill_initializers(model, trained, source, ckpt.metadata_path, allow_missing=True)
+    save_onnx(model, args.to_onnx)
     print(f"wrote {args.to_onnx}: {source} with {len(ckpt.model_keys())} trained tensors "
           f"from step {ckpt.meta['step']}")
+    return 0
+
+
+def fill_initializers(model, values, source, what, allow_missing=False):
+    """Replaces `model`'s initializers named in `values` (name -> array) by them,
+    cast to each initializer's dtype. Raises CheckpointError listing every name
+    `values` has and the model lacks, and every shape that differs; and, unless
+    allow_missing, every float initializer `values` does not give."""
+    import onnx
+    from onnx import numpy_helper
+    initializers = {i.name: i for i in model.graph.initializer}
+    extra = [k for k in values if k not in initializers]
+    mismatched = [f"'{k}' is {list(initializers[k].dims)} in {source}, "
+                  f"{list(np.shape(v))} in {what}"
+                  for k, v in values.items()
+                  if k in initializers and list(initializers[k].dims) != list(np.shape(v))]
+    floats = {onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE, onnx.TensorProto.FLOAT16,
+              onnx.TensorProto.BFLOAT16}
+    missing = [] if allow_missing else [
+        k for k, i in initializers.items() if k not in values and i.data_type in floats]
+    if extra or mismatched or missing:
+        parts = []
+        if extra:
+            parts.append(f"no initializer {', '.join(extra)} in {source}")
+        parts += mismatched
+        if missing:
+            parts.append(f"{what} gives no value for {', '.join(missing)} "
+                         "(--allow-missing keeps the model's own)")
+        raise CheckpointError(f"{what} does not match {source}: " + "; ".join(parts))
+    for name, value in values.items():
+        init = initializers[name]
+        dtype = numpy_helper.to_array(init).dtype
+        init.CopyFrom(numpy_helper.from_array(np.asarray(value).astype(dtype), name))
+
+
+def save_onnx(model, path):
+    import onnx
+    big = sum(i.ByteSize() for i in model.graph.initializer) > (1 << 30)
+    onnx.save_model(model, path, save_as_external_data=big,
+                    location=os.path.basename(path) + ".data" if big else None)
+
+
+def cmd_import(args):
+    import onnx
+    try:
+        state = np.load(args.state)
+    except (OSError, ValueError) as e:
+        raise CheckpointError(f"{args.state}: {e}") from None
+    values = {k: state[k] for k in state.files}
+    model = onnx.load(args.model)
+    fill_initializers(model, values, args.model, args.state, args.allow_missing)
+    save_onnx(model, args.output)
+    print(f"wrote {args.output}: {args.model} with {len(values)} tensors from {args.state}")
     return 0
 
 
@@ -243,6 +277,12 @@ def main(argv=None):
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
                                 epilog=__doc__)
     sub = p.add_subparsers(dest="cmd", required=True)
+    imp = sub.add_parser("import")
+    imp.add_argument("state", help="a state_dict saved with numpy.savez (name -> array)")
+    imp.add_argument("--model", required=True, metavar="SRC.onnx")
+    imp.add_argument("-o", "--output", required=True, metavar="OUT.onnx")
+    imp.add_argument("--allow-missing", action="store_true",
+                     help="float initializers the state_dict lacks keep the model's values")
     for name in ("info", "verify", "export"):
         sp = sub.add_parser(name)
         sp.add_argument("checkpoint", help="a --checkpoint-dir (its latest) or a step-N dir")
@@ -256,6 +296,8 @@ def main(argv=None):
                             help="--to-npz: optimizer states too")
     args = p.parse_args(argv)
     try:
+        if args.cmd == "import":
+            return cmd_import(args)
         ckpt = Checkpoint(args.checkpoint)
         return {"info": cmd_info, "verify": cmd_verify, "export": cmd_export}[args.cmd](
             ckpt, args)

@@ -9,7 +9,10 @@ ranks (rank 0 writes), then checks that:
 - `export --to-npz` gives the trained parameters bit for bit as autopar-run's
   --outputs, `--all` the optimizer states too;
 - `export --to-onnx` fills the model's initializers with them, and a model
-  that lacks one of the checkpoint's tensors is refused naming it.
+  that lacks one of the checkpoint's tensors is refused naming it;
+- `import` writes a PyTorch state_dict (.npz) into the model's initializers:
+  training the result starts from those weights (its first loss is PyTorch's
+  on them), and a state_dict with a name or shape the model lacks is refused.
 
 Usage: ckpt_tool.py BUILD_DIR WORK_DIR MPIRUN [MPIRUN_FLAG...]
 """
@@ -92,6 +95,32 @@ def main():
     rc, out = tool("export", ckdir, "--to-onnx", os.path.join(work, "x.onnx"), "--model", other)
     expect(rc == 1 and "no initializer fc2.bias" in out, "a model without fc2.bias is refused",
            out)
+
+    # Pretrained weights from a state_dict: the first loss of training the
+    # imported model is PyTorch's with those weights on the first batch.
+    torch.manual_seed(7)
+    pretrained = Mlp()
+    state = os.path.join(work, "pretrained.npz")
+    np.savez(state, **{k: v.detach().numpy() for k, v in pretrained.state_dict().items()})
+    imported = os.path.join(work, "pretrained.onnx")
+    rc, out = tool("import", state, "--model", case.onnx, "-o", imported)
+    expect(rc == 0, "import a state_dict", out)
+    if rc == 0:
+        fine = train_dp.Case(build, work, "fine", Mlp(), data, 8, train_dp.CONFIG)
+        shutil.copy(imported, fine.onnx)
+        losses, _, _ = fine.train("local1", fine.compile("local1", 1)[0], 1, launcher)
+        want = float(pretrained(data["x"][:8], data["y"][:8]))
+        expect(abs(losses[0] - want) <= 1e-6 * abs(want),
+               "training the imported model starts from the state_dict's weights",
+               f"first loss {losses[0]}, PyTorch {want}")
+    bad = os.path.join(work, "bad.npz")
+    np.savez(bad, **{"fc1.weight": np.zeros((8, 16), np.float32),
+                     "head.weight": np.zeros((5, 16), np.float32)})
+    rc, out = tool("import", bad, "--model", case.onnx, "-o", os.path.join(work, "y.onnx"),
+                   "--allow-missing")
+    expect(rc == 1 and "no initializer head.weight" in out and
+           "'fc1.weight' is [16, 8]" in out and "[8, 16] in" in out,
+           "a state_dict with an unknown name and a wrong shape is refused, naming both", out)
 
     # Corruption: a flipped byte, then a truncated file.
     step = ckpt.step_dir(ckdir)
