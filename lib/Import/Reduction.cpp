@@ -1,14 +1,20 @@
-//===- Reduction.cpp - ReduceSum/Mean/Max to linalg.reduce ----------------===//
+//===- Reduction.cpp - Reductions, ArgMax/ArgMin and CumSum ---------------===//
 //
 // A reduction becomes one named `linalg.reduce` over an init filled with the
 // combiner's identity (0, or the lowest value for Max), a division by the
 // element count for Mean, and a `tensor.expand_shape` that restores the
 // reduced dims as size 1 for keepdims. Small constant inputs fold on the host
-// so that shape computations stay static.
+// so that shape computations stay static. ArgMax and ArgMin are one
+// linalg.generic carrying the best value and its int64 index; CumSum one
+// linalg.generic summing the selected positions along the axis;
+// LpNormalization a division by the reduced p-norm.
 //
 //===----------------------------------------------------------------------===//
 
 #include "ImporterImpl.h"
+
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/IR/AffineMap.h"
 
 #include <cmath>
 #include <limits>
@@ -284,12 +290,262 @@ LogicalResult convertReduceMax(NodeContext &ctx) {
   return convertReduce(ctx, ReductionKind::Max);
 }
 
+/// ArgMax / ArgMin: the int64 index of the largest / smallest element along
+/// 'axis', the first one unless 'select_last_index' (ties, and NaNs, which
+/// win as numpy's argmax has them). One linalg.generic reduces the axis into
+/// two outputs, the best value so far and its index; keepdims re-inserts the
+/// axis. The index is an integer: it has no gradient.
+LogicalResult convertArgExtreme(NodeContext &ctx, bool isMax) {
+  OnnxDType t = ctx.inputDType(0);
+  if (!isFloatDType(t) && !isSignedIntDType(t) && !isUnsignedIntDType(t))
+    return ctx.unsupported("element type " + dtypeName(t) +
+                           " is not supported (supported: floating-point and "
+                           "integer types)");
+  llvm::ArrayRef<int64_t> in = ctx.inputShape(0);
+  int64_t rank = in.size();
+  if (rank == 0)
+    return ctx.emitError("input must have rank 1 or more, got a scalar");
+  auto axis = ctx.normalizeAxis(ctx.getIntAttr("axis", 0), rank);
+  if (failed(axis))
+    return failure();
+  if (in[*axis] == 0)
+    return ctx.emitError("axis ")
+           << *axis << " has size 0: there is no element to select";
+  bool keepdims = ctx.getIntAttr("keepdims", 1) != 0;
+  bool last = ctx.getIntAttr("select_last_index", 0) != 0;
+  bool isUnsigned = isUnsignedIntDType(t);
+
+  OpBuilder &b = ctx.getBuilder();
+  Location loc = ctx.getLoc();
+  MLIRContext *mctx = ctx.getContext();
+  Value x = ctx.input(0);
+  Type et = getElementTypeOf(x);
+  Type i64 = b.getI64Type();
+  llvm::SmallVector<int64_t> outShape;
+  llvm::SmallVector<AffineExpr> outDims;
+  llvm::SmallVector<utils::IteratorType> iterators;
+  for (int64_t d = 0; d < rank; ++d) {
+    iterators.push_back(d == *axis ? utils::IteratorType::reduction
+                                   : utils::IteratorType::parallel);
+    if (d == *axis)
+      continue;
+    outShape.push_back(in[d]);
+    outDims.push_back(getAffineDimExpr(d, mctx));
+  }
+  Value start = isMax ? createLowestValue(b, loc, et, isUnsigned)
+                      : createHighestValue(b, loc, et, isUnsigned);
+  Value bestInit = createFilledTensor(b, loc, outShape, et, start);
+  Value indexInit = createFilledTensor(b, loc, outShape, i64,
+                                       createScalarConstant(b, loc, i64, 0));
+  AffineMap outMap = AffineMap::get(rank, 0, outDims, mctx);
+  llvm::SmallVector<AffineMap> maps = {
+      AffineMap::getMultiDimIdentityMap(rank, mctx), outMap, outMap};
+  int64_t axisDim = *axis;
+  auto generic = linalg::GenericOp::create(
+      b, loc, TypeRange{bestInit.getType(), indexInit.getType()}, ValueRange{x},
+      ValueRange{bestInit, indexInit}, maps, iterators,
+      [&](OpBuilder &nb, Location l, ValueRange args) {
+        Value v = args[0], best = args[1], bestIndex = args[2];
+        Value take;
+        if (isa<FloatType>(et)) {
+          auto pred = isMax ? (last ? arith::CmpFPredicate::OGE
+                                    : arith::CmpFPredicate::OGT)
+                            : (last ? arith::CmpFPredicate::OLE
+                                    : arith::CmpFPredicate::OLT);
+          take = arith::CmpFOp::create(nb, l, pred, v, best);
+          // A NaN wins over numbers: the first one, or the last.
+          Value vNaN =
+              arith::CmpFOp::create(nb, l, arith::CmpFPredicate::UNO, v, v);
+          Value nan = vNaN;
+          if (!last) {
+            Value bestOrdered = arith::CmpFOp::create(
+                nb, l, arith::CmpFPredicate::ORD, best, best);
+            nan = arith::AndIOp::create(nb, l, vNaN, bestOrdered);
+          }
+          take = arith::OrIOp::create(nb, l, take, nan);
+        } else {
+          arith::CmpIPredicate pred;
+          if (isMax)
+            pred = isUnsigned ? (last ? arith::CmpIPredicate::uge
+                                      : arith::CmpIPredicate::ugt)
+                              : (last ? arith::CmpIPredicate::sge
+                                      : arith::CmpIPredicate::sgt);
+          else
+            pred = isUnsigned ? (last ? arith::CmpIPredicate::ule
+                                      : arith::CmpIPredicate::ult)
+                              : (last ? arith::CmpIPredicate::sle
+                                      : arith::CmpIPredicate::slt);
+          take = arith::CmpIOp::create(nb, l, pred, v, best);
+        }
+        Value index = arith::IndexCastOp::create(
+            nb, l, nb.getI64Type(), linalg::IndexOp::create(nb, l, axisDim));
+        linalg::YieldOp::create(
+            nb, l,
+            ValueRange{arith::SelectOp::create(nb, l, take, v, best),
+                       arith::SelectOp::create(nb, l, take, index, bestIndex)});
+      });
+  Value result = generic.getResult(1);
+  if (keepdims)
+    result = expandReducedDims(b, loc, result, {axisDim});
+  ctx.setOutput(0, result, onnx::TensorProto_DataType_INT64);
+  return success();
+}
+
+LogicalResult convertArgMax(NodeContext &ctx) {
+  return convertArgExtreme(ctx, /*isMax=*/true);
+}
+LogicalResult convertArgMin(NodeContext &ctx) {
+  return convertArgExtreme(ctx, /*isMax=*/false);
+}
+
+/// CumSum: element i along 'axis' (input 1, known at import time) is the sum
+/// of the elements j <= i (j < i when 'exclusive', j >= i or j > i when
+/// 'reverse'). One linalg.generic reduces a second loop j over the axis and
+/// adds the elements that the comparison of j and i selects: quadratic in the
+/// axis length, but every map is a projected permutation, so sharding and
+/// autodiff treat it as any reduction (the adjoint is the reverse cumsum).
+LogicalResult convertCumSum(NodeContext &ctx) {
+  OnnxDType t = ctx.inputDType(0);
+  if (!isFloatDType(t) && !isSignedIntDType(t) && !isUnsignedIntDType(t))
+    return ctx.unsupported("element type " + dtypeName(t) +
+                           " is not supported (supported: floating-point and "
+                           "integer types)");
+  llvm::ArrayRef<int64_t> in = ctx.inputShape(0);
+  int64_t rank = in.size();
+  if (rank == 0)
+    return ctx.emitError("input must have rank 1 or more, got a scalar");
+  const ConstTensor *axisTensor = ctx.inputConstant(1);
+  if (!axisTensor) {
+    const std::string &name = ctx.getNode().input(1);
+    return ctx.emitError("input 1 ('")
+           << name
+           << "', the axis) must be known at compile time (a constant or an "
+              "initializer); when it is a graph input, freeze it with "
+              "--const-input "
+           << name << "=FILE.npy";
+  }
+  if (axisTensor->isFloat() || isBoolDType(axisTensor->dtype) ||
+      axisTensor->numElements() != 1)
+    return ctx.emitError("axis must be one int32/int64 value, got ")
+           << axisTensor->numElements() << " " << dtypeName(axisTensor->dtype)
+           << " values";
+  auto axis = ctx.normalizeAxis(axisTensor->getInt(0), rank);
+  if (failed(axis))
+    return failure();
+  bool exclusive = ctx.getIntAttr("exclusive", 0) != 0;
+  bool reverse = ctx.getIntAttr("reverse", 0) != 0;
+  if (getNumElements(in) == 0) {
+    ctx.setOutputConstant(0, ConstTensor::zeros(t, in));
+    return success();
+  }
+
+  OpBuilder &b = ctx.getBuilder();
+  Location loc = ctx.getLoc();
+  MLIRContext *mctx = ctx.getContext();
+  Value x = ctx.input(0);
+  Type et = getElementTypeOf(x);
+  // Loops: the output's dims, then j (the summed position along the axis).
+  llvm::SmallVector<AffineExpr> inputDims;
+  for (int64_t d = 0; d < rank; ++d)
+    inputDims.push_back(getAffineDimExpr(d == *axis ? rank : d, mctx));
+  llvm::SmallVector<AffineMap> maps = {
+      AffineMap::get(rank + 1, 0, inputDims, mctx),
+      AffineMap::getMultiDimIdentityMap(rank + 1, mctx).getMajorSubMap(rank)};
+  llvm::SmallVector<utils::IteratorType> iterators(
+      rank, utils::IteratorType::parallel);
+  iterators.push_back(utils::IteratorType::reduction);
+  arith::CmpIPredicate pred =
+      reverse
+          ? (exclusive ? arith::CmpIPredicate::ugt : arith::CmpIPredicate::uge)
+          : (exclusive ? arith::CmpIPredicate::ult : arith::CmpIPredicate::ule);
+  Value init =
+      createFilledTensor(b, loc, in, et, createScalarConstant(b, loc, et, 0.0));
+  int64_t axisDim = *axis;
+  Value result =
+      linalg::GenericOp::create(
+          b, loc, init.getType(), ValueRange{x}, ValueRange{init}, maps,
+          iterators,
+          [&](OpBuilder &nb, Location l, ValueRange args) {
+            Value i = linalg::IndexOp::create(nb, l, axisDim);
+            Value j = linalg::IndexOp::create(nb, l, rank);
+            Value taken = arith::CmpIOp::create(nb, l, pred, j, i);
+            Value zero = createScalarConstant(nb, l, et, 0.0);
+            Value term = arith::SelectOp::create(nb, l, taken, args[0], zero);
+            Value sum =
+                isa<FloatType>(et)
+                    ? arith::AddFOp::create(nb, l, args[1], term).getResult()
+                    : arith::AddIOp::create(nb, l, args[1], term).getResult();
+            linalg::YieldOp::create(nb, l, sum);
+          })
+          .getResult(0);
+  ctx.setOutput(0, result, t);
+  return success();
+}
+
+/// LpNormalization: x divided by its p-norm along 'axis' (p = 1: the sum of
+/// |x|; p = 2: the square root of the sum of x²), as the ONNX reference
+/// computes it (a zero norm divides by zero). A linalg.reduce of the
+/// magnitudes, keepdims' expand_shape and a broadcasting division.
+LogicalResult convertLpNormalization(NodeContext &ctx) {
+  OnnxDType t = ctx.inputDType(0);
+  if (!isFloatDType(t))
+    return ctx.unsupported("element type " + dtypeName(t) +
+                           " is not supported (supported: floating-point "
+                           "types)");
+  llvm::ArrayRef<int64_t> in = ctx.inputShape(0);
+  int64_t rank = in.size();
+  if (rank == 0)
+    return ctx.emitError("input must have rank 1 or more, got a scalar");
+  auto axis = ctx.normalizeAxis(ctx.getIntAttr("axis", -1), rank);
+  if (failed(axis))
+    return failure();
+  int64_t p = ctx.getIntAttr("p", 2);
+  if (p != 1 && p != 2)
+    return ctx.unsupported("p = " + std::to_string(p) +
+                           " is not supported (supported: 1 and 2, as the "
+                           "ONNX spec allows)");
+  if (getNumElements(in) == 0) {
+    ctx.setOutputConstant(0, ConstTensor::zeros(t, in));
+    return success();
+  }
+  OpBuilder &b = ctx.getBuilder();
+  Location loc = ctx.getLoc();
+  Value x = ctx.input(0);
+  Type et = getElementTypeOf(x);
+  Value magnitude = createElementwise(
+      b, loc, x, in, et, [&](OpBuilder &nb, Location l, ValueRange args) {
+        if (p == 1)
+          return math::AbsFOp::create(nb, l, args[0]).getResult();
+        return arith::MulFOp::create(nb, l, args[0], args[0]).getResult();
+      });
+  int64_t dims[] = {*axis};
+  Value norm = createReduction(b, loc, magnitude, dims, ReductionKind::Sum);
+  if (p == 2)
+    norm = createElementwise(
+        b, loc, norm, getShape(norm), et,
+        [](OpBuilder &nb, Location l, ValueRange args) -> Value {
+          return math::SqrtOp::create(nb, l, args[0]);
+        });
+  norm = expandReducedDims(b, loc, norm, dims);
+  Value result = createElementwise(
+      b, loc, {x, norm}, in, et,
+      [](OpBuilder &nb, Location l, ValueRange args) -> Value {
+        return arith::DivFOp::create(nb, l, args[0], args[1]);
+      });
+  ctx.setOutput(0, result, t);
+  return success();
+}
+
 } // namespace
 
 void registerReductionConverters(ConverterRegistry &registry) {
   registry["ReduceSum"] = convertReduceSum;
   registry["ReduceMean"] = convertReduceMean;
   registry["ReduceMax"] = convertReduceMax;
+  registry["ArgMax"] = convertArgMax;
+  registry["ArgMin"] = convertArgMin;
+  registry["CumSum"] = convertCumSum;
+  registry["LpNormalization"] = convertLpNormalization;
 }
 
 } // namespace autopar::import

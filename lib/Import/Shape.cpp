@@ -1,7 +1,8 @@
 //===- Shape.cpp - ONNX shape and data-movement ops -----------------------===//
 //
 // Shape, Reshape, Flatten, Squeeze, Unsqueeze, Transpose, Concat, Slice,
-// Split, Expand, Tile, Gather, ConstantOfShape, Range and Trilu.
+// Split, Expand, Tile, Pad, DepthToSpace, SpaceToDepth, Gather,
+// ConstantOfShape, Range and Trilu.
 //
 // Exported models compute shapes at run time (Shape -> Gather -> Unsqueeze ->
 // Concat -> Reshape). Every tensor shape is static here, so these ops fold on
@@ -1132,6 +1133,326 @@ static LogicalResult convertRange(NodeContext &ctx) {
   return success();
 }
 
+//===----------------------------------------------------------------------===//
+// Pad
+//===----------------------------------------------------------------------===//
+
+/// A slice of `x` taking `size` elements from `offset` along `dim` (all of the
+/// other dims).
+static Value sliceAlong(OpBuilder &b, Location loc, Value x, int64_t dim,
+                        int64_t offset, int64_t size) {
+  llvm::SmallVector<SliceDim> dims;
+  for (int64_t d : getShape(x))
+    dims.push_back({0, d, 1});
+  dims[dim] = {offset, size, 1};
+  return buildSlice(b, loc, x, dims);
+}
+
+/// The padding Pad adds before (`low`) and after (`high`) each dim of input
+/// 0; negative counts remove elements.
+struct PadAmounts {
+  llvm::SmallVector<int64_t> low, high;
+};
+
+/// Reads the pads (the 'paddings' attribute at opset 1, 'pads' at opsets 2 to
+/// 10, input 1 with optional axes (input 3) from opset 11) into per-dim
+/// amounts.
+static FailureOr<PadAmounts> readPads(NodeContext &ctx) {
+  int64_t rank = ctx.inputRank(0);
+  llvm::SmallVector<int64_t> pads;
+  llvm::SmallVector<int64_t> axes =
+      llvm::to_vector(llvm::seq<int64_t>(0, rank));
+  if (ctx.getOpset() >= 11) {
+    auto values = readIntsInput(ctx, 1, "pads");
+    if (failed(values))
+      return failure();
+    pads = *values;
+    if (ctx.hasInput(3)) {
+      auto given = readIntsInput(ctx, 3, "axes");
+      if (failed(given))
+        return failure();
+      auto normalized = normalizeAxes(ctx, *given, rank);
+      if (failed(normalized))
+        return failure();
+      axes = *normalized;
+    }
+  } else {
+    llvm::StringRef name = ctx.getOpset() < 2 ? "paddings" : "pads";
+    auto attr = ctx.getIntsAttr(name);
+    if (!attr)
+      return ctx.emitError("needs the '")
+             << name << "' attribute (2 * rank pad counts) at opset "
+             << ctx.getOpset();
+    pads = *attr;
+  }
+  int64_t n = axes.size();
+  if (static_cast<int64_t>(pads.size()) != 2 * n)
+    return ctx.emitError("pads ")
+           << formatShape(pads) << " must hold 2 * " << n
+           << " counts (the starts, then the ends, of "
+           << (n == rank ? "every input dim" : "the axes") << ") for shape "
+           << formatShape(ctx.inputShape(0));
+  PadAmounts amounts{llvm::SmallVector<int64_t>(rank, 0),
+                     llvm::SmallVector<int64_t>(rank, 0)};
+  for (auto [i, a] : llvm::enumerate(axes)) {
+    amounts.low[a] = pads[i];
+    amounts.high[a] = pads[i + n];
+  }
+  return amounts;
+}
+
+/// The constant Pad fills with: input 2 from opset 11 (a one-element tensor
+/// of the input's type, known at import time), else the 'value' attribute;
+/// 0 by default.
+static FailureOr<double> readPadValue(NodeContext &ctx) {
+  if (ctx.getOpset() < 11)
+    return static_cast<double>(ctx.getFloatAttr("value", 0.0f));
+  if (!ctx.hasInput(2))
+    return 0.0;
+  const ConstTensor *c = ctx.inputConstant(2);
+  if (!c) {
+    const onnx::NodeProto &node = ctx.getNode();
+    return ctx.emitError("input 2 ('")
+           << node.input(2)
+           << "', the constant_value) must be known at compile time (a "
+              "constant or an initializer); when it is a graph input, freeze "
+              "it with --const-input "
+           << node.input(2) << "=FILE.npy";
+  }
+  if (c->numElements() != 1)
+    return ctx.emitError("constant_value must hold one element, got shape ")
+           << formatShape(c->shape);
+  return c->getDouble(0);
+}
+
+/// Pad (modes constant, reflect, edge and wrap). Constant padding is one
+/// tensor.pad. The other modes build each padded dim from slices of the input
+/// joined with one tensor.concat: reflect mirrors single elements (x[p], ...,
+/// x[1] before, x[n-2], ... after), edge broadcasts the first or last element,
+/// wrap takes the other end. Every piece is a slice, a broadcast or a concat,
+/// so autodiff needs no rule of its own. Negative pads remove elements: an
+/// extract_slice after the padding (as the ONNX reference pads, then crops).
+static LogicalResult convertPad(NodeContext &ctx) {
+  std::string mode = ctx.getStringAttr("mode", "constant");
+  if (mode != "constant" && mode != "reflect" && mode != "edge" &&
+      mode != "wrap")
+    return ctx.unsupported("mode '" + mode +
+                           "' is not supported (supported: constant, reflect, "
+                           "edge, wrap)");
+  auto amounts = readPads(ctx);
+  if (failed(amounts))
+    return failure();
+  auto value = readPadValue(ctx);
+  if (failed(value))
+    return failure();
+  llvm::ArrayRef<int64_t> in = ctx.inputShape(0);
+  int64_t rank = in.size();
+  OnnxDType dtype = ctx.inputDType(0);
+  llvm::SmallVector<int64_t> shape;
+  for (int64_t d = 0; d < rank; ++d) {
+    int64_t size = in[d] + amounts->low[d] + amounts->high[d];
+    if (size < 0)
+      return ctx.emitError("pads remove more than the ")
+             << in[d] << " elements of dim " << d << " (shape "
+             << formatShape(in) << ")";
+    shape.push_back(size);
+  }
+  // Reflect, edge and wrap read the input's elements near each padded end.
+  for (int64_t d = 0; d < rank && mode != "constant"; ++d) {
+    int64_t most = std::max<int64_t>({amounts->low[d], amounts->high[d], 0});
+    if (most == 0)
+      continue;
+    int64_t limit = mode == "reflect" ? in[d] - 1 : mode == "wrap" ? in[d] : -1;
+    if (in[d] == 0 || (limit >= 0 && most > limit))
+      return ctx.emitError(mode + " padding of ")
+             << most << " on dim " << d << " needs a dim of at least "
+             << (mode == "reflect" ? most + 1
+                 : mode == "wrap"  ? most
+                                   : 1)
+             << " elements, but the input's shape is " << formatShape(in)
+             << "; use mode 'constant' or smaller pads";
+  }
+  if (getNumElements(shape) == 0) {
+    ctx.setOutputConstant(0, ConstTensor::zeros(dtype, shape));
+    return success();
+  }
+  OpBuilder &b = ctx.getBuilder();
+  Location loc = ctx.getLoc();
+  Type elementType = getElementType(ctx.getContext(), dtype);
+  auto fill = [&] { return createScalarConstant(b, loc, elementType, *value); };
+  if (getNumElements(in) == 0) {
+    // Only padding is left (constant mode: the other modes need elements).
+    ctx.setOutput(0, createFilledTensor(b, loc, shape, elementType, fill()),
+                  dtype);
+    return success();
+  }
+  Value x = ctx.input(0);
+  if (mode == "constant") {
+    // Crop first (the same elements, fewer to pad), then pad.
+    llvm::SmallVector<SliceDim> kept;
+    llvm::SmallVector<OpFoldResult> low, high;
+    bool pads = false;
+    for (int64_t d = 0; d < rank; ++d) {
+      int64_t lo = amounts->low[d], hi = amounts->high[d];
+      kept.push_back(
+          {std::max<int64_t>(-lo, 0),
+           in[d] + std::min<int64_t>(lo, 0) + std::min<int64_t>(hi, 0), 1});
+      low.push_back(b.getIndexAttr(std::max<int64_t>(lo, 0)));
+      high.push_back(b.getIndexAttr(std::max<int64_t>(hi, 0)));
+      pads |= lo > 0 || hi > 0;
+    }
+    if (llvm::any_of(kept, [](const SliceDim &k) { return k.size == 0; })) {
+      // Negative pads removed every element: only padding is left.
+      ctx.setOutput(0, createFilledTensor(b, loc, shape, elementType, fill()),
+                    dtype);
+      return success();
+    }
+    x = buildSlice(b, loc, x, kept);
+    if (pads)
+      x = tensor::PadOp::create(b, loc,
+                                RankedTensorType::get(shape, elementType), x,
+                                low, high, fill());
+    ctx.setOutput(0, x, dtype);
+    return success();
+  }
+  llvm::SmallVector<SliceDim> kept;
+  for (int64_t d = 0; d < rank; ++d) {
+    int64_t lo = std::max<int64_t>(amounts->low[d], 0);
+    int64_t hi = std::max<int64_t>(amounts->high[d], 0);
+    int64_t n = in[d];
+    if (lo > 0 || hi > 0) {
+      llvm::SmallVector<Value> pieces;
+      auto edge = [&](int64_t at, int64_t count) {
+        Value one = sliceAlong(b, loc, x, d, at, 1);
+        llvm::SmallVector<int64_t> target(getShape(one));
+        target[d] = count;
+        return count == 1 ? one : broadcastTo(b, loc, one, target);
+      };
+      if (lo > 0) {
+        if (mode == "reflect")
+          for (int64_t k = lo; k >= 1; --k)
+            pieces.push_back(sliceAlong(b, loc, x, d, k, 1));
+        else if (mode == "edge")
+          pieces.push_back(edge(0, lo));
+        else
+          pieces.push_back(sliceAlong(b, loc, x, d, n - lo, lo));
+      }
+      pieces.push_back(x);
+      if (hi > 0) {
+        if (mode == "reflect")
+          for (int64_t k = n - 2; k >= n - 1 - hi; --k)
+            pieces.push_back(sliceAlong(b, loc, x, d, k, 1));
+        else if (mode == "edge")
+          pieces.push_back(edge(n - 1, hi));
+        else
+          pieces.push_back(sliceAlong(b, loc, x, d, 0, hi));
+      }
+      x = tensor::ConcatOp::create(b, loc, d, pieces).getResult();
+    }
+    kept.push_back({std::max<int64_t>(-amounts->low[d], 0), shape[d], 1});
+  }
+  ctx.setOutput(0, buildSlice(b, loc, x, kept), dtype);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// DepthToSpace, SpaceToDepth
+//===----------------------------------------------------------------------===//
+
+/// Reshapes `x` to `split`, permutes its dims by `perm` (one linalg.transpose)
+/// and reshapes the result to `shape`: DepthToSpace and SpaceToDepth move
+/// blocks of elements between the channel and the spatial dims this way.
+static Value reshapeTransposeReshape(OpBuilder &b, Location loc, Value x,
+                                     llvm::ArrayRef<int64_t> split,
+                                     llvm::ArrayRef<int64_t> perm,
+                                     llvm::ArrayRef<int64_t> shape) {
+  Value v = reshapeTensor(b, loc, x, split);
+  llvm::SmallVector<int64_t> permuted;
+  for (int64_t p : perm)
+    permuted.push_back(split[p]);
+  Value init = createEmptyTensor(b, loc, permuted, getElementTypeOf(x));
+  v = linalg::TransposeOp::create(b, loc, v, init, perm).getResult()[0];
+  return reshapeTensor(b, loc, v, shape);
+}
+
+/// Reads and checks the 'blocksize' attribute and the [N, C, H, W] input.
+static FailureOr<int64_t> readBlockSize(NodeContext &ctx) {
+  auto blocksize = ctx.getOptionalIntAttr("blocksize");
+  if (!blocksize)
+    return ctx.emitError("needs the 'blocksize' attribute");
+  if (*blocksize <= 0)
+    return ctx.emitError("blocksize must be positive, got ") << *blocksize;
+  if (ctx.inputRank(0) != 4)
+    return ctx.emitError("input must have rank 4 ([N, C, H, W]), got shape ")
+           << formatShape(ctx.inputShape(0));
+  return *blocksize;
+}
+
+/// DepthToSpace moves blocks of b * b channels into b x b spatial blocks. DCR
+/// (the default) orders the channels depth-column-row: reshape to [N, b, b,
+/// C/b², H, W], permute to [N, C/b², H, b, W, b]; CRD orders them
+/// column-row-depth: reshape to [N, C/b², b, b, H, W], same target order.
+static LogicalResult convertDepthToSpace(NodeContext &ctx) {
+  auto blocksize = readBlockSize(ctx);
+  if (failed(blocksize))
+    return failure();
+  std::string mode = ctx.getStringAttr("mode", "DCR");
+  if (mode != "DCR" && mode != "CRD")
+    return ctx.unsupported("mode '" + mode +
+                           "' is not supported (supported: DCR, CRD)");
+  llvm::ArrayRef<int64_t> in = ctx.inputShape(0);
+  int64_t bs = *blocksize, n = in[0], c = in[1], h = in[2], w = in[3];
+  if (c % (bs * bs) != 0)
+    return ctx.emitError("the ")
+           << c << " channels of shape " << formatShape(in)
+           << " are not a multiple of blocksize * blocksize = " << bs * bs;
+  int64_t depth = c / (bs * bs);
+  llvm::SmallVector<int64_t> shape = {n, depth, h * bs, w * bs};
+  OnnxDType dtype = ctx.inputDType(0);
+  if (getNumElements(shape) == 0) {
+    ctx.setOutputConstant(0, ConstTensor::zeros(dtype, shape));
+    return success();
+  }
+  llvm::SmallVector<int64_t> split, perm;
+  if (mode == "DCR") {
+    split = {n, bs, bs, depth, h, w};
+    perm = {0, 3, 4, 1, 5, 2};
+  } else {
+    split = {n, depth, bs, bs, h, w};
+    perm = {0, 1, 4, 2, 5, 3};
+  }
+  ctx.setOutput(0,
+                reshapeTransposeReshape(ctx.getBuilder(), ctx.getLoc(),
+                                        ctx.input(0), split, perm, shape),
+                dtype);
+  return success();
+}
+
+/// SpaceToDepth, the inverse of DepthToSpace in DCR order: reshape to [N, C,
+/// H/b, b, W/b, b], permute to [N, b, b, C, H/b, W/b], merge the channels.
+static LogicalResult convertSpaceToDepth(NodeContext &ctx) {
+  auto blocksize = readBlockSize(ctx);
+  if (failed(blocksize))
+    return failure();
+  llvm::ArrayRef<int64_t> in = ctx.inputShape(0);
+  int64_t bs = *blocksize, n = in[0], c = in[1], h = in[2], w = in[3];
+  if (h % bs != 0 || w % bs != 0)
+    return ctx.emitError("the spatial dims of shape ")
+           << formatShape(in) << " are not multiples of blocksize " << bs;
+  llvm::SmallVector<int64_t> shape = {n, c * bs * bs, h / bs, w / bs};
+  OnnxDType dtype = ctx.inputDType(0);
+  if (getNumElements(shape) == 0) {
+    ctx.setOutputConstant(0, ConstTensor::zeros(dtype, shape));
+    return success();
+  }
+  ctx.setOutput(0,
+                reshapeTransposeReshape(
+                    ctx.getBuilder(), ctx.getLoc(), ctx.input(0),
+                    {n, c, h / bs, bs, w / bs, bs}, {0, 3, 5, 1, 2, 4}, shape),
+                dtype);
+  return success();
+}
+
 } // namespace
 
 void registerShapeConverters(ConverterRegistry &r) {
@@ -1146,6 +1467,9 @@ void registerShapeConverters(ConverterRegistry &r) {
   r["Split"] = convertSplit;
   r["Expand"] = convertExpand;
   r["Tile"] = convertTile;
+  r["Pad"] = convertPad;
+  r["DepthToSpace"] = convertDepthToSpace;
+  r["SpaceToDepth"] = convertSpaceToDepth;
   r["Gather"] = convertGather;
   r["ConstantOfShape"] = convertConstantOfShape;
   r["Range"] = convertRange;

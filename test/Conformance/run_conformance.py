@@ -47,7 +47,8 @@ MatMul Max Min Mul Neg Not Or Pow Range Reciprocal ReduceMax ReduceMean ReduceSu
 Reshape Shape Sigmoid Slice Softmax Split Sqrt Squeeze Sub Tanh Transpose Trilu Unsqueeze
 Where Conv MaxPool AveragePool GlobalAveragePool BatchNormalization HardSigmoid HardSwish
 LeakyRelu Clip Dropout SoftmaxCrossEntropyLoss NegativeLogLikelihoodLoss PRelu Elu Selu
-Softplus Softsign Mod Tile
+Softplus Softsign Mod Tile Pad DepthToSpace SpaceToDepth
+ArgMax ArgMin CumSum LpNormalization
 """.split())
 
 DEFAULT_DATA = "/usr/share/libonnx-testdata/data/node"

@@ -151,6 +151,33 @@ class Activations(nn.Module):
                 "y": torch.tensor([1, 0, 2, 2, 1, 0])}
 
 
+class Padding(nn.Module):
+    """Pad in reflect, edge (replicate) and constant modes: reflect and edge
+    become slices of the input joined by a concat (their adjoints add the
+    mirrored and repeated elements' gradients back), constant a tensor.pad
+    (its adjoint a slice of the gradient); CumSum, whose adjoint is the
+    reverse cumulative sum."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(2, 3, 3)
+        self.weight = nn.Parameter(torch.randn(3, 7, 8))
+        self.fc = nn.Linear(3, 3)
+
+    def forward(self, x, y):
+        h = torch.tanh(self.conv(x))
+        h = (F.pad(h, (1, 2, 2, 1), mode="reflect") +
+             F.pad(h, (2, 1, 1, 2), mode="replicate") * h.mean() +
+             F.pad(h, (1, 2, 0, 3), value=0.5))
+        h = torch.cumsum(h, 3) * 0.25
+        return F.cross_entropy(self.fc((h * self.weight).mean((2, 3))), y)
+
+    @staticmethod
+    def data(dtype):
+        return {"x": torch.randn(2, 2, 6, 7, dtype=dtype),
+                "y": torch.tensor([2, 0])}
+
+
 class Gpt(nn.Module):
     """A GPT: token and position embeddings (Gather; the gradient of the
     token table is a scatter-add), a causal mask kept as a float buffer
@@ -293,7 +320,8 @@ def main():
     failures = []
     for name, cls in [("mlp", Mlp), ("block", Block), ("cnn", Cnn),
                       ("dilated-conv", DilatedConv),
-                      ("activations", Activations), ("gpt", Gpt)]:
+                      ("activations", Activations), ("padding", Padding),
+                      ("gpt", Gpt)]:
         failures += check_against_torch(build, work, name, cls)
         failures += check_finite_differences(build, work, name, cls)
     if failures:
