@@ -463,6 +463,8 @@ int CompileFlow::compileTrainingStep() {
     // import it at that batch.
     ImportOptions perMicroBatch = importOptions;
     perMicroBatch.batchRatio = plan->globalBatch / best.microBatchSize;
+    // Replicas share BatchNorm's batch statistics (SyncBatchNorm's).
+    perMicroBatch.dataParallelReplicas = best.dp;
     for (const ArtifactArgument &arg : arguments) {
       if (arg.kind != ArtifactArgument::Kind::Input)
         continue;

@@ -139,6 +139,10 @@ public:
   /// Whether the import is for evaluation (ImportOptions::evalMode).
   bool importsForEval() const;
 
+  /// The data-parallel replicas whose batch statistics are shared
+  /// (ImportOptions::dataParallelReplicas; 1 normally).
+  int64_t dataParallelReplicas() const;
+
   /// How many times smaller the batch is than the one the file was exported
   /// at (ImportOptions::batchRatio; 1 normally).
   int64_t batchRatio() const;

@@ -9,7 +9,10 @@
 
 #include "ImporterImpl.h"
 
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+
 #include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
 
 using namespace mlir;
 namespace autopar::import {
@@ -210,6 +213,19 @@ LogicalResult convertLayerNormalization(NodeContext &ctx) {
 const char *const kBatchNormInputs[] = {"X", "scale", "B", "input_mean",
                                         "input_var"};
 
+/// `@autopar_grid`, the grid data-parallel replicas reduce over (axis 0),
+/// made of shape `replicas` at the start of the module if it is missing.
+static StringRef getOrCreateReplicaGrid(OpBuilder &b, int64_t replicas) {
+  auto module =
+      b.getInsertionBlock()->getParentOp()->getParentOfType<ModuleOp>();
+  if (!module.lookupSymbol<shard::GridOp>("autopar_grid")) {
+    OpBuilder mb = OpBuilder::atBlockBegin(module.getBody());
+    shard::GridOp::create(mb, module.getLoc(), "autopar_grid",
+                          ArrayRef<int64_t>{replicas});
+  }
+  return "autopar_grid";
+}
+
 /// Rejects the training forms: training_mode=1, extra outputs (running
 /// statistics), and the per-activation statistics of spatial=0.
 LogicalResult checkInferenceForm(NodeContext &ctx) {
@@ -293,7 +309,24 @@ LogicalResult convertBatchNormalizationTraining(NodeContext &ctx) {
     return reshapeTensor(b, loc, v, channelShape);
   };
   Value x = ctx.input(0);
-  Value mean = createReduction(b, loc, x, dims, ReductionKind::Mean);
+  // Data-parallel replicas share the global batch's statistics (equal
+  // shares: the mean of their means).
+  int64_t replicas = ctx.dataParallelReplicas();
+  auto acrossReplicas = [&](Value local) -> Value {
+    if (replicas == 1)
+      return local;
+    Value sum = shard::AllReduceOp::create(
+        b, loc, local.getType(), getOrCreateReplicaGrid(b, replicas),
+        ArrayRef<shard::GridAxis>{0}, local, shard::ReductionKind::Sum);
+    return createElementwise(
+        b, loc, {sum}, {channels}, et,
+        [&](OpBuilder &nb, Location l, ValueRange a) -> Value {
+          return arith::MulFOp::create(
+              nb, l, a[0], createScalarConstant(nb, l, et, 1.0 / replicas));
+        });
+  };
+  Value mean =
+      acrossReplicas(createReduction(b, loc, x, dims, ReductionKind::Mean));
   Value centered =
       createElementwise(b, loc, {x, perChannel(mean)}, shape, et,
                         [](OpBuilder &nb, Location l, ValueRange a) -> Value {
@@ -304,7 +337,8 @@ LogicalResult convertBatchNormalizationTraining(NodeContext &ctx) {
                         [](OpBuilder &nb, Location l, ValueRange a) -> Value {
                           return arith::MulFOp::create(nb, l, a[0], a[0]);
                         });
-  Value var = createReduction(b, loc, squares, dims, ReductionKind::Mean);
+  Value var = acrossReplicas(
+      createReduction(b, loc, squares, dims, ReductionKind::Mean));
   Value factor =
       createElementwise(b, loc, {ctx.input(1), var}, {channels}, et,
                         [&](OpBuilder &nb, Location l, ValueRange a) -> Value {
@@ -338,7 +372,7 @@ LogicalResult convertBatchNormalizationTraining(NodeContext &ctx) {
 
   if (!ctx.importsTrainingState())
     return success();
-  int64_t count = 1;
+  int64_t count = replicas;
   for (int64_t d : dims)
     count *= shape[d];
   // PyTorch: momentum * batch + (1 - momentum) * running, with the batch

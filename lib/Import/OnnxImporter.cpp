@@ -15,6 +15,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/Shard/IR/ShardDialect.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Diagnostics.h"
 #include "llvm/ADT/StringExtras.h"
@@ -33,8 +34,9 @@ namespace autopar {
 
 void registerImportDialects(DialectRegistry &registry) {
   // The autopar dialect owns (and verifies) the attributes the import sets.
+  // shard: a data-parallel replica's BatchNorm statistics are all-reduced.
   registry.insert<AutoparDialect, arith::ArithDialect, func::FuncDialect,
-                  linalg::LinalgDialect, math::MathDialect,
+                  linalg::LinalgDialect, math::MathDialect, shard::ShardDialect,
                   tensor::TensorDialect>();
 }
 
@@ -464,6 +466,10 @@ bool NodeContext::importsTrainingState() const {
 
 bool NodeContext::importsForEval() const {
   return importer.getOptions().evalMode;
+}
+
+int64_t NodeContext::dataParallelReplicas() const {
+  return std::max<int64_t>(1, importer.getOptions().dataParallelReplicas);
 }
 
 FailureOr<bool> NodeContext::updateParameter(int64_t i, Value value) {

@@ -377,15 +377,19 @@ struct AccumulateGradientsPass
     if (dataParallel > 1) {
       // Replicas would each update their own statistics and draw the same
       // masks for different samples: not what one rank computes.
-      if (!carriedArgOfResult.empty())
+      // Unless its statistics are the global batch's (the forward reduces
+      // them over the replicas: ImportOptions::dataParallelReplicas).
+      bool sharedStatistics = false;
+      micro.walk([&](shard::AllReduceOp) { sharedStatistics = true; });
+      if (!carriedArgOfResult.empty() && !sharedStatistics)
         return step.emitError()
                << "data-parallel training: the forward updates parameters "
-                  "itself (BatchNorm's running statistics), which would "
-                  "differ between the "
+                  "itself (BatchNorm's running statistics) from its own "
+                  "batch, so the "
                << static_cast<int64_t>(dataParallel)
-               << " replicas; train this model on one rank (--dp 1) until "
-                  "BatchNorm's statistics are all-reduced over the global "
-                  "batch";
+               << " replicas would differ; import the forward with its "
+                  "statistics all-reduced over the replicas (autopar-compile "
+                  "does)";
       for (unsigned i = 0; i < step.getNumArguments(); ++i)
         if (step.getArgAttr(i, autopar::attrs::kSeed))
           return step.emitError()

@@ -123,10 +123,11 @@ func.func @main(%w: tensor<4xf32> {autopar.parameter = "w", autopar.trainable},
 
 // -----
 
-// A running statistic the forward updates would differ between replicas.
+// A running statistic the forward updates from its replica's own batch
+// would differ between replicas.
 #id = affine_map<(d0) -> (d0)>
 #red = affine_map<(d0) -> ()>
-// expected-error @+1 {{data-parallel training: the forward updates parameters itself (BatchNorm's running statistics), which would differ between the}}
+// expected-error @+1 {{data-parallel training: the forward updates parameters itself (BatchNorm's running statistics) from its own batch, so the}}
 func.func @main(%w: tensor<4xf32> {autopar.parameter = "w", autopar.trainable},
                 %rm: tensor<4xf32> {autopar.parameter = "rm"},
                 %x: tensor<2x4xf32> {autopar.input = "x"})
@@ -166,4 +167,37 @@ func.func @main(%w: tensor<4xf32> {autopar.parameter = "w", autopar.trainable},
     linalg.yield %s : f32
   } -> tensor<f32>
   return %loss, %w : tensor<f32>, tensor<4xf32>
+}
+
+// -----
+
+// Statistics reduced over the replicas (SyncBatchNorm's, as the importer
+// writes them for a replica) are the same on every replica: the update is
+// carried and returned.
+// CHECK-LABEL: func.func @main
+// CHECK-SAME: %[[RM:[^:]*]]: tensor<4xf32> {autopar.parameter = "rm"}
+// CHECK: %[[SUMS:.*]]:3 = scf.for {{.*}} iter_args(%{{.*}} = %{{.*}}, %{{.*}} = %{{.*}}, %[[STATE:.*]] = %[[RM]])
+// CHECK: return %{{.*}}, %{{.*}}, %[[SUMS]]#2
+#id = affine_map<(d0) -> (d0)>
+#red = affine_map<(d0) -> ()>
+module {
+  shard.grid @autopar_grid(shape = 2)
+  func.func @main(%w: tensor<4xf32> {autopar.parameter = "w", autopar.trainable},
+                  %rm: tensor<4xf32> {autopar.parameter = "rm"},
+                  %x: tensor<2x4xf32> {autopar.input = "x"})
+      -> (tensor<f32> {autopar.output = "loss"},
+          tensor<4xf32> {autopar.gradient = "w", autopar.output = "w.grad"},
+          tensor<4xf32> {autopar.update = "rm"}) {
+    %zero = arith.constant 0.0 : f32
+    %e = tensor.empty() : tensor<f32>
+    %z = linalg.fill ins(%zero : f32) outs(%e : tensor<f32>) -> tensor<f32>
+    %loss = linalg.generic {indexing_maps = [#id, #red], iterator_types = ["reduction"]}
+        ins(%w : tensor<4xf32>) outs(%z : tensor<f32>) {
+    ^bb0(%a: f32, %acc: f32):
+      %s = arith.addf %a, %acc : f32
+      linalg.yield %s : f32
+    } -> tensor<f32>
+    %global = shard.all_reduce %w on @autopar_grid grid_axes = [0] : tensor<4xf32> -> tensor<4xf32>
+    return %loss, %w, %global : tensor<f32>, tensor<4xf32>, tensor<4xf32>
+  }
 }

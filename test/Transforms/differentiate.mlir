@@ -288,3 +288,33 @@ func.func @main(%x: tensor<1x2x5x5xf32> {autopar.dtype = "float32", autopar.para
     }
   return %loss : tensor<f32>
 }
+
+// -----
+
+// A sum over data-parallel replicas (the statistics of a replica's
+// BatchNorm): every replica's loss reads the sum, so the adjoint of a
+// replica's input is the replicas' sum of the result's adjoint, another
+// all-reduce.
+// CHECK-LABEL: func.func @main
+// CHECK-SAME: %[[W:[^:]*]]: tensor<4xf32> {autopar.dtype = "float32", autopar.parameter = "w", autopar.trainable}
+// CHECK: %[[S:.*]] = shard.all_reduce %[[W]] on @autopar_grid grid_axes = [0] : tensor<4xf32> -> tensor<4xf32>
+// CHECK: %[[LOSS:.*]] = linalg.reduce ins(%[[S]] :
+// CHECK: %[[DS:.*]] = linalg.generic {{.*}}iterator_types = ["parallel"]
+// CHECK: %[[DW:.*]] = shard.all_reduce %[[DS]] on @autopar_grid grid_axes = [0] : tensor<4xf32> -> tensor<4xf32>
+// CHECK: return %[[LOSS]], %[[DW]] : tensor<f32>, tensor<4xf32>
+module {
+  shard.grid @autopar_grid(shape = 2)
+  func.func @main(%w: tensor<4xf32> {autopar.dtype = "float32", autopar.parameter = "w"})
+      -> (tensor<f32> {autopar.output = "loss"}) {
+    %zero = arith.constant 0.0 : f32
+    %sum = shard.all_reduce %w on @autopar_grid grid_axes = [0] : tensor<4xf32> -> tensor<4xf32>
+    %s = tensor.empty() : tensor<f32>
+    %sinit = linalg.fill ins(%zero : f32) outs(%s : tensor<f32>) -> tensor<f32>
+    %loss = linalg.reduce ins(%sum : tensor<4xf32>) outs(%sinit : tensor<f32>) dimensions = [0]
+      (%in: f32, %acc: f32) {
+        %r = arith.addf %in, %acc : f32
+        linalg.yield %r : f32
+      }
+    return %loss : tensor<f32>
+  }
+}

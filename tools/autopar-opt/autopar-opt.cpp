@@ -65,6 +65,14 @@ static llvm::cl::opt<int64_t> batchRatio(
                    "down (one micro-batch of gradient accumulation)"),
     llvm::cl::init(1));
 
+static llvm::cl::opt<int64_t> dataParallelReplicas(
+    "data-parallel-replicas",
+    llvm::cl::desc("Import one of N data-parallel replicas of a training step: "
+                   "BatchNormalization's batch statistics are averaged over "
+                   "them (shard.all_reduce), as autopar-compile --mode train "
+                   "on local:N does"),
+    llvm::cl::init(1));
+
 /// Imports `path` and returns the module printed with its locations.
 static std::unique_ptr<llvm::MemoryBuffer>
 importToBuffer(DialectRegistry &registry, llvm::StringRef path) {
@@ -72,6 +80,7 @@ importToBuffer(DialectRegistry &registry, llvm::StringRef path) {
   options.trainingStateUpdates = trainingState;
   options.evalMode = evalMode;
   options.batchRatio = batchRatio;
+  options.dataParallelReplicas = dataParallelReplicas;
   for (const std::string &flag : inputShapes) {
     std::string error;
     if (failed(autopar::parseInputShapeFlag(flag, options, error))) {

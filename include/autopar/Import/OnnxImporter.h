@@ -53,6 +53,13 @@ struct ImportOptions {
   /// or whose leading dim the ratio divides when the target does not fit
   /// (a batch merged with other dims), is scaled down by the ratio.
   int64_t batchRatio = 1;
+  /// Importing one of N data-parallel replicas of a training step (N > 1):
+  /// BatchNormalization's batch statistics are the global batch's, as
+  /// PyTorch's SyncBatchNorm computes them: each replica's means are
+  /// averaged over the replicas with a `shard.all_reduce` on axis 0 of
+  /// `@autopar_grid` (a grid of shape N, made if missing), so the forward,
+  /// its gradient and the running statistics equal one rank's.
+  int64_t dataParallelReplicas = 1;
 };
 
 /// Parses `--const-input` values of the form `NAME=FILE.npy` into
