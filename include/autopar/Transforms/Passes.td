@@ -454,9 +454,11 @@ def AccumulateGradients
     is divided by `micro-batches x N`. Every replica then
     holds the gradients of the whole global batch, normalised as one rank
     would normalise them. Parameters the forward updates (BatchNorm's
-    running statistics) and Dropout's seed would differ between replicas
-    and are refused (planned: global batch statistics and masks by global
-    sample index).
+    running statistics) are carried when the forward shares its statistics
+    over the replicas (it holds a `shard.all_reduce`, as the importer writes
+    a replica's BatchNorm), and refused otherwise; Dropout's seed would draw
+    the same masks for different samples and is refused (planned: masks by
+    global sample index).
   }];
   let options = [
     Option<"microBatches", "micro-batches", "int64_t", "1",
