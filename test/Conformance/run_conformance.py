@@ -42,7 +42,7 @@ from autopar import compare, dropout, onnx_data, tools  # noqa: E402
 
 SUPPORTED_OPS = frozenset("""
 Abs Add And Cast Concat Constant ConstantOfShape Div Equal Erf Exp Expand Flatten Gather
-Gemm Greater GreaterOrEqual Identity LayerNormalization Less LessOrEqual Log LogSoftmax
+Einsum Gemm Greater GreaterOrEqual Identity LayerNormalization Less LessOrEqual Log LogSoftmax
 MatMul Max Min Mul Neg Not Or Pow Range Reciprocal ReduceMax ReduceMean ReduceSum Relu
 Reshape Shape Sigmoid Slice Softmax Split Sqrt Squeeze Sub Tanh Transpose Trilu Unsqueeze
 Where Conv MaxPool AveragePool GlobalAveragePool BatchNormalization HardSigmoid HardSwish

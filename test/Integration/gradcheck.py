@@ -178,6 +178,32 @@ class Padding(nn.Module):
                 "y": torch.tensor([2, 0])}
 
 
+class Einsum(nn.Module):
+    """Einsum (one linalg.generic; its adjoint is the generic rule): a
+    batched contraction with heads, a '...' operand broadcast from size 1,
+    a sum over a letter and an implicit-output form. (A diagonal read such
+    as "ii->i" repeats a dim in its map, which the adjoint does not take.)"""
+
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(2, 4, 3))
+        self.d = nn.Parameter(torch.randn(3, 3))
+        self.s = nn.Parameter(torch.randn(1, 3))
+        self.fc = nn.Linear(3, 3)
+
+    def forward(self, x, y):
+        h = torch.einsum("bhk,hkc->bhc", x, self.w)        # [b, h, c]
+        h = torch.einsum("...c,...c->...c", torch.tanh(h), self.s)
+        g = torch.einsum("bhc->bc", h)                      # sum over h
+        g = g + torch.einsum("bc,cd", g, self.d) * 0.5      # implicit: bd
+        return F.cross_entropy(self.fc(g), y)
+
+    @staticmethod
+    def data(dtype):
+        return {"x": torch.randn(5, 2, 4, dtype=dtype),
+                "y": torch.tensor([0, 2, 1, 1, 0])}
+
+
 class Gpt(nn.Module):
     """A GPT: token and position embeddings (Gather; the gradient of the
     token table is a scatter-add), a causal mask kept as a float buffer
@@ -321,7 +347,7 @@ def main():
     for name, cls in [("mlp", Mlp), ("block", Block), ("cnn", Cnn),
                       ("dilated-conv", DilatedConv),
                       ("activations", Activations), ("padding", Padding),
-                      ("gpt", Gpt)]:
+                      ("einsum", Einsum), ("gpt", Gpt)]:
         failures += check_against_torch(build, work, name, cls)
         failures += check_finite_differences(build, work, name, cls)
     if failures:
