@@ -535,14 +535,16 @@ static LogicalResult convertHardSwish(NodeContext &ctx) {
     return arith::MulFOp::create(b, l, x, clampF(b, l, y, 0.0, 1.0));
   });
 }
+/// LeakyRelu: x where x > 0, else alpha * x. At x = 0 both sides are 0;
+/// taking alpha's side there gives PyTorch's gradient (alpha * dy), as PRelu.
 static LogicalResult convertLeakyRelu(NodeContext &ctx) {
   double alpha = ctx.getFloatAttr("alpha", 0.01f);
   return convertFloatUnary(
       ctx, [=](OpBuilder &b, Location l, Value x) -> Value {
-        Value isNeg = arith::CmpFOp::create(b, l, arith::CmpFPredicate::OLT, x,
+        Value isPos = arith::CmpFOp::create(b, l, arith::CmpFPredicate::OGT, x,
                                             fconst(b, l, x, 0.0));
         Value scaled = arith::MulFOp::create(b, l, x, fconst(b, l, x, alpha));
-        return arith::SelectOp::create(b, l, isNeg, scaled, x);
+        return arith::SelectOp::create(b, l, isPos, x, scaled);
       });
 }
 
