@@ -70,6 +70,8 @@ private:
 
   int compileTrainingStep();
   int compileInference();
+  /// --emit-sbatch: the batch script for the artifact just written.
+  int writeSbatchScript();
   /// Inference: the best plan if its tensor parallelism and pipeline stages
   /// can be carried out, else the best plan without them (recorded in
   /// `fallbacks`); fills `programs` for a pipeline.
@@ -256,6 +258,9 @@ int CompileFlow::validateRequest() {
     gpuTarget.cudaPath = *toolkit;
     gpuTarget.precision = precisionName(codePrecision).str();
   }
+  if (!o.emitSbatch.empty() && o.planOnly)
+    return fail("--emit-sbatch writes a script that runs the artifact: drop "
+                "--plan-only and give -o ARTIFACT_DIR");
   if (!o.planOnly && o.outputDir.empty())
     return fail("no output directory: give -o ARTIFACT_DIR (or --plan-only)");
 
@@ -554,7 +559,7 @@ int CompileFlow::compileTrainingStep() {
     return 1;
   llvm::outs() << "wrote " << o.outputDir << " (training step, compiled in "
                << llvm::format("%.2f", elapsedSeconds()) << " s)\n";
-  return 0;
+  return writeSbatchScript();
 }
 
 bool CompileFlow::fallBack(const PlanRequest &replanRequest,
@@ -809,6 +814,77 @@ int CompileFlow::compileInference() {
     return fail(error);
   llvm::outs() << "wrote " << o.outputDir << " (compiled in "
                << llvm::format("%.2f", elapsedSeconds()) << " s)\n";
+  return writeSbatchScript();
+}
+
+int CompileFlow::writeSbatchScript() {
+  if (o.emitSbatch.empty())
+    return 0;
+  const ClusterSpec &cluster = request.cluster;
+  llvm::SmallString<256> artifact(o.outputDir);
+  llvm::sys::fs::make_absolute(artifact);
+  // autopar-run beside this autopar-compile (a build's bin/), else PATH's.
+  std::string run = "autopar-run";
+  std::string self = llvm::sys::fs::getMainExecutable(nullptr, nullptr);
+  if (!self.empty()) {
+    llvm::SmallString<256> sibling(llvm::sys::path::parent_path(self));
+    llvm::sys::path::append(sibling, "autopar-run");
+    if (llvm::sys::fs::can_execute(sibling))
+      run = std::string(sibling);
+  }
+  std::string stem = llvm::sys::path::stem(o.modelPath).str();
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << "#!/bin/bash\n"
+     << "# Written by autopar-compile --emit-sbatch: runs " << artifact << " ("
+     << o.modelPath << ", --cluster " << o.cluster << ") on "
+     << cluster.worldSize() << " ranks.\n";
+  if (training)
+    os << "# Set AUTOPAR_DATA (the training data: one .npy per input); "
+          "optionally\n# AUTOPAR_STEPS, AUTOPAR_CHECKPOINT_DIR, "
+          "AUTOPAR_CHECKPOINT_EVERY, AUTOPAR_METRICS.\n"
+          "# The run resumes from its latest checkpoint, so a requeued job "
+          "continues.\n";
+  else
+    os << "# Arguments after the script name go to autopar-run (e.g. "
+          "--inputs DIR --outputs DIR).\n";
+  os << "#SBATCH --job-name=autopar-" << stem << "\n"
+     << "#SBATCH --nodes=" << cluster.nodes << "\n"
+     << "#SBATCH --ntasks=" << cluster.worldSize() << "\n";
+  if (cluster.nodes > 1)
+    os << "#SBATCH --ntasks-per-node=" << cluster.gpusPerNode << "\n";
+  if (gpu)
+    os << "#SBATCH --gpus-per-task=1\n";
+  if (training)
+    os << "#SBATCH --requeue\n#SBATCH --open-mode=append\n";
+  os << "set -euo pipefail\n";
+  if (!gpu)
+    os << "export OPENBLAS_NUM_THREADS=${SLURM_CPUS_PER_TASK:-1}\n";
+  os << "RUN='" << run << "'\nART='" << artifact << "'\n";
+  if (training)
+    os << ": \"${AUTOPAR_DATA:?set AUTOPAR_DATA to the training data "
+          "directory}\"\n"
+       << "srun --mpi=pmix \"$RUN\" \"$ART\" --train --data \"$AUTOPAR_DATA\" "
+          "\\\n"
+       << "    --steps \"${AUTOPAR_STEPS:-1000}\" --checkpoint-dir "
+          "\"${AUTOPAR_CHECKPOINT_DIR:-$ART/checkpoints}\" \\\n"
+       << "    --checkpoint-every \"${AUTOPAR_CHECKPOINT_EVERY:-100}\" "
+          "--resume \\\n"
+       << "    --metrics \"${AUTOPAR_METRICS:-$ART/metrics.jsonl}\"\n";
+  else
+    os << "srun --mpi=pmix \"$RUN\" \"$ART\" \"$@\"\n";
+  std::error_code ec;
+  {
+    llvm::raw_fd_ostream file(o.emitSbatch, ec);
+    if (ec)
+      return fail("--emit-sbatch " + o.emitSbatch + ": " + ec.message());
+    file << text;
+  }
+  llvm::sys::fs::setPermissions(o.emitSbatch, llvm::sys::fs::all_read |
+                                                  llvm::sys::fs::owner_write |
+                                                  llvm::sys::fs::all_exe);
+  llvm::outs() << "wrote " << o.emitSbatch << " (sbatch: " << cluster.nodes
+               << " nodes x " << cluster.gpusPerNode << " tasks)\n";
   return 0;
 }
 

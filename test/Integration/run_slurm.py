@@ -17,7 +17,9 @@ directories, and a fresh munge key), waits until the node is idle, and then:
      plain one-rank autopar-run inside an `sbatch -n 2` script;
   5. trains the GPT of test/Integration/gradcheck.py data-parallel with `srun -n 4`
      and checks every step's loss and the final parameters against one rank's
-     (train_dp.py's comparison).
+     (train_dp.py's comparison); then runs the batch script `autopar-compile
+     --emit-sbatch` wrote for it twice, as a requeued job (to step 3, then resumed
+     to the end), and checks the losses of both parts against one rank's.
 The daemons are always stopped at the end. Needs root (slurmd starts the tasks).
 If Slurm is not installed, has no PMIx plugin or does not start, it prints why and
 exits 77 (ctest: skipped). The last line is `P passed, F failed`; exit status 1 if
@@ -456,7 +458,8 @@ def training_cases(cluster, args, checks):
     config["optimizer"]["params"]["eps"] = 1e-6  # train_dp.py's zero-gradient caveat
     case = train_dp.Case(args.build_dir, work, "gpt", Gpt(), data, 8, config)
     one = case.train("local1", case.compile("local1", 1)[0], 1, [])
-    art, _ = case.compile("local4", 4)
+    job = os.path.join(case.dir, "job.sh")
+    art, _ = case.compile("local4", 4, "--emit-sbatch", job)
     metrics = os.path.join(case.dir, "srun-metrics.jsonl")
     out = os.path.join(case.dir, "srun-out")
     argv = [*srun_flags(4), os.path.join(tools.build_bin(args.build_dir), "autopar-run"),
@@ -476,6 +479,31 @@ def training_cases(cluster, args, checks):
                   "; ".join(errors) if errors else
                   f"{len(losses)} steps, losses and parameters equal one rank's within "
                   f"{train_dp.TOL}")
+
+    # The script --emit-sbatch wrote, run twice as a requeued job would be: to step 3,
+    # then to the end, resuming from its checkpoint; the metrics of both parts are
+    # one rank's losses.
+    metrics = os.path.join(case.dir, "sbatch-metrics.jsonl")
+    ckpts = os.path.join(case.dir, "sbatch-checkpoints")
+    env = {"AUTOPAR_DATA": case.data, "AUTOPAR_METRICS": metrics,
+           "AUTOPAR_CHECKPOINT_DIR": ckpts, "AUTOPAR_CHECKPOINT_EVERY": "3"}
+    outputs = []
+    for steps in (3, train_dp.STEPS):
+        r = cluster.run(["sbatch", "--wait", "--overcommit",
+                         f"--output={os.path.join(case.dir, f'sbatch-{steps}.out')}", job],
+                        timeout=args.timeout, env={**env, "AUTOPAR_STEPS": str(steps)})
+        outputs.append(r)
+        if not r.ok:
+            checks.record("train gpt: the --emit-sbatch script, requeued", False,
+                          (r.stdout + r.stderr).strip()[-800:])
+            return
+    with open(metrics) as f:
+        sbatch_losses = [json.loads(line)["loss"] for line in f]
+    worst = max((abs(a - b) / abs(b) for a, b in zip(sbatch_losses, one[0])), default=1.0)
+    ok = len(sbatch_losses) == train_dp.STEPS and worst <= train_dp.TOL
+    checks.record("train gpt: the --emit-sbatch script, requeued", ok,
+                  f"steps 1-3 then resumed 4-{train_dp.STEPS}: {len(sbatch_losses)} losses, "
+                  f"largest difference from one rank's {worst:.1e}")
 
 
 def main(argv=None):

@@ -1,9 +1,8 @@
 //===- autopar-compile.cpp - ONNX model in, plan and artifact out ---------===//
 //
-// The user-facing compiler (docs/interfaces.md): parses the flags and hands
-// them to the compile flow of lib/Driver (Compiler.h). The MLIR pass manager
-// options (--mlir-print-ir-after-all, --mlir-timing, ...) apply to every
-// pipeline the flow runs (--mlir-print-ir-after=PASS names any of its passes).
+// The user-facing compiler (docs/interfaces.md): parses the flags for the
+// compile flow of lib/Driver (Compiler.h). MLIR's pass manager options
+// (--mlir-print-ir-after-all, --mlir-timing) reach every pipeline it runs.
 //
 //===----------------------------------------------------------------------===//
 
@@ -38,8 +37,7 @@ static cl::list<std::string, std::vector<std::string>> inputShapes(
     cl::cat(category));
 static cl::list<std::string, std::vector<std::string>> constInputs(
     "const-input",
-    cl::desc("Freeze a graph input to the contents of a .npy file, making it "
-             "a compile-time constant (for inputs that decide shapes)"),
+    cl::desc("Freeze a graph input to a .npy file's contents (a constant)"),
     cl::value_desc("NAME=FILE.npy"), cl::location(options.constInputs),
     cl::cat(category));
 static cl::opt<PlanModeOption, true> mode(
@@ -66,10 +64,8 @@ static cl::list<std::string, std::vector<std::string>>
            cl::cat(category));
 static cl::opt<bool, true> emitGradients(
     "emit-gradients",
-    cl::desc("--mode train: stop after differentiation; the program returns "
-             "the loss and one '<parameter>.grad' output per trained "
-             "parameter and runs as an inference artifact (for checking "
-             "gradients)"),
+    cl::desc("--mode train: stop after differentiation: the loss and "
+             "'<parameter>.grad' outputs, run as an inference artifact"),
     cl::location(options.emitGradients), cl::cat(category));
 static cl::opt<PlanPrecisionOption, true>
     precision("precision",
@@ -115,6 +111,12 @@ static cl::opt<std::string, true> outputDir("o", cl::desc("Artifact directory"),
                                             cl::value_desc("ARTIFACT_DIR"),
                                             cl::location(options.outputDir),
                                             cl::cat(category));
+static cl::opt<std::string, true> emitSbatch(
+    "emit-sbatch",
+    cl::desc("Also write a Slurm batch script running the artifact on the "
+             "plan's nodes and ranks (training: resumable)"),
+    cl::value_desc("FILE"), cl::location(options.emitSbatch),
+    cl::cat(category));
 static cl::opt<std::string, true>
     dumpDir("dump-ir",
             cl::desc("Write the IR after each phase to DIR (imported.mlir, "
@@ -139,8 +141,7 @@ int main(int argc, char **argv) {
   // Passes first: the pass manager options list the registered passes.
   registerCompilerPasses();
   mlir::registerPassManagerCLOptions();
-  // MLIR's pass manager options (--mlir-print-ir-after-all, --mlir-timing)
-  // work but stay out of --help, as LLVM's own do.
+  // MLIR's pass manager options work but stay out of --help.
   cl::HideUnrelatedOptions(category);
   cl::ParseCommandLineOptions(
       argc, argv,

@@ -42,6 +42,9 @@ struct CompileOptions {
   /// Plan and report only; print each op's decision.
   bool planOnly = false, explain = false;
   std::string reportJson, outputDir, dumpDir;
+  /// Also write a Slurm batch script that runs the artifact on the plan's
+  /// nodes and ranks (training: resumable, so a requeued job continues).
+  std::string emitSbatch;
   /// LLVM CPU of the host code; the CUDA toolkit for GPU code.
   std::string targetCpu = "native", cudaPath;
 };
