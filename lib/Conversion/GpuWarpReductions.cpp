@@ -4,6 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "ReductionCombiner.h"
 #include "autopar/Conversion/Passes.h"
 
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
@@ -24,52 +25,16 @@ namespace autopar {
 } // namespace autopar
 
 using namespace mlir;
+using autopar::Combiner;
+using autopar::combinerKind;
+using autopar::combineWith;
+using autopar::matchCombiner;
 
 namespace {
 
 /// Threads of a warp on every NVIDIA GPU autopar targets; also the width of
 /// the shuffles.
 constexpr int64_t kWarpSize = 32;
-
-/// A reduction body `yield combine(out, mapped)`: the combining op, the value
-/// it folds into the accumulator, and whether the accumulator is its first
-/// operand (kept, so that a non-commutative-looking form stays as written).
-struct Combiner {
-  Operation *op;
-  Value mapped;
-  bool accumulatorFirst;
-};
-
-std::optional<arith::AtomicRMWKind> combinerKind(Operation *op) {
-  return llvm::TypeSwitch<Operation *, std::optional<arith::AtomicRMWKind>>(op)
-      .Case([](arith::AddFOp) { return arith::AtomicRMWKind::addf; })
-      .Case([](arith::MulFOp) { return arith::AtomicRMWKind::mulf; })
-      .Case([](arith::MaximumFOp) { return arith::AtomicRMWKind::maximumf; })
-      .Case([](arith::MinimumFOp) { return arith::AtomicRMWKind::minimumf; })
-      .Case([](arith::MaxNumFOp) { return arith::AtomicRMWKind::maxnumf; })
-      .Case([](arith::MinNumFOp) { return arith::AtomicRMWKind::minnumf; })
-      .Default([](Operation *) { return std::nullopt; });
-}
-
-std::optional<Combiner> matchCombiner(linalg::GenericOp op) {
-  Block &body = op.getRegion().front();
-  auto yield = cast<linalg::YieldOp>(body.getTerminator());
-  if (yield.getNumOperands() != 1)
-    return std::nullopt;
-  Operation *combine = yield.getOperand(0).getDefiningOp();
-  if (!combine || combine->getBlock() != &body || !combinerKind(combine) ||
-      !combine->getResult(0).hasOneUse())
-    return std::nullopt;
-  BlockArgument out = body.getArguments().back();
-  if (!out.hasOneUse())
-    return std::nullopt;
-  Value lhs = combine->getOperand(0), rhs = combine->getOperand(1);
-  if (lhs == out && rhs != out)
-    return Combiner{combine, rhs, true};
-  if (rhs == out && lhs != out)
-    return Combiner{combine, lhs, false};
-  return std::nullopt;
-}
 
 /// The generic's number of leading parallel dims when its loops are parallel
 /// dims followed by reduction dims only, and its one output is indexed by the
@@ -91,17 +56,6 @@ std::optional<unsigned> rowDims(linalg::GenericOp op) {
     if (outMap.getResult(i) != getAffineDimExpr(i, op.getContext()))
       return std::nullopt;
   return parallel;
-}
-
-/// `combine` applied to the accumulator and a new value, in the order the
-/// original body wrote it.
-Value combineWith(OpBuilder &b, const Combiner &combiner, Value accumulator,
-                  Value value) {
-  IRMapping map;
-  Value lhs = combiner.op->getOperand(0), rhs = combiner.op->getOperand(1);
-  map.map(lhs, combiner.accumulatorFirst ? accumulator : value);
-  map.map(rhs, combiner.accumulatorFirst ? value : accumulator);
-  return b.clone(*combiner.op, map)->getResult(0);
 }
 
 struct GpuWarpReductionsPass

@@ -191,51 +191,46 @@ void rewrite(linalg::GenericOp op, const OneHot &m, bool atomic) {
       nb = OpBuilder::atBlockTerminator(loop.getBody());
     }
   }
-  {
-    Location nl = loc;
-    {
-      DenseMap<unsigned, Value> iv;
-      for (auto [d, v] : llvm::zip(loops, ivs))
-        iv[d] = v;
-      auto at = [&](AffineMap map, Value rowValue) {
-        SmallVector<Value> indices;
-        for (AffineExpr e : map.getResults()) {
-          unsigned d = cast<AffineDimExpr>(e).getPosition();
-          indices.push_back(d == m.rowLoop ? rowValue : iv[d]);
-        }
-        return indices;
-      };
-      IRMapping mapping;
-      mapping.map(body.getArgument(m.indexInput),
-                  memref::LoadOp::create(nb, nl, index,
-                                         at(maps[m.indexInput], Value())));
-      mapping.map(body.getArgument(m.valueInput),
-                  memref::LoadOp::create(nb, nl, value,
-                                         at(maps[m.valueInput], Value())));
-      for (Operation *rowOp : m.rowOps)
-        nb.clone(*rowOp, mapping);
-      Value row = mapping.lookupOrDefault(m.row);
-      if (Operation *ext = m.added.getDefiningOp())
-        nb.clone(*ext, mapping);
-      Value added = mapping.lookupOrDefault(m.added);
-      // The one-hot reduction adds nothing for a row outside the output.
-      Value nonNegative =
-          arith::CmpIOp::create(nb, nl, arith::CmpIPredicate::sge, row, zero);
-      Value below =
-          arith::CmpIOp::create(nb, nl, arith::CmpIPredicate::slt, row, rows);
-      Value inside = arith::AndIOp::create(nb, nl, nonNegative, below);
-      auto guard = scf::IfOp::create(nb, nl, inside, /*withElse=*/false);
-      OpBuilder tb = guard.getThenBodyBuilder();
-      SmallVector<Value> target = at(maps[2], row);
-      if (atomic) {
-        memref::AtomicRMWOp::create(tb, nl, arith::AtomicRMWKind::addf, added,
-                                    out, target);
-      } else {
-        Value old = memref::LoadOp::create(tb, nl, out, target);
-        Value sum = arith::AddFOp::create(tb, nl, old, added);
-        memref::StoreOp::create(tb, nl, sum, out, target);
-      }
+  DenseMap<unsigned, Value> iv;
+  for (auto [d, v] : llvm::zip(loops, ivs))
+    iv[d] = v;
+  auto at = [&](AffineMap map, Value rowValue) {
+    SmallVector<Value> indices;
+    for (AffineExpr e : map.getResults()) {
+      unsigned d = cast<AffineDimExpr>(e).getPosition();
+      indices.push_back(d == m.rowLoop ? rowValue : iv[d]);
     }
+    return indices;
+  };
+  IRMapping mapping;
+  mapping.map(
+      body.getArgument(m.indexInput),
+      memref::LoadOp::create(nb, loc, index, at(maps[m.indexInput], Value())));
+  mapping.map(
+      body.getArgument(m.valueInput),
+      memref::LoadOp::create(nb, loc, value, at(maps[m.valueInput], Value())));
+  for (Operation *rowOp : m.rowOps)
+    nb.clone(*rowOp, mapping);
+  Value row = mapping.lookupOrDefault(m.row);
+  if (Operation *ext = m.added.getDefiningOp())
+    nb.clone(*ext, mapping);
+  Value added = mapping.lookupOrDefault(m.added);
+  // The one-hot reduction adds nothing for a row outside the output.
+  Value nonNegative =
+      arith::CmpIOp::create(nb, loc, arith::CmpIPredicate::sge, row, zero);
+  Value below =
+      arith::CmpIOp::create(nb, loc, arith::CmpIPredicate::slt, row, rows);
+  Value inside = arith::AndIOp::create(nb, loc, nonNegative, below);
+  auto guard = scf::IfOp::create(nb, loc, inside, /*withElse=*/false);
+  OpBuilder tb = guard.getThenBodyBuilder();
+  SmallVector<Value> target = at(maps[2], row);
+  if (atomic) {
+    memref::AtomicRMWOp::create(tb, loc, arith::AtomicRMWKind::addf, added, out,
+                                target);
+  } else {
+    Value old = memref::LoadOp::create(tb, loc, out, target);
+    Value sum = arith::AddFOp::create(tb, loc, old, added);
+    memref::StoreOp::create(tb, loc, sum, out, target);
   }
   op.erase();
 }

@@ -4,6 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "ReductionCombiner.h"
 #include "autopar/Conversion/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -12,7 +13,6 @@
 #include "mlir/Dialect/Linalg/Utils/Utils.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/IRMapping.h"
-#include "llvm/ADT/TypeSwitch.h"
 
 namespace autopar {
 #define GEN_PASS_DEF_SPLITFULLREDUCTIONS
@@ -23,50 +23,31 @@ using namespace mlir;
 
 namespace {
 
-std::optional<arith::AtomicRMWKind> combinerKind(Operation *op) {
-  return llvm::TypeSwitch<Operation *, std::optional<arith::AtomicRMWKind>>(op)
-      .Case([](arith::AddFOp) { return arith::AtomicRMWKind::addf; })
-      .Case([](arith::MulFOp) { return arith::AtomicRMWKind::mulf; })
-      .Case([](arith::MaximumFOp) { return arith::AtomicRMWKind::maximumf; })
-      .Case([](arith::MinimumFOp) { return arith::AtomicRMWKind::minimumf; })
-      .Case([](arith::MaxNumFOp) { return arith::AtomicRMWKind::maxnumf; })
-      .Case([](arith::MinNumFOp) { return arith::AtomicRMWKind::minnumf; })
-      .Default([](Operation *) { return std::nullopt; });
-}
-
-/// The combiner of a full reduction worth splitting, or null.
-Operation *matchFullReduction(linalg::GenericOp op, int64_t minSize) {
+/// The combiner of a full reduction worth splitting.
+std::optional<autopar::Combiner> matchFullReduction(linalg::GenericOp op,
+                                                    int64_t minSize) {
   if (!op.hasPureTensorSemantics() || op.getNumDpsInits() != 1 ||
       op.getNumLoops() < 2 || op.hasIndexSemantics())
-    return nullptr;
+    return std::nullopt;
   if (!llvm::all_of(op.getIteratorTypesArray(), linalg::isReductionIterator))
-    return nullptr;
+    return std::nullopt;
   AffineMap outMap = op.getMatchingIndexingMap(op.getDpsInitOperand(0));
   auto outType = dyn_cast<RankedTensorType>(op.getResult(0).getType());
   if (outMap.getNumResults() != 0 || !outType || outType.getRank() != 0 ||
       !isa<FloatType>(outType.getElementType()))
-    return nullptr;
+    return std::nullopt;
   int64_t size = 1;
   for (int64_t range : op.getStaticLoopRanges()) {
     if (ShapedType::isDynamic(range))
-      return nullptr;
+      return std::nullopt;
     size *= range;
   }
   if (size < minSize)
-    return nullptr;
-  Block &body = op.getRegion().front();
-  auto yield = cast<linalg::YieldOp>(body.getTerminator());
-  Operation *combine = yield.getOperand(0).getDefiningOp();
-  BlockArgument out = body.getArguments().back();
-  if (!combine || combine->getBlock() != &body || !combinerKind(combine) ||
-      !combine->getResult(0).hasOneUse() || !out.hasOneUse() ||
-      out.getOwner() != &body ||
-      !llvm::is_contained(combine->getOperands(), Value(out)))
-    return nullptr;
-  return combine;
+    return std::nullopt;
+  return autopar::matchCombiner(op);
 }
 
-void split(linalg::GenericOp op, Operation *combine) {
+void split(linalg::GenericOp op, const autopar::Combiner &combiner) {
   OpBuilder b(op);
   Location loc = op.getLoc();
   MLIRContext *ctx = op.getContext();
@@ -75,7 +56,7 @@ void split(linalg::GenericOp op, Operation *combine) {
   unsigned numLoops = op.getNumLoops();
 
   // Stage 1: the same body, with loop d0 parallel and one partial per d0.
-  arith::AtomicRMWKind kind = *combinerKind(combine);
+  arith::AtomicRMWKind kind = *autopar::combinerKind(combiner.op);
   Value identity = arith::ConstantOp::create(
       b, loc, arith::getIdentityValueAttr(kind, elementType, b, loc));
   auto partialType = RankedTensorType::get({rows}, elementType);
@@ -100,13 +81,8 @@ void split(linalg::GenericOp op, Operation *combine) {
       op.getDpsInits(), ArrayRef<AffineMap>{row, scalar},
       ArrayRef<utils::IteratorType>{utils::IteratorType::reduction},
       [&](OpBuilder &nb, Location nl, ValueRange args) {
-        IRMapping combineArgs;
-        // The accumulator stays where the original combiner had it.
-        BlockArgument out = op.getRegion().front().getArguments().back();
-        for (Value operand : combine->getOperands())
-          combineArgs.map(operand, operand == out ? args[1] : args[0]);
-        Operation *combined = nb.clone(*combine, combineArgs);
-        linalg::YieldOp::create(nb, nl, combined->getResult(0));
+        linalg::YieldOp::create(
+            nb, nl, autopar::combineWith(nb, combiner, args[1], args[0]));
       });
   op.getResult(0).replaceAllUsesWith(total.getResult(0));
   op.erase();
@@ -116,13 +92,14 @@ struct SplitFullReductionsPass
     : autopar::impl::SplitFullReductionsBase<SplitFullReductionsPass> {
   using Base::Base;
   void runOnOperation() override {
-    SmallVector<std::pair<linalg::GenericOp, Operation *>> found;
+    SmallVector<std::pair<linalg::GenericOp, autopar::Combiner>> found;
     getOperation().walk([&](linalg::GenericOp op) {
-      if (Operation *combine = matchFullReduction(op, minSize))
-        found.push_back({op, combine});
+      if (std::optional<autopar::Combiner> combiner =
+              matchFullReduction(op, minSize))
+        found.push_back({op, *combiner});
     });
-    for (auto [op, combine] : found)
-      split(op, combine);
+    for (auto &[op, combiner] : found)
+      split(op, combiner);
   }
 };
 

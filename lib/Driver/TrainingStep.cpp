@@ -13,6 +13,7 @@
 #include "autopar/Target/Artifact.h"
 #include "autopar/Target/CpuCodegen.h"
 #include "autopar/Target/GpuCodegen.h"
+#include "autopar/Target/LoweringPasses.h"
 #include "autopar/Target/SharedLibrary.h"
 #include "autopar/Transforms/Passes.h"
 
@@ -142,17 +143,6 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
       llvm::cl::init(1)};
 };
 
-/// Fails with a fixed message (a pipeline whose options are wrong).
-struct ReportErrorPass : PassWrapper<ReportErrorPass, OperationPass<ModuleOp>> {
-  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(ReportErrorPass)
-  explicit ReportErrorPass(std::string message) : message(std::move(message)) {}
-  void runOnOperation() override {
-    getOperation().emitError(message);
-    signalPassFailure();
-  }
-  std::string message;
-};
-
 } // namespace
 
 void registerTrainingStepPipeline() {
@@ -173,9 +163,9 @@ void registerTrainingStepPipeline() {
           if (!parsed) {
             // A pipeline builder cannot fail: the pipeline becomes one pass
             // that reports the error when it runs.
-            pm.addPass(std::make_unique<ReportErrorPass>(
-                "autopar-train-pipeline: " +
-                llvm::toString(parsed.takeError())));
+            pm.addPass(
+                createReportErrorPass("autopar-train-pipeline: " +
+                                      llvm::toString(parsed.takeError())));
             return;
           }
           step.config = std::move(*parsed);

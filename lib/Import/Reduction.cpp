@@ -290,6 +290,19 @@ LogicalResult convertReduceMax(NodeContext &ctx) {
   return convertReduce(ctx, ReductionKind::Max);
 }
 
+/// Input 0 of an op along one axis (ArgMax/ArgMin, CumSum): a float or
+/// integer tensor of rank 1 or more; an error saying so otherwise.
+static LogicalResult requireNumericArray(NodeContext &ctx) {
+  OnnxDType t = ctx.inputDType(0);
+  if (!isFloatDType(t) && !isSignedIntDType(t) && !isUnsignedIntDType(t))
+    return ctx.unsupported("element type " + dtypeName(t) +
+                           " is not supported (supported: floating-point and "
+                           "integer types)");
+  if (ctx.inputShape(0).empty())
+    return ctx.emitError("input must have rank 1 or more, got a scalar");
+  return success();
+}
+
 /// ArgMax / ArgMin: the int64 index of the largest / smallest element along
 /// 'axis', the first one unless 'select_last_index' (ties, and NaNs, which
 /// win as numpy's argmax has them). One linalg.generic reduces the axis into
@@ -297,14 +310,10 @@ LogicalResult convertReduceMax(NodeContext &ctx) {
 /// axis. The index is an integer: it has no gradient.
 LogicalResult convertArgExtreme(NodeContext &ctx, bool isMax) {
   OnnxDType t = ctx.inputDType(0);
-  if (!isFloatDType(t) && !isSignedIntDType(t) && !isUnsignedIntDType(t))
-    return ctx.unsupported("element type " + dtypeName(t) +
-                           " is not supported (supported: floating-point and "
-                           "integer types)");
+  if (failed(requireNumericArray(ctx)))
+    return failure();
   llvm::ArrayRef<int64_t> in = ctx.inputShape(0);
   int64_t rank = in.size();
-  if (rank == 0)
-    return ctx.emitError("input must have rank 1 or more, got a scalar");
   auto axis = ctx.normalizeAxis(ctx.getIntAttr("axis", 0), rank);
   if (failed(axis))
     return failure();
@@ -406,14 +415,10 @@ LogicalResult convertArgMin(NodeContext &ctx) {
 /// autodiff treat it as any reduction (the adjoint is the reverse cumsum).
 LogicalResult convertCumSum(NodeContext &ctx) {
   OnnxDType t = ctx.inputDType(0);
-  if (!isFloatDType(t) && !isSignedIntDType(t) && !isUnsignedIntDType(t))
-    return ctx.unsupported("element type " + dtypeName(t) +
-                           " is not supported (supported: floating-point and "
-                           "integer types)");
+  if (failed(requireNumericArray(ctx)))
+    return failure();
   llvm::ArrayRef<int64_t> in = ctx.inputShape(0);
   int64_t rank = in.size();
-  if (rank == 0)
-    return ctx.emitError("input must have rank 1 or more, got a scalar");
   const ConstTensor *axisTensor = ctx.inputConstant(1);
   if (!axisTensor) {
     const std::string &name = ctx.getNode().input(1);

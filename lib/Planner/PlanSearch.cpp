@@ -713,9 +713,8 @@ llvm::Expected<PlanResult> Search::run() {
   // lead with it can be cut (training returns the loss, summed over parts).
   bool batchCuttable = training || graph.batchCutProblem.empty();
   if (!batchCuttable && pins.dp && *pins.dp > 1)
-    return error(llvm::formatv("--dp={0}: {1}", *pins.dp,
-                               graph.batchCutProblem)
-                     .str());
+    return error(
+        llvm::formatv("--dp={0}: {1}", *pins.dp, graph.batchCutProblem).str());
   if (!batchCuttable && pins.microBatchSize &&
       *pins.microBatchSize != batch / pins.dp.value_or(1))
     return error(llvm::formatv("--micro-batch-size={0}: {1}",

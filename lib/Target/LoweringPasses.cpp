@@ -72,8 +72,6 @@ struct GpuPipelineOptions : public PassPipelineOptions<GpuPipelineOptions> {
                             llvm::cl::init(256)};
 };
 
-/// Fails with a fixed message: a pipeline builder cannot fail, so a
-/// pipeline whose options are wrong becomes this pass.
 struct ReportErrorPass : PassWrapper<ReportErrorPass, OperationPass<>> {
   MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(ReportErrorPass)
   explicit ReportErrorPass(std::string message) : message(std::move(message)) {}
@@ -85,6 +83,10 @@ struct ReportErrorPass : PassWrapper<ReportErrorPass, OperationPass<>> {
 };
 
 } // namespace
+
+std::unique_ptr<Pass> createReportErrorPass(std::string message) {
+  return std::make_unique<ReportErrorPass>(std::move(message));
+}
 
 void registerLoweringPipelines() {
   PassPipelineRegistration<>(
@@ -109,8 +111,7 @@ void registerLoweringPipelines() {
                                           : llvm::toString(toolkit.takeError());
           if (!features)
             llvm::consumeError(toolkit.takeError());
-          pm.addPass(std::make_unique<ReportErrorPass>(
-              "autopar-gpu-pipeline: " + message));
+          pm.addPass(createReportErrorPass("autopar-gpu-pipeline: " + message));
           return;
         }
         target.cudaPath = *toolkit;

@@ -84,58 +84,63 @@ class Checkpoint:
         # (fc1.weight.exp_avg).
         self.tensors = {t["name"]: t for t in self.meta["tensors"]}
 
-    def problems(self, entry):
-        """Every problem of one tensor's chunks: missing file, out of range, CRC,
-        not tiling the tensor. Empty when it reads back intact."""
-        out = []
+    def _chunk(self, entry, chunk, dtype):
+        """(the chunk's bytes, None), or (None, what is wrong with them)."""
         name = entry["name"]
+        path = os.path.join(self.dir, chunk["file"])
+        nbytes = int(np.prod(chunk["sizes"], dtype=np.int64)) * np.dtype(dtype).itemsize
+        if not os.path.exists(path):
+            return None, f"{path}: missing (tensor '{name}')"
+        size = os.path.getsize(path)
+        if chunk["offset_bytes"] + nbytes > size:
+            return None, (f"{path}: tensor '{name}' needs bytes [{chunk['offset_bytes']}, "
+                          f"{chunk['offset_bytes'] + nbytes}) but the file has {size}")
+        with open(path, "rb") as f:
+            f.seek(chunk["offset_bytes"])
+            data = f.read(nbytes)
+        if zlib.crc32(data) != chunk["crc32"]:
+            return None, (f"{path}: tensor '{name}' is corrupt (CRC-32 {zlib.crc32(data)}, "
+                          f"metadata says {chunk['crc32']})")
+        if any(o < 0 or o + n > d for o, n, d in
+               zip(chunk["offsets"], chunk["sizes"], entry["shape"])):
+            return None, (f"{self.metadata_path}: tensor '{name}' has a chunk outside its "
+                          f"shape {entry['shape']}")
+        return data, None
+
+    def _assemble(self, entry):
+        """(the global tensor, []) or (None, every problem of its chunks: a missing
+        file, a range out of the file, a CRC, chunks not tiling the tensor)."""
         dtype = DTYPES.get(entry["dtype"])
         if dtype is None:
-            return [f"{self.metadata_path}: tensor '{name}' has an unknown dtype "
-                    f"{entry['dtype']!r}"]
+            return None, [f"{self.metadata_path}: tensor '{entry['name']}' has an unknown "
+                          f"dtype {entry['dtype']!r}"]
         shape = entry["shape"]
-        covered = 0
+        out = np.zeros(shape, dtype=dtype)
+        problems, covered = [], 0
         for chunk in entry["chunks"]:
-            path = os.path.join(self.dir, chunk["file"])
-            nbytes = int(np.prod(chunk["sizes"], dtype=np.int64)) * np.dtype(dtype).itemsize
-            if not os.path.exists(path):
-                out.append(f"{path}: missing (tensor '{name}')")
-                continue
-            size = os.path.getsize(path)
-            if chunk["offset_bytes"] + nbytes > size:
-                out.append(f"{path}: tensor '{name}' needs bytes [{chunk['offset_bytes']}, "
-                           f"{chunk['offset_bytes'] + nbytes}) but the file has {size}")
-                continue
-            with open(path, "rb") as f:
-                f.seek(chunk["offset_bytes"])
-                data = f.read(nbytes)
-            if zlib.crc32(data) != chunk["crc32"]:
-                out.append(f"{path}: tensor '{name}' is corrupt (CRC-32 {zlib.crc32(data)}, "
-                           f"metadata says {chunk['crc32']})")
-            if any(o < 0 or o + s > d for o, s, d in
-                   zip(chunk["offsets"], chunk["sizes"], shape)):
-                out.append(f"{self.metadata_path}: tensor '{name}' has a chunk outside its "
-                           f"shape {shape}")
+            data, problem = self._chunk(entry, chunk, dtype)
             covered += int(np.prod(chunk["sizes"], dtype=np.int64))
-        if covered != int(np.prod(shape, dtype=np.int64)):
-            out.append(f"{self.metadata_path}: the chunks of tensor '{name}' cover {covered} "
-                       f"of its {int(np.prod(shape, dtype=np.int64))} elements")
-        return out
+            if problem:
+                problems.append(problem)
+                continue
+            index = tuple(slice(o, o + n) for o, n in zip(chunk["offsets"], chunk["sizes"]))
+            out[index] = np.frombuffer(data, dtype=dtype).reshape(chunk["sizes"])
+        total = int(np.prod(shape, dtype=np.int64))
+        if covered != total:
+            problems.append(f"{self.metadata_path}: the chunks of tensor '{entry['name']}' "
+                            f"cover {covered} of its {total} elements")
+        return (None, problems) if problems else (out, [])
+
+    def problems(self, entry):
+        """Every problem of one tensor's chunks; empty when it reads back intact."""
+        return self._assemble(entry)[1]
 
     def read(self, key):
         """The global tensor named `key`."""
         entry = self.tensors[key]
-        problems = self.problems(entry)
+        out, problems = self._assemble(entry)
         if problems:
             raise CheckpointError("\n".join(problems))
-        dtype = DTYPES[entry["dtype"]]
-        out = np.zeros(entry["shape"], dtype=dtype)
-        for chunk in entry["chunks"]:
-            count = int(np.prod(chunk["sizes"], dtype=np.int64))
-            data = np.fromfile(os.path.join(self.dir, chunk["file"]), dtype=dtype,
-                               count=count, offset=chunk["offset_bytes"])
-            index = tuple(slice(o, o + s) for o, s in zip(chunk["offsets"], chunk["sizes"]))
-            out[index] = data.reshape(chunk["sizes"])
         if entry["dtype"] == "bfloat16":
             out = (out.astype(np.uint32) << 16).view(np.float32)
         return out

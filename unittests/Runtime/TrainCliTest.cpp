@@ -485,15 +485,16 @@ TEST_F(TrainCliTest, EvalAndSaveOnnxNeedWhatTheyUse) {
   // step 1, saying to recompile.
   expectRunError(train("--steps 2 --eval-data " + shellQuote(data())),
                  "has no eval program");
-  expectRunError(train("--steps 2 --save-onnx " +
-                       shellQuote(work.file("model.onnx"))),
-                 "has no inference template");
+  expectRunError(
+      train("--steps 2 --save-onnx " + shellQuote(work.file("model.onnx"))),
+      "has no inference template");
   for (const char *flag : {"--eval-data d", "--save-onnx m.onnx"}) {
     CommandResult inference =
         runCommand(shellQuote(AUTOPAR_RUN_PATH) + " " +
                    shellQuote(artifact.path()) + " " + flag);
-    expectRunError(inference, std::string(flag).substr(0, std::string(flag).find(' ')) +
-                                  " needs --train");
+    expectRunError(inference,
+                   std::string(flag).substr(0, std::string(flag).find(' ')) +
+                       " needs --train");
   }
 }
 
@@ -543,10 +544,9 @@ protected:
 TEST_F(GpuTrainCliTest, TrainsAndEvaluatesAsOnTheCpu) {
   std::string evalFlags = " --eval-data " + shellQuote(data()) +
                           " --eval-every 2 --steps 5 --metrics ";
-  CommandResult gpu =
-      trainOk(evalFlags + work.file("gpu.jsonl") + " --outputs " +
-                  work.file("gpu-out"),
-              onFakeGpu());
+  CommandResult gpu = trainOk(evalFlags + work.file("gpu.jsonl") +
+                                  " --outputs " + work.file("gpu-out"),
+                              onFakeGpu());
   EXPECT_NE(gpu.out.find("sm_90"), std::string::npos) << gpu.out;
   EXPECT_NE(gpu.out.find("eval after step 4"), std::string::npos) << gpu.out;
   manifest = cpuManifest;

@@ -12,6 +12,9 @@
 
 #include "mlir/Pass/PassManager.h"
 
+#include <memory>
+#include <string>
+
 namespace autopar {
 
 /// One-Shot Bufferize with identity layouts at function boundaries, results
@@ -30,6 +33,10 @@ void addMathLoweringPasses(mlir::OpPassManager &pm);
 /// manager options when the tool registered them, so that every pipeline
 /// autopar-compile runs can be printed or timed from its command line.
 void applyPassManagerCLOptionsIfAny(mlir::PassManager &pm);
+
+/// A pass that fails, reporting `message` on the op it runs on: what a
+/// pipeline builder, which cannot fail, adds when its options are wrong.
+std::unique_ptr<mlir::Pass> createReportErrorPass(std::string message);
 
 /// Registers `autopar-cpu-pipeline` and `autopar-gpu-pipeline`.
 void registerLoweringPipelines();
