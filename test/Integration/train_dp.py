@@ -232,13 +232,31 @@ def main():
                       cnn.train("local2", art, 2, launcher))
 
     # What data parallelism cannot run yet is refused, saying why.
+    wrong_batch = os.path.join(mlp.dir, "wrong-batch.json")
+    with open(wrong_batch, "w") as f:
+        json.dump({**CONFIG, "train_batch_size": 8, "train_micro_batch_size_per_gpu": 1,
+                   "gradient_accumulation_steps": 2}, f)
     refusals = [
+        ("a DeepSpeed batch that is not micro x steps x dp",
+         mlp.compile("wrong-batch", 2, config=wrong_batch, expect_ok=False)[1],
+         "train_micro_batch_size_per_gpu (1) x gradient_accumulation_steps (2) x 2 "
+         "data-parallel replicas must be the batch of --input-shape (8)"),
         ("Dropout", Case(build, work, "gpt-dropout", Gpt(dropout=0.1), data,
                          4, CONFIG).compile("local2", 2, expect_ok=False)[1],
          "training-mode Dropout"),
         ("--tp 2", gpt.compile("tp2", 2, "--tp", "2", expect_ok=False)[1],
          "--tp 2 --mode train: training on several ranks executes data "
          "parallelism without ZeRO so far"),
+        ("--dp 1", gpt.compile("dp1", 2, "--dp", "1", expect_ok=False)[1],
+         "--dp 1 --mode train on --cluster local:2: training on several ranks "
+         "executes pure data parallelism so far, over all 2 ranks"),
+        ("--eval-data", run([*launcher, "-np", "2",
+                             os.path.join(build, "bin", "autopar-run"),
+                             os.path.join(gpt.dir, "local2-art"), "--train",
+                             "--data", gpt.data, "--steps", "1",
+                             "--eval-data", gpt.data], expect_ok=False),
+         "--eval-data: evaluating during a data-parallel run (2 ranks) is not "
+         "supported yet"),
     ]
     for what, result, expected in refusals:
         if result.returncode == 0 or expected not in result.stderr:

@@ -7,6 +7,8 @@
 // parameters itself (BatchNorm) or draws Dropout masks is refused.
 // RUN: autopar-opt %s -split-input-file -verify-diagnostics --autopar-accumulate-gradients="micro-batches=1 data-parallel=2" | FileCheck %s
 // RUN: autopar-opt %s -split-input-file -verify-diagnostics --autopar-accumulate-gradients="micro-batches=3 data-parallel=4" | FileCheck %s --check-prefix=M3N4
+// RUN: not autopar-opt %s -split-input-file --autopar-accumulate-gradients="data-parallel=0" 2>&1 | FileCheck %s --check-prefix=ZERO
+// ZERO: error: autopar-accumulate-gradients: data-parallel must be at least 1, not 0
 
 // A mean over valid targets: num, the gradient and den are flattened into
 // one bucket, all-reduced once, cut back, then divided by the global den.
