@@ -180,6 +180,9 @@ int CompileFlow::validateRequest() {
   flags.tp = o.tp;
   flags.pp = o.pp;
   flags.zero = o.zero;
+  // zero_optimization.stage pins the stage as --zero does.
+  if (training && trainConfig.zeroStage && o.zero < 0)
+    flags.zero = *trainConfig.zeroStage;
   flags.microBatchSize = o.microBatchSize;
   auto built = buildPlanRequest(flags);
   if (!built)
@@ -205,15 +208,22 @@ int CompileFlow::validateRequest() {
                   "so far (a cluster of one GPU); several GPUs are being "
                   "built. Use --plan-only to plan and report for this "
                   "cluster");
-    for (auto [flag, value] :
-         {std::pair{"--tp", o.tp}, {"--pp", o.pp}, {"--zero", o.zero}})
-      if (value > (llvm::StringRef(flag) == "--zero" ? 0 : 1))
+    for (auto [flag, value] : {std::pair{"--tp", o.tp}, {"--pp", o.pp}})
+      if (value > 1)
         return fail(llvm::Twine(flag) + " " + llvm::Twine(value) +
                     " --mode train: training on several ranks executes "
-                    "data parallelism without ZeRO so far (--dp " +
+                    "data parallelism (with ZeRO 0, 1 or 2) so far (--dp " +
                     llvm::Twine(cluster.worldSize()) +
-                    "); tensor and pipeline parallelism and ZeRO are being "
-                    "built. Use --plan-only to plan and report them");
+                    "); tensor and pipeline parallelism are being built. "
+                    "Use --plan-only to plan and report them");
+    if (flags.zero > 2)
+      return fail("--zero " + llvm::Twine(flags.zero) +
+                  (o.zero < 0 ? " (zero_optimization.stage in " +
+                                    o.trainConfigPath + ")"
+                              : std::string()) +
+                  " --mode train: ZeRO-3 (sharded parameters) is being "
+                  "built; training on several ranks runs ZeRO 0, 1 and 2. "
+                  "Use --plan-only to plan and report ZeRO-3");
     if (o.dp > 0 && o.dp != cluster.worldSize())
       return fail("--dp " + llvm::Twine(o.dp) + " --mode train on --cluster " +
                   o.cluster +
@@ -223,7 +233,9 @@ int CompileFlow::validateRequest() {
     request.pins.dp = cluster.worldSize();
     request.pins.tp = 1;
     request.pins.pp = 1;
-    request.pins.zeroStage = 0;
+    // ZeRO is opt-in (--zero, zero_optimization.stage) until the search
+    // can weigh the sharded update's collectives against its memory.
+    request.pins.zeroStage = static_cast<int>(std::max<int64_t>(0, flags.zero));
     dataParallelTraining = true;
   }
   // On a GPU the plan's precision (bf16 unless --precision says otherwise)
@@ -492,11 +504,19 @@ int CompileFlow::compileTrainingStep() {
                    << best.microBatchSize
                    << " per step (one optimizer step per global batch of "
                    << plan->globalBatch << ")\n";
-    if (best.dp > 1)
+    if (best.dp > 1 && best.zeroStage == 0)
       llvm::outs() << "  data parallel " << best.dp << " replicas of "
                    << plan->globalBatch / best.dp
                    << " samples: the loss and the gradients are all-reduced "
                       "over them before the update\n";
+    else if (best.dp > 1)
+      llvm::outs() << "  data parallel " << best.dp << " replicas of "
+                   << plan->globalBatch / best.dp << " samples, ZeRO-"
+                   << best.zeroStage << ": each updates its block of the "
+                   << "optimizer state after "
+                   << (best.zeroStage >= 2 ? "a reduce-scatter"
+                                           : "an all-reduce")
+                   << " of the gradients; the parameters are all-gathered\n";
     if (request.wholeReplicaBatch && microBatches > 1) {
       std::string note =
           "BatchNorm statistics are computed per micro-batch of " +
@@ -515,6 +535,7 @@ int CompileFlow::compileTrainingStep() {
   step.emitGradients = o.emitGradients;
   step.microBatches = microBatches;
   step.dataParallel = best.dp;
+  step.zeroStage = best.zeroStage;
   step.config = trainConfig;
   step.lowPrecisionGemms = gpu;
   auto pm = PassManager::on<ModuleOp>(context.get());

@@ -21,6 +21,7 @@
 #include "mlir/Pass/Pass.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Transforms/Passes.h"
+#include "llvm/ADT/StringMap.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
@@ -61,6 +62,7 @@ void buildTrainingStepPipeline(OpPassManager &pm,
     AccumulateGradientsOptions accumulate;
     accumulate.microBatches = options.microBatches;
     accumulate.dataParallel = options.dataParallel;
+    accumulate.zeroStage = options.zeroStage;
     pm.addPass(createAccumulateGradients(accumulate));
   }
   if (!options.config.precision.empty()) {
@@ -104,6 +106,8 @@ void buildTrainingStepPipeline(OpPassManager &pm,
     o.hysteresis = scaling.hysteresis;
     o.consecutiveHysteresis = scaling.consecutiveHysteresis;
     o.minLossScale = scaling.minScale;
+    o.zeroStage = options.zeroStage;
+    o.dataParallel = options.dataParallel;
     pm.addPass(createApplyOptimizer(o));
   }
   // The replicas' sums become runtime all-reduces over dp.
@@ -141,6 +145,11 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
                      "one replica's share of the batch: the sums are "
                      "all-reduced over them"),
       llvm::cl::init(1)};
+  Option<int64_t> zeroStage{
+      *this, "zero-stage",
+      llvm::cl::desc("ZeRO stage over the data-parallel replicas: 1 shards "
+                     "the optimizer states, 2 also the gradients"),
+      llvm::cl::init(0)};
 };
 
 } // namespace
@@ -158,6 +167,7 @@ void registerTrainingStepPipeline() {
         step.emitGradients = options.emitGradients;
         step.microBatches = options.microBatches;
         step.dataParallel = options.dataParallel;
+        step.zeroStage = options.zeroStage;
         if (!options.trainConfig.empty()) {
           auto parsed = readTrainConfig(options.trainConfig);
           if (!parsed) {
@@ -216,6 +226,40 @@ LogicalResult markDataParallelInputs(std::vector<ArtifactArgument> &arguments,
     arg.splitAxis = "dp";
   }
   return success();
+}
+
+/// ZeRO: each data-parallel rank holds block r (dim 0) of an optimizer
+/// state whose shape is a block of its parameter's
+/// (autopar-apply-optimizer's zero-stage); its update is the same block.
+void markZeroShardedStates(std::vector<ArtifactArgument> &arguments,
+                           int64_t dataParallel) {
+  if (dataParallel <= 1)
+    return;
+  llvm::StringMap<llvm::SmallVector<int64_t>> parameterShapes;
+  for (const ArtifactArgument &arg : arguments)
+    if (arg.kind == ArtifactArgument::Kind::Parameter)
+      parameterShapes[arg.name] = arg.shape;
+  llvm::StringMap<std::string> stateOfName;
+  for (ArtifactArgument &arg : arguments) {
+    if (arg.kind != ArtifactArgument::Kind::OptimizerState)
+      continue;
+    auto it = parameterShapes.find(arg.stateOf);
+    if (it == parameterShapes.end() || it->second == arg.shape ||
+        arg.shape.empty())
+      continue;
+    arg.globalShape = it->second;
+    arg.splitDim = 0;
+    arg.splitAxis = "dp";
+    stateOfName[arg.name] = arg.stateOf;
+  }
+  for (ArtifactArgument &arg : arguments) {
+    if (arg.kind != ArtifactArgument::Kind::Update ||
+        !stateOfName.count(arg.updates))
+      continue;
+    arg.globalShape = parameterShapes[stateOfName[arg.updates]];
+    arg.splitDim = 0;
+    arg.splitAxis = "dp";
+  }
 }
 
 /// Lowers a training artifact's program for its target (one CPU rank or one
@@ -343,6 +387,7 @@ writeTrainingArtifact(ModuleOp module, const TrainingArtifactOptions &options,
                 "(its mixed precision is in the step)");
   if (failed(markDataParallelInputs(*arguments, options.dataParallel, error)))
     return failure();
+  markZeroShardedStates(*arguments, options.dataParallel);
   auto step = lowerAndEmit(
       module, options, "stage0", std::move(*arguments),
       options.dumpDir.empty() ? "" : options.dumpDir + "/model.ll", error);

@@ -11,6 +11,7 @@
 #include "autopar/Dialect/Attributes.h"
 #include "autopar/Transforms/Autodiff.h"
 #include "autopar/Transforms/Passes.h"
+#include "autopar/Transforms/ZeroSharding.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -218,20 +219,6 @@ struct AccumulateGradientsPass
     }
   }
 
-  /// `@autopar_grid`, made as a 1-D grid of the replicas if the module has
-  /// none; its axis 0 must hold them.
-  FlatSymbolRefAttr getOrCreateGrid(ModuleOp module) {
-    MLIRContext *ctx = module.getContext();
-    auto name = FlatSymbolRefAttr::get(ctx, "autopar_grid");
-    if (module.lookupSymbol<shard::GridOp>("autopar_grid"))
-      return name;
-    OpBuilder b = OpBuilder::atBlockBegin(module.getBody());
-    int64_t replicas = dataParallel;
-    shard::GridOp::create(b, module.getLoc(), "autopar_grid",
-                          ArrayRef<int64_t>{replicas});
-    return name;
-  }
-
   void runOnOperation() override {
     if (microBatches < 1) {
       getOperation().emitError()
@@ -245,6 +232,12 @@ struct AccumulateGradientsPass
           << "autopar-accumulate-gradients: data-parallel must be at least "
              "1, not "
           << static_cast<int64_t>(dataParallel);
+      return signalPassFailure();
+    }
+    if (zeroStage < 0 || zeroStage > 3) {
+      getOperation().emitError()
+          << "autopar-accumulate-gradients: zero-stage must be 0 to 3, not "
+          << static_cast<int64_t>(zeroStage);
       return signalPassFailure();
     }
     if (microBatches == 1 && dataParallel == 1)
@@ -470,11 +463,34 @@ struct AccumulateGradientsPass
     // holds the global batch's.
     SmallVector<Value> sums(loop.getResults());
     if (dataParallel > 1) {
-      SmallVector<unsigned> reduced;
-      for (unsigned r = 0; r < sums.size(); ++r)
-        if (r >= numResults || !carriedArgOfResult.count(r))
+      // ZeRO 2 and 3: the gradients ZeRO shards are reduce-scattered, each
+      // replica keeping its block; the rest is all-reduced.
+      SmallVector<unsigned> reduced, scattered;
+      for (unsigned r = 0; r < sums.size(); ++r) {
+        if (r < numResults && carriedArgOfResult.count(r))
+          continue;
+        bool gradient =
+            r < numResults &&
+            step.getResultAttr(r, autopar::attrs::kGradient) != nullptr;
+        if (zeroStage >= 2 && gradient &&
+            autopar::isZeroSharded(cast<RankedTensorType>(sums[r].getType()),
+                                   dataParallel))
+          scattered.push_back(r);
+        else
           reduced.push_back(r);
-      allReduceInBuckets(b, loc, getOrCreateGrid(module), sums, reduced);
+      }
+      FlatSymbolRefAttr grid =
+          autopar::getOrCreateReplicaGrid(module, dataParallel);
+      allReduceInBuckets(b, loc, grid, sums, reduced);
+      if (!scattered.empty()) {
+        SmallVector<Value> full;
+        for (unsigned r : scattered)
+          full.push_back(sums[r]);
+        SmallVector<Value> blocks =
+            autopar::reduceScatterBlocks(b, loc, grid, dataParallel, full);
+        for (auto [k, r] : llvm::enumerate(scattered))
+          sums[r] = blocks[k];
+      }
     }
 
     SmallVector<Value> results;
@@ -517,6 +533,9 @@ struct AccumulateGradientsPass
       results.push_back(v);
     }
     func::ReturnOp::create(b, loc, results);
+    // Reduce-scattered gradients are blocks.
+    step.setType(FunctionType::get(ctx, step.getArgumentTypes(),
+                                   ValueRange(results).getTypes()));
     return success();
   }
 };

@@ -12,6 +12,9 @@
 #include "autopar/Dialect/Attributes.h"
 #include "autopar/Transforms/Autodiff.h"
 #include "autopar/Transforms/Passes.h"
+#include "autopar/Transforms/ZeroSharding.h"
+
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
 
 #include <cmath>
 #include <limits>
@@ -234,6 +237,37 @@ struct ApplyOptimizerPass
     Value loss = ret.getOperand(*lossIndex);
     DictionaryAttr lossAttrs = main.getResultAttrDict(*lossIndex);
 
+    // ZeRO: the parameters updated by blocks (ZeroSharding.h).
+    if (zeroStage < 0 || zeroStage > 3 || dataParallel < 1) {
+      main.emitError() << "autopar-apply-optimizer: zero-stage must be 0 to "
+                          "3 and data-parallel at least 1, not "
+                       << static_cast<int64_t>(zeroStage) << " and "
+                       << static_cast<int64_t>(dataParallel);
+      return signalPassFailure();
+    }
+    SmallVector<bool> sharded;
+    for (auto &[param, grad] : trained) {
+      auto type = cast<RankedTensorType>(param.getType());
+      sharded.push_back(zeroStage >= 1 &&
+                        autopar::isZeroSharded(type, dataParallel));
+      auto gradType = cast<RankedTensorType>(grad.getType());
+      if (gradType != type &&
+          !(sharded.back() &&
+            gradType == autopar::zeroShardType(type, dataParallel))) {
+        main.emitError() << "autopar-apply-optimizer: the gradient of '"
+                         << main.getArgAttrOfType<StringAttr>(
+                                    param.getArgNumber(),
+                                    autopar::attrs::kParameter)
+                                .getValue()
+                         << "' is " << gradType << ", neither its parameter's "
+                         << type << " nor (ZeRO) a block of it";
+        return signalPassFailure();
+      }
+    }
+    FlatSymbolRefAttr grid;
+    if (llvm::is_contained(sharded, true))
+      grid = autopar::getOrCreateReplicaGrid(module, dataParallel);
+
     // New arguments after the last parameter: the optimizer states, then
     // the step.
     SmallVector<StringRef> roles;
@@ -255,6 +289,11 @@ struct ApplyOptimizerPass
       StringRef name = main.getArgAttrOfType<StringAttr>(
                                param.getArgNumber(), autopar::attrs::kParameter)
                            .getValue();
+      Type stateType =
+          sharded[k]
+              ? autopar::zeroShardType(cast<RankedTensorType>(param.getType()),
+                                       dataParallel)
+              : param.getType();
       for (StringRef role : roles) {
         SmallVector<NamedAttribute> dict{
             attrs.getNamedAttr(autopar::attrs::kOptimizerState,
@@ -264,7 +303,7 @@ struct ApplyOptimizerPass
         if (Attribute dtype =
                 main.getArgAttr(param.getArgNumber(), autopar::attrs::kDType))
           dict.push_back(attrs.getNamedAttr(autopar::attrs::kDType, dtype));
-        if (failed(main.insertArgument(position, param.getType(),
+        if (failed(main.insertArgument(position, stateType,
                                        attrs.getDictionaryAttr(dict),
                                        param.getLoc())))
           return signalPassFailure();
@@ -335,6 +374,21 @@ struct ApplyOptimizerPass
     OpBuilder b(ret);
     UpdateBuilder u{b, main.getLoc()};
     Type f32 = b.getF32Type();
+    // ZeRO: replica r's block (dim 0) of the sharded parameters and of
+    // their gradients (already a block when reduce-scattered).
+    SmallVector<Value> paramValues;
+    auto blockOf = [&](Value whole) -> Value {
+      auto type = cast<RankedTensorType>(whole.getType());
+      return shard::AllSliceOp::create(
+          b, u.loc, autopar::zeroShardType(type, dataParallel), grid,
+          b.getDenseI16ArrayAttr({0}), whole, b.getIndexAttr(0));
+    };
+    for (auto [k, entry] : llvm::enumerate(trained)) {
+      Value param = entry.first;
+      paramValues.push_back(sharded[k] ? blockOf(param) : param);
+      if (sharded[k] && entry.second.getType() == param.getType())
+        entry.second = blockOf(entry.second);
+    }
     auto i64Constant = [&](int64_t v) -> Value {
       return arith::ConstantOp::create(b, u.loc, b.getI64IntegerAttr(v));
     };
@@ -378,13 +432,27 @@ struct ApplyOptimizerPass
 
     // The global norm before clipping: sqrt of the sum of squares over every
     // gradient (clip_grad_norm_'s total_norm for norm_type 2).
-    Value sumSq;
-    for (auto &[param, grad] : trained) {
-      Value s = tensor::ExtractOp::create(b, u.loc, u.sumOfSquares(grad),
-                                          ValueRange{});
+    // Under ZeRO the blocks' sums add up over the replicas first.
+    Value sumSq, blockSumSq;
+    for (auto [k, entry] : llvm::enumerate(trained)) {
+      Value s = tensor::ExtractOp::create(
+          b, u.loc, u.sumOfSquares(entry.second), ValueRange{});
       if (s.getType() != f32)
         s = arith::ExtFOp::create(b, u.loc, f32, s);
-      sumSq = sumSq ? u.add(sumSq, s) : s;
+      Value &total = sharded[k] ? blockSumSq : sumSq;
+      total = total ? u.add(total, s) : s;
+    }
+    if (blockSumSq) {
+      auto oneF32 = RankedTensorType::get({1}, f32);
+      Value partial = tensor::FromElementsOp::create(b, u.loc, oneF32,
+                                                     ValueRange{blockSumSq});
+      Value reduced = shard::AllReduceOp::create(
+          b, u.loc, oneF32, grid.getValue(), ArrayRef<shard::GridAxis>{0},
+          partial, shard::ReductionKind::Sum);
+      Value global = tensor::ExtractOp::create(
+          b, u.loc, reduced,
+          ValueRange{arith::ConstantIndexOp::create(b, u.loc, 0)});
+      sumSq = sumSq ? u.add(sumSq, global) : global;
     }
     Value gradNorm = math::SqrtOp::create(b, u.loc, sumSq);
     if (scaling) {
@@ -444,15 +512,20 @@ struct ApplyOptimizerPass
 
     // The value each update keeps when a step is skipped (loss scaling).
     SmallVector<Value> skippedValue;
+    // Indices into newResults of the parameter blocks ZeRO gathers.
+    SmallVector<unsigned> gatheredResults;
     Value isFirst = arith::CmpIOp::create(
         b, u.loc, arith::CmpIPredicate::eq, stepInt,
         arith::ConstantOp::create(b, u.loc, b.getI64IntegerAttr(1)));
     for (auto [k, entry] : llvm::enumerate(trained)) {
-      auto [param, grad] = entry;
+      auto [paramArg, grad] = entry;
+      // The parameter, or under ZeRO this replica's block of it.
+      Value param = paramValues[k];
       Type et = cast<RankedTensorType>(param.getType()).getElementType();
       auto scalar = [&](Value v) { return u.scalarTensor(v, et); };
       auto constant = [&](double v) { return u.scalarTensor(u.f64(v), et); };
-      SmallVector<std::pair<BlockArgument, Value>> updates;
+      // (what is updated, its new value, its old value).
+      SmallVector<std::tuple<BlockArgument, Value, Value>> updates;
       if (optimizer == autopar::OptimizerKind::SGD) {
         // d_p = grad + wd * p; buf = d_p at the first step, else
         // momentum * buf + (1 - dampening) * d_p; nesterov: d_p + momentum *
@@ -473,7 +546,7 @@ struct ApplyOptimizerPass
                 Value next = arith::AddFOp::create(nb, nl, mb, dd);
                 return Value(arith::SelectOp::create(nb, nl, a[4], a[0], next));
               });
-          updates.push_back({states[k][0], buf});
+          updates.push_back({states[k][0], buf, states[k][0]});
           if (nesterov)
             d = u.addScaled(d, buf, constant(momentum));
           else
@@ -485,7 +558,7 @@ struct ApplyOptimizerPass
               Value step = arith::MulFOp::create(nb, nl, a[2], a[1]);
               return Value(arith::SubFOp::create(nb, nl, a[0], step));
             });
-        updates.insert(updates.begin(), {param, newParam});
+        updates.insert(updates.begin(), {paramArg, newParam, param});
       } else {
         // Adam: grad += wd * p. AdamW: p *= 1 - lr * wd.
         Value g = grad, p = param;
@@ -536,14 +609,16 @@ struct ApplyOptimizerPass
               Value step = arith::MulFOp::create(nb, nl, a[3], ratio);
               return Value(arith::SubFOp::create(nb, nl, a[0], step));
             });
-        updates = {{param, newParam},
-                   {states[k][0], expAvg},
-                   {states[k][1], expAvgSq}};
+        updates = {{paramArg, newParam, param},
+                   {states[k][0], expAvg, states[k][0]},
+                   {states[k][1], expAvgSq, states[k][1]}};
       }
-      for (auto &[of, value] : updates) {
+      for (auto &[of, value, old] : updates) {
+        if (sharded[k] && of == paramArg)
+          gatheredResults.push_back(newResults.size());
         newResults.push_back(value);
         newAttrs.push_back(updateAttrs(of));
-        skippedValue.push_back(of);
+        skippedValue.push_back(old);
       }
     }
 
@@ -553,7 +628,7 @@ struct ApplyOptimizerPass
           b, u.loc, RankedTensorType::get({}, b.getI1Type()),
           ValueRange{overflow});
       unsigned firstUpdate = 3;
-      for (unsigned r = firstUpdate; r < newResults.size(); ++r)
+      for (unsigned r = firstUpdate; r < firstUpdate + skippedValue.size(); ++r)
         newResults[r] = u.elementwise(
             {newResults[r], skippedValue[r - firstUpdate], skip},
             [](OpBuilder &nb, Location nl, ValueRange a) {
@@ -632,6 +707,16 @@ struct ApplyOptimizerPass
         stateUpdate(scaler["hysteresis_used"],
                     iselect(overflow, usedOver, usedOk));
       }
+    }
+    // ZeRO: every replica gets the whole of each updated parameter back.
+    if (!gatheredResults.empty()) {
+      SmallVector<Value> blocks;
+      for (unsigned r : gatheredResults)
+        blocks.push_back(newResults[r]);
+      SmallVector<Value> wholes =
+          autopar::allGatherBlocks(b, u.loc, grid, dataParallel, blocks);
+      for (auto [k, r] : llvm::enumerate(gatheredResults))
+        newResults[r] = wholes[k];
     }
     for (auto &[value, dict] : forwardUpdates) {
       newResults.push_back(value);

@@ -1,8 +1,10 @@
 //===- Checkpoint.cpp - Training checkpoints on disk ----------------------===//
 //
-// One rank writes one chunk per tensor, the whole tensor. The reader already
-// takes any set of chunks that tiles a tensor (row-major boxes given by
-// `offsets` and `sizes`), which is what resuming under another plan needs.
+// Each rank writes the chunks it holds and no other rank writes (a tensor
+// whole, or its block of a split tensor) into its own file; world rank 0
+// writes the metadata. The reader takes any set of chunks that tiles a
+// tensor (row-major boxes given by `offsets` and `sizes`), which is what
+// resuming under another plan needs.
 //
 //===----------------------------------------------------------------------===//
 
@@ -11,6 +13,7 @@
 #include "autopar/runtime/Crc32.h"
 #include "autopar/runtime/Error.h"
 #include "autopar/runtime/Tensor.h"
+#include "autopar/runtime/TensorLayout.h"
 
 #include <nlohmann/json.hpp>
 
@@ -36,7 +39,13 @@ namespace autopar::runtime {
 namespace {
 
 constexpr const char *MetadataFile = "metadata.json";
-constexpr const char *RankFile = "rank-00000.bin";
+/// World rank r's chunk file.
+std::string rankFile(int64_t rank) {
+  char name[32];
+  std::snprintf(name, sizeof(name), "rank-%05lld.bin",
+                static_cast<long long>(rank));
+  return name;
+}
 /// Chunks start on 64-byte boundaries, so that a future reader can map them.
 constexpr size_t ChunkAlignment = 64;
 
@@ -127,9 +136,36 @@ json gridJson(const GridVector &grid) {
   return {{"dp", grid[0]}, {"tp", grid[1]}, {"pp", grid[2]}};
 }
 
+/// Where one rank put one tensor's chunk.
+struct ChunkRecord {
+  int64_t rank = 0;
+  size_t offsetBytes = 0;
+  uint32_t crc = 0;
+  /// The block it holds (CheckpointTensor::blockIndex).
+  int64_t blockIndex = 0;
+};
+
+/// The box a chunk of \p tensor covers: the whole tensor, or block \p index.
+std::pair<Shape, Shape> chunkBox(const CheckpointTensor &tensor,
+                                 int64_t index) {
+  Shape offsets(tensor.shape.size(), 0), sizes = tensor.shape;
+  if (tensor.blockDim >= 0) {
+    size_t d = static_cast<size_t>(tensor.blockDim);
+    sizes[d] = tensor.shape[d] / tensor.blockCount;
+    offsets[d] = index * sizes[d];
+  }
+  return {offsets, sizes};
+}
+
+/// Bytes of what a rank holds of \p tensor.
+size_t heldBytes(const CheckpointTensor &tensor) {
+  return static_cast<size_t>(
+      byteSize(tensor.dtype, chunkBox(tensor, 0).second, tensor.name));
+}
+
 json metadataJson(const CheckpointInfo &info,
                   const std::vector<CheckpointTensor> &tensors,
-                  const std::vector<std::pair<size_t, uint32_t>> &chunks) {
+                  const std::vector<std::vector<ChunkRecord>> &chunks) {
   json meta;
   meta["format"] = "autopar-checkpoint";
   meta["version"] = CheckpointFormatVersion;
@@ -147,8 +183,7 @@ json metadataJson(const CheckpointInfo &info,
       {"batch_in_epoch", info.position.batchInEpoch},
       {"samples_consumed", info.samplesConsumed},
       {"shuffle_seed", info.shuffleSeed ? json(*info.shuffleSeed) : json()}};
-  meta["rng"] = {
-      {"seed", info.randomSeed ? json(*info.randomSeed) : json()}};
+  meta["rng"] = {{"seed", info.randomSeed ? json(*info.randomSeed) : json()}};
   json list = json::array();
   for (size_t t = 0; t < tensors.size(); ++t) {
     const CheckpointTensor &tensor = tensors[t];
@@ -158,12 +193,16 @@ json metadataJson(const CheckpointInfo &info,
                   {"shape", tensor.shape}};
     if (!tensor.of.empty())
       entry["of"] = tensor.of;
-    entry["chunks"] =
-        json::array({{{"file", RankFile},
-                      {"offset_bytes", chunks[t].first},
-                      {"offsets", std::vector<int64_t>(tensor.shape.size(), 0)},
-                      {"sizes", tensor.shape},
-                      {"crc32", chunks[t].second}}});
+    json chunkList = json::array();
+    for (const ChunkRecord &chunk : chunks[t]) {
+      auto [offsets, sizes] = chunkBox(tensor, chunk.blockIndex);
+      chunkList.push_back({{"file", rankFile(chunk.rank)},
+                           {"offset_bytes", chunk.offsetBytes},
+                           {"offsets", offsets},
+                           {"sizes", sizes},
+                           {"crc32", chunk.crc}});
+    }
+    entry["chunks"] = std::move(chunkList);
     list.push_back(std::move(entry));
   }
   meta["tensors"] = std::move(list);
@@ -377,65 +416,143 @@ std::string checkpointStepName(int64_t step) {
 }
 
 std::string writeCheckpoint(const std::string &dir, const CheckpointInfo &info,
-                            const std::vector<CheckpointTensor> &tensors) {
-  std::error_code error;
-  fs::create_directories(dir, error);
-  if (error)
-    throw Error("cannot create --checkpoint-dir " + dir + ": " +
-                error.message());
+                            const std::vector<CheckpointTensor> &tensors,
+                            Communicator *comm) {
+  const int64_t rank = comm ? comm->worldRank() : 0;
+  const int64_t ranks = comm ? comm->worldSize() : 1;
   std::string name = checkpointStepName(info.step);
   std::string final = dir + "/" + name, temporary = final + ".tmp";
-  // A leftover of a save of the same step that was interrupted.
-  fs::remove_all(temporary, error);
-  if (!fs::create_directory(temporary, error) || error)
-    throw Error("cannot create checkpoint directory " + temporary + ": " +
-                (error ? error.message() : "it exists"));
-
-  // The tensors, each at a 64-byte aligned offset, with their CRC-32.
-  std::string binPath = temporary + "/" + RankFile;
-  std::vector<std::pair<size_t, uint32_t>> chunks;
-  {
-    Fd fd(::open(binPath.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
-                 0644));
-    if (fd.get() < 0)
-      throw Error("cannot create checkpoint file " + binPath + ": " +
-                  systemError());
-    size_t offset = 0;
-    static const char Zeros[ChunkAlignment] = {};
-    for (const CheckpointTensor &tensor : tensors) {
-      size_t padding =
-          (ChunkAlignment - offset % ChunkAlignment) % ChunkAlignment;
-      writeAll(fd.get(), Zeros, padding, binPath);
-      offset += padding;
-      size_t bytes = static_cast<size_t>(
-          byteSize(tensor.dtype, tensor.shape, tensor.name));
-      writeAll(fd.get(), tensor.data, bytes, binPath);
-      chunks.push_back({offset, crc32(0, tensor.data, bytes)});
-      offset += bytes;
+  // Whether any rank failed (uncounted bookkeeping: every rank learns it,
+  // so that they throw together instead of waiting on each other).
+  auto anyFailed = [&](bool failed) {
+    if (!comm)
+      return failed;
+    double flag = failed ? 1 : 0;
+    comm->maxOverWorld(&flag, 1);
+    return flag != 0;
+  };
+  std::string failure;
+  auto attempt = [&](auto &&work) {
+    try {
+      work();
+    } catch (const Error &e) {
+      failure = e.what();
     }
-    if (::fsync(fd.get()) != 0 || !fd.close())
-      throw Error("cannot write checkpoint file " + binPath + ": " +
-                  systemError());
-  }
+  };
+
+  if (rank == 0)
+    attempt([&] {
+      std::error_code error;
+      fs::create_directories(dir, error);
+      if (error)
+        throw Error("cannot create --checkpoint-dir " + dir + ": " +
+                    error.message());
+      // A leftover of a save of the same step that was interrupted.
+      fs::remove_all(temporary, error);
+      if (!fs::create_directory(temporary, error) || error)
+        throw Error("cannot create checkpoint directory " + temporary + ": " +
+                    (error ? error.message() : "it exists"));
+    });
+  if (anyFailed(!failure.empty()))
+    throw Error(failure.empty() ? "the first rank could not create " +
+                                      temporary + " (see its error)"
+                                : failure);
+
+  // This rank's chunks, each at a 64-byte aligned offset, with their CRC-32.
+  std::vector<std::optional<ChunkRecord>> mine(tensors.size());
+  bool anyChunk =
+      std::any_of(tensors.begin(), tensors.end(),
+                  [](const CheckpointTensor &t) { return t.write; });
+  std::string binPath = temporary + "/" + rankFile(rank);
+  if (anyChunk)
+    attempt([&] {
+      Fd fd(::open(binPath.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
+                   0644));
+      if (fd.get() < 0)
+        throw Error("cannot create checkpoint file " + binPath + ": " +
+                    systemError());
+      size_t offset = 0;
+      static const char Zeros[ChunkAlignment] = {};
+      for (size_t t = 0; t < tensors.size(); ++t) {
+        const CheckpointTensor &tensor = tensors[t];
+        if (!tensor.write)
+          continue;
+        size_t padding =
+            (ChunkAlignment - offset % ChunkAlignment) % ChunkAlignment;
+        writeAll(fd.get(), Zeros, padding, binPath);
+        offset += padding;
+        size_t bytes = heldBytes(tensor);
+        writeAll(fd.get(), tensor.data, bytes, binPath);
+        mine[t] = ChunkRecord{rank, offset, crc32(0, tensor.data, bytes),
+                              tensor.blockDim >= 0 ? tensor.blockIndex : 0};
+        offset += bytes;
+      }
+      if (::fsync(fd.get()) != 0 || !fd.close())
+        throw Error("cannot write checkpoint file " + binPath + ": " +
+                    systemError());
+    });
   if (const char *crash = std::getenv("AUTOPAR_TEST_CRASH_IN_CHECKPOINT"))
-    if (std::strtoll(crash, nullptr, 10) == info.step) {
+    if (rank == 0 && std::strtoll(crash, nullptr, 10) == info.step) {
       std::fflush(nullptr);
       std::raise(SIGKILL);
     }
 
-  // The metadata last: a step directory with metadata is complete.
-  writeSyncedFile(temporary + "/" + MetadataFile,
-                  metadataJson(info, tensors, chunks).dump(2) + "\n");
-  syncDirectory(temporary);
-  // An older run may have left a directory of this step (one that `latest`
-  // no longer names, since this run resumed before it): replace it.
-  if (fs::exists(final, error))
-    fs::remove_all(final, error);
-  renameOrThrow(temporary, final);
-  syncDirectory(dir);
-  writeSyncedFile(dir + "/latest.tmp", name + "\n");
-  renameOrThrow(dir + "/latest.tmp", dir + "/latest");
-  syncDirectory(dir);
+  // Every rank's records, [rank][tensor][written, offset, crc, block], and
+  // a failure flag per rank; each rank fills its own, the maximum over the
+  // world gives everyone all of them (offsets and CRCs are exact doubles).
+  const size_t fields = 4, perRank = tensors.size() * fields + 1;
+  std::vector<double> table(static_cast<size_t>(ranks) * perRank, 0.0);
+  double *row = table.data() + static_cast<size_t>(rank) * perRank;
+  for (size_t t = 0; t < tensors.size(); ++t)
+    if (mine[t]) {
+      row[t * fields] = 1;
+      row[t * fields + 1] = static_cast<double>(mine[t]->offsetBytes);
+      row[t * fields + 2] = mine[t]->crc;
+      row[t * fields + 3] = static_cast<double>(mine[t]->blockIndex);
+    }
+  row[perRank - 1] = failure.empty() ? 0 : 1;
+  if (comm)
+    comm->maxOverWorld(table.data(), static_cast<int>(table.size()));
+  for (int64_t r = 0; r < ranks; ++r)
+    if (table[static_cast<size_t>(r) * perRank + perRank - 1] != 0)
+      throw Error(!failure.empty()
+                      ? failure
+                      : "rank " + std::to_string(r) +
+                            " could not write its checkpoint file in " +
+                            temporary + " (see its error)");
+
+  if (rank == 0)
+    attempt([&] {
+      std::vector<std::vector<ChunkRecord>> chunks(tensors.size());
+      for (int64_t r = 0; r < ranks; ++r)
+        for (size_t t = 0; t < tensors.size(); ++t) {
+          const double *f =
+              table.data() + static_cast<size_t>(r) * perRank + t * fields;
+          if (f[0] != 0)
+            chunks[t].push_back({r, static_cast<size_t>(f[1]),
+                                 static_cast<uint32_t>(f[2]),
+                                 static_cast<int64_t>(f[3])});
+        }
+      // The metadata last: a step directory with metadata is complete.
+      writeSyncedFile(temporary + "/" + MetadataFile,
+                      metadataJson(info, tensors, chunks).dump(2) + "\n");
+      syncDirectory(temporary);
+      // An older run may have left a directory of this step (one that
+      // `latest` no longer names, since this run resumed before it):
+      // replace it.
+      std::error_code error;
+      if (fs::exists(final, error))
+        fs::remove_all(final, error);
+      renameOrThrow(temporary, final);
+      syncDirectory(dir);
+      writeSyncedFile(dir + "/latest.tmp", name + "\n");
+      renameOrThrow(dir + "/latest.tmp", dir + "/latest");
+      syncDirectory(dir);
+    });
+  if (anyFailed(!failure.empty()))
+    throw Error(failure.empty() ? "the first rank could not complete " + final +
+                                      " (see its error)"
+                                : failure);
   return final;
 }
 
@@ -532,7 +649,19 @@ CheckpointInfo readCheckpoint(const std::string &stepDir,
       if (it == entries.end())
         throw Error(metadataPath + ": no tensor '" + tensor.name + "' (" +
                     tensor.kind + ") in the checkpoint");
-      restoreTensor(*it->second, tensor, metadataPath, files);
+      if (tensor.blockDim < 0) {
+        restoreTensor(*it->second, tensor, metadataPath, files);
+        continue;
+      }
+      // A block: the whole tensor, then this rank's block of it.
+      std::vector<char> whole(static_cast<size_t>(
+          byteSize(tensor.dtype, tensor.shape, tensor.name)));
+      CheckpointTensor global = tensor;
+      global.data = whole.data();
+      restoreTensor(*it->second, global, metadataPath, files);
+      BlockSplit(tensor.shape, tensor.blockDim, tensor.blockCount,
+                 dtypeSize(tensor.dtype), tensor.name)
+          .pack(whole.data(), tensor.blockIndex, tensor.data);
     }
   } catch (const json::exception &e) {
     throw Error(metadataPath + ": malformed checkpoint metadata: " + e.what());

@@ -32,8 +32,11 @@ size_t findIndex(const Session &session, ArgumentKind kind,
 
 /// The training state of \p session, pointing at host memory holding its
 /// current values (on a GPU, copied from the device: call again after each
-/// step; after changing them, call commitState).
-std::vector<CheckpointTensor> currentState(Session &session) {
+/// step; after changing them, call commitState). A split argument (ZeRO's
+/// optimizer states) is this rank's block; a tensor is written by the rank
+/// whose coordinates are 0 on every axis that does not split it.
+std::vector<CheckpointTensor> currentState(Session &session,
+                                           const Communicator &comm) {
   const std::vector<ArgumentDesc> &args = session.getArguments();
   std::vector<CheckpointTensor> tensors = trainingStateTensors(args);
   for (CheckpointTensor &tensor : tensors) {
@@ -42,6 +45,17 @@ std::vector<CheckpointTensor> currentState(Session &session) {
     if (!index)
       index = session.findArgument(ArgumentKind::OptimizerState, tensor.name);
     tensor.data = session.readArgument(*index);
+    const ArgumentDesc &arg = args[*index];
+    std::optional<CommScope> splitScope;
+    if (arg.split) {
+      splitScope = scopeOf(arg.split->axis);
+      tensor.blockDim = arg.split->dim;
+      tensor.blockCount = comm.scopeSize(*splitScope);
+      tensor.blockIndex = comm.scopeRank(*splitScope);
+    }
+    for (CommScope scope : {CommScope::DP, CommScope::TP, CommScope::PP})
+      if (scope != splitScope && comm.scopeRank(scope) != 0)
+        tensor.write = false;
   }
   return tensors;
 }
@@ -73,7 +87,8 @@ struct Restored {
   std::optional<uint64_t> randomSeed;
 };
 
-Restored resume(Session &session, const TrainOptions &options, DataLoader &data,
+Restored resume(Session &session, const Communicator &comm,
+                const TrainOptions &options, DataLoader &data,
                 TrainProgress &progress) {
   const std::string &dir = *options.checkpointDir;
   std::optional<std::string> stepDir = findLatestCheckpoint(dir);
@@ -84,7 +99,7 @@ Restored resume(Session &session, const TrainOptions &options, DataLoader &data,
   }
   const Manifest &manifest = session.getManifest();
   CheckpointInfo info = readCheckpoint(
-      *stepDir, modelHash(session.getArguments()), currentState(session));
+      *stepDir, modelHash(session.getArguments()), currentState(session, comm));
   commitState(session);
   if (info.shuffleSeed != options.shuffleSeed)
     throw Error("--resume: " + *stepDir + " was written with " +
@@ -116,9 +131,9 @@ Restored resume(Session &session, const TrainOptions &options, DataLoader &data,
   return restored;
 }
 
-void saveCheckpoint(Session &session, const TrainOptions &options,
-                    const DataLoader &data, int64_t step,
-                    const DataPosition &position,
+void saveCheckpoint(Session &session, Communicator &comm,
+                    const TrainOptions &options, const DataLoader &data,
+                    int64_t step, const DataPosition &position,
                     std::optional<uint64_t> randomSeed,
                     TrainProgress &progress) {
   const Manifest &manifest = session.getManifest();
@@ -138,11 +153,12 @@ void saveCheckpoint(Session &session, const TrainOptions &options,
   info.cluster = manifest.cluster;
   info.worldSize = manifest.worldSize;
   info.grid = manifest.grid;
-  std::string written =
-      writeCheckpoint(*options.checkpointDir, info, currentState(session));
+  std::string written = writeCheckpoint(*options.checkpointDir, info,
+                                        currentState(session, comm), &comm);
   std::string line = "autopar-run: wrote checkpoint " + written;
-  std::vector<std::string> deleted =
-      pruneCheckpoints(*options.checkpointDir, options.keepCheckpoints);
+  std::vector<std::string> deleted;
+  if (comm.worldRank() == 0)
+    deleted = pruneCheckpoints(*options.checkpointDir, options.keepCheckpoints);
   if (!deleted.empty()) {
     line += " (deleted";
     for (const std::string &name : deleted)
@@ -247,8 +263,9 @@ void runTraining(Session &session, Communicator &comm,
                 "only so far");
   const int64_t replicas = comm.scopeSize(CommScope::DP);
   const int64_t replica = comm.scopeRank(CommScope::DP);
-  // The first rank writes what the run leaves (metrics, checkpoints, the
-  // trained model): the replicas hold the same values.
+  // The first rank writes what the run leaves (metrics, the trained model):
+  // the replicas hold the same values. Every rank writes its part of a
+  // checkpoint (writeCheckpoint).
   const bool leader = comm.worldRank() == 0;
   if (replicas > 1 && options.evalDataDir)
     throw Error("--eval-data: evaluating during a data-parallel run (" +
@@ -323,7 +340,7 @@ void runTraining(Session &session, Communicator &comm,
 
   Restored start;
   if (options.resume)
-    start = resume(session, options, data, progress);
+    start = resume(session, comm, options, data, progress);
   else if (options.checkpointDir &&
            std::filesystem::exists(*options.checkpointDir + "/latest"))
     // Not an error: starting over on purpose is legitimate, but easily a
@@ -433,9 +450,9 @@ void runTraining(Session &session, Communicator &comm,
     for (auto [update, target] : updates)
       session.swapArguments(update, target);
     position = data.next(position);
-    if (leader && options.checkpointDir && options.checkpointEvery > 0 &&
+    if (options.checkpointDir && options.checkpointEvery > 0 &&
         (s + 1) % options.checkpointEvery == 0) {
-      saveCheckpoint(session, options, data, s + 1, position, randomSeed,
+      saveCheckpoint(session, comm, options, data, s + 1, position, randomSeed,
                      progress);
       savedStep = s + 1;
     }
@@ -458,10 +475,10 @@ void runTraining(Session &session, Communicator &comm,
     }
   }
   // At the end, unless the last step was just saved (or none was taken).
-  if (leader && options.checkpointDir && savedStep < options.steps &&
+  if (options.checkpointDir && savedStep < options.steps &&
       start.step < options.steps)
-    saveCheckpoint(session, options, data, options.steps, position, randomSeed,
-                   progress);
+    saveCheckpoint(session, comm, options, data, options.steps, position,
+                   randomSeed, progress);
   progress.finish();
 
   if (!leader)

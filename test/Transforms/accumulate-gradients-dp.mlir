@@ -8,6 +8,8 @@
 // RUN: autopar-opt %s -split-input-file -verify-diagnostics --autopar-accumulate-gradients="micro-batches=1 data-parallel=2" | FileCheck %s
 // RUN: autopar-opt %s -split-input-file -verify-diagnostics --autopar-accumulate-gradients="micro-batches=3 data-parallel=4" | FileCheck %s --check-prefix=M3N4
 // RUN: not autopar-opt %s -split-input-file --autopar-accumulate-gradients="data-parallel=0" 2>&1 | FileCheck %s --check-prefix=ZERO
+// RUN: not autopar-opt %s -split-input-file --autopar-accumulate-gradients="data-parallel=2 zero-stage=5" 2>&1 | FileCheck %s --check-prefix=STAGE
+// STAGE: error: autopar-accumulate-gradients: zero-stage must be 0 to 3, not 5
 // ZERO: error: autopar-accumulate-gradients: data-parallel must be at least 1, not 0
 
 // A mean over valid targets: num, the gradient and den are flattened into

@@ -41,6 +41,10 @@ struct TrainingStepOptions {
   /// share of the global batch; the loss and gradient sums are all-reduced
   /// over grid axis 0 and normalised for the global batch (1: none).
   int64_t dataParallel = 1;
+  /// ZeRO stage over the data-parallel replicas (0 to 2;
+  /// docs/distributed-training.md, "ZeRO"): 1 shards the optimizer states,
+  /// 2 also reduce-scatters the gradients.
+  int64_t zeroStage = 0;
   /// Optimizer, clipping and learning-rate schedule.
   TrainConfig config = defaultTrainConfig();
   /// bf16/fp16: GEMMs read their 16-bit operands as they are (a GPU's
@@ -60,7 +64,8 @@ void buildTrainingStepPipeline(mlir::OpPassManager &pm,
                                const TrainingStepOptions &options);
 
 /// Registers `autopar-train-pipeline` (options `train-config=FILE`,
-/// `loss=NAME`, `freeze=GLOB,...`, `emit-gradients`, `micro-batches=N`).
+/// `loss=NAME`, `freeze=GLOB,...`, `emit-gradients`, `micro-batches=N`,
+/// `data-parallel=N`, `zero-stage=S`).
 void registerTrainingStepPipeline();
 
 /// Where and how to write a training artifact.
@@ -75,7 +80,8 @@ struct TrainingArtifactOptions {
   int64_t microBatches = 1;
   /// Data-parallel ranks running the step (the manifest's world and dp
   /// axis): each reads its share of every input's batch, parameters are
-  /// replicated.
+  /// replicated. Optimizer states (and their updates) whose shape is a
+  /// block of their parameter's (ZeRO) are split over dp along dim 0.
   int64_t dataParallel = 1;
   /// With the optimizer: the training section of the manifest and the
   /// inference template for --save-onnx; without (emitGradients), a program

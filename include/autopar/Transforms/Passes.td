@@ -459,6 +459,14 @@ def AccumulateGradients
     a replica's BatchNorm), and refused otherwise; Dropout's seed would draw
     the same masks for different samples and is refused (planned: masks by
     global sample index).
+
+    With `zero-stage` 2 or 3 (ZeRO's sharded gradients), the gradient of
+    a trained parameter whose dim 0 divides by `data-parallel` is not
+    all-reduced but reduce-scattered: one `shard.reduce_scatter` per
+    element type over a bucket whose row r holds block r (dim 0) of every
+    such gradient, and @main returns replica r's block of it
+    (docs/distributed-training.md, "ZeRO"). The other sums are
+    all-reduced as before.
   }];
   let options = [
     Option<"microBatches", "micro-batches", "int64_t", "1",
@@ -466,6 +474,9 @@ def AccumulateGradients
     Option<"dataParallel", "data-parallel", "int64_t", "1",
            "Data-parallel replicas whose sums are all-reduced (1: none; "
            "with micro-batches=1 too, @main is left alone)">,
+    Option<"zeroStage", "zero-stage", "int64_t", "0",
+           "ZeRO stage: from 2 on, the gradients ZeRO shards are "
+           "reduce-scattered (each replica returns its block)">,
   ];
   let dependentDialects = ["mlir::linalg::LinalgDialect",
                            "mlir::arith::ArithDialect",
@@ -509,6 +520,19 @@ def ApplyOptimizer : Pass<"autopar-apply-optimizer", "mlir::ModuleOp"> {
     `.hysteresis_used` (all zero at the start) as DeepSpeed's
     `DynamicLossScaler.update_scale`. Metrics `loss_scale` (the scale this
     step used) and `overflow` (1 if the step was skipped) are added.
+
+    With `zero-stage` 1 to 3 and `data-parallel` N > 1 (ZeRO's sharded
+    optimizer; docs/distributed-training.md, "ZeRO"), a trained parameter
+    whose dim 0 divides by N is updated by blocks: replica r (coordinate r
+    on axis 0 of `@autopar_grid`) holds block r (dim 0) of its optimizer
+    states (arguments of the block's shape), takes block r of the
+    parameter and of its gradient (`shard.all_slice`; a gradient that
+    `autopar-accumulate-gradients` already reduce-scattered is used as
+    it is), updates the block, and the new parameter is put together
+    again by one `shard.all_gather` per element type. The global norm adds
+    the blocks' sums of squares over the replicas (one all-reduce) to the
+    replicated gradients'. Other parameters are updated whole, as without
+    ZeRO.
   }];
   let options = [
     Option<"optimizer", "optimizer", "autopar::OptimizerKind",
@@ -570,11 +594,18 @@ def ApplyOptimizer : Pass<"autopar-apply-optimizer", "mlir::ModuleOp"> {
            "Dynamic scaling: a step without overflow restores the hysteresis">,
     Option<"minLossScale", "min-loss-scale", "double", "1.0",
            "Dynamic scaling: the smallest scale">,
+    Option<"zeroStage", "zero-stage", "int64_t", "0",
+           "ZeRO stage: from 1 on, optimizer states are sharded over the "
+           "data-parallel replicas">,
+    Option<"dataParallel", "data-parallel", "int64_t", "1",
+           "Data-parallel replicas (axis 0 of @autopar_grid) ZeRO shards "
+           "over">,
   ];
   let dependentDialects = ["mlir::linalg::LinalgDialect",
                            "mlir::arith::ArithDialect",
                            "mlir::math::MathDialect",
-                           "mlir::tensor::TensorDialect"];
+                           "mlir::tensor::TensorDialect",
+                           "mlir::shard::ShardDialect"];
 }
 
 #endif // AUTOPAR_TRANSFORMS_PASSES

@@ -19,6 +19,7 @@
 #ifndef AUTOPAR_RUNTIME_CHECKPOINT_H
 #define AUTOPAR_RUNTIME_CHECKPOINT_H
 
+#include "autopar/runtime/Communicator.h"
 #include "autopar/runtime/DataLoader.h"
 #include "autopar/runtime/Manifest.h"
 
@@ -44,9 +45,17 @@ struct CheckpointTensor {
   DType dtype = DType::Float32;
   /// The global shape.
   Shape shape;
-  /// Dense row-major memory of the whole tensor: read when saving, written
-  /// when loading.
+  /// Dense row-major memory of what this rank holds (the whole tensor, or
+  /// its block): read when saving, written when loading.
   void *data = nullptr;
+  /// When the rank holds one block of the tensor (an argument split over a
+  /// grid axis, such as ZeRO's optimizer states): `data` is block
+  /// `blockIndex` of `blockCount` equal blocks along dim `blockDim`
+  /// (-1: the whole tensor).
+  int64_t blockDim = -1, blockCount = 1, blockIndex = 0;
+  /// Whether this rank writes what it holds: false on the ranks whose copy
+  /// another rank writes (replicas).
+  bool write = true;
 };
 
 /// Everything a checkpoint records besides the tensors.
@@ -95,12 +104,20 @@ std::string checkpointStepName(int64_t step);
 /// needed) and points `dir/latest` at it. Returns its directory. Throws
 /// Error naming the file that could not be written.
 ///
+/// With a communicator of several ranks every rank calls it: each writes
+/// the tensors it holds with `write` set into its own `rank-NNNNN.bin`
+/// (NNNNN its world rank; a block as a chunk at its offsets), the chunks'
+/// places and CRCs are exchanged (uncounted bookkeeping, as
+/// Communicator::maxOverWorld), and world rank 0 writes the metadata and
+/// renames. Every rank returns, or throws the same failure, together.
+///
 /// For the crash tests: when AUTOPAR_TEST_CRASH_IN_CHECKPOINT equals the
-/// step, the process kills itself (SIGKILL) after writing and syncing
+/// step, world rank 0 kills itself (SIGKILL) after writing and syncing
 /// rank-00000.bin, before the metadata and the renames, as `kill -9` at
 /// that moment would.
 std::string writeCheckpoint(const std::string &dir, const CheckpointInfo &info,
-                            const std::vector<CheckpointTensor> &tensors);
+                            const std::vector<CheckpointTensor> &tensors,
+                            Communicator *comm = nullptr);
 
 /// The step directory `dir/latest` names, or nullopt when there is no
 /// `latest` (no checkpoint was completed yet). Throws Error if `latest` is
@@ -108,11 +125,11 @@ std::string writeCheckpoint(const std::string &dir, const CheckpointInfo &info,
 std::optional<std::string> findLatestCheckpoint(const std::string &dir);
 
 /// Reads the checkpoint in \p stepDir into \p tensors (each `data` must be
-/// set) and returns its info. Throws Error naming the file and the tensor
-/// when the metadata is not valid JSON or not a checkpoint's, the model hash
-/// differs from \p expectedModelHash, a tensor is missing or has another
-/// kind, dtype or shape, or a chunk is out of range, truncated or fails its
-/// CRC-32.
+/// set; a tensor with a `blockDim` gets its block) and returns its info. Throws
+/// Error naming the file and the tensor when the metadata is not valid JSON or
+/// not a checkpoint's, the model hash differs from \p expectedModelHash, a
+/// tensor is missing or has another kind, dtype or shape, or a chunk is out of
+/// range, truncated or fails its CRC-32.
 CheckpointInfo readCheckpoint(const std::string &stepDir,
                               const std::string &expectedModelHash,
                               const std::vector<CheckpointTensor> &tensors);

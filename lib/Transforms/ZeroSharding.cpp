@@ -1,0 +1,172 @@
+//===- ZeroSharding.cpp - Which tensors ZeRO shards, and its collectives --===//
+//
+// See ZeroSharding.h.
+//
+//===----------------------------------------------------------------------===//
+
+#include "autopar/Transforms/ZeroSharding.h"
+
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "llvm/ADT/MapVector.h"
+
+#include <numeric>
+
+using namespace mlir;
+
+namespace autopar {
+
+bool isZeroSharded(RankedTensorType type, int64_t dp) {
+  return dp > 1 && type.hasStaticShape() && type.getRank() >= 1 &&
+         type.getDimSize(0) % dp == 0;
+}
+
+RankedTensorType zeroShardType(RankedTensorType type, int64_t dp) {
+  SmallVector<int64_t> shape(type.getShape());
+  shape[0] /= dp;
+  return type.clone(shape);
+}
+
+FlatSymbolRefAttr getOrCreateReplicaGrid(ModuleOp module, int64_t dp) {
+  MLIRContext *ctx = module.getContext();
+  auto name = FlatSymbolRefAttr::get(ctx, "autopar_grid");
+  if (module.lookupSymbol<shard::GridOp>("autopar_grid"))
+    return name;
+  OpBuilder b = OpBuilder::atBlockBegin(module.getBody());
+  shard::GridOp::create(b, module.getLoc(), "autopar_grid",
+                        ArrayRef<int64_t>{dp});
+  return name;
+}
+
+namespace {
+
+/// All of a rank-k tensor's dims in one group, for collapsing it to 1-D (or
+/// expanding 1-D to it).
+SmallVector<ReassociationIndices> allDims(int64_t rank) {
+  ReassociationIndices group(rank);
+  std::iota(group.begin(), group.end(), 0);
+  return {group};
+}
+
+/// \p v as a 1-D tensor.
+Value flatten(OpBuilder &b, Location loc, Value v) {
+  auto type = cast<RankedTensorType>(v.getType());
+  if (type.getRank() == 1)
+    return v;
+  return tensor::CollapseShapeOp::create(b, loc, v, allDims(type.getRank()));
+}
+
+/// The 1-D \p flat viewed as \p type.
+Value unflatten(OpBuilder &b, Location loc, Value flat, RankedTensorType type) {
+  if (type.getRank() == 1)
+    return flat;
+  return tensor::ExpandShapeOp::create(b, loc, type, flat,
+                                       allDims(type.getRank()));
+}
+
+SmallVector<OpFoldResult> indexAttrs(OpBuilder &b, ArrayRef<int64_t> values) {
+  SmallVector<OpFoldResult> attrs;
+  for (int64_t v : values)
+    attrs.push_back(b.getIndexAttr(v));
+  return attrs;
+}
+
+/// The values' indices grouped by element type, in first-seen order.
+llvm::MapVector<Type, SmallVector<unsigned>> byElementType(ValueRange values) {
+  llvm::MapVector<Type, SmallVector<unsigned>> groups;
+  for (auto [i, v] : llvm::enumerate(values))
+    groups[cast<RankedTensorType>(v.getType()).getElementType()].push_back(i);
+  return groups;
+}
+
+} // namespace
+
+SmallVector<Value> reduceScatterBlocks(OpBuilder &b, Location loc,
+                                       FlatSymbolRefAttr grid, int64_t dp,
+                                       ValueRange values) {
+  SmallVector<Value> blocks(values.size());
+  for (auto &[elementType, members] : byElementType(values)) {
+    // Row r of the bucket: block r of every member, side by side.
+    SmallVector<int64_t> columns;
+    int64_t total = 0;
+    for (unsigned i : members) {
+      columns.push_back(total);
+      total +=
+          cast<RankedTensorType>(values[i].getType()).getNumElements() / dp;
+    }
+    Value bucket = tensor::EmptyOp::create(b, loc, ArrayRef<int64_t>{dp, total},
+                                           elementType);
+    for (auto [k, i] : llvm::enumerate(members)) {
+      auto type = cast<RankedTensorType>(values[i].getType());
+      int64_t width = type.getNumElements() / dp;
+      auto rows = RankedTensorType::get({dp, width}, elementType);
+      Value view = tensor::ExpandShapeOp::create(
+          b, loc, rows, flatten(b, loc, values[i]),
+          SmallVector<ReassociationIndices>{{0, 1}});
+      bucket = tensor::InsertSliceOp::create(
+          b, loc, view, bucket, indexAttrs(b, {0, columns[k]}),
+          indexAttrs(b, {dp, width}), indexAttrs(b, {1, 1}));
+    }
+    Value mine = shard::ReduceScatterOp::create(
+        b, loc, RankedTensorType::get({1, total}, elementType), grid,
+        b.getDenseI16ArrayAttr({0}), bucket,
+        shard::ReductionKindAttr::get(b.getContext(),
+                                      shard::ReductionKind::Sum),
+        b.getIndexAttr(0));
+    for (auto [k, i] : llvm::enumerate(members)) {
+      auto type = cast<RankedTensorType>(values[i].getType());
+      RankedTensorType blockType = zeroShardType(type, dp);
+      int64_t width = blockType.getNumElements();
+      Value flat = tensor::ExtractSliceOp::create(
+          b, loc, RankedTensorType::get({width}, elementType), mine,
+          indexAttrs(b, {0, columns[k]}), indexAttrs(b, {1, width}),
+          indexAttrs(b, {1, 1}));
+      blocks[i] = unflatten(b, loc, flat, blockType);
+    }
+  }
+  return blocks;
+}
+
+SmallVector<Value> allGatherBlocks(OpBuilder &b, Location loc,
+                                   FlatSymbolRefAttr grid, int64_t dp,
+                                   ValueRange blocks) {
+  SmallVector<Value> wholes(blocks.size());
+  for (auto &[elementType, members] : byElementType(blocks)) {
+    SmallVector<int64_t> columns;
+    int64_t total = 0;
+    for (unsigned i : members) {
+      columns.push_back(total);
+      total += cast<RankedTensorType>(blocks[i].getType()).getNumElements();
+    }
+    Value bucket = tensor::EmptyOp::create(b, loc, ArrayRef<int64_t>{1, total},
+                                           elementType);
+    for (auto [k, i] : llvm::enumerate(members)) {
+      int64_t width =
+          cast<RankedTensorType>(blocks[i].getType()).getNumElements();
+      bucket = tensor::InsertSliceOp::create(
+          b, loc, flatten(b, loc, blocks[i]), bucket,
+          indexAttrs(b, {0, columns[k]}), indexAttrs(b, {1, width}),
+          indexAttrs(b, {1, 1}));
+    }
+    Value all = shard::AllGatherOp::create(
+        b, loc, RankedTensorType::get({dp, total}, elementType), grid,
+        b.getDenseI16ArrayAttr({0}), bucket, b.getIndexAttr(0));
+    for (auto [k, i] : llvm::enumerate(members)) {
+      auto blockType = cast<RankedTensorType>(blocks[i].getType());
+      int64_t width = blockType.getNumElements();
+      SmallVector<int64_t> shape(blockType.getShape());
+      shape[0] *= dp;
+      auto wholeType = blockType.clone(shape);
+      Value rows = tensor::ExtractSliceOp::create(
+          b, loc, RankedTensorType::get({dp, width}, elementType), all,
+          indexAttrs(b, {0, columns[k]}), indexAttrs(b, {dp, width}),
+          indexAttrs(b, {1, 1}));
+      Value flat = tensor::CollapseShapeOp::create(
+          b, loc, rows, SmallVector<ReassociationIndices>{{0, 1}});
+      wholes[i] = unflatten(b, loc, flat, wholeType);
+    }
+  }
+  return wholes;
+}
+
+} // namespace autopar
