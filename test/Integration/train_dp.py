@@ -25,9 +25,18 @@ magnitude.
   SyncBatchNorm: the replicas' means are all-reduced, and so are their
   adjoints), max pooling, on 2 ranks; the running statistics too.
 
+- ZeRO: the MLP with ZeRO-1 on 2 ranks and ZeRO-2 on 4 (the optimizer
+  states, and then the gradients, of the parameters whose dim 0 divides by
+  the ranks sharded; the collectives counted: one bucketed reduce-scatter
+  and all-gather per step, the norm's scalar all-reduce), the GPT with
+  ZeRO-2 on 2, the CNN with ZeRO-1 on 2; and a ZeRO-2 run on 4 ranks
+  stopped at step 3 and resumed under the same plan equals the
+  uninterrupted run bitwise (every rank writes its blocks of the optimizer
+  states), and resumed on one rank equals one rank's.
+
 What cannot run data-parallel yet is refused with a clear error: Dropout
-(masks by global sample index are planned), and tensor/pipeline parallelism
-or ZeRO pinned for training.
+(masks by global sample index are planned), tensor/pipeline parallelism and
+ZeRO-3 pinned for training.
 
 Usage: train_dp.py BUILD_DIR WORK_DIR MPIRUN [MPIRUN_FLAG...]
 """
@@ -149,6 +158,84 @@ def compare(tag, reference, run_result, noise_only=None):
     return errors
 
 
+def check_zero_mlp(mlp, one, launcher):
+    """ZeRO-1 on 2 ranks and ZeRO-2 on 4 against one rank, their
+    collectives, and a ZeRO-2 checkpoint resumed under the same plan
+    (bitwise) and on one rank."""
+    errors = []
+    for ranks, zero in ((2, 1), (4, 2)):
+        tag = f"zero{zero}-local{ranks}"
+        art, result = mlp.compile(tag, ranks, "--zero", str(zero))
+        if f"ZeRO-{zero}: each updates its block" not in result.stdout:
+            errors.append(f"mlp {tag}: the compiler did not report ZeRO:\n"
+                          f"{result.stdout}")
+        stats = os.path.join(mlp.dir, tag + "-comm.json")
+        run_result = mlp.train(tag, art, ranks, launcher, "--shuffle", "3",
+                               "--comm-stats-json", stats)
+        errors += compare(f"mlp dp{ranks} ZeRO-{zero}", one[:2], run_result)
+        # Per step: the parameters whose dim 0 divides by the ranks are
+        # updated by blocks and all-gathered (bus bytes (n-1)/n of the
+        # whole), their gradients reduce-scattered (ZeRO-2) or all-reduced
+        # with the rest (ZeRO-1, bus 2(n-1)/n); the blocks' sum of squares
+        # is one more all-reduce of 4 bytes.
+        params = run_result[1]
+        sharded = sum(p.size for p in params.values()
+                      if p.ndim and p.shape[0] % ranks == 0)
+        bucket = sum(p.size for p in params.values()) + 2
+        if zero >= 2:
+            bucket -= sharded
+        ring = (ranks - 1) / ranks
+        want = {"all_reduce": {"calls": 2 * STEPS,
+                               "bus_bytes": STEPS * (bucket + 1) * 4 * 2 *
+                               ring},
+                "all_gather": {"calls": STEPS,
+                               "bus_bytes": STEPS * sharded * 4 * ring}}
+        if zero >= 2:
+            want["reduce_scatter"] = {"calls": STEPS, "bus_bytes":
+                                      STEPS * sharded * 4 * ring}
+        with open(stats) as f:
+            got = json.load(f)["collectives"]
+        got_dp = {op: {k: v.get(k) for k in ("calls", "bus_bytes")}
+                  for op, v in got.get("dp", {}).items()}
+        if got_dp != want or set(got) != {"dp"}:
+            errors.append(f"mlp {tag}: collectives {got}, expected {want}")
+        else:
+            print(f"PASS mlp {tag} collectives: {sorted(want)}")
+
+    # Stopped at step 3 and resumed: every rank wrote its blocks.
+    art = os.path.join(mlp.dir, "zero2-local4-art")
+    ckpt = os.path.join(mlp.dir, "zero2-ckpt")
+    run(["rm", "-rf", ckpt])
+    whole = mlp.train("zero2-whole", art, 4, launcher, "--shuffle", "3")
+    first = mlp.train("zero2-resumed", art, 4, launcher, "--shuffle", "3",
+                      "--checkpoint-dir", ckpt, "--checkpoint-every", "3")
+    step3 = os.path.join(ckpt, "step-00000003")
+    files = sorted(f for f in os.listdir(step3) if f.endswith(".bin"))
+    if files != [f"rank-0000{r}.bin" for r in range(4)]:
+        errors.append(f"ZeRO-2 checkpoint: files {files}, expected one per "
+                      "rank")
+    run(["sh", "-c", f"echo step-00000003 > {ckpt}/latest"])
+    resumed = mlp.train("zero2-resumed", art, 4, launcher, "--shuffle", "3",
+                        "--checkpoint-dir", ckpt, "--resume")
+    losses = first[0][:3] + resumed[0]
+    same = losses == whole[0] and all(
+        np.array_equal(resumed[1][k], v) for k, v in whole[1].items())
+    if not same:
+        errors.append(f"ZeRO-2 on 4 ranks resumed at step 3: losses {losses}"
+                      f" != uninterrupted {whole[0]} or parameters differ")
+    else:
+        print("PASS mlp dp4 ZeRO-2 resumed at step 3: bitwise the "
+              "uninterrupted run")
+    # The same checkpoint on one rank: the blocks tile each state.
+    run(["sh", "-c", f"echo step-00000003 > {ckpt}/latest"])
+    single = mlp.train("zero2-on-one", os.path.join(mlp.dir, "local1-art"),
+                       1, launcher, "--shuffle", "3", "--checkpoint-dir",
+                       ckpt, "--resume")
+    errors += compare("mlp ZeRO-2 checkpoint of 4 ranks resumed on one",
+                      (one[0][3:], one[1]), single)
+    return errors
+
+
 def main():
     build, work, launcher = sys.argv[1], sys.argv[2], sys.argv[3:]
     if not launcher:
@@ -203,6 +290,8 @@ def main():
                       mlp.train("local2-accumulate", art, 2, launcher,
                                 "--shuffle", "3"))
 
+    errors += check_zero_mlp(mlp, one, launcher)
+
     # GPT: 12 sequences, batches of 4.
     data = {"idx": torch.randint(0, Gpt.vocab, (12, Gpt.seq)),
             "targets": torch.randint(0, Gpt.vocab, (12, Gpt.seq))}
@@ -220,6 +309,10 @@ def main():
     errors += compare("gpt dp2", one[:2],
                       gpt.train("local2", art, 2, launcher),
                       noise_only={"qkv.bias": key_bias})
+    art, _ = gpt.compile("zero2-local2", 2, "--zero", "2")
+    errors += compare("gpt dp2 ZeRO-2", one[:2],
+                      gpt.train("zero2-local2", art, 2, launcher),
+                      noise_only={"qkv.bias": key_bias})
 
     # CNN with BatchNorm: the replicas share the global batch's statistics
     # (SyncBatchNorm's), so the losses, the parameters and the running
@@ -230,6 +323,9 @@ def main():
     art, _ = cnn.compile("local2", 2)
     errors += compare("cnn (BatchNorm) dp2", one[:2],
                       cnn.train("local2", art, 2, launcher))
+    art, _ = cnn.compile("zero1-local2", 2, "--zero", "1")
+    errors += compare("cnn (BatchNorm) dp2 ZeRO-1", one[:2],
+                      cnn.train("zero1-local2", art, 2, launcher))
 
     # What data parallelism cannot run yet is refused, saying why.
     wrong_batch = os.path.join(mlp.dir, "wrong-batch.json")
@@ -246,7 +342,10 @@ def main():
          "training-mode Dropout"),
         ("--tp 2", gpt.compile("tp2", 2, "--tp", "2", expect_ok=False)[1],
          "--tp 2 --mode train: training on several ranks executes data "
-         "parallelism without ZeRO so far"),
+         "parallelism (with ZeRO 0, 1 or 2) so far"),
+        ("--zero 3", gpt.compile("zero3", 2, "--zero", "3",
+                                 expect_ok=False)[1],
+         "--zero 3 --mode train: ZeRO-3 (sharded parameters) is being built"),
         ("--dp 1", gpt.compile("dp1", 2, "--dp", "1", expect_ok=False)[1],
          "--dp 1 --mode train on --cluster local:2: training on several ranks "
          "executes pure data parallelism so far, over all 2 ranks"),
