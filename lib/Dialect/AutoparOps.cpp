@@ -64,7 +64,8 @@ LogicalResult verifyAutoparAttribute(function_ref<InFlightDiagnostic()> error,
       name == D::UpdateAttrHelper::getNameStr())
     return expect(isa<StringAttr>(value), "a string");
   if (name == D::StageAttrHelper::getNameStr() ||
-      name == D::PeerStageAttrHelper::getNameStr())
+      name == D::PeerStageAttrHelper::getNameStr() ||
+      name == D::ZeroBlocksAttrHelper::getNameStr())
     return expect(isa<IntegerAttr>(value), "an integer");
   if (name == D::TrainableAttrHelper::getNameStr() ||
       name == D::StepAttrHelper::getNameStr() ||

@@ -212,18 +212,10 @@ int CompileFlow::validateRequest() {
       if (value > 1)
         return fail(llvm::Twine(flag) + " " + llvm::Twine(value) +
                     " --mode train: training on several ranks executes "
-                    "data parallelism (with ZeRO 0, 1 or 2) so far (--dp " +
+                    "data parallelism (with ZeRO 0 to 3) so far (--dp " +
                     llvm::Twine(cluster.worldSize()) +
                     "); tensor and pipeline parallelism are being built. "
                     "Use --plan-only to plan and report them");
-    if (flags.zero > 2)
-      return fail("--zero " + llvm::Twine(flags.zero) +
-                  (o.zero < 0 ? " (zero_optimization.stage in " +
-                                    o.trainConfigPath + ")"
-                              : std::string()) +
-                  " --mode train: ZeRO-3 (sharded parameters) is being "
-                  "built; training on several ranks runs ZeRO 0, 1 and 2. "
-                  "Use --plan-only to plan and report ZeRO-3");
     if (o.dp > 0 && o.dp != cluster.worldSize())
       return fail("--dp " + llvm::Twine(o.dp) + " --mode train on --cluster " +
                   o.cluster +
@@ -516,7 +508,12 @@ int CompileFlow::compileTrainingStep() {
                    << "optimizer state after "
                    << (best.zeroStage >= 2 ? "a reduce-scatter"
                                            : "an all-reduce")
-                   << " of the gradients; the parameters are all-gathered\n";
+                   << " of the gradients; "
+                   << (best.zeroStage >= 3
+                           ? "each holds its block of the parameters and "
+                             "gathers a parameter before its uses in the "
+                             "forward and again in the backward\n"
+                           : "the parameters are all-gathered\n");
     if (request.wholeReplicaBatch && microBatches > 1) {
       std::string note =
           "BatchNorm statistics are computed per micro-batch of " +

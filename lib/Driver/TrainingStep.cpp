@@ -6,6 +6,7 @@
 
 #include "autopar/Driver/TrainingStep.h"
 #include "autopar/Conversion/Passes.h"
+#include "autopar/Dialect/Attributes.h"
 
 #include "autopar/Import/InferenceModel.h"
 #include "autopar/Import/OnnxImporter.h"
@@ -22,6 +23,7 @@
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Transforms/Passes.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
@@ -230,16 +232,33 @@ LogicalResult markDataParallelInputs(std::vector<ArtifactArgument> &arguments,
 
 /// ZeRO: each data-parallel rank holds block r (dim 0) of an optimizer
 /// state whose shape is a block of its parameter's
-/// (autopar-apply-optimizer's zero-stage); its update is the same block.
+/// (autopar-apply-optimizer's zero-stage), and under ZeRO-3 of the
+/// parameters in \p blockParameters (`autopar.zero_blocks`); their updates
+/// are the same blocks.
 void markZeroShardedStates(std::vector<ArtifactArgument> &arguments,
-                           int64_t dataParallel) {
+                           int64_t dataParallel,
+                           const llvm::StringSet<> &blockParameters) {
   if (dataParallel <= 1)
     return;
   llvm::StringMap<llvm::SmallVector<int64_t>> parameterShapes;
+  for (ArtifactArgument &arg : arguments) {
+    if (arg.kind != ArtifactArgument::Kind::Parameter)
+      continue;
+    if (blockParameters.contains(arg.name)) {
+      arg.globalShape = arg.shape;
+      arg.globalShape[0] *= dataParallel;
+      arg.splitDim = 0;
+      arg.splitAxis = "dp";
+    }
+    parameterShapes[arg.name] =
+        arg.globalShape.empty() ? arg.shape : arg.globalShape;
+  }
+  // What each split state or parameter belongs to.
+  llvm::StringMap<std::string> blockOf;
   for (const ArtifactArgument &arg : arguments)
-    if (arg.kind == ArtifactArgument::Kind::Parameter)
-      parameterShapes[arg.name] = arg.shape;
-  llvm::StringMap<std::string> stateOfName;
+    if (arg.kind == ArtifactArgument::Kind::Parameter &&
+        blockParameters.contains(arg.name))
+      blockOf[arg.name] = arg.name;
   for (ArtifactArgument &arg : arguments) {
     if (arg.kind != ArtifactArgument::Kind::OptimizerState)
       continue;
@@ -250,13 +269,13 @@ void markZeroShardedStates(std::vector<ArtifactArgument> &arguments,
     arg.globalShape = it->second;
     arg.splitDim = 0;
     arg.splitAxis = "dp";
-    stateOfName[arg.name] = arg.stateOf;
+    blockOf[arg.name] = arg.stateOf;
   }
   for (ArtifactArgument &arg : arguments) {
     if (arg.kind != ArtifactArgument::Kind::Update ||
-        !stateOfName.count(arg.updates))
+        !blockOf.count(arg.updates))
       continue;
-    arg.globalShape = parameterShapes[stateOfName[arg.updates]];
+    arg.globalShape = parameterShapes[blockOf[arg.updates]];
     arg.splitDim = 0;
     arg.splitAxis = "dp";
   }
@@ -359,10 +378,16 @@ writeTrainingArtifact(ModuleOp module, const TrainingArtifactOptions &options,
     error = message.str();
     return failure();
   };
-  auto arguments =
-      collectArtifactArguments(module.lookupSymbol<func::FuncOp>("main"));
+  auto main = module.lookupSymbol<func::FuncOp>("main");
+  auto arguments = collectArtifactArguments(main);
   if (failed(arguments))
     return fail("the training step's @main lacks the importer's attributes");
+  // ZeRO-3's parameters, held as blocks.
+  llvm::StringSet<> blockParameters;
+  for (unsigned i = 0; i < main.getNumArguments(); ++i)
+    if (main.getArgAttr(i, attrs::kZeroBlocks))
+      if (auto name = main.getArgAttrOfType<StringAttr>(i, attrs::kParameter))
+        blockParameters.insert(name.getValue());
   TrainedSummary trained;
   for (const ArtifactArgument &arg : *arguments) {
     if (arg.kind != ArtifactArgument::Kind::Parameter || !arg.trainable)
@@ -370,6 +395,8 @@ writeTrainingArtifact(ModuleOp module, const TrainingArtifactOptions &options,
     int64_t elements = 1;
     for (int64_t d : arg.shape)
       elements *= d;
+    if (blockParameters.contains(arg.name))
+      elements *= options.dataParallel;
     ++trained.tensors;
     trained.elements += elements;
     trained.bytes += elements * (arg.dtype == "float64"   ? 8
@@ -387,7 +414,7 @@ writeTrainingArtifact(ModuleOp module, const TrainingArtifactOptions &options,
                 "(its mixed precision is in the step)");
   if (failed(markDataParallelInputs(*arguments, options.dataParallel, error)))
     return failure();
-  markZeroShardedStates(*arguments, options.dataParallel);
+  markZeroShardedStates(*arguments, options.dataParallel, blockParameters);
   auto step = lowerAndEmit(
       module, options, "stage0", std::move(*arguments),
       options.dumpDir.empty() ? "" : options.dumpDir + "/model.ll", error);

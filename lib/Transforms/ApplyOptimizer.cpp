@@ -245,14 +245,20 @@ struct ApplyOptimizerPass
                        << static_cast<int64_t>(dataParallel);
       return signalPassFailure();
     }
-    SmallVector<bool> sharded;
+    // sharded: updated by blocks; heldAsBlock: ZeRO-3's, whose argument is
+    // already the block (autopar.zero_blocks) and whose update stays one.
+    SmallVector<bool> sharded, heldAsBlock;
     for (auto &[param, grad] : trained) {
       auto type = cast<RankedTensorType>(param.getType());
-      sharded.push_back(zeroStage >= 1 &&
-                        autopar::isZeroSharded(type, dataParallel));
+      heldAsBlock.push_back(
+          main.getArgAttr(param.getArgNumber(), autopar::attrs::kZeroBlocks) !=
+          nullptr);
+      sharded.push_back(
+          heldAsBlock.back() ||
+          (zeroStage >= 1 && autopar::isZeroSharded(type, dataParallel)));
       auto gradType = cast<RankedTensorType>(grad.getType());
       if (gradType != type &&
-          !(sharded.back() &&
+          !(sharded.back() && !heldAsBlock.back() &&
             gradType == autopar::zeroShardType(type, dataParallel))) {
         main.emitError() << "autopar-apply-optimizer: the gradient of '"
                          << main.getArgAttrOfType<StringAttr>(
@@ -290,7 +296,7 @@ struct ApplyOptimizerPass
                                param.getArgNumber(), autopar::attrs::kParameter)
                            .getValue();
       Type stateType =
-          sharded[k]
+          sharded[k] && !heldAsBlock[k]
               ? autopar::zeroShardType(cast<RankedTensorType>(param.getType()),
                                        dataParallel)
               : param.getType();
@@ -385,8 +391,9 @@ struct ApplyOptimizerPass
     };
     for (auto [k, entry] : llvm::enumerate(trained)) {
       Value param = entry.first;
-      paramValues.push_back(sharded[k] ? blockOf(param) : param);
-      if (sharded[k] && entry.second.getType() == param.getType())
+      bool slice = sharded[k] && !heldAsBlock[k];
+      paramValues.push_back(slice ? blockOf(param) : param);
+      if (slice && entry.second.getType() == param.getType())
         entry.second = blockOf(entry.second);
     }
     auto i64Constant = [&](int64_t v) -> Value {
@@ -614,7 +621,7 @@ struct ApplyOptimizerPass
                    {states[k][1], expAvgSq, states[k][1]}};
       }
       for (auto &[of, value, old] : updates) {
-        if (sharded[k] && of == paramArg)
+        if (sharded[k] && !heldAsBlock[k] && of == paramArg)
           gatheredResults.push_back(newResults.size());
         newResults.push_back(value);
         newAttrs.push_back(updateAttrs(of));

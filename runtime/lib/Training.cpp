@@ -9,6 +9,7 @@
 #include "autopar/runtime/OnnxWriter.h"
 #include "autopar/runtime/Session.h"
 #include "autopar/runtime/TensorFiles.h"
+#include "autopar/runtime/TensorLayout.h"
 #include "autopar/runtime/TrainProgress.h"
 
 #include <chrono>
@@ -16,6 +17,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <sstream>
 
@@ -58,6 +60,47 @@ std::vector<CheckpointTensor> currentState(Session &session,
         tensor.write = false;
   }
   return tensors;
+}
+
+/// The whole value of parameter \p index on world rank 0 (empty on the
+/// others): its buffer, or for a split one (ZeRO-3's blocks) every block,
+/// gathered from the ranks at coordinate 0 of the other axes. The gather is
+/// the runtime's own (world scope), as the distribution of inputs is.
+std::vector<char> wholeParameter(Session &session, Communicator &comm,
+                                 size_t index) {
+  const ArgumentDesc &arg = session.getArguments()[index];
+  const void *mine = session.readArgument(index);
+  size_t blockBytes =
+      static_cast<size_t>(byteSize(arg.dtype, arg.shape, arg.name));
+  if (!arg.split) {
+    if (comm.worldRank() != 0)
+      return {};
+    const char *bytes = static_cast<const char *>(mine);
+    return std::vector<char>(bytes, bytes + blockBytes);
+  }
+  int64_t ranks = comm.worldSize();
+  std::vector<char> all(
+      comm.worldRank() == 0 ? blockBytes * static_cast<size_t>(ranks) : 0);
+  comm.gather(mine, all.data(), numElements(arg.shape, arg.name), arg.dtype, 0,
+              CommScope::World);
+  if (comm.worldRank() != 0)
+    return {};
+  auto axis = static_cast<size_t>(arg.split->axis);
+  BlockSplit blocks(arg.globalShape, arg.split->dim,
+                    comm.scopeSize(scopeOf(arg.split->axis)),
+                    dtypeSize(arg.dtype), arg.name);
+  std::vector<char> whole(
+      static_cast<size_t>(byteSize(arg.dtype, arg.globalShape, arg.name)));
+  for (int64_t r = 0; r < ranks; ++r) {
+    const GridVector &coords = comm.coordsOf(r);
+    bool replicaZero = true;
+    for (size_t a = 0; a < coords.size(); ++a)
+      replicaZero &= a == axis || coords[a] == 0;
+    if (replicaZero)
+      blocks.unpack(all.data() + static_cast<size_t>(r) * blockBytes,
+                    coords[axis], whole.data());
+  }
+  return whole;
 }
 
 /// Makes the step read the state currentState returned, after a caller
@@ -481,8 +524,17 @@ void runTraining(Session &session, Communicator &comm,
                    randomSeed, progress);
   progress.finish();
 
+  // The parameters' whole values on the first rank (ZeRO-3's are blocks).
+  std::map<size_t, std::vector<char>> wholes;
+  if (options.saveOnnx || options.outputsDir)
+    for (size_t i = 0; i < args.size(); ++i)
+      if (args[i].kind == ArgumentKind::Parameter)
+        wholes[i] = wholeParameter(session, comm, i);
   if (!leader)
     return;
+  auto globalShape = [&](size_t i) {
+    return args[i].split ? args[i].globalShape : args[i].shape;
+  };
   if (options.saveOnnx) {
     // The trained model: the template plus every parameter training
     // updated (trainable ones and BatchNorm's running statistics).
@@ -490,7 +542,7 @@ void runTraining(Session &session, Communicator &comm,
     for (auto [update, target] : updates)
       if (args[target].kind == ArgumentKind::Parameter)
         tensors.push_back({args[target].name, args[target].dtype,
-                           args[target].shape, session.readArgument(target)});
+                           globalShape(target), wholes[target].data()});
     writeOnnxWithInitializers(training.inferenceTemplate, tensors,
                               *options.saveOnnx);
     std::printf("autopar-run: wrote the trained model to %s\n",
@@ -500,7 +552,7 @@ void runTraining(Session &session, Communicator &comm,
     for (size_t i = 0; i < args.size(); ++i)
       if (args[i].kind == ArgumentKind::Parameter)
         writeNpy(*options.outputsDir + "/" + tensorFileName(args[i].name),
-                 args[i].dtype, args[i].shape, session.readArgument(i));
+                 args[i].dtype, globalShape(i), wholes[i].data());
     std::printf("autopar-run: wrote the trained parameters to %s\n",
                 options.outputsDir->c_str());
   }

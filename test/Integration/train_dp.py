@@ -25,18 +25,20 @@ magnitude.
   SyncBatchNorm: the replicas' means are all-reduced, and so are their
   adjoints), max pooling, on 2 ranks; the running statistics too.
 
-- ZeRO: the MLP with ZeRO-1 on 2 ranks and ZeRO-2 on 4 (the optimizer
-  states, and then the gradients, of the parameters whose dim 0 divides by
-  the ranks sharded; the collectives counted: one bucketed reduce-scatter
-  and all-gather per step, the norm's scalar all-reduce), the GPT with
-  ZeRO-2 on 2, the CNN with ZeRO-1 on 2; and a ZeRO-2 run on 4 ranks
-  stopped at step 3 and resumed under the same plan equals the
-  uninterrupted run bitwise (every rank writes its blocks of the optimizer
-  states), and resumed on one rank equals one rank's.
+- ZeRO: the MLP with ZeRO-1 on 2 ranks, ZeRO-2 on 4 and ZeRO-3 on 2 (the
+  optimizer states, then the gradients, then the parameters of the
+  parameters whose dim 0 divides by the ranks sharded; the collectives
+  counted: one bucketed reduce-scatter and all-gather per step, or under
+  ZeRO-3 a gather per parameter use, the norm's scalar all-reduce), the
+  GPT with ZeRO-2 and ZeRO-3 on 2 (ZeRO-3 gathers the weights again for
+  the backward), the CNN with ZeRO-1 on 2; and ZeRO-2 and ZeRO-3 runs on 4
+  ranks stopped at step 3 and resumed under the same plan equal the
+  uninterrupted run bitwise (every rank writes its blocks), and resumed on
+  one rank equal one rank's.
 
 What cannot run data-parallel yet is refused with a clear error: Dropout
-(masks by global sample index are planned), tensor/pipeline parallelism and
-ZeRO-3 pinned for training.
+(masks by global sample index are planned) and tensor/pipeline parallelism
+pinned for training.
 
 Usage: train_dp.py BUILD_DIR WORK_DIR MPIRUN [MPIRUN_FLAG...]
 """
@@ -163,7 +165,7 @@ def check_zero_mlp(mlp, one, launcher):
     collectives, and a ZeRO-2 checkpoint resumed under the same plan
     (bitwise) and on one rank."""
     errors = []
-    for ranks, zero in ((2, 1), (4, 2)):
+    for ranks, zero in ((2, 1), (4, 2), (2, 3)):
         tag = f"zero{zero}-local{ranks}"
         art, result = mlp.compile(tag, ranks, "--zero", str(zero))
         if f"ZeRO-{zero}: each updates its block" not in result.stdout:
@@ -193,46 +195,63 @@ def check_zero_mlp(mlp, one, launcher):
         if zero >= 2:
             want["reduce_scatter"] = {"calls": STEPS, "bus_bytes":
                                       STEPS * sharded * 4 * ring}
+        # ZeRO-3 gathers each sharded parameter, by itself, before its
+        # forward use (the MLP's first layer has no backward use); the
+        # runtime gathers the trained blocks for --outputs (world scope).
+        blocks = [p for p in params.values()
+                  if p.ndim and p.shape[0] % ranks == 0]
+        scopes = {"dp"}
+        if zero == 3:
+            want["all_gather"]["calls"] = STEPS * len(blocks)
+            scopes.add("world")
         with open(stats) as f:
             got = json.load(f)["collectives"]
         got_dp = {op: {k: v.get(k) for k in ("calls", "bus_bytes")}
                   for op, v in got.get("dp", {}).items()}
-        if got_dp != want or set(got) != {"dp"}:
+        if got_dp != want or set(got) != scopes:
             errors.append(f"mlp {tag}: collectives {got}, expected {want}")
         else:
             print(f"PASS mlp {tag} collectives: {sorted(want)}")
 
-    # Stopped at step 3 and resumed: every rank wrote its blocks.
-    art = os.path.join(mlp.dir, "zero2-local4-art")
-    ckpt = os.path.join(mlp.dir, "zero2-ckpt")
-    run(["rm", "-rf", ckpt])
-    whole = mlp.train("zero2-whole", art, 4, launcher, "--shuffle", "3")
-    first = mlp.train("zero2-resumed", art, 4, launcher, "--shuffle", "3",
-                      "--checkpoint-dir", ckpt, "--checkpoint-every", "3")
-    step3 = os.path.join(ckpt, "step-00000003")
-    files = sorted(f for f in os.listdir(step3) if f.endswith(".bin"))
-    if files != [f"rank-0000{r}.bin" for r in range(4)]:
-        errors.append(f"ZeRO-2 checkpoint: files {files}, expected one per "
-                      "rank")
-    run(["sh", "-c", f"echo step-00000003 > {ckpt}/latest"])
-    resumed = mlp.train("zero2-resumed", art, 4, launcher, "--shuffle", "3",
-                        "--checkpoint-dir", ckpt, "--resume")
-    losses = first[0][:3] + resumed[0]
-    same = losses == whole[0] and all(
-        np.array_equal(resumed[1][k], v) for k, v in whole[1].items())
-    if not same:
-        errors.append(f"ZeRO-2 on 4 ranks resumed at step 3: losses {losses}"
-                      f" != uninterrupted {whole[0]} or parameters differ")
-    else:
-        print("PASS mlp dp4 ZeRO-2 resumed at step 3: bitwise the "
-              "uninterrupted run")
-    # The same checkpoint on one rank: the blocks tile each state.
-    run(["sh", "-c", f"echo step-00000003 > {ckpt}/latest"])
-    single = mlp.train("zero2-on-one", os.path.join(mlp.dir, "local1-art"),
-                       1, launcher, "--shuffle", "3", "--checkpoint-dir",
-                       ckpt, "--resume")
-    errors += compare("mlp ZeRO-2 checkpoint of 4 ranks resumed on one",
-                      (one[0][3:], one[1]), single)
+    # Stopped at step 3 and resumed: every rank wrote its blocks (of the
+    # optimizer states; under ZeRO-3 of the parameters too).
+    for zero in (2, 3):
+        tag = f"zero{zero}-local4"
+        art = os.path.join(mlp.dir, tag + "-art")
+        if zero == 3:
+            art = mlp.compile(tag, 4, "--zero", "3")[0]
+        ckpt = os.path.join(mlp.dir, f"zero{zero}-ckpt")
+        run(["rm", "-rf", ckpt])
+        whole = mlp.train(tag + "-whole", art, 4, launcher, "--shuffle", "3")
+        first = mlp.train(tag + "-resumed", art, 4, launcher, "--shuffle",
+                          "3", "--checkpoint-dir", ckpt, "--checkpoint-every",
+                          "3")
+        step3 = os.path.join(ckpt, "step-00000003")
+        files = sorted(f for f in os.listdir(step3) if f.endswith(".bin"))
+        if files != [f"rank-0000{r}.bin" for r in range(4)]:
+            errors.append(f"ZeRO-{zero} checkpoint: files {files}, expected "
+                          "one per rank")
+        run(["sh", "-c", f"echo step-00000003 > {ckpt}/latest"])
+        resumed = mlp.train(tag + "-resumed", art, 4, launcher, "--shuffle",
+                            "3", "--checkpoint-dir", ckpt, "--resume")
+        losses = first[0][:3] + resumed[0]
+        same = losses == whole[0] and all(
+            np.array_equal(resumed[1][k], v) for k, v in whole[1].items())
+        if not same:
+            errors.append(f"ZeRO-{zero} on 4 ranks resumed at step 3: losses "
+                          f"{losses} != uninterrupted {whole[0]} or "
+                          "parameters differ")
+        else:
+            print(f"PASS mlp dp4 ZeRO-{zero} resumed at step 3: bitwise the "
+                  "uninterrupted run")
+        # The same checkpoint on one rank: the blocks tile each tensor.
+        run(["sh", "-c", f"echo step-00000003 > {ckpt}/latest"])
+        single = mlp.train(f"zero{zero}-on-one",
+                           os.path.join(mlp.dir, "local1-art"), 1, launcher,
+                           "--shuffle", "3", "--checkpoint-dir", ckpt,
+                           "--resume")
+        errors += compare(f"mlp ZeRO-{zero} checkpoint of 4 ranks resumed on "
+                          "one", (one[0][3:], one[1]), single)
     return errors
 
 
@@ -309,10 +328,11 @@ def main():
     errors += compare("gpt dp2", one[:2],
                       gpt.train("local2", art, 2, launcher),
                       noise_only={"qkv.bias": key_bias})
-    art, _ = gpt.compile("zero2-local2", 2, "--zero", "2")
-    errors += compare("gpt dp2 ZeRO-2", one[:2],
-                      gpt.train("zero2-local2", art, 2, launcher),
-                      noise_only={"qkv.bias": key_bias})
+    for zero in (2, 3):
+        art, _ = gpt.compile(f"zero{zero}-local2", 2, "--zero", str(zero))
+        errors += compare(f"gpt dp2 ZeRO-{zero}", one[:2],
+                          gpt.train(f"zero{zero}-local2", art, 2, launcher),
+                          noise_only={"qkv.bias": key_bias})
 
     # CNN with BatchNorm: the replicas share the global batch's statistics
     # (SyncBatchNorm's), so the losses, the parameters and the running
@@ -342,10 +362,8 @@ def main():
          "training-mode Dropout"),
         ("--tp 2", gpt.compile("tp2", 2, "--tp", "2", expect_ok=False)[1],
          "--tp 2 --mode train: training on several ranks executes data "
-         "parallelism (with ZeRO 0, 1 or 2) so far"),
-        ("--zero 3", gpt.compile("zero3", 2, "--zero", "3",
-                                 expect_ok=False)[1],
-         "--zero 3 --mode train: ZeRO-3 (sharded parameters) is being built"),
+         "parallelism (with ZeRO 0 to 3) so far"),
+
         ("--dp 1", gpt.compile("dp1", 2, "--dp", "1", expect_ok=False)[1],
          "--dp 1 --mode train on --cluster local:2: training on several ranks "
          "executes pure data parallelism so far, over all 2 ranks"),

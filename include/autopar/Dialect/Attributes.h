@@ -81,6 +81,10 @@ inline constexpr llvm::StringLiteral kUpdate =
 /// The generic that multiplies the loss by fp16's loss scale (unit).
 inline constexpr llvm::StringLiteral kLossScaling =
     AutoparDialect::LossScalingAttrHelper::getNameStr();
+/// A parameter argument that is one of this many blocks (dim 0) of the
+/// parameter, one per data-parallel replica (ZeRO-3; i64).
+inline constexpr llvm::StringLiteral kZeroBlocks =
+    AutoparDialect::ZeroBlocksAttrHelper::getNameStr();
 /// The module's chosen plan (a dictionary: dp, tp, pp, zero_stage, ...).
 inline constexpr llvm::StringLiteral kPlan =
     AutoparDialect::PlanAttrHelper::getNameStr();

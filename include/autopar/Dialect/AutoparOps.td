@@ -54,6 +54,9 @@ def Autopar_Dialect : Dialect {
     "::mlir::StringAttr":$metric,
     "::mlir::StringAttr":$update,
     "::mlir::UnitAttr":$loss_scaling,
+    // ZeRO-3 (autopar-accumulate-gradients): a parameter argument that is
+    // one of this many blocks along dim 0.
+    "::mlir::IntegerAttr":$zero_blocks,
     // Markers of later passes.
     "::mlir::UnitAttr":$projection_parts,
     "::mlir::ArrayAttr":$arg_shapes,
