@@ -70,6 +70,7 @@ LogicalResult verifyAutoparAttribute(function_ref<InFlightDiagnostic()> error,
   if (name == D::TrainableAttrHelper::getNameStr() ||
       name == D::StepAttrHelper::getNameStr() ||
       name == D::SeedAttrHelper::getNameStr() ||
+      name == D::SampleOffsetAttrHelper::getNameStr() ||
       name == D::LossScalingAttrHelper::getNameStr() ||
       name == D::ProjectionPartsAttrHelper::getNameStr())
     return expect(isa<UnitAttr>(value), "a unit attribute");

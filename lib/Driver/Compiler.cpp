@@ -225,9 +225,8 @@ int CompileFlow::validateRequest() {
     request.pins.dp = cluster.worldSize();
     request.pins.tp = 1;
     request.pins.pp = 1;
-    // ZeRO is opt-in (--zero, zero_optimization.stage) until the search
-    // can weigh the sharded update's collectives against its memory.
-    request.pins.zeroStage = static_cast<int>(std::max<int64_t>(0, flags.zero));
+    // Every ZeRO stage runs: the search picks one unless --zero or
+    // zero_optimization.stage pinned it (buildPlanRequest).
     dataParallelTraining = true;
   }
   // On a GPU the plan's precision (bf16 unless --precision says otherwise)

@@ -60,7 +60,8 @@ void buildTrainingStepPipeline(OpPassManager &pm,
     differentiate.dynamicLossScale = scaling.staticScale == 0;
   }
   pm.addPass(createDifferentiate(differentiate));
-  if (options.microBatches > 1 || options.dataParallel > 1) {
+  {
+    // Also with one call per step: it sets Dropout's sample offset.
     AccumulateGradientsOptions accumulate;
     accumulate.microBatches = options.microBatches;
     accumulate.dataParallel = options.dataParallel;

@@ -13,10 +13,16 @@
 // The function (docs/training.md, "Dropout masks"; python/autopar/random.py
 // is its twin) is built from SplitMix64's finalizer mix64:
 //   key  = mix64(mix64(mix64(seed + G) ^ node) ^ step)
-//   u(i) = mix64(key + (i + 1) * G) >> 32     (i: row-major element index)
+//   u(i) = mix64(key + (i + 1) * G) >> 32     (i: row-major element index
+//                                              in the global batch's tensor)
 //   keep = u(i) >= floor(ratio * 2^32)
 // with G = 0x9E3779B97F4A7C15 and node = FNV-1a 64 of the node's first
 // output name (unique in a graph) xor its `seed` attribute when it has one.
+// A training step's call may hold only part of the global batch (a
+// micro-batch, a data-parallel replica's share): its element i is element
+// i + offset * (elements per sample) of the global batch's tensor, offset
+// being the call's first sample (the `sample_offset` argument), so every
+// plan draws the masks one rank draws.
 //
 //===----------------------------------------------------------------------===//
 
@@ -27,6 +33,7 @@
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 
 #include <cmath>
@@ -64,9 +71,12 @@ Value mix64(OpBuilder &b, Location loc, Value z) {
 
 /// A linalg.generic over `shape` that yields, per element, what `body`
 /// computes from (x, keep); x is the data element (when `data` is given),
-/// keep the element's random decision.
+/// keep the element's random decision. With `sampleOffset` (an int64
+/// scalar tensor), the element indices start at sampleOffset *
+/// elementsPerSample.
 Value buildDropoutGeneric(
     OpBuilder &b, Location loc, Value data, Value seed, Value step,
+    Value sampleOffset, int64_t elementsPerSample,
     llvm::ArrayRef<int64_t> shape, Type resultType, uint64_t node,
     uint64_t threshold,
     llvm::function_ref<Value(OpBuilder &, Location, Value, Value)> body) {
@@ -81,7 +91,12 @@ Value buildDropoutGeneric(
     maps.push_back(identity);
   }
   inputs.append({seed, step});
-  maps.append({scalar, scalar, identity});
+  maps.append({scalar, scalar});
+  if (sampleOffset) {
+    inputs.push_back(sampleOffset);
+    maps.push_back(scalar);
+  }
+  maps.push_back(identity);
   Value init = createEmptyTensor(b, loc, shape, resultType);
   SmallVector<utils::IteratorType> iterators(rank,
                                              utils::IteratorType::parallel);
@@ -110,6 +125,11 @@ Value buildDropoutGeneric(
         }
         if (!linear)
           linear = c(0);
+        if (sampleOffset)
+          linear = arith::AddIOp::create(
+              nb, nl, linear,
+              arith::MulIOp::create(nb, nl, args[k + 2],
+                                    c(uint64_t(elementsPerSample))));
         Value counter = arith::MulIOp::create(
             nb, nl, arith::AddIOp::create(nb, nl, linear, c(1)), c(kGolden));
         Value z = mix64(nb, nl, arith::AddIOp::create(nb, nl, key, counter));
@@ -183,12 +203,38 @@ LogicalResult convertDropout(NodeContext &ctx) {
   uint64_t nodeKey = fnv1a(node.output(0));
   if (auto attrSeed = ctx.getOptionalIntAttr("seed"))
     nodeKey ^= uint64_t(*attrSeed);
+  // A training step indexes the masks in the global batch: the call's
+  // first sample (autopar-accumulate-gradients sets it per micro-batch and
+  // replica), times the elements of one sample.
+  Value sampleOffset;
+  int64_t elementsPerSample = 0;
+  if (ctx.importsTrainingState()) {
+    std::optional<int64_t> samples = ctx.samplesPerCall();
+    int64_t elements = 1;
+    for (int64_t d : shape)
+      elements *= d;
+    if (!samples || *samples <= 0 || shape.empty() || shape[0] % *samples != 0)
+      return ctx.unsupported(
+          "training-mode Dropout on a tensor of shape [" +
+          llvm::join(llvm::map_range(
+                         shape, [](int64_t d) { return std::to_string(d); }),
+                     ", ") +
+          "]" + " whose dim 0 is not a multiple of the batch (" +
+          (samples ? std::to_string(*samples) : std::string("none")) +
+          "): its masks are indexed by global sample, which needs the "
+          "batch as the outermost dim (PyTorch's batch_first layouts)");
+    elementsPerSample = elements / *samples;
+    sampleOffset = ctx.trainingScalar(attrs::kSampleOffset);
+    if (!sampleOffset)
+      return ctx.emitError("cannot add the sample_offset argument");
+  }
   // P(u < threshold) = threshold / 2^32 = ratio (to 2^-32).
   uint64_t threshold = uint64_t(std::floor(ratio * 4294967296.0));
   double scale = ratio < 1.0 ? 1.0 / (1.0 - ratio) : 0.0;
 
   Value y = buildDropoutGeneric(
-      b, loc, x, seed, step, shape, elementType, nodeKey, threshold,
+      b, loc, x, seed, step, sampleOffset, elementsPerSample, shape,
+      elementType, nodeKey, threshold,
       [&](OpBuilder &nb, Location nl, Value v, Value keep) -> Value {
         Value zero =
             arith::ConstantOp::create(nb, nl, nb.getFloatAttr(elementType, 0));
@@ -201,8 +247,9 @@ LogicalResult convertDropout(NodeContext &ctx) {
   ctx.setOutput(0, y, ctx.inputDType(0));
   if (ctx.hasOutput(1))
     ctx.setOutput(1,
-                  buildDropoutGeneric(b, loc, Value(), seed, step, shape,
-                                      b.getI1Type(), nodeKey, threshold,
+                  buildDropoutGeneric(b, loc, Value(), seed, step, sampleOffset,
+                                      elementsPerSample, shape, b.getI1Type(),
+                                      nodeKey, threshold,
                                       [](OpBuilder &, Location, Value,
                                          Value keep) -> Value { return keep; }),
                   onnx::TensorProto_DataType_BOOL);

@@ -126,11 +126,15 @@ public:
   /// True when every present input is known at import time.
   bool allInputsConstant() const;
 
-  /// The step's int64 scalar argument marked `kind` (attrs::kStep or
-  /// attrs::kSeed), added to the function on first use, after the
-  /// parameters: training-mode ops (Dropout) read the run's seed and the
-  /// step number.
+  /// The step's int64 scalar argument marked `kind` (attrs::kStep,
+  /// attrs::kSeed or attrs::kSampleOffset), added to the function on first
+  /// use, after the parameters: training-mode ops (Dropout) read the run's
+  /// seed, the step number and the call's first global sample.
   mlir::Value trainingScalar(llvm::StringRef kind);
+
+  /// The samples one call of the program takes: dim 0 of the first graph
+  /// input (the batch), if there is one.
+  std::optional<int64_t> samplesPerCall();
 
   /// Whether the import is for a training step (ImportOptions::
   /// trainingStateUpdates).

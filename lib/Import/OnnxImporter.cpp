@@ -442,7 +442,8 @@ Value NodeContext::trainingScalar(llvm::StringRef kind) {
     if (main.getArgAttr(i, kind))
       return main.getArgument(i);
     if (main.getArgAttr(i, attrs::kParameter) ||
-        main.getArgAttr(i, attrs::kStep) || main.getArgAttr(i, attrs::kSeed))
+        main.getArgAttr(i, attrs::kStep) || main.getArgAttr(i, attrs::kSeed) ||
+        main.getArgAttr(i, attrs::kSampleOffset))
       position = i + 1;
   }
   Builder b(getContext());
@@ -454,6 +455,19 @@ Value NodeContext::trainingScalar(llvm::StringRef kind) {
                                  main.getLoc())))
     return {};
   return main.getArgument(position);
+}
+
+std::optional<int64_t> NodeContext::samplesPerCall() {
+  auto func = builder.getInsertionBlock()->getParentOp();
+  auto main = dyn_cast<func::FuncOp>(func);
+  if (!main)
+    main = func->getParentOfType<func::FuncOp>();
+  for (unsigned i = 0; i < main.getNumArguments(); ++i)
+    if (main.getArgAttr(i, attrs::kInput))
+      if (auto type = dyn_cast<RankedTensorType>(main.getArgument(i).getType());
+          type && type.getRank() >= 1 && !type.isDynamicDim(0))
+        return type.getDimSize(0);
+  return std::nullopt;
 }
 
 int64_t NodeContext::batchRatio() const {

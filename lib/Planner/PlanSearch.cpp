@@ -424,7 +424,13 @@ PlanCandidate Search::evaluate(int64_t dp, int64_t tp, int64_t pp, int zero,
         };
         if (zero == 0) {
           dpComm = t(Collective::AllReduce, gradBytes);
-        } else if (zero < 3) {
+        } else if (zero == 1) {
+          // DeepSpeed's stage 1 as autopar executes it: the whole gradient
+          // all-reduced, the updated blocks all-gathered.
+          dpComm = t(Collective::AllReduce, gradBytes) +
+                   t(Collective::AllGather, gradBytes);
+          m.communication += gradBytes / dp; // bucket
+        } else if (zero == 2) {
           dpComm = t(Collective::ReduceScatter, gradBytes) +
                    t(Collective::AllGather, gradBytes);
           m.communication += gradBytes / dp; // bucket
@@ -560,7 +566,10 @@ std::vector<CollectiveVolume> Search::collectiveVolume(const PlanCandidate &c) {
       double gradBytes = params * elementBytes;
       if (c.zeroStage == 0) {
         dp.add(Collective::AllReduce, gradBytes);
-      } else if (c.zeroStage < 3) {
+      } else if (c.zeroStage == 1) {
+        dp.add(Collective::AllReduce, gradBytes);
+        dp.add(Collective::AllGather, gradBytes);
+      } else if (c.zeroStage == 2) {
         dp.add(Collective::ReduceScatter, gradBytes);
         dp.add(Collective::AllGather, gradBytes);
       } else {

@@ -60,6 +60,9 @@ collectArtifactArguments(func::FuncOp main) {
     } else if (dict && dict.contains(attrs::kSeed)) {
       arg.kind = ArtifactArgument::Kind::Seed;
       arg.name = "seed";
+    } else if (dict && dict.contains(attrs::kSampleOffset)) {
+      arg.kind = ArtifactArgument::Kind::SampleOffset;
+      arg.name = "sample_offset";
     } else {
       arg.kind = ArtifactArgument::Kind::Input;
       arg.name = stringAttr(dict, attrs::kInput);
@@ -99,6 +102,8 @@ static llvm::StringRef kindName(ArtifactArgument::Kind kind) {
     return "optimizer_state";
   case ArtifactArgument::Kind::Step:
     return "step";
+  case ArtifactArgument::Kind::SampleOffset:
+    return "sample_offset";
   case ArtifactArgument::Kind::Seed:
     return "seed";
   case ArtifactArgument::Kind::Metric:

@@ -241,13 +241,28 @@ struct AccumulateGradientsPass
           << static_cast<int64_t>(zeroStage);
       return signalPassFailure();
     }
-    if (microBatches == 1 && dataParallel == 1)
-      return;
     ModuleOp module = getOperation();
     auto main = module.lookupSymbol<func::FuncOp>("main");
+    if (!main && microBatches == 1 && dataParallel == 1)
+      return;
     if (!main) {
       module.emitError("autopar-accumulate-gradients: no func.func @main");
       return signalPassFailure();
+    }
+    if (microBatches == 1 && dataParallel == 1) {
+      // One call takes the whole batch: its first sample is 0.
+      for (unsigned i = main.getNumArguments(); i-- > 0;) {
+        if (!main.getArgAttr(i, autopar::attrs::kSampleOffset))
+          continue;
+        OpBuilder b = OpBuilder::atBlockBegin(&main.getBody().front());
+        auto type = cast<RankedTensorType>(main.getArgument(i).getType());
+        Value zero = arith::ConstantOp::create(
+            b, main.getLoc(), DenseElementsAttr::get(type, int64_t(0)));
+        main.getArgument(i).replaceAllUsesWith(zero);
+        if (failed(main.eraseArgument(i)))
+          return signalPassFailure();
+      }
+      return;
     }
     if (failed(accumulate(module, main)))
       signalPassFailure();
@@ -503,15 +518,33 @@ struct AccumulateGradientsPass
                << " replicas would differ; import the forward with its "
                   "statistics all-reduced over the replicas (autopar-compile "
                   "does)";
-      for (unsigned i = 0; i < step.getNumArguments(); ++i)
-        if (step.getArgAttr(i, autopar::attrs::kSeed))
-          return step.emitError()
-                 << "data-parallel training: the model draws random masks "
-                    "(training-mode Dropout), and the "
-                 << static_cast<int64_t>(dataParallel)
-                 << " replicas would draw them by local sample position; "
-                    "train it on one rank (--dp 1) until masks follow the "
-                    "global sample index";
+    }
+
+    // Training-mode Dropout indexes its masks by global sample: micro-batch
+    // k of replica r starts at sample (r * micro-batches + k) * its batch.
+    Value replicaFirstSample;
+    int64_t microSamples = 0;
+    for (unsigned i = 0; i < micro.getNumArguments(); ++i)
+      if (step.getArgAttr(i, autopar::attrs::kInput)) {
+        auto type = cast<RankedTensorType>(micro.getArgumentTypes()[i]);
+        microSamples = type.getDimSize(0);
+        break;
+      }
+    auto i64Constant = [&](OpBuilder &cb, int64_t v) -> Value {
+      return arith::ConstantOp::create(cb, loc, cb.getI64IntegerAttr(v));
+    };
+    replicaFirstSample = i64Constant(b, 0);
+    if (dataParallel > 1) {
+      FlatSymbolRefAttr grid =
+          autopar::getOrCreateReplicaGrid(module, dataParallel);
+      auto coord = shard::ProcessMultiIndexOp::create(
+          b, loc, TypeRange{b.getIndexType()}, grid,
+          b.getDenseI16ArrayAttr({0}));
+      replicaFirstSample = arith::MulIOp::create(
+          b, loc,
+          arith::IndexCastOp::create(b, loc, b.getI64Type(),
+                                     coord->getResult(0)),
+          i64Constant(b, microBatches * microSamples));
     }
 
     // Iteration values: one per result (sums, or the carried state), and
@@ -550,18 +583,16 @@ struct AccumulateGradientsPass
                   lb, l, part, arg, offsets, sizes, strides));
               continue;
             }
-            if (step.getArgAttr(i, autopar::attrs::kSeed)) {
-              // Micro-batch k draws its Dropout masks with seed ^ (k << 40)
-              // (docs/training.md, "Dropout masks").
-              Value seed = tensor::ExtractOp::create(lb, l, arg);
+            if (step.getArgAttr(i, autopar::attrs::kSampleOffset)) {
+              // docs/training.md, "Dropout masks".
               Value index =
                   arith::IndexCastOp::create(lb, l, lb.getI64Type(), k);
-              Value shifted = arith::ShLIOp::create(
-                  lb, l, index,
-                  arith::ConstantOp::create(lb, l, lb.getI64IntegerAttr(40)));
-              Value mixed = arith::XOrIOp::create(lb, l, seed, shifted);
+              Value first = arith::AddIOp::create(
+                  lb, l, replicaFirstSample,
+                  arith::MulIOp::create(lb, l, index,
+                                        i64Constant(lb, microSamples)));
               operands.push_back(tensor::FromElementsOp::create(
-                  lb, l, arg.getType(), ValueRange{mixed}));
+                  lb, l, arg.getType(), ValueRange{first}));
               continue;
             }
             operands.push_back(arg);
@@ -656,6 +687,11 @@ struct AccumulateGradientsPass
     // Reduce-scattered gradients are blocks.
     step.setType(FunctionType::get(ctx, step.getArgumentTypes(),
                                    ValueRange(results).getTypes()));
+    // The sample offset is the step's own business.
+    for (unsigned i = step.getNumArguments(); i-- > 0;)
+      if (step.getArgAttr(i, autopar::attrs::kSampleOffset) &&
+          failed(step.eraseArgument(i)))
+        return failure();
     return success();
   }
 };

@@ -36,9 +36,11 @@ magnitude.
   uninterrupted run bitwise (every rank writes its blocks), and resumed on
   one rank equal one rank's.
 
-What cannot run data-parallel yet is refused with a clear error: Dropout
-(masks by global sample index are planned) and tensor/pipeline parallelism
-pinned for training.
+- gpt with Dropout: masks by global sample index, so dp2, and dp2 with two
+  micro-batches each under ZeRO-3, draw one rank's masks.
+
+What cannot run data-parallel yet is refused with a clear error: tensor and
+pipeline parallelism pinned for training.
 
 Usage: train_dp.py BUILD_DIR WORK_DIR MPIRUN [MPIRUN_FLAG...]
 """
@@ -272,7 +274,7 @@ def main():
     one = mlp.train("local1", mlp.compile("local1", 1)[0], 1, launcher,
                     "--shuffle", "3")
     for ranks in (2, 4):
-        art, result = mlp.compile(f"local{ranks}", ranks)
+        art, result = mlp.compile(f"local{ranks}", ranks, "--zero", "0")
         if f"data parallel {ranks} replicas of {8 // ranks}" not in \
                 result.stdout:
             errors.append(f"mlp local:{ranks}: the compiler did not report "
@@ -334,6 +336,25 @@ def main():
                           gpt.train(f"zero{zero}-local2", art, 2, launcher),
                           noise_only={"qkv.bias": key_bias})
 
+    # GPT with Dropout: masks by global sample index, so two replicas (and
+    # their micro-batches) draw the masks one rank draws for the batch.
+    drop = Case(build, work, "gpt-dropout", Gpt(dropout=0.1), data, 4,
+                gpt_config)
+    one = drop.train("local1", drop.compile("local1", 1)[0], 1, launcher,
+                     "--seed", "5")
+    art, _ = drop.compile("local2", 2)
+    errors += compare("gpt (Dropout) dp2", one[:2],
+                      drop.train("local2", art, 2, launcher, "--seed", "5"),
+                      noise_only={"qkv.bias": key_bias})
+    micro = os.path.join(drop.dir, "micro.json")
+    with open(micro, "w") as f:
+        json.dump({**gpt_config, "train_micro_batch_size_per_gpu": 1}, f)
+    art, _ = drop.compile("local2-micro", 2, "--zero", "3", config=micro)
+    errors += compare("gpt (Dropout) dp2 x 2 micro-batches ZeRO-3", one[:2],
+                      drop.train("local2-micro", art, 2, launcher, "--seed",
+                                 "5"),
+                      noise_only={"qkv.bias": key_bias})
+
     # CNN with BatchNorm: the replicas share the global batch's statistics
     # (SyncBatchNorm's), so the losses, the parameters and the running
     # statistics equal one rank's.
@@ -357,9 +378,6 @@ def main():
          mlp.compile("wrong-batch", 2, config=wrong_batch, expect_ok=False)[1],
          "train_micro_batch_size_per_gpu (1) x gradient_accumulation_steps (2) x 2 "
          "data-parallel replicas must be the batch of --input-shape (8)"),
-        ("Dropout", Case(build, work, "gpt-dropout", Gpt(dropout=0.1), data,
-                         4, CONFIG).compile("local2", 2, expect_ok=False)[1],
-         "training-mode Dropout"),
         ("--tp 2", gpt.compile("tp2", 2, "--tp", "2", expect_ok=False)[1],
          "--tp 2 --mode train: training on several ranks executes data "
          "parallelism (with ZeRO 0 to 3) so far"),

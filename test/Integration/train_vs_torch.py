@@ -322,19 +322,16 @@ def check_dropout(build, work):
         errors.append("seeds 7 and 8 gave the same losses")
     if not losses[3] < losses[0]:
         errors.append(f"the first batch's loss did not fall: {losses}")
-    # With gradient accumulation each micro-batch draws its own masks from
-    # the seed: runs are still reproducible, and the loss still falls.
+    # With gradient accumulation the masks follow the global sample index:
+    # the micro-batches draw the whole batch's masks, so the losses are the
+    # unaccumulated run's (up to the order of additions).
     accumulate = dict(DROPOUT_CONFIG, train_micro_batch_size_per_gpu=1)
     acc, _ = autopar_train(build, work, "gpt-dropout-acc", model, data,
                            accumulate, ["--seed", "7"])
-    acc_again, _ = autopar_train(build, work, "gpt-dropout-acc-again", model,
-                                 data, accumulate, ["--seed", "7"])
-    if acc != acc_again:
-        errors.append(f"accumulation: the same seed gave other losses: "
-                      f"{acc} vs {acc_again}")
-    if not acc[3] < acc[0]:
-        errors.append(f"accumulation: the first batch's loss did not fall: "
-                      f"{acc}")
+    worst = max(abs(a - b) / abs(b) for a, b in zip(acc, losses))
+    if len(acc) != len(losses) or worst > 1e-5:
+        errors.append(f"accumulation: losses {acc} differ from the whole "
+                      f"batch's {losses} (relative {worst:.1e})")
     model.load_state_dict(initial)
     model.drop = TwinDropout(os.path.join(work, "gpt-dropout.onnx"), 7)
     if len(model.drop.nodes) != 4:

@@ -4,7 +4,8 @@
 // flat bucket over axis 0 of @autopar_grid (made, of shape N) before the
 // normalisation, and
 // an averaged loss is divided by micro-batches x N. A forward that updates
-// parameters itself (BatchNorm) or draws Dropout masks is refused.
+// parameters itself (BatchNorm) without sharing its statistics is refused;
+// Dropout's masks follow the global sample index.
 // RUN: autopar-opt %s -split-input-file -verify-diagnostics --autopar-accumulate-gradients="micro-batches=1 data-parallel=2" | FileCheck %s
 // RUN: autopar-opt %s -split-input-file -verify-diagnostics --autopar-accumulate-gradients="micro-batches=3 data-parallel=4" | FileCheck %s --check-prefix=M3N4
 // RUN: not autopar-opt %s -split-input-file --autopar-accumulate-gradients="data-parallel=0" 2>&1 | FileCheck %s --check-prefix=ZERO
@@ -152,12 +153,32 @@ func.func @main(%w: tensor<4xf32> {autopar.parameter = "w", autopar.trainable},
 
 // -----
 
-// Dropout's masks would follow each replica's local sample positions.
+// Dropout's masks follow the global sample index: replica r's micro-batch k
+// starts at sample (r x micro-batches + k) x its batch of 2; the seed passes
+// unchanged.
+// CHECK-LABEL: func.func @main
+// CHECK-SAME: %[[SEED:[^:]*]]: tensor<i64> {autopar.seed}, %{{[^:]*}}: tensor<2x4xf32> {autopar.input = "x"})
+// CHECK: %[[R:.*]] = shard.process_multi_index on @autopar_grid axes = [0] : index
+// CHECK: %[[SPAN:.*]] = arith.constant 2 : i64
+// CHECK: %[[RI:.*]] = arith.index_cast %[[R]] : index to i64
+// CHECK: %[[BASE:.*]] = arith.muli %[[RI]], %[[SPAN]] : i64
+// CHECK: scf.for %[[K:[^ ]*]] =
+// CHECK: %[[KI:.*]] = arith.index_cast %[[K]] : index to i64
+// CHECK: %[[OFF:.*]] = arith.muli %[[KI]], %{{.*}} : i64
+// CHECK: %[[FIRST:.*]] = arith.addi %[[BASE]], %[[OFF]] : i64
+// CHECK: %[[T:.*]] = tensor.from_elements %[[FIRST]] : tensor<i64>
+// CHECK: func.call @main_micro_batch(%{{.*}}, %[[SEED]], %[[T]], %{{.*}})
+// M3N4-LABEL: func.func @main
+// M3N4-SAME: tensor<6x4xf32> {autopar.input = "x"}
+// M3N4: %[[R:.*]] = shard.process_multi_index on @autopar_grid axes = [0] : index
+// M3N4: %[[SPAN:.*]] = arith.constant 6 : i64
+// M3N4: %[[RI:.*]] = arith.index_cast %[[R]] : index to i64
+// M3N4: arith.muli %[[RI]], %[[SPAN]] : i64
 #id = affine_map<(d0) -> (d0)>
 #red = affine_map<(d0) -> ()>
-// expected-error @+1 {{data-parallel training: the model draws random masks (training-mode Dropout)}}
 func.func @main(%w: tensor<4xf32> {autopar.parameter = "w", autopar.trainable},
                 %seed: tensor<i64> {autopar.seed},
+                %offset: tensor<i64> {autopar.sample_offset},
                 %x: tensor<2x4xf32> {autopar.input = "x"})
     -> (tensor<f32> {autopar.output = "loss"},
         tensor<4xf32> {autopar.gradient = "w", autopar.output = "w.grad"}) {

@@ -172,21 +172,22 @@ func.func @main(%w: tensor<4xf32> {autopar.parameter = "w", autopar.trainable},
 // -----
 
 // A sum is summed (no division); a parameter the forward updates (a running
-// mean) is carried from one micro-batch to the next and returned; micro-batch
-// k's Dropout seed is seed ^ (k << 40).
+// mean) is carried from one micro-batch to the next and returned; the seed
+// passes unchanged and micro-batch k's sample offset (Dropout's masks by
+// global sample) is k x 2, its first sample; @main loses the offset.
 // CHECK-LABEL: func.func @main
 // CHECK-SAME: %[[W:[^:]*]]: tensor<4xf32> {autopar.parameter = "w", autopar.trainable}
 // CHECK-SAME: %[[RM:[^:]*]]: tensor<4xf32> {autopar.parameter = "rm"}
 // CHECK-SAME: %[[SEED:[^:]*]]: tensor<i64> {autopar.seed}
-// CHECK-SAME: %[[X:[^:]*]]: tensor<6x4xf32> {autopar.input = "x"}
+// CHECK-SAME: %[[X:[^:]*]]: tensor<6x4xf32> {autopar.input = "x"})
+// CHECK: %[[NONE:.*]] = arith.constant 0 : i64
 // CHECK: %[[SUMS:.*]]:3 = scf.for %[[K:[^ ]*]] = {{.*}} iter_args(%[[L:.*]] = %{{.*}}, %[[G:.*]] = %{{.*}}, %[[STATE:.*]] = %[[RM]])
-// CHECK: %[[S:.*]] = tensor.extract %[[SEED]][]
 // CHECK: %[[KI:.*]] = arith.index_cast %[[K]] : index to i64
-// CHECK: %[[C40:.*]] = arith.constant 40 : i64
-// CHECK: %[[SHL:.*]] = arith.shli %[[KI]], %[[C40]]
-// CHECK: %[[XOR:.*]] = arith.xori %[[S]], %[[SHL]]
-// CHECK: %[[SK:.*]] = tensor.from_elements %[[XOR]] : tensor<i64>
-// CHECK: %[[R:.*]]:3 = func.call @main_micro_batch(%[[W]], %[[STATE]], %[[SK]], %{{.*}})
+// CHECK: %[[C2:.*]] = arith.constant 2 : i64
+// CHECK: %[[MUL:.*]] = arith.muli %[[KI]], %[[C2]]
+// CHECK: %[[FIRST:.*]] = arith.addi %[[NONE]], %[[MUL]]
+// CHECK: %[[OFF:.*]] = tensor.from_elements %[[FIRST]] : tensor<i64>
+// CHECK: %[[R:.*]]:3 = func.call @main_micro_batch(%[[W]], %[[STATE]], %[[SEED]], %[[OFF]], %{{.*}})
 // CHECK: scf.yield %{{.*}}, %{{.*}}, %[[R]]#2
 // CHECK-NOT: arith.divf
 // CHECK: return %[[SUMS]]#0, %[[SUMS]]#1, %[[SUMS]]#2
@@ -196,6 +197,7 @@ func.func @main(%w: tensor<4xf32> {autopar.parameter = "w", autopar.trainable},
 func.func @main(%w: tensor<4xf32> {autopar.parameter = "w", autopar.trainable},
                 %rm: tensor<4xf32> {autopar.parameter = "rm"},
                 %seed: tensor<i64> {autopar.seed},
+                %offset: tensor<i64> {autopar.sample_offset},
                 %x: tensor<2x4xf32> {autopar.input = "x"})
     -> (tensor<f32> {autopar.output = "loss"},
         tensor<4xf32> {autopar.gradient = "w", autopar.output = "w.grad"},

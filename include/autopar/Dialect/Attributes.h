@@ -72,6 +72,12 @@ inline constexpr llvm::StringLiteral kStep =
 /// element index it decides every dropout mask.
 inline constexpr llvm::StringLiteral kSeed =
     AutoparDialect::SeedAttrHelper::getNameStr();
+/// The first sample's index in the global batch of the call's batch (unit;
+/// an int64 scalar argument): with it training-mode Dropout indexes its
+/// masks by global sample, so that every plan draws one rank's masks.
+/// Internal to the step: autopar-accumulate-gradients replaces it.
+inline constexpr llvm::StringLiteral kSampleOffset =
+    AutoparDialect::SampleOffsetAttrHelper::getNameStr();
 /// A scalar metric result: its name ("lr", "grad_norm").
 inline constexpr llvm::StringLiteral kMetric =
     AutoparDialect::MetricAttrHelper::getNameStr();

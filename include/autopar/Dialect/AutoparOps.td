@@ -51,6 +51,7 @@ def Autopar_Dialect : Dialect {
     "::mlir::StringAttr":$state_of,
     "::mlir::UnitAttr":$step,
     "::mlir::UnitAttr":$seed,
+    "::mlir::UnitAttr":$sample_offset,
     "::mlir::StringAttr":$metric,
     "::mlir::StringAttr":$update,
     "::mlir::UnitAttr":$loss_scaling,

@@ -34,6 +34,9 @@ struct ArtifactArgument {
     OptimizerState,
     Step,
     Seed,
+    /// Internal to a training step before autopar-accumulate-gradients
+    /// (attrs::kSampleOffset); never in an artifact's manifest.
+    SampleOffset,
     Metric,
     Update
   };

@@ -429,8 +429,12 @@ def AccumulateGradients
     - Parameters the forward updates itself (BatchNorm's running
       statistics, `autopar.update`) carry from one micro-batch to the next,
       as consecutive PyTorch forward passes update them.
-    - Dropout's `seed` is `seed ^ (k << 40)` for micro-batch `k`, so that
-      micro-batches draw different masks.
+    - Training-mode Dropout indexes its masks by global sample: the
+      forward's `autopar.sample_offset` argument (the call's first sample
+      in the global batch) is `(r x micro-batches + k) x b` for
+      micro-batch k of replica r, b its samples, so every split draws the
+      masks of one call on the whole batch; @main loses the argument. With
+      one call per step (micro-batches=1, data-parallel=1) it becomes 0.
 
     ```mlir
     func.func @main(%w: tensor<4x3xf32> {autopar.parameter = "w"}, %x: tensor<2x4xf32> {autopar.input = "x"})
@@ -456,9 +460,7 @@ def AccumulateGradients
     would normalise them. Parameters the forward updates (BatchNorm's
     running statistics) are carried when the forward shares its statistics
     over the replicas (it holds a `shard.all_reduce`, as the importer writes
-    a replica's BatchNorm), and refused otherwise; Dropout's seed would draw
-    the same masks for different samples and is refused (planned: masks by
-    global sample index).
+    a replica's BatchNorm), and refused otherwise.
 
     With `zero-stage` 2 or 3 (ZeRO's sharded gradients), the gradient of
     a trained parameter whose dim 0 divides by `data-parallel` is not
@@ -473,7 +475,7 @@ def AccumulateGradients
            "Micro-batches per step">,
     Option<"dataParallel", "data-parallel", "int64_t", "1",
            "Data-parallel replicas whose sums are all-reduced (1: none; "
-           "with micro-batches=1 too, @main is left alone)">,
+           "with micro-batches=1 too, @main keeps its shape)">,
     Option<"zeroStage", "zero-stage", "int64_t", "0",
            "ZeRO stage: from 2 on, the gradients ZeRO shards are "
            "reduce-scattered (each replica returns its block)">,
