@@ -200,14 +200,9 @@ int CompileFlow::validateRequest() {
     if (given && !training)
       return fail(llvm::Twine(flag) + " needs --mode train");
   if (!o.planOnly && training && cluster.worldSize() != 1) {
-    // Distributed training executes data parallelism (ZeRO 0) on CPU ranks
-    // so far: the plan is pinned to it (docs/distributed-training.md).
-    if (gpu)
-      return fail("--cluster " + o.cluster +
-                  " --mode train: training code is generated for one GPU "
-                  "so far (a cluster of one GPU); several GPUs are being "
-                  "built. Use --plan-only to plan and report for this "
-                  "cluster");
+    // Distributed training executes data parallelism (ZeRO 0-3) so far:
+    // the plan is pinned to it (docs/distributed-training.md). On GPUs the
+    // step's collectives go to the NCCL backend.
     for (auto [flag, value] : {std::pair{"--tp", o.tp}, {"--pp", o.pp}})
       if (value > 1)
         return fail(llvm::Twine(flag) + " " + llvm::Twine(value) +

@@ -287,7 +287,7 @@ private:
 
 } // namespace
 
-void runTraining(Session &session, Communicator &comm,
+void runTraining(Session &session, Communicator &comm, Communicator &hostComm,
                  const TrainOptions &options) {
   const Manifest &manifest = session.getManifest();
   if (!manifest.training)
@@ -383,7 +383,7 @@ void runTraining(Session &session, Communicator &comm,
 
   Restored start;
   if (options.resume)
-    start = resume(session, comm, options, data, progress);
+    start = resume(session, hostComm, options, data, progress);
   else if (options.checkpointDir &&
            std::filesystem::exists(*options.checkpointDir + "/latest"))
     // Not an error: starting over on purpose is legitimate, but easily a
@@ -495,8 +495,8 @@ void runTraining(Session &session, Communicator &comm,
     position = data.next(position);
     if (options.checkpointDir && options.checkpointEvery > 0 &&
         (s + 1) % options.checkpointEvery == 0) {
-      saveCheckpoint(session, comm, options, data, s + 1, position, randomSeed,
-                     progress);
+      saveCheckpoint(session, hostComm, options, data, s + 1, position,
+                     randomSeed, progress);
       savedStep = s + 1;
     }
     bool last = s + 1 == options.steps;
@@ -520,7 +520,7 @@ void runTraining(Session &session, Communicator &comm,
   // At the end, unless the last step was just saved (or none was taken).
   if (options.checkpointDir && savedStep < options.steps &&
       start.step < options.steps)
-    saveCheckpoint(session, comm, options, data, options.steps, position,
+    saveCheckpoint(session, hostComm, options, data, options.steps, position,
                    randomSeed, progress);
   progress.finish();
 
@@ -529,7 +529,7 @@ void runTraining(Session &session, Communicator &comm,
   if (options.saveOnnx || options.outputsDir)
     for (size_t i = 0; i < args.size(); ++i)
       if (args[i].kind == ArgumentKind::Parameter)
-        wholes[i] = wholeParameter(session, comm, i);
+        wholes[i] = wholeParameter(session, hostComm, i);
   if (!leader)
     return;
   auto globalShape = [&](size_t i) {

@@ -501,7 +501,7 @@ void runSession(const Options &options, const WorldInfo &world,
     train.seedGiven = options.seedGiven;
     if (train.outputsDir)
       std::filesystem::create_directories(*train.outputsDir);
-    runTraining(session, programComm, train);
+    runTraining(session, programComm, comm, train);
     if (options.commStats || options.commStatsJson)
       reportCommStats(comm, programComm, leader, options);
     std::fflush(stdout);

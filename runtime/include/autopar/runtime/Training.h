@@ -62,7 +62,10 @@ struct TrainOptions {
 /// state from a checkpoint with `resume`, writes checkpoints with
 /// `checkpointDir`; stops with an error naming the step on a non-finite
 /// loss or gradient norm. Throws Error.
-void runTraining(Session &session, Communicator &comm,
+/// \p comm runs the step's collectives (on a GPU, the device's); \p hostComm
+/// the runtime's own exchanges on host memory (checkpoints, gathering the
+/// trained parameters): the same communicator on CPU ranks.
+void runTraining(Session &session, Communicator &comm, Communicator &hostComm,
                  const TrainOptions &options);
 
 } // namespace autopar::runtime
