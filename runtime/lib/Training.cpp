@@ -14,12 +14,16 @@
 
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <memory>
 #include <sstream>
+#include <thread>
 
 namespace autopar::runtime {
 namespace {
@@ -101,6 +105,27 @@ std::vector<char> wholeParameter(Session &session, Communicator &comm,
                     coords[axis], whole.data());
   }
   return whole;
+}
+
+/// For the fault tests (test/Integration/train_dp.py): when
+/// AUTOPAR_TEST_FAULT is `hang` or `kill` and AUTOPAR_TEST_FAULT_RANK names
+/// this world rank, step AUTOPAR_TEST_FAULT_STEP (1-based, default 1)
+/// sleeps for an hour or kills the process (SIGKILL) before it runs, as a
+/// rank that hangs or dies mid-training would, while the others wait for
+/// it in the step's collectives.
+void injectTestFault(const Communicator &comm, int64_t step) {
+  const char *fault = std::getenv("AUTOPAR_TEST_FAULT");
+  const char *rank = std::getenv("AUTOPAR_TEST_FAULT_RANK");
+  if (!fault || !rank || std::strtoll(rank, nullptr, 10) != comm.worldRank())
+    return;
+  const char *at = std::getenv("AUTOPAR_TEST_FAULT_STEP");
+  if (step != (at ? std::strtoll(at, nullptr, 10) : 1))
+    return;
+  std::fflush(nullptr);
+  if (std::string(fault) == "kill")
+    std::raise(SIGKILL);
+  if (std::string(fault) == "hang")
+    std::this_thread::sleep_for(std::chrono::hours(1));
 }
 
 /// Makes the step read the state currentState returned, after a caller
@@ -423,6 +448,7 @@ void runTraining(Session &session, Communicator &comm, Communicator &hostComm,
     data.fill(position, inputBuffers);
     *static_cast<int64_t *>(session.argumentData(step)) = s + 1;
     Clock::time_point begin = Clock::now();
+    injectTestFault(hostComm, s + 1);
     session.runStep(comm);
     double seconds =
         std::chrono::duration<double>(Clock::now() - begin).count();

@@ -35,6 +35,10 @@ magnitude.
   ranks stopped at step 3 and resumed under the same plan equal the
   uninterrupted run bitwise (every rank writes its blocks), and resumed on
   one rank equal one rank's.
+- faults: in that ZeRO-2 run on 4 ranks, a rank killed or hung at step 4
+  (AUTOPAR_TEST_FAULT) ends every rank with an error within seconds
+  (--timeout 3), and the checkpoint of step 2 resumes to the uninterrupted
+  run's numbers bitwise.
 
 - gpt with Dropout: masks by global sample index, so dp2, and dp2 with two
   micro-batches each under ZeRO-3, draw one rank's masks.
@@ -48,6 +52,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import numpy as np
 import torch
@@ -254,6 +259,53 @@ def check_zero_mlp(mlp, one, launcher):
                            "--resume")
         errors += compare(f"mlp ZeRO-{zero} checkpoint of 4 ranks resumed on "
                           "one", (one[0][3:], one[1]), single)
+        if zero == 2:
+            errors += check_faults(mlp, art, whole, launcher)
+    return errors
+
+
+def check_faults(mlp, art, whole, launcher):
+    """A rank killed, or hung, at step 4 of a ZeRO-2 run on 4 ranks that
+    checkpoints every 2 steps: every rank ends with an error within the
+    timeout (3 s), and the checkpoint of step 2 stays valid: resumed, it
+    gives the uninterrupted run's losses and parameters bitwise."""
+    errors = []
+    for fault, expected in (("kill", "signal 9"), ("hang", "timed out after 3 s")):
+        what = "is killed" if fault == "kill" else "hangs"
+        ckpt = os.path.join(mlp.dir, f"fault-{fault}-ckpt")
+        run(["rm", "-rf", ckpt])
+        cmd = [*launcher, "-np", "4", os.path.join(mlp.build, "bin", "autopar-run"),
+               art, "--train", "--data", mlp.data, "--steps", str(STEPS),
+               "--shuffle", "3", "--checkpoint-dir", ckpt,
+               "--checkpoint-every", "2", "--timeout", "3"]
+        env = dict(os.environ, AUTOPAR_TEST_FAULT=fault,
+                   AUTOPAR_TEST_FAULT_RANK="1", AUTOPAR_TEST_FAULT_STEP="4")
+        start = time.monotonic()
+        result = subprocess.run(cmd, capture_output=True, text=True, env=env,
+                                timeout=120)
+        seconds = time.monotonic() - start
+        output = result.stdout + result.stderr
+        with open(os.path.join(ckpt, "latest")) as f:
+            latest = f.read().strip()
+        if result.returncode == 0 or expected not in output or seconds > 30 \
+                or latest != "step-00000002":
+            errors.append(f"a rank that {what} at step 4: exit "
+                          f"{result.returncode} after {seconds:.1f} s, "
+                          f"latest {latest!r}, expected '{expected}':\n"
+                          f"{output[-2000:]}")
+            continue
+        resumed = mlp.train(f"fault-{fault}-resumed", art, 4, launcher,
+                            "--shuffle", "3", "--checkpoint-dir", ckpt,
+                            "--resume")
+        same = resumed[0] == whole[0][2:] and all(
+            np.array_equal(resumed[1][k], v) for k, v in whole[1].items())
+        if not same:
+            errors.append(f"a rank that {what} at step 4: resuming step 2 "
+                          f"gave losses {resumed[0]}, uninterrupted "
+                          f"{whole[0][2:]}, or other parameters")
+        else:
+            print(f"PASS a rank that {what} at step 4 ends every rank in "
+                  f"{seconds:.1f} s; step 2's checkpoint resumes bitwise")
     return errors
 
 
