@@ -4,10 +4,13 @@
 #include "autopar/Dialect/Attributes.h"
 
 #include "mlir/IR/BuiltinTypes.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
+#include "llvm/Support/SHA256.h"
 #include "llvm/Support/raw_ostream.h"
 
 using namespace mlir;
@@ -220,6 +223,13 @@ LogicalResult writeManifest(llvm::StringRef dir,
                                   {"tp", description.tp},
                                   {"pp", description.pp}}},
       {"ranks", std::move(ranks)}};
+  // The model file's content hash: checkpoints record it, so that the
+  // trained model is later assembled from the same file (autopar-ckpt).
+  if (auto file = llvm::MemoryBuffer::getFile(description.modelPath)) {
+    std::array<uint8_t, 32> digest =
+        llvm::SHA256::hash(llvm::arrayRefFromStringRef((*file)->getBuffer()));
+    manifest["model_sha256"] = llvm::toHex(digest, /*LowerCase=*/true);
+  }
   if (topArguments)
     manifest["arguments"] = std::move(*topArguments);
   if (pipelined)

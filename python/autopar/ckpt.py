@@ -2,16 +2,21 @@
 
 A checkpoint directory (``--checkpoint-dir D``) holds ``latest`` and one ``step-N/``
 per save, each a ``metadata.json`` and the ranks' ``rank-*.bin`` files (the format is
-docs/training.md's "Checkpoints", version 1). Every command takes either ``D`` (its
+docs/checkpoints.md, version 1). Every command takes either ``D`` (its
 ``latest`` step) or a ``step-N`` directory::
 
     autopar-ckpt info D                    # step, model, plan, data position, tensors
     autopar-ckpt verify D                  # every chunk in range and its CRC-32; exit 1 on a problem
     autopar-ckpt export D --to-npz W.npz   # the trained tensors (--all: optimizer states too)
-    autopar-ckpt export D --to-onnx M.onnx [--model SRC.onnx]
+    autopar-ckpt consolidate D --to-onnx M.onnx [--model SRC.onnx]
                                            # SRC (default: the model the checkpoint
                                            # records) with its initializers replaced by
-                                           # the checkpoint's trained values
+                                           # the checkpoint's trained values; SRC's
+                                           # SHA-256 must be the one the checkpoint
+                                           # records (--any-model: not checked)
+    autopar-ckpt consolidate D --to-npz W.npz
+                                           # the trained tensors (--all: optimizer
+                                           # states too); `export` is the same command
     autopar-ckpt import STATE.npz --model SRC.onnx -o OUT.onnx [--allow-missing]
                                            # pretrained weights (a PyTorch state_dict
                                            # saved with numpy.savez) into the model's
@@ -22,6 +27,7 @@ chunks tile it, so it reads the checkpoints of any plan.
 """
 
 import argparse
+import hashlib
 import json
 import os
 import sys
@@ -162,7 +168,8 @@ def cmd_info(ckpt, args):
     grid = plan.get("grid", {})
     print(f"checkpoint   {ckpt.dir}")
     print(f"step         {m['step']}")
-    print(f"model        {m.get('model')} ({m.get('model_hash')})")
+    print(f"model        {m.get('model')} ({m.get('model_hash')}"
+          + (f", file sha256 {m['model_sha256']}" if m.get("model_sha256") else "") + ")")
     print(f"plan         {plan.get('cluster')}, world size {plan.get('world_size')}, "
           f"dp {grid.get('dp')} x tp {grid.get('tp')} x pp {grid.get('pp')}")
     print(f"data         {data.get('directory')}: next batch {data.get('batch_in_epoch')} "
@@ -201,7 +208,7 @@ def cmd_verify(ckpt, args):
 
 def cmd_export(ckpt, args):
     if bool(args.to_npz) == bool(args.to_onnx):
-        raise CheckpointError("export: give one of --to-npz FILE or --to-onnx FILE")
+        raise CheckpointError(f"{args.cmd}: give one of --to-npz FILE or --to-onnx FILE")
     if args.to_npz:
         keys = list(ckpt.tensors) if args.all else ckpt.model_keys()
         arrays = {k: ckpt.read(k) for k in keys}
@@ -213,6 +220,15 @@ def cmd_export(ckpt, args):
     if not source or not os.path.exists(source):
         raise CheckpointError(f"--to-onnx: the model {source!r} the checkpoint records is not "
                               "there; give it with --model FILE.onnx")
+    recorded = ckpt.meta.get("model_sha256")
+    if recorded and not args.any_model:
+        actual = file_sha256(source)
+        if actual != recorded:
+            raise CheckpointError(
+                f"--to-onnx: {source} is not the model {ckpt.metadata_path} was trained "
+                f"from: its SHA-256 is {actual}, the checkpoint records {recorded} (of "
+                f"{ckpt.meta.get('model')}); give that file with --model, or --any-model "
+                "to fill this one anyway")
     model = onnx.load(source)
     trained = {ckpt.tensors[k]["name"]: ckpt.read(k) for k in ckpt.model_keys()}
     # The checkpoint holds what training changed; frozen initializers keep the
@@ -222,6 +238,14 @@ def cmd_export(ckpt, args):
     print(f"wrote {args.to_onnx}: {source} with {len(ckpt.model_keys())} trained tensors "
           f"from step {ckpt.meta['step']}")
     return 0
+
+
+def file_sha256(path):
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def fill_initializers(model, values, source, what, allow_missing=False):
@@ -288,10 +312,13 @@ def main(argv=None):
     imp.add_argument("-o", "--output", required=True, metavar="OUT.onnx")
     imp.add_argument("--allow-missing", action="store_true",
                      help="float initializers the state_dict lacks keep the model's values")
-    for name in ("info", "verify", "export"):
+    for name in ("info", "verify", "consolidate", "export"):
         sp = sub.add_parser(name)
         sp.add_argument("checkpoint", help="a --checkpoint-dir (its latest) or a step-N dir")
-        if name == "export":
+        if name in ("consolidate", "export"):
+            sp.add_argument("--any-model", action="store_true",
+                            help="--to-onnx: fill a model whose SHA-256 differs from the "
+                                 "one the checkpoint records")
             sp.add_argument("--to-npz", metavar="FILE")
             sp.add_argument("--to-onnx", metavar="FILE")
             sp.add_argument("--model", metavar="FILE.onnx",
@@ -304,8 +331,8 @@ def main(argv=None):
         if args.cmd == "import":
             return cmd_import(args)
         ckpt = Checkpoint(args.checkpoint)
-        return {"info": cmd_info, "verify": cmd_verify, "export": cmd_export}[args.cmd](
-            ckpt, args)
+        return {"info": cmd_info, "verify": cmd_verify, "consolidate": cmd_export,
+                "export": cmd_export}[args.cmd](ckpt, args)
     except CheckpointError as e:
         print(f"autopar-ckpt: error: {e}", file=sys.stderr)
         return 1

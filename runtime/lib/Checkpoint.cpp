@@ -171,6 +171,8 @@ json metadataJson(const CheckpointInfo &info,
   meta["version"] = CheckpointFormatVersion;
   meta["step"] = info.step;
   meta["model"] = info.model;
+  if (!info.modelSha256.empty())
+    meta["model_sha256"] = info.modelSha256;
   meta["model_hash"] = info.modelHash;
   meta["plan"] = {{"cluster", info.cluster},
                   {"world_size", info.worldSize},
@@ -606,6 +608,7 @@ CheckpointInfo readCheckpoint(const std::string &stepDir,
                   std::to_string(CheckpointFormatVersion));
     info.step = field(meta, "step", metadataPath).get<int64_t>();
     info.model = meta.value("model", "");
+    info.modelSha256 = meta.value("model_sha256", "");
     info.modelHash = field(meta, "model_hash", metadataPath).get<std::string>();
     if (info.modelHash != expectedModelHash)
       throw Error(stepDir + " is a checkpoint of another model (model '" +

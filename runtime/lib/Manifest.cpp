@@ -606,6 +606,8 @@ Manifest parseManifest(std::string_view text, const std::string &path) {
                 std::to_string(ManifestVersion) +
                 " (use autopar-run and autopar-compile from the same build)");
   manifest.model = reader.string(root, "", "model");
+  if (root.contains("model_sha256"))
+    manifest.modelSha256 = reader.string(root, "", "model_sha256");
   manifest.cluster = reader.string(root, "", "cluster");
   std::string mode =
       root.contains("mode") ? reader.string(root, "", "mode") : "infer";

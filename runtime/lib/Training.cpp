@@ -218,6 +218,7 @@ void saveCheckpoint(Session &session, Communicator &comm,
   info.samplesPerEpoch = data.samples();
   info.modelHash = modelHash(session.getArguments());
   info.model = manifest.model;
+  info.modelSha256 = manifest.modelSha256;
   info.cluster = manifest.cluster;
   info.worldSize = manifest.worldSize;
   info.grid = manifest.grid;

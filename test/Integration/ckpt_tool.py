@@ -8,8 +8,10 @@ ranks (rank 0 writes), then checks that:
   chunk is flipped and after the file is truncated;
 - `export --to-npz` gives the trained parameters bit for bit as autopar-run's
   --outputs, `--all` the optimizer states too;
-- `export --to-onnx` fills the model's initializers with them, and a model
-  that lacks one of the checkpoint's tensors is refused naming it;
+- `consolidate --to-onnx` fills the model's initializers with them; the
+  checkpoint records the model file's SHA-256 (`info` shows it), another
+  file is refused naming both hashes, and with --any-model a model that
+  lacks one of the checkpoint's tensors is refused naming it;
 - `import` writes a PyTorch state_dict (.npz) into the model's initializers:
   training the result starts from those weights (its first loss is PyTorch's
   on them), and a state_dict with a name or shape the model lacks is refused.
@@ -63,9 +65,10 @@ def main():
                                   "--checkpoint-dir", ckdir, "--checkpoint-every", "2")
         tag = f"local:{ranks}"
         rc, out = tool("info", ckdir)
+        sha = ckpt.file_sha256(case.onnx)
         expect(rc == 0 and f"step         {train_dp.STEPS}" in out and
                f"world size {ranks}" in out and "fc1.weight             param" in out and
-               "16x8" in out, f"{tag} info", out)
+               "16x8" in out and f"file sha256 {sha}" in out, f"{tag} info", out)
         rc, out = tool("verify", ckdir)
         expect(rc == 0 and "every CRC-32 matches" in out, f"{tag} verify", out)
         npz = os.path.join(work, f"w{ranks}.npz")
@@ -78,11 +81,11 @@ def main():
         expect(rc == 0 and "fc1.weight.exp_avg_sq" in np.load(npz).files,
                f"{tag} export --to-npz --all has the optimizer states", out)
         onnx_out = os.path.join(work, f"m{ranks}.onnx")
-        rc, out = tool("export", ckdir, "--to-onnx", onnx_out)
+        rc, out = tool("consolidate", ckdir, "--to-onnx", onnx_out)
         inits = ({i.name: numpy_helper.to_array(i) for i in onnx.load(onnx_out).graph.initializer}
                  if rc == 0 else {})
         expect(rc == 0 and all(inits[k].tobytes() == params[k].tobytes() for k in params),
-               f"{tag} export --to-onnx carries the trained initializers", out)
+               f"{tag} consolidate --to-onnx carries the trained initializers", out)
 
     # A model without one of the checkpoint's tensors is refused, naming it.
     ckdir = os.path.join(case.dir, "ckpt1")
@@ -92,7 +95,13 @@ def main():
     model.graph.initializer.extend(kept)
     other = os.path.join(work, "other.onnx")
     onnx.save(model, other)
-    rc, out = tool("export", ckdir, "--to-onnx", os.path.join(work, "x.onnx"), "--model", other)
+    rc, out = tool("consolidate", ckdir, "--to-onnx", os.path.join(work, "x.onnx"), "--model",
+                   other)
+    expect(rc == 1 and f"its SHA-256 is {ckpt.file_sha256(other)}, the checkpoint records "
+           f"{ckpt.file_sha256(case.onnx)}" in out, "another model file is refused by its hash",
+           out)
+    rc, out = tool("consolidate", ckdir, "--to-onnx", os.path.join(work, "x.onnx"), "--model",
+                   other, "--any-model")
     expect(rc == 1 and "no initializer fc2.bias" in out, "a model without fc2.bias is refused",
            out)
 

@@ -75,8 +75,10 @@ struct CheckpointInfo {
   int64_t globalBatch = 0;
   /// modelHash() of the artifact that wrote it.
   std::string modelHash;
-  /// The ONNX model the artifact was compiled from (the manifest's `model`).
+  /// The ONNX model the artifact was compiled from (the manifest's `model`),
+  /// and the SHA-256 of its content then (`model_sha256`; may be empty).
   std::string model;
+  std::string modelSha256;
   /// The plan that wrote it.
   std::string cluster;
   int64_t worldSize = 1;

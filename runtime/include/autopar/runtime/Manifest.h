@@ -184,6 +184,9 @@ struct Manifest {
   std::string path;
   int64_t version = ManifestVersion;
   std::string model;
+  /// The SHA-256 of the model file when compiled (`model_sha256`; empty when
+  /// absent), recorded in checkpoints.
+  std::string modelSha256;
   std::string cluster;
   /// Where the programs run (the `target` key; absent: the CPU).
   TargetDesc target;
