@@ -26,6 +26,7 @@
 #include "mlir/InitAllPasses.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Target/LLVMIR/Dialect/All.h"
+#include "mlir/Transforms/Passes.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
@@ -400,8 +401,14 @@ bool CompileFlow::writeReport(const PlanResult &result,
     return false;
   }
   llvm::json::Value report = planReportJson(result, forRequest);
+  llvm::json::Object &fields = *report.getAsObject();
+  // A compiled step's own collectives replace the cost model's estimate,
+  // which stays beside them.
+  if (extra.get("predicted_collectives"))
+    if (llvm::json::Value *model = fields.get("predicted_collectives"))
+      fields["cost_model_collectives"] = std::move(*model);
   for (auto &[key, value] : extra)
-    (*report.getAsObject())[key] = std::move(value);
+    fields[key] = std::move(value);
   os << llvm::formatv("{0:2}", report) << "\n";
   return true;
 }
@@ -529,11 +536,24 @@ int CompileFlow::compileTrainingStep() {
   step.zeroStage = best.zeroStage;
   step.config = trainConfig;
   step.lowPrecisionGemms = gpu;
+  step.lowerCollectives = false;
   auto pm = PassManager::on<ModuleOp>(context.get());
   applyPassManagerCLOptionsIfAny(pm);
   buildTrainingStepPipeline(pm, step);
   if (failed(pm.run(*module)))
     return 1;
+  // What the step exchanges, exactly (the report's predicted collectives),
+  // before the collectives become runtime calls.
+  llvm::json::Object collectives = stepCollectives(*module);
+  if (best.dp > 1) {
+    auto lower = PassManager::on<ModuleOp>(context.get());
+    applyPassManagerCLOptionsIfAny(lower);
+    lower.addPass(createLowerCollectivesToRuntime());
+    lower.addPass(mlir::createCanonicalizerPass());
+    lower.addPass(mlir::createCSEPass());
+    if (failed(lower.run(*module)))
+      return 1;
+  }
   writeIR("train-step.mlir", *module);
   TrainingArtifactOptions artifact;
   artifact.modelPath = o.modelPath;
@@ -563,6 +583,7 @@ int CompileFlow::compileTrainingStep() {
   llvm::json::Object extra;
   if (!notes.empty())
     extra["notes"] = std::move(notes);
+  extra["predicted_collectives"] = std::move(collectives);
   extra["trainable_parameters"] =
       llvm::json::Object{{"count", trained->elements},
                          {"bytes", trained->bytes},

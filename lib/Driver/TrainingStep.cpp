@@ -19,6 +19,9 @@
 #include "autopar/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/Pass/Pass.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Transforms/Passes.h"
@@ -29,6 +32,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <cmath>
+#include <map>
 
 using namespace mlir;
 
@@ -114,7 +118,7 @@ void buildTrainingStepPipeline(OpPassManager &pm,
     pm.addPass(createApplyOptimizer(o));
   }
   // The replicas' sums become runtime all-reduces over dp.
-  if (options.dataParallel > 1)
+  if (options.dataParallel > 1 && options.lowerCollectives)
     pm.addPass(createLowerCollectivesToRuntime());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
@@ -188,6 +192,51 @@ void registerTrainingStepPipeline() {
 }
 
 namespace {
+
+/// Adds to `tally` the collectives of `block`, each counted `times`.
+void countCollectives(Block &block, double times, ModuleOp module,
+                      std::map<std::string, std::pair<double, double>> &tally) {
+  auto bytes = [](Value v) {
+    auto type = cast<RankedTensorType>(v.getType());
+    return double(type.getNumElements()) *
+           double(type.getElementTypeBitWidth() / 8);
+  };
+  auto ranks = [&](Operation *op, FlatSymbolRefAttr gridName) {
+    auto grid = module.lookupSymbol<shard::GridOp>(gridName.getValue());
+    return grid ? double(grid.getShape().front()) : 1.0;
+  };
+  auto add = [&](llvm::StringRef name, double bus) {
+    auto &[calls, busBytes] = tally[name.str()];
+    calls += times;
+    busBytes += times * bus;
+  };
+  for (Operation &op : block) {
+    if (auto loop = dyn_cast<scf::ForOp>(op)) {
+      auto lb = getConstantIntValue(loop.getLowerBound());
+      auto ub = getConstantIntValue(loop.getUpperBound());
+      auto st = getConstantIntValue(loop.getStep());
+      double trips =
+          lb && ub && st && *st > 0 ? double((*ub - *lb + *st - 1) / *st) : 1;
+      countCollectives(*loop.getBody(), times * trips, module, tally);
+    } else if (auto call = dyn_cast<func::CallOp>(op)) {
+      if (auto callee = module.lookupSymbol<func::FuncOp>(call.getCallee()))
+        if (!callee.isExternal())
+          countCollectives(callee.getBody().front(), times, module, tally);
+    } else if (auto reduce = dyn_cast<shard::AllReduceOp>(op)) {
+      double n = ranks(&op, reduce.getGridAttr());
+      add("all_reduce", bytes(reduce.getInput()) * 2 * (n - 1) / n);
+    } else if (auto gather = dyn_cast<shard::AllGatherOp>(op)) {
+      double n = ranks(&op, gather.getGridAttr());
+      add("all_gather", bytes(gather.getResult()) * (n - 1) / n);
+    } else if (auto scatter = dyn_cast<shard::ReduceScatterOp>(op)) {
+      double n = ranks(&op, scatter.getGridAttr());
+      add("reduce_scatter", bytes(scatter.getInput()) * (n - 1) / n);
+    } else if (auto toAll = dyn_cast<shard::AllToAllOp>(op)) {
+      double n = ranks(&op, toAll.getGridAttr());
+      add("all_to_all", bytes(toAll.getInput()) * (n - 1) / n);
+    }
+  }
+}
 
 /// `main` returning only its result named `name`; false if it has none.
 bool keepOnlyResult(func::FuncOp main, llvm::StringRef name) {
@@ -371,6 +420,20 @@ FailureOr<ArtifactProgram> buildEvalProgram(MLIRContext *context,
 }
 
 } // namespace
+
+llvm::json::Object stepCollectives(ModuleOp module) {
+  std::map<std::string, std::pair<double, double>> tally;
+  if (auto main = module.lookupSymbol<func::FuncOp>("main"))
+    countCollectives(main.getBody().front(), 1, module, tally);
+  llvm::json::Object ops;
+  for (auto &[name, counts] : tally)
+    ops[name] = llvm::json::Object{{"calls", counts.first},
+                                   {"bus_bytes", counts.second}};
+  llvm::json::Object axes;
+  if (!ops.empty())
+    axes["dp"] = std::move(ops);
+  return axes;
+}
 
 llvm::FailureOr<TrainedSummary>
 writeTrainingArtifact(ModuleOp module, const TrainingArtifactOptions &options,

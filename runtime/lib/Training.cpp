@@ -12,6 +12,7 @@
 #include "autopar/runtime/TensorLayout.h"
 #include "autopar/runtime/TrainProgress.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -313,8 +314,8 @@ private:
 
 } // namespace
 
-void runTraining(Session &session, Communicator &comm, Communicator &hostComm,
-                 const TrainOptions &options) {
+int64_t runTraining(Session &session, Communicator &comm,
+                    Communicator &hostComm, const TrainOptions &options) {
   const Manifest &manifest = session.getManifest();
   if (!manifest.training)
     throw Error("--train: " + manifest.path +
@@ -550,6 +551,7 @@ void runTraining(Session &session, Communicator &comm, Communicator &hostComm,
     saveCheckpoint(session, hostComm, options, data, options.steps, position,
                    randomSeed, progress);
   progress.finish();
+  const int64_t taken = std::max<int64_t>(0, options.steps - start.step);
 
   // The parameters' whole values on the first rank (ZeRO-3's are blocks).
   std::map<size_t, std::vector<char>> wholes;
@@ -558,7 +560,7 @@ void runTraining(Session &session, Communicator &comm, Communicator &hostComm,
       if (args[i].kind == ArgumentKind::Parameter)
         wholes[i] = wholeParameter(session, hostComm, i);
   if (!leader)
-    return;
+    return taken;
   auto globalShape = [&](size_t i) {
     return args[i].split ? args[i].globalShape : args[i].shape;
   };
@@ -583,6 +585,7 @@ void runTraining(Session &session, Communicator &comm, Communicator &hostComm,
     std::printf("autopar-run: wrote the trained parameters to %s\n",
                 options.outputsDir->c_str());
   }
+  return taken;
 }
 
 } // namespace autopar::runtime

@@ -369,7 +369,7 @@ void printThroughput(double totalMs, double firstMs, int64_t steps) {
 /// counted by \p programComm, and the runtime's own distribution of inputs
 /// and outputs (world) by \p hostComm.
 void reportCommStats(Communicator &hostComm, Communicator &programComm,
-                     bool leader, const Options &options) {
+                     bool leader, const Options &options, int64_t steps) {
   programComm.settleStats();
   CommStats stats = programComm.getStats();
   if (&programComm != &hostComm)
@@ -388,7 +388,7 @@ void reportCommStats(Communicator &hostComm, Communicator &programComm,
     if (!file)
       throw Error("cannot write --comm-stats-json " + *options.commStatsJson +
                   ": " + std::strerror(errno));
-    std::string json = formatCommStatsJson(stats, options.steps);
+    std::string json = formatCommStatsJson(stats, steps);
     bool ok = std::fwrite(json.data(), 1, json.size(), file) == json.size();
     ok &= std::fclose(file) == 0;
     if (!ok)
@@ -501,9 +501,9 @@ void runSession(const Options &options, const WorldInfo &world,
     train.seedGiven = options.seedGiven;
     if (train.outputsDir)
       std::filesystem::create_directories(*train.outputsDir);
-    runTraining(session, programComm, comm, train);
+    int64_t taken = runTraining(session, programComm, comm, train);
     if (options.commStats || options.commStatsJson)
-      reportCommStats(comm, programComm, leader, options);
+      reportCommStats(comm, programComm, leader, options, taken);
     std::fflush(stdout);
     setActiveCommunicator(nullptr);
     programComm.setWatchdog(nullptr);
@@ -587,7 +587,7 @@ void runSession(const Options &options, const WorldInfo &world,
   }
   if (options.commStats || options.commStatsJson) {
     Watchdog::Scope scope(dog, "collecting --comm-stats", /*waiting=*/true);
-    reportCommStats(comm, programComm, leader, options);
+    reportCommStats(comm, programComm, leader, options, options.steps);
   }
   std::fflush(stdout);
   setActiveCommunicator(nullptr);

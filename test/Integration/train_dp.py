@@ -60,6 +60,10 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gradcheck import Cnn, Gpt, Mlp  # noqa: E402
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "..", "python"))
+from autopar.compare import compare_collectives, describe_collectives  # noqa: E402
+
 STEPS, TOL, NOISE_TOL = 6, 1e-5, 1e-3
 CONFIG = {
     "gradient_clipping": 0.5,
@@ -78,7 +82,11 @@ def run(cmd, expect_ok=True):
 
 
 class Case:
-    """A model exported once, its data and config written once."""
+    """A model exported once, its data and config written once. Every
+    multi-rank training run is checked against its plan report (--check-comm):
+    each collective's calls and bus bytes as predicted (comm_errors)."""
+
+    comm_errors = []
 
     def __init__(self, build, work, name, model, data, batch, config):
         self.build, self.work, self.name = build, work, name
@@ -106,7 +114,8 @@ class Case:
         result = run([os.path.join(self.build, "bin", "autopar-compile"),
                       self.onnx, "--cluster", f"local:{ranks}", "--mode",
                       "train", "--train-config", config or self.config,
-                      *self.shapes, *flags, "-o", art], expect_ok)
+                      *self.shapes, *flags, "--report-json", art + "-report.json",
+                      "-o", art], expect_ok)
         return art, result
 
     def train(self, tag, art, ranks, launcher, *flags):
@@ -117,14 +126,38 @@ class Case:
         cmd = [os.path.join(self.build, "bin", "autopar-run"), art, "--train",
                "--data", self.data, "--steps", str(STEPS), "--metrics",
                metrics, "--outputs", out, *flags]
+        stats = os.path.join(self.dir, tag + "-checked-comm.json")
+        if ranks > 1 and "--comm-stats-json" not in flags:
+            cmd += ["--comm-stats-json", stats]
         if ranks > 1:
             cmd = [*launcher, "-np", str(ranks), *cmd]
         result = run(cmd)
+        if ranks > 1 and "--comm-stats-json" not in flags:
+            self.check_comm(tag, art, stats)
         with open(metrics) as f:
             losses = [json.loads(line)["loss"] for line in f]
         params = {name[:-4]: np.load(os.path.join(out, name))
                   for name in os.listdir(out) if name.endswith(".npy")}
         return losses, params, result.stdout
+
+
+def check_comm(self, tag, art, stats):
+    """The run's collectives (--comm-stats-json) against its plan report's
+    predicted_collectives, exactly."""
+    with open(art + "-report.json") as f:
+        report = json.load(f)
+    with open(stats) as f:
+        measured = json.load(f)
+    problems = compare_collectives(report, measured)
+    if problems:
+        Case.comm_errors.append(f"{self.name} {tag}: collectives differ from "
+                                f"the plan report: {'; '.join(problems)}")
+    else:
+        print(f"PASS {self.name} {tag} --check-comm: "
+              f"{describe_collectives(report)} per step, as measured")
+
+
+Case.check_comm = check_comm
 
 
 def compare(tag, reference, run_result, noise_only=None):
@@ -454,6 +487,7 @@ def main():
             print(f"PASS {what} refused: "
                   f"{result.stderr.strip().splitlines()[0]}")
 
+    errors += Case.comm_errors
     if errors:
         sys.exit("\n".join(errors))
     print("data-parallel training equals one rank's")

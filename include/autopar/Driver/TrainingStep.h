@@ -47,6 +47,9 @@ struct TrainingStepOptions {
   int64_t zeroStage = 0;
   /// Optimizer, clipping and learning-rate schedule.
   TrainConfig config = defaultTrainConfig();
+  /// Lower the replicas' collectives (shard ops) to runtime calls at the
+  /// end; false leaves them, for stepCollectives, and the caller lowers.
+  bool lowerCollectives = true;
   /// bf16/fp16: GEMMs read their 16-bit operands as they are (a GPU's
   /// tensor cores, accumulating in f32), instead of the rounded operands
   /// extended back to f32 (CPU kernels are f32).
@@ -101,6 +104,13 @@ struct TrainingArtifactOptions {
 };
 
 /// What a training step trains, for the plan table and the report.
+/// The collectives one call of the training step's @main runs (`shard`
+/// ops on the 1-D replica grid, counted through calls and constant-trip
+/// loops), as the plan report's `predicted_collectives`: {"dp": {op:
+/// {"calls", "bus_bytes"}}}, bus bytes as the runtime counts them
+/// (Communicator.h). Run before the collectives are lowered.
+llvm::json::Object stepCollectives(mlir::ModuleOp module);
+
 struct TrainedSummary {
   int64_t tensors = 0, elements = 0, bytes = 0;
 };

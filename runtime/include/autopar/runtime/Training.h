@@ -65,8 +65,9 @@ struct TrainOptions {
 /// \p comm runs the step's collectives (on a GPU, the device's); \p hostComm
 /// the runtime's own exchanges on host memory (checkpoints, gathering the
 /// trained parameters): the same communicator on CPU ranks.
-void runTraining(Session &session, Communicator &comm, Communicator &hostComm,
-                 const TrainOptions &options);
+/// Returns the steps this run took (after a resumed checkpoint's).
+int64_t runTraining(Session &session, Communicator &comm,
+                    Communicator &hostComm, const TrainOptions &options);
 
 } // namespace autopar::runtime
 
