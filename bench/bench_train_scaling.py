@@ -12,7 +12,10 @@ ranks: data parallelism with ZeRO 0, 1, 2 and 3 (`--zero`). For each:
     maximum over its descendants; it includes the runtime, MPI and the code, about
     60-80 MB before any tensor);
   - the first and last loss, which must equal one rank's (the plans do not change the
-    math: test/Integration/train_dp.py checks it within 1e-5).
+    math: test/Integration/train_dp.py checks it within 1e-5);
+  - with --checkpoint-every K, the checkpoints' cost: how long training stalled per
+    save (copying the rank's shards, the directory, the metadata) and how long the
+    background writer took, beside the step time (docs/checkpoints.md).
 speedup = one rank's step time / N ranks'; efficiency = speedup / N; pred/meas = the
 predicted step time / the measured one.
 
@@ -28,6 +31,7 @@ written into the repository unless --write-results is given.
 import argparse
 import json
 import os
+import re
 import shlex
 import statistics
 import subprocess
@@ -92,6 +96,10 @@ def bench_plan(work, config, shapes, n, zero, args):
         os.remove(metrics)
     run = launcher(n) + [os.path.join(args.build_dir, "bin", "autopar-run"), art, "--train", "--data",
                          os.path.join(work, "data"), "--steps", str(args.steps), "--metrics", metrics]
+    if args.checkpoint_every:
+        ckpt = os.path.join(work, tag + "-ckpt")
+        subprocess.run(["rm", "-rf", ckpt], check=True)
+        run += ["--checkpoint-dir", ckpt, "--checkpoint-every", str(args.checkpoint_every)]
     env = dict(SHARED_CORES, _BENCH_OUT=os.path.join(work, tag + "-run.log"))
     rc, text, peak = bench_train.peak_rss_of(run, env)
     if rc != 0:
@@ -101,6 +109,12 @@ def bench_plan(work, config, shapes, n, zero, args):
         records = [json.loads(line) for line in f]
     row["measured_ms"] = statistics.median(r["step_time_s"] for r in records[args.warmup:]) * 1e3
     row["peak_mb"] = peak
+    saves = [(float(a), float(b)) for a, b in re.findall(
+        r"training stalled ([0-9.]+) ms; this rank's file written in the background in "
+        r"([0-9.]+) ms", text)]
+    if saves:
+        row["stall_ms"] = statistics.median(a for a, _ in saves)
+        row["write_ms"] = statistics.median(b for _, b in saves)
     row["losses"] = (records[0]["loss"], records[-1]["loss"])
     return row
 
@@ -112,6 +126,9 @@ def fmt(v, spec):
 def format_table(rows, markdown=False):
     head = ["ranks", "plan", "mesh", "measured ms", "predicted ms", "pred/meas", "speedup",
             "efficiency", "peak MB (largest rank)", "predicted MB", "loss first / last"]
+    saving = any("stall_ms" in r for r in rows)
+    if saving:
+        head += ["save: stall ms", "save: background write ms"]
     body = []
     for r in rows:
         meas, pred = r.get("measured_ms"), r.get("predicted_ms")
@@ -121,7 +138,9 @@ def format_table(rows, markdown=False):
                      fmt(pred / meas if meas and pred else None, ".2f"), fmt(r.get("speedup"), ".2f"),
                      fmt(r.get("efficiency"), ".2f"), fmt(r.get("peak_mb"), ".0f"),
                      fmt(r.get("predicted_mb"), ".1f"),
-                     f"{losses[0]:.5f} / {losses[1]:.5f}" if losses else r["error"]])
+                     f"{losses[0]:.5f} / {losses[1]:.5f}" if losses else r["error"]]
+                    + ([fmt(r.get("stall_ms"), ".2f"), fmt(r.get("write_ms"), ".2f")]
+                       if saving else []))
     return "\n".join(results.table(head, body, markdown))
 
 
@@ -135,6 +154,8 @@ def main(argv=None):
     p.add_argument("--batch", type=int, default=16, help="global batch, fixed (default %(default)s)")
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--warmup", type=int, default=3, help="leading steps left out of the median")
+    p.add_argument("--checkpoint-every", type=int, default=0, metavar="K",
+                   help="also checkpoint every K steps and report the saves' cost")
     p.add_argument("--write-results", action="store_true")
     args = p.parse_args(argv)
     args.build_dir = os.path.abspath(args.build_dir)
@@ -167,7 +188,9 @@ def main(argv=None):
         cmd = "bench/bench_train_scaling.py " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:]))
         body = [f"- machine: {results.machine_words()}; the CPUs shared among the ranks",
                 f"- model: {bench_train.MODELS['gpt']['describe'].split(', batch')[0]}; global batch "
-                f"{args.batch}; AdamW with clipping; median of steps {args.warmup + 1}..{args.steps}",
+                f"{args.batch}; AdamW with clipping; median of steps {args.warmup + 1}..{args.steps}"
+                + (f"; a checkpoint every {args.checkpoint_every} steps (save columns: medians "
+                   "over rank 0's saves)" if args.checkpoint_every else ""),
                 f"- commit: {results.git_commit()}",
                 f"- command: `{cmd}`",
                 "- speedup = one rank's time / N ranks' time; efficiency = speedup / N; pred/meas = "

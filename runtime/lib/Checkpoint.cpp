@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -417,57 +418,100 @@ std::string checkpointStepName(int64_t step) {
   return name;
 }
 
-std::string writeCheckpoint(const std::string &dir, const CheckpointInfo &info,
-                            const std::vector<CheckpointTensor> &tensors,
-                            Communicator *comm) {
-  const int64_t rank = comm ? comm->worldRank() : 0;
-  const int64_t ranks = comm ? comm->worldSize() : 1;
-  std::string name = checkpointStepName(info.step);
-  std::string final = dir + "/" + name, temporary = final + ".tmp";
-  // Whether any rank failed (uncounted bookkeeping: every rank learns it,
-  // so that they throw together instead of waiting on each other).
-  auto anyFailed = [&](bool failed) {
-    if (!comm)
-      return failed;
-    double flag = failed ? 1 : 0;
-    comm->maxOverWorld(&flag, 1);
-    return flag != 0;
-  };
+/// What a save keeps between its phases.
+struct CheckpointSave::State {
+  std::string dir, name, final, temporary;
+  CheckpointInfo info;
+  std::vector<CheckpointTensor> tensors;
+  /// The copies `tensors` point at when the save took a snapshot.
+  std::vector<std::vector<char>> snapshot;
+  Communicator *comm = nullptr;
+  int64_t rank = 0, ranks = 1;
+  /// This rank's chunks (writeRankFile) and its failure, if any.
+  std::vector<std::optional<ChunkRecord>> mine;
   std::string failure;
-  auto attempt = [&](auto &&work) {
-    try {
-      work();
-    } catch (const Error &e) {
-      failure = e.what();
-    }
-  };
+  double writeSeconds = 0;
+};
 
-  if (rank == 0)
-    attempt([&] {
+namespace {
+
+/// Runs \p work, keeping an Error's message in \p failure.
+template <typename Work> void attempt(std::string &failure, Work &&work) {
+  try {
+    work();
+  } catch (const Error &e) {
+    failure = e.what();
+  }
+}
+
+/// True if any rank failed (uncounted bookkeeping: every rank learns it, so
+/// that they throw together instead of waiting on each other).
+bool anyFailed(Communicator *comm, bool failed) {
+  if (!comm)
+    return failed;
+  double flag = failed ? 1 : 0;
+  comm->maxOverWorld(&flag, 1);
+  return flag != 0;
+}
+
+} // namespace
+
+CheckpointSave::CheckpointSave(const std::string &dir,
+                               const CheckpointInfo &info,
+                               std::vector<CheckpointTensor> tensors,
+                               Communicator *comm, bool snapshot)
+    : state(std::make_unique<State>()) {
+  State &st = *state;
+  st.dir = dir;
+  st.info = info;
+  st.tensors = std::move(tensors);
+  st.comm = comm;
+  st.rank = comm ? comm->worldRank() : 0;
+  st.ranks = comm ? comm->worldSize() : 1;
+  st.name = checkpointStepName(info.step);
+  st.final = dir + "/" + st.name;
+  st.temporary = st.final + ".tmp";
+  if (snapshot)
+    for (CheckpointTensor &tensor : st.tensors) {
+      if (!tensor.write)
+        continue;
+      const char *bytes = static_cast<const char *>(tensor.data);
+      st.snapshot.emplace_back(bytes, bytes + heldBytes(tensor));
+      tensor.data = st.snapshot.back().data();
+    }
+  std::string failure;
+  if (st.rank == 0)
+    attempt(failure, [&] {
       std::error_code error;
       fs::create_directories(dir, error);
       if (error)
         throw Error("cannot create --checkpoint-dir " + dir + ": " +
                     error.message());
       // A leftover of a save of the same step that was interrupted.
-      fs::remove_all(temporary, error);
-      if (!fs::create_directory(temporary, error) || error)
-        throw Error("cannot create checkpoint directory " + temporary + ": " +
-                    (error ? error.message() : "it exists"));
+      fs::remove_all(st.temporary, error);
+      if (!fs::create_directory(st.temporary, error) || error)
+        throw Error("cannot create checkpoint directory " + st.temporary +
+                    ": " + (error ? error.message() : "it exists"));
     });
-  if (anyFailed(!failure.empty()))
+  if (anyFailed(comm, !failure.empty()))
     throw Error(failure.empty() ? "the first rank could not create " +
-                                      temporary + " (see its error)"
+                                      st.temporary + " (see its error)"
                                 : failure);
+}
 
+CheckpointSave::~CheckpointSave() = default;
+
+void CheckpointSave::writeRankFile() {
+  State &st = *state;
+  auto start = std::chrono::steady_clock::now();
   // This rank's chunks, each at a 64-byte aligned offset, with their CRC-32.
-  std::vector<std::optional<ChunkRecord>> mine(tensors.size());
+  st.mine.assign(st.tensors.size(), std::nullopt);
   bool anyChunk =
-      std::any_of(tensors.begin(), tensors.end(),
+      std::any_of(st.tensors.begin(), st.tensors.end(),
                   [](const CheckpointTensor &t) { return t.write; });
-  std::string binPath = temporary + "/" + rankFile(rank);
+  std::string binPath = st.temporary + "/" + rankFile(st.rank);
   if (anyChunk)
-    attempt([&] {
+    attempt(st.failure, [&] {
       Fd fd(::open(binPath.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
                    0644));
       if (fd.get() < 0)
@@ -475,8 +519,8 @@ std::string writeCheckpoint(const std::string &dir, const CheckpointInfo &info,
                     systemError());
       size_t offset = 0;
       static const char Zeros[ChunkAlignment] = {};
-      for (size_t t = 0; t < tensors.size(); ++t) {
-        const CheckpointTensor &tensor = tensors[t];
+      for (size_t t = 0; t < st.tensors.size(); ++t) {
+        const CheckpointTensor &tensor = st.tensors[t];
         if (!tensor.write)
           continue;
         size_t padding =
@@ -485,8 +529,8 @@ std::string writeCheckpoint(const std::string &dir, const CheckpointInfo &info,
         offset += padding;
         size_t bytes = heldBytes(tensor);
         writeAll(fd.get(), tensor.data, bytes, binPath);
-        mine[t] = ChunkRecord{rank, offset, crc32(0, tensor.data, bytes),
-                              tensor.blockDim >= 0 ? tensor.blockIndex : 0};
+        st.mine[t] = ChunkRecord{st.rank, offset, crc32(0, tensor.data, bytes),
+                                 tensor.blockDim >= 0 ? tensor.blockIndex : 0};
         offset += bytes;
       }
       if (::fsync(fd.get()) != 0 || !fd.close())
@@ -494,39 +538,51 @@ std::string writeCheckpoint(const std::string &dir, const CheckpointInfo &info,
                     systemError());
     });
   if (const char *crash = std::getenv("AUTOPAR_TEST_CRASH_IN_CHECKPOINT"))
-    if (rank == 0 && std::strtoll(crash, nullptr, 10) == info.step) {
+    if (st.rank == 0 && std::strtoll(crash, nullptr, 10) == st.info.step) {
       std::fflush(nullptr);
       std::raise(SIGKILL);
     }
+  st.writeSeconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
+}
 
+double CheckpointSave::writeSeconds() const { return state->writeSeconds; }
+
+const std::string &CheckpointSave::directory() const { return state->final; }
+
+std::string CheckpointSave::finish() {
+  State &st = *state;
   // Every rank's records, [rank][tensor][written, offset, crc, block], and
   // a failure flag per rank; each rank fills its own, the maximum over the
   // world gives everyone all of them (offsets and CRCs are exact doubles).
+  const std::vector<CheckpointTensor> &tensors = st.tensors;
   const size_t fields = 4, perRank = tensors.size() * fields + 1;
-  std::vector<double> table(static_cast<size_t>(ranks) * perRank, 0.0);
-  double *row = table.data() + static_cast<size_t>(rank) * perRank;
-  for (size_t t = 0; t < tensors.size(); ++t)
-    if (mine[t]) {
+  std::vector<double> table(static_cast<size_t>(st.ranks) * perRank, 0.0);
+  double *row = table.data() + static_cast<size_t>(st.rank) * perRank;
+  for (size_t t = 0; t < tensors.size() && t < st.mine.size(); ++t)
+    if (st.mine[t]) {
       row[t * fields] = 1;
-      row[t * fields + 1] = static_cast<double>(mine[t]->offsetBytes);
-      row[t * fields + 2] = mine[t]->crc;
-      row[t * fields + 3] = static_cast<double>(mine[t]->blockIndex);
+      row[t * fields + 1] = static_cast<double>(st.mine[t]->offsetBytes);
+      row[t * fields + 2] = st.mine[t]->crc;
+      row[t * fields + 3] = static_cast<double>(st.mine[t]->blockIndex);
     }
-  row[perRank - 1] = failure.empty() ? 0 : 1;
-  if (comm)
-    comm->maxOverWorld(table.data(), static_cast<int>(table.size()));
-  for (int64_t r = 0; r < ranks; ++r)
+  row[perRank - 1] = st.failure.empty() ? 0 : 1;
+  if (st.comm)
+    st.comm->maxOverWorld(table.data(), static_cast<int>(table.size()));
+  for (int64_t r = 0; r < st.ranks; ++r)
     if (table[static_cast<size_t>(r) * perRank + perRank - 1] != 0)
-      throw Error(!failure.empty()
-                      ? failure
+      throw Error(!st.failure.empty()
+                      ? st.failure
                       : "rank " + std::to_string(r) +
                             " could not write its checkpoint file in " +
-                            temporary + " (see its error)");
+                            st.temporary + " (see its error)");
 
-  if (rank == 0)
-    attempt([&] {
+  std::string failure;
+  if (st.rank == 0)
+    attempt(failure, [&] {
       std::vector<std::vector<ChunkRecord>> chunks(tensors.size());
-      for (int64_t r = 0; r < ranks; ++r)
+      for (int64_t r = 0; r < st.ranks; ++r)
         for (size_t t = 0; t < tensors.size(); ++t) {
           const double *f =
               table.data() + static_cast<size_t>(r) * perRank + t * fields;
@@ -536,26 +592,34 @@ std::string writeCheckpoint(const std::string &dir, const CheckpointInfo &info,
                                  static_cast<int64_t>(f[3])});
         }
       // The metadata last: a step directory with metadata is complete.
-      writeSyncedFile(temporary + "/" + MetadataFile,
-                      metadataJson(info, tensors, chunks).dump(2) + "\n");
-      syncDirectory(temporary);
+      writeSyncedFile(st.temporary + "/" + MetadataFile,
+                      metadataJson(st.info, tensors, chunks).dump(2) + "\n");
+      syncDirectory(st.temporary);
       // An older run may have left a directory of this step (one that
       // `latest` no longer names, since this run resumed before it):
       // replace it.
       std::error_code error;
-      if (fs::exists(final, error))
-        fs::remove_all(final, error);
-      renameOrThrow(temporary, final);
-      syncDirectory(dir);
-      writeSyncedFile(dir + "/latest.tmp", name + "\n");
-      renameOrThrow(dir + "/latest.tmp", dir + "/latest");
-      syncDirectory(dir);
+      if (fs::exists(st.final, error))
+        fs::remove_all(st.final, error);
+      renameOrThrow(st.temporary, st.final);
+      syncDirectory(st.dir);
+      writeSyncedFile(st.dir + "/latest.tmp", st.name + "\n");
+      renameOrThrow(st.dir + "/latest.tmp", st.dir + "/latest");
+      syncDirectory(st.dir);
     });
-  if (anyFailed(!failure.empty()))
-    throw Error(failure.empty() ? "the first rank could not complete " + final +
-                                      " (see its error)"
+  if (anyFailed(st.comm, !failure.empty()))
+    throw Error(failure.empty() ? "the first rank could not complete " +
+                                      st.final + " (see its error)"
                                 : failure);
-  return final;
+  return st.final;
+}
+
+std::string writeCheckpoint(const std::string &dir, const CheckpointInfo &info,
+                            const std::vector<CheckpointTensor> &tensors,
+                            Communicator *comm) {
+  CheckpointSave save(dir, info, tensors, comm, /*snapshot=*/false);
+  save.writeRankFile();
+  return save.finish();
 }
 
 std::optional<std::string> findLatestCheckpoint(const std::string &dir) {

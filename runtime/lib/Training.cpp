@@ -200,11 +200,87 @@ Restored resume(Session &session, const Communicator &comm,
   return restored;
 }
 
-void saveCheckpoint(Session &session, Communicator &comm,
-                    const TrainOptions &options, const DataLoader &data,
-                    int64_t step, const DataPosition &position,
-                    std::optional<uint64_t> randomSeed,
-                    TrainProgress &progress) {
+/// Checkpoints written in the background (docs/checkpoints.md, "Saving in
+/// the background"): save() copies the rank's shards to host memory, has
+/// rank 0 create the step's directory, and starts a thread that writes and
+/// syncs this rank's file; complete() joins it and makes the checkpoint
+/// (the exchange of chunk records, rank 0's metadata and renames). Every
+/// communicator call stays on the training thread: MPI is initialised
+/// without MPI_THREAD_MULTIPLE. The run completes a save at the end of the
+/// step after it (one step overlaps the writing, and every rank completes
+/// at the same point), before the next save and at the end; at most one
+/// save is in flight.
+class BackgroundSaver {
+public:
+  BackgroundSaver(Communicator &comm, const TrainOptions &options,
+                  TrainProgress &progress)
+      : comm(comm), options(options), progress(progress) {}
+  ~BackgroundSaver() {
+    // On an error: the writer must end before its buffers go.
+    if (writer.joinable())
+      writer.join();
+  }
+
+  /// Starts saving step \p info.step.
+  void save(Session &session, const CheckpointInfo &info) {
+    complete();
+    auto begin = std::chrono::steady_clock::now();
+    pending = std::make_unique<CheckpointSave>(
+        *options.checkpointDir, info, currentState(session, comm), &comm,
+        /*snapshot=*/true);
+    stallSeconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - begin)
+            .count();
+    savedAt = info.step;
+    writer = std::thread([save = pending.get()] { save->writeRankFile(); });
+  }
+
+  /// Completes the save in flight, if \p step (the step just taken) is
+  /// past the one it saved, or always without a step.
+  void complete(std::optional<int64_t> step = std::nullopt) {
+    if (!pending || (step && *step <= savedAt))
+      return;
+    writer.join();
+    auto begin = std::chrono::steady_clock::now();
+    std::unique_ptr<CheckpointSave> save = std::move(pending);
+    std::string written = save->finish();
+    stallSeconds +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - begin)
+            .count();
+    std::ostringstream line;
+    line.precision(3);
+    line << std::fixed << "autopar-run: wrote checkpoint " << written
+         << " (training stalled " << stallSeconds * 1e3
+         << " ms; this rank's file written in the background in "
+         << save->writeSeconds() * 1e3 << " ms)";
+    std::vector<std::string> deleted;
+    if (comm.worldRank() == 0)
+      deleted =
+          pruneCheckpoints(*options.checkpointDir, options.keepCheckpoints);
+    if (!deleted.empty()) {
+      line << " (deleted";
+      for (const std::string &name : deleted)
+        line << " " << name;
+      line << ")";
+    }
+    progress.message(line.str());
+  }
+
+private:
+  Communicator &comm;
+  const TrainOptions &options;
+  TrainProgress &progress;
+  std::unique_ptr<CheckpointSave> pending;
+  std::thread writer;
+  int64_t savedAt = 0;
+  double stallSeconds = 0;
+};
+
+/// The checkpoint record of step \p step.
+CheckpointInfo checkpointInfo(Session &session, const TrainOptions &options,
+                              const DataLoader &data, int64_t step,
+                              const DataPosition &position,
+                              std::optional<uint64_t> randomSeed) {
   const Manifest &manifest = session.getManifest();
   CheckpointInfo info;
   info.randomSeed = randomSeed;
@@ -223,19 +299,7 @@ void saveCheckpoint(Session &session, Communicator &comm,
   info.cluster = manifest.cluster;
   info.worldSize = manifest.worldSize;
   info.grid = manifest.grid;
-  std::string written = writeCheckpoint(*options.checkpointDir, info,
-                                        currentState(session, comm), &comm);
-  std::string line = "autopar-run: wrote checkpoint " + written;
-  std::vector<std::string> deleted;
-  if (comm.worldRank() == 0)
-    deleted = pruneCheckpoints(*options.checkpointDir, options.keepCheckpoints);
-  if (!deleted.empty()) {
-    line += " (deleted";
-    for (const std::string &name : deleted)
-      line += " " + name;
-    line += ")";
-  }
-  progress.message(line);
+  return info;
 }
 
 /// --eval-data: the artifact's eval program (Dropout off, BatchNorm on its
@@ -446,6 +510,7 @@ int64_t runTraining(Session &session, Communicator &comm,
   using Clock = std::chrono::steady_clock;
   DataPosition position = start.position;
   int64_t savedStep = start.step;
+  BackgroundSaver saver(hostComm, options, progress);
   for (int64_t s = start.step; s < options.steps; ++s) {
     data.fill(position, inputBuffers);
     *static_cast<int64_t *>(session.argumentData(step)) = s + 1;
@@ -521,10 +586,11 @@ int64_t runTraining(Session &session, Communicator &comm,
     for (auto [update, target] : updates)
       session.swapArguments(update, target);
     position = data.next(position);
+    saver.complete(s + 1);
     if (options.checkpointDir && options.checkpointEvery > 0 &&
         (s + 1) % options.checkpointEvery == 0) {
-      saveCheckpoint(session, hostComm, options, data, s + 1, position,
-                     randomSeed, progress);
+      saver.save(session, checkpointInfo(session, options, data, s + 1,
+                                         position, randomSeed));
       savedStep = s + 1;
     }
     bool last = s + 1 == options.steps;
@@ -548,8 +614,9 @@ int64_t runTraining(Session &session, Communicator &comm,
   // At the end, unless the last step was just saved (or none was taken).
   if (options.checkpointDir && savedStep < options.steps &&
       start.step < options.steps)
-    saveCheckpoint(session, hostComm, options, data, options.steps, position,
-                   randomSeed, progress);
+    saver.save(session, checkpointInfo(session, options, data, options.steps,
+                                       position, randomSeed));
+  saver.complete();
   progress.finish();
   const int64_t taken = std::max<int64_t>(0, options.steps - start.step);
 

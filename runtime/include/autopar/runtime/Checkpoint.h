@@ -24,6 +24,7 @@
 #include "autopar/runtime/Manifest.h"
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -120,6 +121,42 @@ std::string checkpointStepName(int64_t step);
 std::string writeCheckpoint(const std::string &dir, const CheckpointInfo &info,
                             const std::vector<CheckpointTensor> &tensors,
                             Communicator *comm = nullptr);
+
+/// writeCheckpoint in three phases, so that the files can be written while
+/// training goes on (autopar-run saves in the background). The communicator
+/// is only used by the constructor and finish(), which every rank calls at
+/// the same point of the run on the thread that makes the step's
+/// collectives; writeRankFile() makes no communicator call and may run on
+/// another thread (MPI is initialised without MPI_THREAD_MULTIPLE).
+class CheckpointSave {
+public:
+  /// Rank 0 creates `dir/step-N.tmp`; every rank learns whether it could.
+  /// With \p snapshot, copies what this rank writes of \p tensors (its
+  /// shards), so that the buffers they point at may change afterwards.
+  CheckpointSave(const std::string &dir, const CheckpointInfo &info,
+                 std::vector<CheckpointTensor> tensors, Communicator *comm,
+                 bool snapshot);
+  ~CheckpointSave();
+  CheckpointSave(const CheckpointSave &) = delete;
+  CheckpointSave &operator=(const CheckpointSave &) = delete;
+
+  /// Writes and syncs this rank's `rank-NNNNN.bin`; a failure is kept for
+  /// finish() to report on every rank.
+  void writeRankFile();
+  /// After writeRankFile() returned: exchanges where each chunk went, rank 0
+  /// writes the metadata and renames; returns the step directory. Throws the
+  /// same failure on every rank.
+  std::string finish();
+
+  /// The seconds writeRankFile() took.
+  double writeSeconds() const;
+  /// The step directory it makes.
+  const std::string &directory() const;
+
+private:
+  struct State;
+  std::unique_ptr<State> state;
+};
 
 /// The step directory `dir/latest` names, or nullopt when there is no
 /// `latest` (no checkpoint was completed yet). Throws Error if `latest` is
