@@ -205,8 +205,9 @@ Restored resume(Session &session, const Communicator &comm,
 /// rank 0 create the step's directory, and starts a thread that writes and
 /// syncs this rank's file; complete() joins it and makes the checkpoint
 /// (the exchange of chunk records, rank 0's metadata and renames). Every
-/// communicator call stays on the training thread: MPI is initialised
-/// without MPI_THREAD_MULTIPLE. The run completes a save at the end of the
+/// communicator call stays on the training thread: MPI_THREAD_MULTIPLE is
+/// asked for but not guaranteed, and a communicator is not thread-safe.
+/// The run completes a save at the end of the
 /// step after it (one step overlaps the writing, and every rank completes
 /// at the same point), before the next save and at the end; at most one
 /// save is in flight.

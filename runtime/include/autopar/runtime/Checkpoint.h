@@ -127,7 +127,8 @@ std::string writeCheckpoint(const std::string &dir, const CheckpointInfo &info,
 /// is only used by the constructor and finish(), which every rank calls at
 /// the same point of the run on the thread that makes the step's
 /// collectives; writeRankFile() makes no communicator call and may run on
-/// another thread (MPI is initialised without MPI_THREAD_MULTIPLE).
+/// another thread (MPI_THREAD_MULTIPLE is not guaranteed, and communicators
+/// are not thread-safe).
 class CheckpointSave {
 public:
   /// Rank 0 creates `dir/step-N.tmp`; every rank learns whether it could.
