@@ -207,6 +207,70 @@ LogicalResult convertLayerNormalization(NodeContext &ctx) {
 }
 
 //===----------------------------------------------------------------------===//
+// InstanceNormalization
+//===----------------------------------------------------------------------===//
+
+/// Y = scale[c] * (X - mean) / sqrt(var + epsilon) + B[c], mean and the
+/// biased variance over the spatial dims [2, rank) of each sample and
+/// channel (torch.nn.InstanceNorm without running statistics).
+LogicalResult convertInstanceNormalization(NodeContext &ctx) {
+  if (failed(requireFloat(ctx, 0, "input")))
+    return failure();
+  OnnxDType t = ctx.inputDType(0);
+  llvm::SmallVector<int64_t> shape(ctx.inputShape(0));
+  int64_t rank = shape.size();
+  if (rank < 3)
+    return ctx.emitError("input of rank ")
+           << rank << ": InstanceNormalization takes [N, C, D1, ...]";
+  for (int64_t i : {1, 2})
+    if (ctx.inputShape(i) != llvm::ArrayRef<int64_t>{shape[1]}) {
+      auto diag = ctx.emitError(i == 1 ? "scale" : "B") << " of shape [";
+      llvm::interleaveComma(ctx.inputShape(i), diag);
+      return diag << "], expected [" << shape[1] << "] (the channels)";
+    }
+  double epsilon = ctx.getFloatAttr("epsilon", 1e-5f);
+  OpBuilder &b = ctx.getBuilder();
+  Location loc = ctx.getLoc();
+  Type et = getElementType(ctx.getContext(), t);
+  llvm::SmallVector<int64_t> dims;
+  for (int64_t d = 2; d < rank; ++d)
+    dims.push_back(d);
+  Value x = ctx.input(0);
+  Value mean = reduceKeepDims(b, loc, x, dims, ReductionKind::Mean);
+  Value diff =
+      createElementwise(b, loc, {x, mean}, shape, et,
+                        [](OpBuilder &nb, Location l, ValueRange a) -> Value {
+                          return arith::SubFOp::create(nb, l, a[0], a[1]);
+                        });
+  Value squares =
+      createElementwise(b, loc, diff, shape, et,
+                        [](OpBuilder &nb, Location l, ValueRange a) -> Value {
+                          return arith::MulFOp::create(nb, l, a[0], a[0]);
+                        });
+  Value var = reduceKeepDims(b, loc, squares, dims, ReductionKind::Mean);
+  // scale and B as [C, 1, ..., 1], broadcast from the right.
+  llvm::SmallVector<int64_t> perChannel(rank - 1, 1);
+  perChannel[0] = shape[1];
+  Value scale = reshapeTensor(b, loc, ctx.input(1), perChannel);
+  Value bias = reshapeTensor(b, loc, ctx.input(2), perChannel);
+  OnnxDType scaleType = ctx.inputDType(1), biasType = ctx.inputDType(2);
+  Value y = createElementwise(
+      b, loc, {diff, var, scale, bias}, shape, et,
+      [&](OpBuilder &nb, Location l, ValueRange a) -> Value {
+        Value eps = createScalarConstant(nb, l, et, epsilon);
+        Value stddev = math::SqrtOp::create(
+            nb, l, arith::AddFOp::create(nb, l, a[1], eps));
+        Value normalized = arith::DivFOp::create(nb, l, a[0], stddev);
+        Value r = arith::MulFOp::create(nb, l, normalized,
+                                        castScalar(nb, l, a[2], scaleType, t));
+        return arith::AddFOp::create(nb, l, r,
+                                     castScalar(nb, l, a[3], biasType, t));
+      });
+  ctx.setOutput(0, y, t);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
 // BatchNormalization
 //===----------------------------------------------------------------------===//
 
@@ -483,6 +547,7 @@ void registerNormalizationConverters(ConverterRegistry &registry) {
   registry["Softmax"] = convertSoftmax;
   registry["LogSoftmax"] = convertLogSoftmax;
   registry["LayerNormalization"] = convertLayerNormalization;
+  registry["InstanceNormalization"] = convertInstanceNormalization;
   registry["BatchNormalization"] = convertBatchNormalization;
 }
 

@@ -245,6 +245,7 @@ public:
                   std::to_string(offset + size) + "), the file has " +
                   std::to_string(fileSize));
     char *bytes = static_cast<char *>(out);
+    read_ += size;
     while (size > 0) {
       ssize_t got = ::pread(fd, bytes, size, static_cast<off_t>(offset));
       if (got < 0 && errno == EINTR)
@@ -258,38 +259,63 @@ public:
     }
   }
 
+  /// The bytes read so far.
+  uint64_t bytesRead() const { return read_; }
+
 private:
   std::string stepDir;
+  uint64_t read_ = 0;
   std::map<std::string, std::unique_ptr<Fd>> files;
 };
 
-/// Copies a dense chunk (a box at \p offsets of \p sizes) into the dense
-/// row-major tensor \p out of \p shape, one innermost row at a time.
-void placeChunk(const char *chunk, const Shape &offsets, const Shape &sizes,
-                const Shape &shape, size_t elementSize, char *out) {
-  size_t rank = shape.size();
+/// A row-major box of a tensor: its corner and extent.
+struct Box {
+  Shape offsets, sizes;
+};
+
+/// The intersection of two boxes of one tensor; empty sizes if none.
+std::optional<Box> intersect(const Box &a, const Box &b) {
+  Box out;
+  for (size_t d = 0; d < a.offsets.size(); ++d) {
+    int64_t lo = std::max(a.offsets[d], b.offsets[d]);
+    int64_t hi = std::min(a.offsets[d] + a.sizes[d], b.offsets[d] + b.sizes[d]);
+    if (hi <= lo)
+      return std::nullopt;
+    out.offsets.push_back(lo);
+    out.sizes.push_back(hi - lo);
+  }
+  return out;
+}
+
+/// Copies \p part (inside both) from the dense box \p from (at \p src) to
+/// the dense box \p to (at \p dst), one innermost row at a time.
+void copyPart(const Box &part, const Box &from, const char *src, const Box &to,
+              char *dst, size_t elementSize) {
+  size_t rank = part.sizes.size();
   if (rank == 0) {
-    std::memcpy(out, chunk, elementSize);
+    std::memcpy(dst, src, elementSize);
     return;
   }
-  int64_t rowLength = sizes[rank - 1];
+  int64_t rowLength = part.sizes[rank - 1];
   int64_t rows = 1;
   for (size_t d = 0; d + 1 < rank; ++d)
-    rows *= sizes[d];
+    rows *= part.sizes[d];
   std::vector<int64_t> index(rank, 0);
   for (int64_t r = 0; r < rows; ++r) {
-    // Row r's coordinates in the chunk, then its place in the tensor.
     int64_t rest = r;
     for (size_t d = rank - 1; d-- > 0;) {
-      index[d] = rest % sizes[d];
-      rest /= sizes[d];
+      index[d] = rest % part.sizes[d];
+      rest /= part.sizes[d];
     }
-    int64_t flat = 0;
-    for (size_t d = 0; d < rank; ++d)
-      flat =
-          flat * shape[d] + (d + 1 < rank ? index[d] + offsets[d] : offsets[d]);
-    std::memcpy(out + static_cast<size_t>(flat) * elementSize,
-                chunk + static_cast<size_t>(r * rowLength) * elementSize,
+    // The row's start in each box, row-major.
+    int64_t inFrom = 0, inTo = 0;
+    for (size_t d = 0; d < rank; ++d) {
+      int64_t global = part.offsets[d] + index[d];
+      inFrom = inFrom * from.sizes[d] + (global - from.offsets[d]);
+      inTo = inTo * to.sizes[d] + (global - to.offsets[d]);
+    }
+    std::memcpy(dst + static_cast<size_t>(inTo) * elementSize,
+                src + static_cast<size_t>(inFrom) * elementSize,
                 static_cast<size_t>(rowLength) * elementSize);
   }
 }
@@ -302,6 +328,8 @@ const json &field(const json &object, const char *key,
   return object.at(key);
 }
 
+/// Reads into tensor.data what the rank holds of \p entry (the whole
+/// tensor, or its block): only the chunks that overlap it, each checked.
 void restoreTensor(const json &entry, const CheckpointTensor &tensor,
                    const std::string &metadataPath, ChunkFiles &files) {
   std::string where = metadataPath + ": tensor '" + tensor.name + "'";
@@ -316,7 +344,15 @@ void restoreTensor(const json &entry, const CheckpointTensor &tensor,
                 " in the checkpoint, but this artifact's is " +
                 formatTensorType(tensor.dtype, tensor.shape));
   size_t elementSize = dtypeSize(tensor.dtype);
-  int64_t total = numElements(tensor.shape, tensor.name), covered = 0;
+  Box held;
+  held.offsets.assign(shape.size(), 0);
+  held.sizes = shape;
+  if (tensor.blockDim >= 0) {
+    size_t d = static_cast<size_t>(tensor.blockDim);
+    held.sizes[d] = shape[d] / tensor.blockCount;
+    held.offsets[d] = tensor.blockIndex * held.sizes[d];
+  }
+  int64_t total = numElements(held.sizes, tensor.name), covered = 0;
   const json &chunks = field(entry, "chunks", where);
   if (!chunks.is_array())
     throw Error(where + ": 'chunks' must be an array");
@@ -338,6 +374,9 @@ void restoreTensor(const json &entry, const CheckpointTensor &tensor,
                   " and sizes " + formatShape(sizes) + " lie outside " +
                   formatShape(shape));
     int64_t count = numElements(sizes, tensor.name);
+    std::optional<Box> part = intersect({offsets, sizes}, held);
+    if (!part || count == 0)
+      continue; // Another rank's (or empty): not read.
     std::vector<char> bytes(static_cast<size_t>(count) * elementSize);
     files.read(file, offset, bytes.data(), bytes.size(), tensor.name);
     uint32_t actual = crc32(0, bytes.data(), bytes.size());
@@ -349,14 +388,15 @@ void restoreTensor(const json &entry, const CheckpointTensor &tensor,
                   std::to_string(offset + bytes.size()) + "), expected " +
                   hex64(expected).substr(8) +
                   "; resume from an older checkpoint (point latest at it)");
-    if (count > 0)
-      placeChunk(bytes.data(), offsets, sizes, shape, elementSize,
-                 static_cast<char *>(tensor.data));
-    covered += count;
+    copyPart(*part, {offsets, sizes}, bytes.data(), held,
+             static_cast<char *>(tensor.data), elementSize);
+    covered += numElements(part->sizes, tensor.name);
   }
   if (covered != total)
-    throw Error(where + ": its chunks hold " + std::to_string(covered) +
-                " elements, the tensor has " + std::to_string(total));
+    throw Error(
+        where + ": its chunks hold " + std::to_string(covered) + " of the " +
+        std::to_string(total) + " elements " +
+        (tensor.blockDim >= 0 ? "of this rank's block" : "of the tensor"));
 }
 
 } // namespace
@@ -716,20 +756,11 @@ CheckpointInfo readCheckpoint(const std::string &stepDir,
       if (it == entries.end())
         throw Error(metadataPath + ": no tensor '" + tensor.name + "' (" +
                     tensor.kind + ") in the checkpoint");
-      if (tensor.blockDim < 0) {
-        restoreTensor(*it->second, tensor, metadataPath, files);
-        continue;
-      }
-      // A block: the whole tensor, then this rank's block of it.
-      std::vector<char> whole(static_cast<size_t>(
-          byteSize(tensor.dtype, tensor.shape, tensor.name)));
-      CheckpointTensor global = tensor;
-      global.data = whole.data();
-      restoreTensor(*it->second, global, metadataPath, files);
-      BlockSplit(tensor.shape, tensor.blockDim, tensor.blockCount,
-                 dtypeSize(tensor.dtype), tensor.name)
-          .pack(whole.data(), tensor.blockIndex, tensor.data);
+      restoreTensor(*it->second, tensor, metadataPath, files);
+      info.bytesTotal += static_cast<uint64_t>(
+          byteSize(tensor.dtype, tensor.shape, tensor.name));
     }
+    info.bytesRead = files.bytesRead();
   } catch (const json::exception &e) {
     throw Error(metadataPath + ": malformed checkpoint metadata: " + e.what());
   }

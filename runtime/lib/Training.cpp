@@ -196,7 +196,10 @@ Restored resume(Session &session, const Communicator &comm,
   progress.message("autopar-run: resumed from " + *stepDir + " (step " +
                    std::to_string(info.step) + ", epoch " +
                    std::to_string(restored.position.epoch) + ", batch " +
-                   std::to_string(restored.position.batchInEpoch) + ")");
+                   std::to_string(restored.position.batchInEpoch) +
+                   "; this rank read " + std::to_string(info.bytesRead) +
+                   " of the training state's " +
+                   std::to_string(info.bytesTotal) + " bytes)");
   return restored;
 }
 

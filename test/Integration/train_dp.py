@@ -50,6 +50,7 @@ Usage: train_dp.py BUILD_DIR WORK_DIR MPIRUN [MPIRUN_FLAG...]
 """
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -284,6 +285,23 @@ def check_zero_mlp(mlp, one, launcher):
         else:
             print(f"PASS mlp dp4 ZeRO-{zero} resumed at step 3: bitwise the "
                   "uninterrupted run")
+        # Each rank reads only the chunks that overlap what it holds: rank 0
+        # its block of every sharded tensor (each parameter and its two Adam
+        # states under ZeRO-3; the states under ZeRO-2) and the replicated
+        # ones whole.
+        read = re.search(r"this rank read (\d+) of the training state's "
+                         r"(\d+) bytes", resumed[2])
+        def block(p):
+            return p.size // 4 if p.ndim and p.shape[0] % 4 == 0 else p.size
+        share = 4 * sum((block(p) if zero == 3 else p.size) + 2 * block(p)
+                        for p in whole[1].values())
+        if not read or int(read.group(1)) != share:
+            errors.append(f"ZeRO-{zero} on 4 ranks resumed: rank 0 read "
+                          f"{read.group(0) if read else '?'}, its share is "
+                          f"{share} bytes")
+        else:
+            print(f"PASS mlp dp4 ZeRO-{zero} resume: rank 0 read {share} of "
+                  f"{read.group(2)} bytes, its share")
         # The same checkpoint on one rank: the blocks tile each tensor.
         run(["sh", "-c", f"echo step-00000003 > {ckpt}/latest"])
         single = mlp.train(f"zero{zero}-on-one",

@@ -84,6 +84,9 @@ struct CheckpointInfo {
   std::string cluster;
   int64_t worldSize = 1;
   GridVector grid{1, 1, 1};
+  /// Loading: the bytes of chunk files this rank read (the chunks that
+  /// overlap what it holds), and the bytes of the whole training state.
+  uint64_t bytesRead = 0, bytesTotal = 0;
 };
 
 /// The training state of \p arguments (a training program's, in call
