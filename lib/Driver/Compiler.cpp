@@ -222,7 +222,16 @@ int CompileFlow::validateRequest() {
     request.pins.tp = 1;
     request.pins.pp = 1;
     // Every ZeRO stage runs: the search picks one unless --zero or
-    // zero_optimization.stage pinned it (buildPlanRequest).
+    // zero_optimization.stage pinned it (buildPlanRequest). The gradients
+    // --emit-gradients returns are whole: no ZeRO.
+    if (o.emitGradients) {
+      if (flags.zero > 0)
+        return fail("--emit-gradients returns every rank's whole gradients, "
+                    "which ZeRO-" +
+                    llvm::Twine(flags.zero) +
+                    " shards; drop --zero (and zero_optimization.stage)");
+      request.pins.zeroStage = 0;
+    }
     dataParallelTraining = true;
   }
   // On a GPU the plan's precision (bf16 unless --precision says otherwise)
