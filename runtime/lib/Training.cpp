@@ -475,6 +475,21 @@ int64_t runTraining(Session &session, Communicator &comm,
            ? ", shuffled with seed " + std::to_string(*options.shuffleSeed)
            : "") +
       ")");
+  // The model state this rank holds between steps (ZeRO shards it), the
+  // largest over the ranks: what the plan report's memory breakdown
+  // predicts as parameters and optimizer_states.
+  double held[2] = {0, 0};
+  for (const ArgumentDesc &arg : args)
+    if (arg.kind == ArgumentKind::Parameter ||
+        arg.kind == ArgumentKind::OptimizerState)
+      held[arg.kind == ArgumentKind::Parameter ? 0 : 1] +=
+          static_cast<double>(byteSize(arg.dtype, arg.shape, arg.name));
+  hostComm.maxOverWorld(held, 2);
+  progress.message("autopar-run: model state per rank (the largest): "
+                   "parameters " +
+                   std::to_string(static_cast<int64_t>(held[0])) +
+                   " B, optimizer states " +
+                   std::to_string(static_cast<int64_t>(held[1])) + " B");
 
   Restored start;
   if (options.resume)

@@ -35,6 +35,9 @@ magnitude.
   ranks stopped at step 3 and resumed under the same plan equal the
   uninterrupted run bitwise (every rank writes its blocks), and resumed on
   one rank equal one rank's.
+- model state: an MLP whose parameters all divide by 4, under ZeRO 0-3 on 4
+  ranks: the parameters and optimizer states each rank holds equal the plan
+  report's memory breakdown byte for byte.
 - faults: in that ZeRO-2 run on 4 ranks, a rank killed or hung at step 4
   (AUTOPAR_TEST_FAULT) ends every rank with an error within seconds
   (--timeout 3), and the checkpoint of step 2 resumes to the uninterrupted
@@ -315,6 +318,45 @@ def check_zero_mlp(mlp, one, launcher):
     return errors
 
 
+class EvenMlp(torch.nn.Module):
+    """An MLP whose every parameter's dim 0 divides by 4: ZeRO shards all."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(8, 16)
+        self.fc2 = torch.nn.Linear(16, 8)
+
+    def forward(self, x, y):
+        return torch.nn.functional.cross_entropy(
+            self.fc2(torch.relu(self.fc1(x))), y)
+
+
+def check_model_state(build, work, launcher):
+    """The parameters and optimizer states each of 4 ranks holds (autopar-run's
+    'model state per rank' line) equal the plan report's memory breakdown,
+    byte for byte, under ZeRO 0 to 3."""
+    errors = []
+    data = {"x": torch.randn(8, 8), "y": torch.randint(0, 8, (8,))}
+    case = Case(build, work, "even-mlp", EvenMlp(), data, 8, CONFIG)
+    for zero in range(4):
+        art, _ = case.compile(f"zero{zero}", 4, "--zero", str(zero))
+        with open(art + "-report.json") as f:
+            predicted = json.load(f)["predicted"]["memory_breakdown_bytes"]
+        out = case.train(f"zero{zero}", art, 4, launcher)[2]
+        held = re.search(r"model state per rank \(the largest\): parameters "
+                         r"(\d+) B, optimizer states (\d+) B", out)
+        want = (predicted["parameters"], predicted["optimizer_states"])
+        got = (int(held.group(1)), int(held.group(2))) if held else None
+        if got != want:
+            errors.append(f"ZeRO-{zero} on 4 ranks: model state per rank "
+                          f"{got}, predicted (parameters, optimizer states) "
+                          f"{want}")
+        else:
+            print(f"PASS ZeRO-{zero} on 4 ranks: parameters {got[0]} B and "
+                  f"optimizer states {got[1]} B per rank, as predicted")
+    return errors
+
+
 def check_faults(mlp, art, whole, launcher):
     """A rank killed, or hung, at step 4 of a ZeRO-2 run on 4 ranks that
     checkpoints every 2 steps: every rank ends with an error within the
@@ -505,6 +547,7 @@ def main():
             print(f"PASS {what} refused: "
                   f"{result.stderr.strip().splitlines()[0]}")
 
+    errors += check_model_state(build, work, launcher)
     errors += Case.comm_errors
     if errors:
         sys.exit("\n".join(errors))
