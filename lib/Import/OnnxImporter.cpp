@@ -28,6 +28,7 @@
 
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+#include <onnx/defs/schema.h>
 
 using namespace mlir;
 namespace autopar {
@@ -104,6 +105,9 @@ public:
 private:
   LogicalResult declareArguments(func::FuncOp func);
   LogicalResult convertNode(const onnx::NodeProto &node, int index);
+  /// Whether `node` has the inputs and outputs its ONNX schema requires at
+  /// the model's opset (an error naming the node and the missing ones).
+  LogicalResult checkArity(const onnx::NodeProto &node);
   InFlightDiagnostic emitModelError(const llvm::Twine &message) {
     return mlir::emitError(FileLineColLoc::get(ctx, path, 0, 0))
            << path << ": " << message;
@@ -353,6 +357,8 @@ LogicalResult GraphImporter::convertNode(const onnx::NodeProto &node,
            << "' is not supported by autopar; supported op types: "
            << llvm::join(names, " ");
   }
+  if (failed(checkArity(node)))
+    return failure();
   NodeContext context(*this, node, builder, loc, opset);
   if (failed(it->second(context)))
     return failure();
@@ -365,6 +371,57 @@ LogicalResult GraphImporter::convertNode(const onnx::NodeProto &node,
              << ": output " << i << " ('" << node.output(i)
              << "') is not supported by autopar's converter for this op";
   }
+  return success();
+}
+
+LogicalResult GraphImporter::checkArity(const onnx::NodeProto &node) {
+  // The operator's schema at the model's opset says which inputs a node
+  // must have: converters may then read them without checking (a missing
+  // required input would otherwise be an out-of-range access).
+  // Past the newest opset this ONNX library knows (opset 18's Reduce* and
+  // Pad take one more input), the converters check for themselves.
+  const auto &versions =
+      onnx::OpSchemaRegistry::DomainToVersionRange::Instance().Map();
+  auto known = versions.find(onnx::ONNX_DOMAIN);
+  if (known == versions.end() || opset > known->second.second)
+    return success();
+  const onnx::OpSchema *schema =
+      onnx::OpSchemaRegistry::Schema(node.op_type(), opset, "");
+  if (!schema)
+    return success();
+  llvm::SmallVector<std::string> missing;
+  const std::vector<onnx::OpSchema::FormalParameter> &formals =
+      schema->inputs();
+  for (size_t i = 0; i < formals.size(); ++i)
+    if (formals[i].GetOption() == onnx::OpSchema::Single &&
+        (static_cast<int>(i) >= node.input_size() || node.input(i).empty()))
+      missing.push_back(formals[i].GetName());
+  auto signature = [&] {
+    llvm::SmallVector<std::string> names;
+    for (const auto &formal : formals)
+      names.push_back(
+          formal.GetName() +
+          (formal.GetOption() == onnx::OpSchema::Optional   ? std::string("?")
+           : formal.GetOption() == onnx::OpSchema::Variadic ? std::string("...")
+                                                            : std::string()));
+    return node.op_type() + "-" + std::to_string(schema->SinceVersion()) +
+           " takes (" + llvm::join(names, ", ") + ")";
+  };
+  if (!missing.empty())
+    return emitModelError(currentNode)
+           << ": missing required input" << (missing.size() > 1 ? "s " : " ")
+           << llvm::join(missing, ", ") << " (" << signature() << ")";
+  if (node.input_size() < schema->min_input() ||
+      node.input_size() > schema->max_input())
+    return emitModelError(currentNode)
+           << ": " << node.input_size() << " inputs (" << signature() << ": "
+           << schema->min_input() << " to " << schema->max_input() << ")";
+  if (node.output_size() < schema->min_output() ||
+      node.output_size() > schema->max_output())
+    return emitModelError(currentNode)
+           << ": " << node.output_size() << " outputs (" << node.op_type()
+           << "-" << schema->SinceVersion() << " has " << schema->min_output()
+           << " to " << schema->max_output() << ")";
   return success();
 }
 
