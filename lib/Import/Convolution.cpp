@@ -338,6 +338,11 @@ LogicalResult checkConvShapes(NodeContext &ctx, int64_t group) {
   return success();
 }
 
+Value convolve(OpBuilder &b, Location loc, Value x, Value w, int64_t group,
+               const Window &win, llvm::ArrayRef<int64_t> outShape);
+Value addChannelBias(OpBuilder &b, Location loc, Value y, Value bias,
+                     llvm::ArrayRef<int64_t> outShape);
+
 /// Conv: pads, then dispatches on the number of spatial dims.
 LogicalResult convertConv(NodeContext &ctx) {
   OnnxDType t = ctx.inputDType(0);
@@ -364,8 +369,23 @@ LogicalResult convertConv(NodeContext &ctx) {
   Type et = getElementType(ctx.getContext(), t);
   Value x = padToWindows(b, loc, ctx.input(0), *win,
                          [&] { return createScalarConstant(b, loc, et, 0.0); });
-  Value w = ctx.input(1);
   llvm::SmallVector<int64_t> outShape = outputShape(xs[0], ws[0], *win);
+  Value y = convolve(b, loc, x, ctx.input(1), group, *win, outShape);
+  if (ctx.hasInput(2))
+    y = addChannelBias(b, loc, y, ctx.input(2), outShape);
+  ctx.setOutput(0, y, t);
+  return success();
+}
+
+/// The convolution of the padded input `x` (N, C, spatial...) with `w`
+/// (F, C/group, k...) over `win`'s windows, by the number of spatial dims:
+/// linalg's named 1-D (as 2-D), 2-D and 3-D ops, else a generic.
+Value convolve(OpBuilder &b, Location loc, Value x, Value w, int64_t group,
+               const Window &win, llvm::ArrayRef<int64_t> outShape) {
+  int64_t numDims = win.numDims();
+  llvm::ArrayRef<int64_t> ws = getShape(w);
+  Type et = getElementTypeOf(x);
+  const Window *winPtr = &win;
   Value y;
   if (numDims == 1) {
     // A 1-D convolution is a 2-D one with H = 1.
@@ -373,32 +393,253 @@ LogicalResult convertConv(NodeContext &ctx) {
     llvm::ArrayRef<int64_t> px = getShape(x);
     Value x4 = regroup(b, loc, x, {px[0], px[1], 1, px[2]}, groups);
     Value w4 = regroup(b, loc, w, {ws[0], ws[1], 1, ws[2]}, groups);
-    Value y4 = conv2d(b, loc, x4, w4, group, {1, win->strides[0]},
-                      {1, win->dilations[0]},
+    Value y4 = conv2d(b, loc, x4, w4, group, {1, winPtr->strides[0]},
+                      {1, winPtr->dilations[0]},
                       {outShape[0], outShape[1], 1, outShape[2]});
     y = regroup(b, loc, y4, outShape, groups);
   } else if (numDims == 2) {
-    y = conv2d(b, loc, x, w, group, win->strides, win->dilations, outShape);
+    y = conv2d(b, loc, x, w, group, winPtr->strides, winPtr->dilations,
+               outShape);
   } else if (numDims == 3 && group == 1) {
     Value init = zerosLike(b, loc, outShape, et);
     y = linalg::Conv3DNcdhwFcdhwOp::create(
             b, loc, init.getType(), ValueRange{x, w}, ValueRange{init},
-            convAttrs(b, win->strides, win->dilations))
+            convAttrs(b, winPtr->strides, winPtr->dilations))
             .getResult(0);
   } else {
-    y = convGeneric(b, loc, x, w, group, *win, outShape);
+    y = convGeneric(b, loc, x, w, group, win, outShape);
+  }
+  return y;
+}
+
+/// y + bias, bias (F) reshaped to [F, 1, ..., 1] so that broadcasting
+/// aligns it with dim 1.
+Value addChannelBias(OpBuilder &b, Location loc, Value y, Value bias,
+                     llvm::ArrayRef<int64_t> outShape) {
+  llvm::SmallVector<int64_t> biasShape(outShape.size() - 1, 1);
+  biasShape[0] = outShape[1];
+  Value reshaped = reshapeTensor(b, loc, bias, biasShape);
+  return createElementwise(
+      b, loc, {y, reshaped}, outShape, getElementTypeOf(y),
+      [](OpBuilder &nb, Location l, ValueRange a) -> Value {
+        return arith::AddFOp::create(nb, l, a[0], a[1]);
+      });
+}
+
+//===----------------------------------------------------------------------===//
+// ConvTranspose
+//===----------------------------------------------------------------------===//
+
+/// ConvTranspose as the convolution it is the transpose of: X's elements
+/// spread `strides` apart (zeros between), padded by d(k-1) - pads (minus
+/// pads: cropped) plus output_padding at the end, convolved with stride 1
+/// and the filter flipped along every spatial dim with its two channel
+/// dims swapped per group (W is C x F/group x k...).
+LogicalResult convertConvTranspose(NodeContext &ctx) {
+  OnnxDType t = ctx.inputDType(0);
+  if (!isFloatDType(t))
+    return ctx.unsupported("element type " + dtypeName(t) +
+                           " is not supported (ConvTranspose takes "
+                           "floating-point types)");
+  if (ctx.inputDType(1) != t || (ctx.hasInput(2) && ctx.inputDType(2) != t))
+    return ctx.emitError("X, W and B must have the same element type");
+  llvm::ArrayRef<int64_t> xs = ctx.inputShape(0), ws = ctx.inputShape(1);
+  if (xs.size() < 3 || ws.size() != xs.size())
+    return ctx.emitError("X must have rank >= 3 (N, C, spatial...) and W the "
+                         "same rank; got ranks ")
+           << xs.size() << " and " << ws.size();
+  int64_t group = ctx.getIntAttr("group", 1);
+  if (group < 1 || xs[1] != ws[0] || ws[0] % group != 0)
+    return ctx.emitError("W has ")
+           << ws[0] << " input channels, X has " << xs[1] << " (group " << group
+           << " must divide them)";
+  int64_t n = xs.size() - 2, f = ws[1] * group;
+  if (ctx.hasInput(2) && ctx.inputShape(2) != llvm::ArrayRef<int64_t>{f})
+    return ctx.emitError("B must have shape [") << f << "]";
+  auto kernel = readKernelShape(ctx, n, ws.drop_front(2));
+  auto strides = readPerDimAttr(ctx, "strides", n, 1, 1);
+  auto dilations = readPerDimAttr(ctx, "dilations", n, 1, 1);
+  auto outputPadding = readPerDimAttr(ctx, "output_padding", n, 0, 0);
+  if (failed(kernel) || failed(strides) || failed(dilations) ||
+      failed(outputPadding))
+    return failure();
+  llvm::SmallVector<int64_t> padBegin(n, 0), padEnd(n, 0), out(n, 0);
+  std::string autoPad = ctx.getStringAttr("auto_pad", "NOTSET");
+  std::optional<llvm::SmallVector<int64_t>> outputShape;
+  if (ctx.getIntsAttr("output_shape")) {
+    auto given = readPerDimAttr(ctx, "output_shape", n, 1, 1);
+    if (failed(given))
+      return failure();
+    outputShape = *given;
+  } else if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
+    outputShape.emplace();
+    for (int64_t i = 0; i < n; ++i)
+      outputShape->push_back(xs[i + 2] * (*strides)[i]);
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t extent = ((*kernel)[i] - 1) * (*dilations)[i] + 1;
+    int64_t full =
+        (*strides)[i] * (xs[i + 2] - 1) + (*outputPadding)[i] + extent;
+    if (outputShape) {
+      // The spec's rule for pads derived from output_shape; an output larger
+      // than the transposed windows reach is padded at the end (as
+      // output_padding), as the reference implementation does.
+      int64_t total = full - (*outputShape)[i];
+      padBegin[i] = total < 0                 ? 0
+                    : autoPad == "SAME_UPPER" ? total / 2
+                                              : total - total / 2;
+      padEnd[i] = total - padBegin[i];
+    } else if (autoPad == "NOTSET" || autoPad.empty()) {
+      auto pads = readPerDimAttr(ctx, "pads", 2 * n, 0, 0);
+      if (failed(pads))
+        return failure();
+      padBegin[i] = (*pads)[i];
+      padEnd[i] = (*pads)[i + n];
+    } else if (autoPad != "VALID") {
+      return ctx.emitError("auto_pad '")
+             << autoPad
+             << "' is not supported (supported: NOTSET, SAME_UPPER, "
+                "SAME_LOWER, VALID)";
+    }
+    out[i] = full - padBegin[i] - padEnd[i];
+    if (out[i] < 1)
+      return ctx.emitError("the output along spatial dim ")
+             << i << " would have size " << out[i]
+             << " (pads larger than the transposed window)";
   }
 
-  if (ctx.hasInput(2)) {
-    // [F] -> [F, 1, ..., 1] so that broadcasting aligns it with dim 1.
-    llvm::SmallVector<int64_t> biasShape(numDims + 1, 1);
-    biasShape[0] = ws[0];
-    Value bias = reshapeTensor(b, loc, ctx.input(2), biasShape);
-    y = createElementwise(b, loc, {y, bias}, outShape, et,
-                          [](OpBuilder &nb, Location l, ValueRange a) -> Value {
-                            return arith::AddFOp::create(nb, l, a[0], a[1]);
-                          });
+  OpBuilder &b = ctx.getBuilder();
+  Location loc = ctx.getLoc();
+  Type et = getElementType(ctx.getContext(), t);
+  auto index = [&](llvm::ArrayRef<int64_t> values) {
+    llvm::SmallVector<OpFoldResult> r;
+    for (int64_t v : values)
+      r.push_back(b.getIndexAttr(v));
+    return r;
+  };
+  // X spread out and padded: element j of X lands at j * stride + lo, lo =
+  // d(k-1) - padBegin; the elements that land outside are cropped.
+  llvm::SmallVector<int64_t> spreadShape{xs[0], xs[1]}, first(n + 2, 0),
+      count(xs.begin(), xs.end()), at(n + 2, 0), step(n + 2, 1), unit(n + 2, 1);
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t s = (*strides)[i];
+    int64_t lo = ((*kernel)[i] - 1) * (*dilations)[i] - padBegin[i];
+    int64_t size = out[i] + ((*kernel)[i] - 1) * (*dilations)[i];
+    spreadShape.push_back(size);
+    int64_t j0 = lo >= 0 ? 0 : (-lo + s - 1) / s;
+    int64_t j1 =
+        size - 1 - lo < 0 ? -1 : std::min(xs[i + 2] - 1, (size - 1 - lo) / s);
+    if (j1 < j0)
+      return ctx.emitError("no input element reaches the output along spatial "
+                           "dim ")
+             << i;
+    first[i + 2] = j0;
+    count[i + 2] = j1 - j0 + 1;
+    at[i + 2] = j0 * s + lo;
+    step[i + 2] = s;
   }
+  Value x = ctx.input(0);
+  if (llvm::ArrayRef<int64_t>(count) != xs)
+    x = tensor::ExtractSliceOp::create(b, loc, x, index(first), index(count),
+                                       index(unit));
+  Value spread = tensor::InsertSliceOp::create(
+      b, loc, x, zerosLike(b, loc, spreadShape, et), index(at), index(count),
+      index(step));
+
+  // The filter as a convolution's: F x C/group x k..., flipped. Built from
+  // ops with gradient rules (a reshape, a permuting generic, and per spatial
+  // dim a contraction with the K x K anti-identity), so that training
+  // reaches W.
+  MLIRContext *mctx = b.getContext();
+  int64_t cg = ws[0] / group, fg = ws[1];
+  auto dim = [&](int64_t i) { return getAffineDimExpr(i, mctx); };
+  auto parallel = [](int64_t count) {
+    return llvm::SmallVector<utils::IteratorType>(
+        count, utils::IteratorType::parallel);
+  };
+  // C x F/g x k -> g x C/g x F/g x k -> g x F/g x C/g x k -> F x C/g x k.
+  llvm::SmallVector<int64_t> split{group, cg, fg};
+  split.append(kernel->begin(), kernel->end());
+  llvm::SmallVector<ReassociationIndices> splitGroups{{0, 1}, {2}};
+  for (int64_t i = 0; i < n; ++i)
+    splitGroups.push_back({3 + i});
+  Value w = regroup(b, loc, ctx.input(1), split, splitGroups);
+  llvm::SmallVector<int64_t> swapped{group, fg, cg};
+  swapped.append(kernel->begin(), kernel->end());
+  llvm::SmallVector<AffineExpr> swapRead{dim(0), dim(2), dim(1)};
+  for (int64_t i = 0; i < n; ++i)
+    swapRead.push_back(dim(3 + i));
+  AffineMap identity3 = AffineMap::getMultiDimIdentityMap(n + 3, mctx);
+  w = linalg::GenericOp::create(
+          b, loc, RankedTensorType::get(swapped, et), ValueRange{w},
+          ValueRange{createEmptyTensor(b, loc, swapped, et)},
+          llvm::ArrayRef<AffineMap>{AffineMap::get(n + 3, 0, swapRead, mctx),
+                                    identity3},
+          parallel(n + 3),
+          [](OpBuilder &nb, Location l, ValueRange a) {
+            linalg::YieldOp::create(nb, l, a[0]);
+          })
+          .getResult(0);
+  llvm::SmallVector<int64_t> filterShape{f, cg};
+  filterShape.append(kernel->begin(), kernel->end());
+  w = regroup(b, loc, w, filterShape, splitGroups);
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t k = (*kernel)[i];
+    if (k == 1)
+      continue;
+    llvm::SmallVector<float> reverse(k * k, 0.0f);
+    for (int64_t r = 0; r < k; ++r)
+      reverse[r * k + (k - 1 - r)] = 1.0f;
+    Value anti = arith::ConstantOp::create(
+        b, loc,
+        DenseElementsAttr::get(RankedTensorType::get({k, k}, b.getF32Type()),
+                               llvm::ArrayRef<float>(reverse)));
+    if (!et.isF32())
+      anti = createElementwise(
+          b, loc, anti, {k, k}, et,
+          [&](OpBuilder &nb, Location l, ValueRange a) -> Value {
+            return castScalar(nb, l, a[0], onnx::TensorProto_DataType_FLOAT, t);
+          });
+    // w'[..., j, ...] = sum_r w[..., r, ...] * anti[r, j]: loops are w's
+    // dims then r.
+    int64_t rank = n + 2;
+    llvm::SmallVector<AffineExpr> wRead, out;
+    for (int64_t d = 0; d < rank; ++d) {
+      wRead.push_back(d == 2 + i ? dim(rank) : dim(d));
+      out.push_back(dim(d));
+    }
+    llvm::SmallVector<utils::IteratorType> iterators = parallel(rank);
+    iterators.push_back(utils::IteratorType::reduction);
+    w = linalg::GenericOp::create(
+            b, loc, RankedTensorType::get(filterShape, et), ValueRange{w, anti},
+            ValueRange{zerosLike(b, loc, filterShape, et)},
+            llvm::ArrayRef<AffineMap>{
+                AffineMap::get(rank + 1, 0, wRead, mctx),
+                AffineMap::get(rank + 1, 0, {dim(rank), dim(2 + i)}, mctx),
+                AffineMap::get(rank + 1, 0, out, mctx)},
+            iterators,
+            [](OpBuilder &nb, Location l, ValueRange a) {
+              Value p = arith::MulFOp::create(nb, l, a[0], a[1]);
+              linalg::YieldOp::create(
+                  nb, l, Value(arith::AddFOp::create(nb, l, a[2], p)));
+            })
+            .getResult(0);
+  }
+  Value filter = w;
+
+  Window win;
+  win.input.assign(spreadShape.begin() + 2, spreadShape.end());
+  win.kernel = *kernel;
+  win.strides.assign(n, 1);
+  win.dilations = *dilations;
+  win.padBegin.assign(n, 0);
+  win.padEnd.assign(n, 0);
+  win.output = out;
+  llvm::SmallVector<int64_t> outShape{xs[0], f};
+  outShape.append(out.begin(), out.end());
+  Value y = convolve(b, loc, spread, filter, group, win, outShape);
+  if (ctx.hasInput(2))
+    y = addChannelBias(b, loc, y, ctx.input(2), outShape);
   ctx.setOutput(0, y, t);
   return success();
 }
@@ -582,6 +823,7 @@ LogicalResult convertGlobalMaxPool(NodeContext &ctx) {
 
 void registerConvolutionConverters(ConverterRegistry &registry) {
   registry["Conv"] = convertConv;
+  registry["ConvTranspose"] = convertConvTranspose;
   registry["MaxPool"] = convertMaxPool;
   registry["AveragePool"] = convertAveragePool;
   registry["GlobalAveragePool"] = convertGlobalAveragePool;

@@ -48,7 +48,7 @@ Reshape Shape Sigmoid Slice Softmax Split Sqrt Squeeze Sub Tanh Transpose Trilu 
 Where Conv MaxPool AveragePool GlobalAveragePool BatchNormalization HardSigmoid HardSwish
 LeakyRelu Clip Dropout SoftmaxCrossEntropyLoss NegativeLogLikelihoodLoss PRelu Elu Selu
 Softplus Softsign Mod Tile Pad DepthToSpace SpaceToDepth
-ArgMax ArgMin CumSum LpNormalization InstanceNormalization GlobalMaxPool
+ArgMax ArgMin CumSum LpNormalization InstanceNormalization GlobalMaxPool ConvTranspose
 """.split())
 
 DEFAULT_DATA = "/usr/share/libonnx-testdata/data/node"
