@@ -212,6 +212,7 @@ void registerContractionConverters(ConverterRegistry &registry);
 void registerShapeConverters(ConverterRegistry &registry);
 void registerReductionConverters(ConverterRegistry &registry);
 void registerNormalizationConverters(ConverterRegistry &registry);
+void registerResizeConverters(ConverterRegistry &registry);
 void registerConvolutionConverters(ConverterRegistry &registry);
 void registerLossConverters(ConverterRegistry &registry);
 

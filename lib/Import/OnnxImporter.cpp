@@ -677,6 +677,7 @@ const ConverterRegistry &getConverterRegistry() {
     registerReductionConverters(r);
     registerNormalizationConverters(r);
     registerConvolutionConverters(r);
+    registerResizeConverters(r);
     registerLossConverters(r);
     return r;
   }();
