@@ -150,6 +150,26 @@ def torchvision_model(name):
     return net
 
 
+class SegmentationOutput(nn.Module):
+    """A torchvision segmentation model's 'out' map (its forward returns a dict)."""
+
+    def __init__(self, net):
+        super().__init__()
+        self.net = net
+
+    def forward(self, x):
+        return self.net(x)["out"]
+
+
+def segmentation_model(name):
+    import torchvision
+
+    net = getattr(torchvision.models.segmentation, name)(
+        weights=None, weights_backbone=None, num_classes=5)
+    randomize_batchnorm(net, torch.Generator().manual_seed(SEED + 1))
+    return SegmentationOutput(net)
+
+
 def build(name):
     """The seeded torch module for a model name, in eval mode."""
     torch.manual_seed(SEED)
@@ -163,6 +183,8 @@ def build(name):
         net = mlp()
     elif name in ("resnet18", "mobilenet_v3_small"):
         net = torchvision_model(name)
+    elif name == "lraspp_mobilenet_v3_large":
+        net = segmentation_model(name)
     else:
         raise KeyError(f"no torch definition for model '{name}'")
     return net.eval()

@@ -120,6 +120,16 @@ MODELS = collections.OrderedDict((m.name, m) for m in [
         dynamic_dims={"x": {0: "batch", 2: "height", 3: "width"}},
     ),
     Model(
+        name="lraspp_mobilenet_v3_large",
+        source="torch",
+        description="torchvision segmentation lraspp_mobilenet_v3_large (weights=None, 5 "
+                    "classes, seeded; BatchNorm randomized), eval mode, its 'out' map: "
+                    "bilinear Resize, hardswish, hard-sigmoid attention",
+        inputs=[Input("x", "float32", [1, 3, 64, 64])],
+        outputs=["out"],
+        dynamic_dims={"x": {0: "batch"}},
+    ),
+    Model(
         name="paddleocr-rec",
         source="npm",
         description="PaddleOCR PP-OCRv4 Chinese text recognizer (SVTR-LCNet), opset 9, weights in "
