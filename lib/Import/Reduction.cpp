@@ -407,6 +407,137 @@ LogicalResult convertArgMin(NodeContext &ctx) {
   return convertArgExtreme(ctx, /*isMax=*/false);
 }
 
+/// TopK: the K (input 1, known at import time) largest (or smallest) elements
+/// along 'axis', in order, and their int64 indices; equal elements keep
+/// their order (the lower index first), as the spec asks. Two generics, with
+/// projected-permutation maps only: the rank of every element (how many
+/// elements of its row come before it: larger, or equal at a lower index),
+/// quadratic in the axis length like CumSum; then output position p takes
+/// the element of rank p (a select, so values are exact and the values'
+/// gradient reaches the input). `sorted` = 0 gets them sorted too.
+LogicalResult convertTopK(NodeContext &ctx) {
+  OnnxDType t = ctx.inputDType(0);
+  if (failed(requireNumericArray(ctx)))
+    return failure();
+  llvm::ArrayRef<int64_t> in = ctx.inputShape(0);
+  int64_t rank = in.size();
+  auto axis = ctx.normalizeAxis(ctx.getIntAttr("axis", -1), rank);
+  if (failed(axis))
+    return failure();
+  int64_t k = 0;
+  if (ctx.getOpset() < 10) {
+    k = ctx.getIntAttr("k", -1);
+  } else {
+    auto kInput = ctx.requireConstantInput(1, "K");
+    if (failed(kInput))
+      return failure();
+    if ((*kInput)->numElements() != 1)
+      return ctx.emitError("K must hold one value");
+    k = (*kInput)->getInt(0);
+  }
+  int64_t n = in[*axis];
+  if (k < 0 || k > n)
+    return ctx.emitError("K = ")
+           << k << " is not between 0 and the axis' size " << n;
+  bool largest = ctx.getIntAttr("largest", 1) != 0;
+  bool isUnsigned = isUnsignedIntDType(t);
+
+  OpBuilder &b = ctx.getBuilder();
+  Location loc = ctx.getLoc();
+  MLIRContext *mctx = ctx.getContext();
+  Value x = ctx.input(0);
+  Type et = getElementTypeOf(x);
+  Type i64 = b.getI64Type();
+  int64_t axisDim = *axis;
+  auto dim = [&](int64_t i) { return getAffineDimExpr(i, mctx); };
+  // Loops: x's dims, then j along the axis.
+  llvm::SmallVector<AffineExpr> self, other, all;
+  for (int64_t d = 0; d < rank; ++d) {
+    self.push_back(dim(d));
+    other.push_back(d == axisDim ? dim(rank) : dim(d));
+  }
+  llvm::SmallVector<utils::IteratorType> iterators(
+      rank, utils::IteratorType::parallel);
+  iterators.push_back(utils::IteratorType::reduction);
+  Value zeroRank =
+      createFilledTensor(b, loc, in, i64, createScalarConstant(b, loc, i64, 0));
+  Value ranks =
+      linalg::GenericOp::create(
+          b, loc, zeroRank.getType(), ValueRange{x, x}, ValueRange{zeroRank},
+          llvm::ArrayRef<AffineMap>{AffineMap::get(rank + 1, 0, self, mctx),
+                                    AffineMap::get(rank + 1, 0, other, mctx),
+                                    AffineMap::get(rank + 1, 0, self, mctx)},
+          iterators,
+          [&](OpBuilder &nb, Location l, ValueRange a) {
+            Value mine = a[0], theirs = a[1], count = a[2];
+            Value i = linalg::IndexOp::create(nb, l, axisDim);
+            Value j = linalg::IndexOp::create(nb, l, rank);
+            Value before, equal;
+            if (isa<FloatType>(et)) {
+              before =
+                  arith::CmpFOp::create(nb, l,
+                                        largest ? arith::CmpFPredicate::OGT
+                                                : arith::CmpFPredicate::OLT,
+                                        theirs, mine);
+              equal = arith::CmpFOp::create(nb, l, arith::CmpFPredicate::OEQ,
+                                            theirs, mine);
+            } else {
+              before = arith::CmpIOp::create(
+                  nb, l,
+                  largest ? (isUnsigned ? arith::CmpIPredicate::ugt
+                                        : arith::CmpIPredicate::sgt)
+                          : (isUnsigned ? arith::CmpIPredicate::ult
+                                        : arith::CmpIPredicate::slt),
+                  theirs, mine);
+              equal = arith::CmpIOp::create(nb, l, arith::CmpIPredicate::eq,
+                                            theirs, mine);
+            }
+            Value earlier =
+                arith::CmpIOp::create(nb, l, arith::CmpIPredicate::ult, j, i);
+            Value counts = arith::OrIOp::create(
+                nb, l, before, arith::AndIOp::create(nb, l, equal, earlier));
+            Value one = createScalarConstant(nb, l, nb.getI64Type(), 1);
+            Value zero = createScalarConstant(nb, l, nb.getI64Type(), 0);
+            linalg::YieldOp::create(
+                nb, l,
+                Value(arith::AddIOp::create(
+                    nb, l, count,
+                    arith::SelectOp::create(nb, l, counts, one, zero))));
+          })
+          .getResult(0);
+
+  // Loops: the outputs' dims (p along the axis), then i along the axis.
+  llvm::SmallVector<int64_t> outShape(in);
+  outShape[axisDim] = k;
+  Value valuesInit = createFilledTensor(b, loc, outShape, et,
+                                        createScalarConstant(b, loc, et, 0));
+  Value indicesInit = createFilledTensor(b, loc, outShape, i64,
+                                         createScalarConstant(b, loc, i64, 0));
+  auto picked = linalg::GenericOp::create(
+      b, loc, TypeRange{valuesInit.getType(), indicesInit.getType()},
+      ValueRange{x, ranks}, ValueRange{valuesInit, indicesInit},
+      llvm::ArrayRef<AffineMap>{AffineMap::get(rank + 1, 0, other, mctx),
+                                AffineMap::get(rank + 1, 0, other, mctx),
+                                AffineMap::get(rank + 1, 0, self, mctx),
+                                AffineMap::get(rank + 1, 0, self, mctx)},
+      iterators, [&](OpBuilder &nb, Location l, ValueRange a) {
+        Value p = arith::IndexCastOp::create(
+            nb, l, nb.getI64Type(), linalg::IndexOp::create(nb, l, axisDim));
+        Value i = arith::IndexCastOp::create(
+            nb, l, nb.getI64Type(), linalg::IndexOp::create(nb, l, rank));
+        Value match =
+            arith::CmpIOp::create(nb, l, arith::CmpIPredicate::eq, a[1], p);
+        linalg::YieldOp::create(
+            nb, l,
+            ValueRange{arith::SelectOp::create(nb, l, match, a[0], a[2]),
+                       arith::SelectOp::create(nb, l, match, i, a[3])});
+      });
+  ctx.setOutput(0, picked.getResult(0), t);
+  if (ctx.hasOutput(1))
+    ctx.setOutput(1, picked.getResult(1), onnx::TensorProto_DataType_INT64);
+  return success();
+}
+
 /// CumSum: element i along 'axis' (input 1, known at import time) is the sum
 /// of the elements j <= i (j < i when 'exclusive', j >= i or j > i when
 /// 'reverse'). One linalg.generic reduces a second loop j over the axis and
@@ -549,6 +680,7 @@ void registerReductionConverters(ConverterRegistry &registry) {
   registry["ReduceMax"] = convertReduceMax;
   registry["ArgMax"] = convertArgMax;
   registry["ArgMin"] = convertArgMin;
+  registry["TopK"] = convertTopK;
   registry["CumSum"] = convertCumSum;
   registry["LpNormalization"] = convertLpNormalization;
 }

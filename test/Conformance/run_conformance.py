@@ -48,7 +48,7 @@ Reshape Shape Sigmoid Slice Softmax Split Sqrt Squeeze Sub Tanh Transpose Trilu 
 Where Conv MaxPool AveragePool GlobalAveragePool BatchNormalization HardSigmoid HardSwish
 LeakyRelu Clip Dropout SoftmaxCrossEntropyLoss NegativeLogLikelihoodLoss PRelu Elu Selu
 Softplus Softsign Mod Tile Pad DepthToSpace SpaceToDepth
-ArgMax ArgMin CumSum LpNormalization InstanceNormalization GlobalMaxPool ConvTranspose Resize
+ArgMax ArgMin CumSum LpNormalization InstanceNormalization GlobalMaxPool ConvTranspose Resize TopK
 """.split())
 
 # Variants of a supported op that autopar refuses by design, with the reason
