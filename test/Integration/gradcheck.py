@@ -250,6 +250,37 @@ class Gpt(nn.Module):
                 "targets": torch.randint(0, cls.vocab, (3, cls.seq))}
 
 
+class Upsampling(nn.Module):
+    """Ops whose gradients come from the rules of the ops they are built
+    from: ConvTranspose (a strided insert_slice of the input, a permuting
+    generic and anti-identity contractions of the filter, a convolution),
+    Resize (one constant contraction per resized dim; nearest and bilinear)
+    and InstanceNormalization (reductions and elementwise). (A grouped
+    convolution, and TopK's selection, have no gradient rule yet.)"""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(2, 4, 3, padding=1)
+        self.up = nn.ConvTranspose2d(4, 4, 3, stride=2, padding=1,
+                                     output_padding=1)
+        self.norm = nn.InstanceNorm2d(4, affine=True)
+        self.fc = nn.Linear(4, 3)
+
+    def forward(self, x, y):
+        h = torch.tanh(self.conv(x))
+        # tanh between: InstanceNorm would cancel the bias (a zero gradient).
+        h = self.norm(torch.tanh(self.up(h)))                  # 2x
+        h = (F.interpolate(h, scale_factor=0.5, mode="bilinear",
+                           align_corners=False) +
+             F.interpolate(h[:, :, ::2, ::2], scale_factor=1, mode="nearest"))
+        return F.cross_entropy(self.fc((h * h).mean((2, 3))), y)
+
+    @staticmethod
+    def data(dtype):
+        return {"x": torch.randn(2, 2, 5, 6, dtype=dtype),
+                "y": torch.tensor([1, 2])}
+
+
 def run(cmd):
     result = subprocess.run(cmd, capture_output=True, text=True)
     if result.returncode != 0:
@@ -347,7 +378,8 @@ def main():
     for name, cls in [("mlp", Mlp), ("block", Block), ("cnn", Cnn),
                       ("dilated-conv", DilatedConv),
                       ("activations", Activations), ("padding", Padding),
-                      ("einsum", Einsum), ("gpt", Gpt)]:
+                      ("einsum", Einsum), ("upsampling", Upsampling),
+                      ("gpt", Gpt)]:
         failures += check_against_torch(build, work, name, cls)
         failures += check_finite_differences(build, work, name, cls)
     if failures:
