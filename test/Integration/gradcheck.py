@@ -255,14 +255,16 @@ class Upsampling(nn.Module):
     from: ConvTranspose (a strided insert_slice of the input, a permuting
     generic and anti-identity contractions of the filter, a convolution),
     Resize (one constant contraction per resized dim; nearest and bilinear)
-    and InstanceNormalization (reductions and elementwise). (A grouped
-    convolution, and TopK's selection, have no gradient rule yet.)"""
+    and InstanceNormalization (reductions and elementwise); grouped and
+    depthwise convolutions (conv_2d_ngchw_gfchw's rules). (TopK's selection
+    has no gradient rule yet.)"""
 
     def __init__(self):
         super().__init__()
         self.conv = nn.Conv2d(2, 4, 3, padding=1)
         self.up = nn.ConvTranspose2d(4, 4, 3, stride=2, padding=1,
-                                     output_padding=1)
+                                     output_padding=1, groups=2)
+        self.depthwise = nn.Conv2d(4, 4, 3, padding=1, groups=4, stride=2)
         self.norm = nn.InstanceNorm2d(4, affine=True)
         self.fc = nn.Linear(4, 3)
 
@@ -270,9 +272,10 @@ class Upsampling(nn.Module):
         h = torch.tanh(self.conv(x))
         # tanh between: InstanceNorm would cancel the bias (a zero gradient).
         h = self.norm(torch.tanh(self.up(h)))                  # 2x
+        h = torch.tanh(self.depthwise(h)) + h[:, :, ::2, ::2]   # 1x
         h = (F.interpolate(h, scale_factor=0.5, mode="bilinear",
                            align_corners=False) +
-             F.interpolate(h[:, :, ::2, ::2], scale_factor=1, mode="nearest"))
+             F.interpolate(h, scale_factor=0.5, mode="nearest"))
         return F.cross_entropy(self.fc((h * h).mean((2, 3))), y)
 
     @staticmethod

@@ -199,6 +199,90 @@ Value buildConvFilterAdjoint(OpBuilder &b, Location loc,
   return permuteAndFlip(b, loc, swapped, {1, 0, 2, 3});
 }
 
+/// A `linalg.conv_2d_ngchw_gfchw` (grouped: input N x G x C/G x H x W,
+/// filter G x F/G x C/G x KH x KW) of `input` and `filter` into zeros.
+Value buildGroupedConv(OpBuilder &b, Location loc, Value input, Value filter,
+                       RankedTensorType resultType, ArrayRef<int64_t> strides,
+                       ArrayRef<int64_t> dilations, AdjointBuilder &adjoints) {
+  return linalg::Conv2DNgchwGfchwOp::create(
+             b, loc, TypeRange{resultType}, ValueRange{input, filter},
+             ValueRange{adjoints.zeros(loc, resultType)},
+             b.getI64TensorAttr(strides), b.getI64TensorAttr(dilations))
+      .getResult(0);
+}
+
+/// The input gradient of a grouped convolution: buildConvInputAdjoint's
+/// correlation within each group (the group dim rides along), dY spread and
+/// padded the same way, the filter flipped with its channel dims swapped
+/// per group ([G, C/G, F/G, KH, KW]).
+Value buildGroupedConvInputAdjoint(OpBuilder &b, Location loc,
+                                   linalg::Conv2DNgchwGfchwOp conv, Value dY,
+                                   AdjointBuilder &adjoints) {
+  auto xType = cast<RankedTensorType>(conv.getInputs()[0].getType());
+  auto wType = cast<RankedTensorType>(conv.getInputs()[1].getType());
+  auto yType = cast<RankedTensorType>(dY.getType());
+  SmallVector<int64_t> strides(conv.getStrides().getValues<int64_t>());
+  SmallVector<int64_t> dilations(conv.getDilations().getValues<int64_t>());
+  int64_t n = xType.getDimSize(0), g = xType.getDimSize(1);
+  int64_t h = xType.getDimSize(3), w = xType.getDimSize(4);
+  int64_t fg = wType.getDimSize(1), kh = wType.getDimSize(3),
+          kw = wType.getDimSize(4);
+  int64_t padH = (kh - 1) * dilations[0], padW = (kw - 1) * dilations[1];
+  int64_t reachH = (yType.getDimSize(3) - 1) * strides[0] + 1;
+  int64_t reachW = (yType.getDimSize(4) - 1) * strides[1] + 1;
+  auto spreadType = RankedTensorType::get(
+      {n, g, fg, std::max(h, reachH) + padH, std::max(w, reachW) + padW},
+      yType.getElementType());
+  auto index = [&](int64_t v) -> OpFoldResult { return b.getIndexAttr(v); };
+  Value spread = tensor::InsertSliceOp::create(
+      b, loc, dY, adjoints.zeros(loc, spreadType),
+      ArrayRef<OpFoldResult>{index(0), index(0), index(0), index(padH),
+                             index(padW)},
+      ArrayRef<OpFoldResult>{index(n), index(g), index(fg),
+                             index(yType.getDimSize(3)),
+                             index(yType.getDimSize(4))},
+      ArrayRef<OpFoldResult>{index(1), index(1), index(1), index(strides[0]),
+                             index(strides[1])});
+  if (spreadType.getDimSize(3) != h + padH ||
+      spreadType.getDimSize(4) != w + padW)
+    spread = tensor::ExtractSliceOp::create(
+        b, loc,
+        RankedTensorType::get({n, g, fg, h + padH, w + padW},
+                              yType.getElementType()),
+        spread,
+        ArrayRef<OpFoldResult>{index(0), index(0), index(0), index(0),
+                               index(0)},
+        ArrayRef<OpFoldResult>{index(n), index(g), index(fg), index(h + padH),
+                               index(w + padW)},
+        ArrayRef<OpFoldResult>{index(1), index(1), index(1), index(1),
+                               index(1)});
+  Value flipped =
+      permuteAndFlip(b, loc, conv.getInputs()[1], {0, 2, 1, 3, 4}, {3, 4});
+  return buildGroupedConv(b, loc, spread, flipped, xType, {1, 1}, dilations,
+                          adjoints);
+}
+
+/// The filter gradient of a grouped convolution, buildConvFilterAdjoint's
+/// per group: X as [C/G, G, N, H, W] by dY as the filter [G, F/G, N, OH, OW]
+/// (the forward's dilations as strides, strides as dilations) gives
+/// [C/G, G, F/G, KH, KW], permuted back to the filter's layout.
+Value buildGroupedConvFilterAdjoint(OpBuilder &b, Location loc,
+                                    linalg::Conv2DNgchwGfchwOp conv, Value dY,
+                                    AdjointBuilder &adjoints) {
+  auto wType = cast<RankedTensorType>(conv.getInputs()[1].getType());
+  SmallVector<int64_t> strides(conv.getStrides().getValues<int64_t>());
+  SmallVector<int64_t> dilations(conv.getDilations().getValues<int64_t>());
+  Value x = permuteAndFlip(b, loc, conv.getInputs()[0], {2, 1, 0, 3, 4});
+  Value filter = permuteAndFlip(b, loc, dY, {1, 2, 0, 3, 4});
+  auto swappedType = RankedTensorType::get(
+      {wType.getDimSize(2), wType.getDimSize(0), wType.getDimSize(1),
+       wType.getDimSize(3), wType.getDimSize(4)},
+      wType.getElementType());
+  Value swapped = buildGroupedConv(b, loc, x, filter, swappedType, dilations,
+                                   strides, adjoints);
+  return permuteAndFlip(b, loc, swapped, {1, 2, 0, 3, 4});
+}
+
 /// The coefficient of dim `dim` in the linear expression `e`.
 int64_t coefficientOf(AffineExpr e, unsigned dim, unsigned numDims) {
   MLIRContext *ctx = e.getContext();
@@ -424,6 +508,20 @@ LogicalResult applyLinalgAdjoint(Operation *op, AdjointBuilder &adjoints) {
     if (llvm::is_contained(targets, filter)) {
       adjoints.accumulate(filter->get(),
                           buildConvFilterAdjoint(b, loc, conv, dY, adjoints));
+      llvm::erase(targets, filter);
+    }
+  }
+  if (auto conv = dyn_cast<linalg::Conv2DNgchwGfchwOp>(op)) {
+    OpOperand *input = conv.getDpsInputOperand(0);
+    if (llvm::is_contained(targets, input)) {
+      adjoints.accumulate(input->get(), buildGroupedConvInputAdjoint(
+                                            b, loc, conv, dY, adjoints));
+      llvm::erase(targets, input);
+    }
+    OpOperand *filter = conv.getDpsInputOperand(1);
+    if (llvm::is_contained(targets, filter)) {
+      adjoints.accumulate(filter->get(), buildGroupedConvFilterAdjoint(
+                                             b, loc, conv, dY, adjoints));
       llvm::erase(targets, filter);
     }
   }
