@@ -291,6 +291,43 @@ func.func @main(%x: tensor<1x2x5x5xf32> {autopar.dtype = "float32", autopar.para
 
 // -----
 
+// A grouped convolution's adjoints are grouped convolutions, per group as
+// above: the input's with the filter flipped and its channel dims swapped
+// within each group ([G, C/G, F/G, KH, KW]); the filter's of the input as
+// [C/G, G, N, H, W] by dY as [G, F/G, N, OH, OW], permuted back.
+// CHECK-DAG: #[[GFLIP:.*]] = affine_map<(d0, d1, d2, d3, d4) -> (d0, d2, d1, -d3 + 2, -d4 + 2)>
+// CHECK-DAG: #[[GX:.*]] = affine_map<(d0, d1, d2, d3, d4) -> (d2, d1, d0, d3, d4)>
+// CHECK-LABEL: func.func @main
+// CHECK-SAME: %[[X:[^:]*]]: tensor<1x2x2x5x5xf32>
+// CHECK-SAME: %[[W:[^:]*]]: tensor<2x3x2x3x3xf32>
+// CHECK: %[[SPREAD:.*]] = tensor.insert_slice %{{.*}} into %{{.*}}[0, 0, 0, 2, 2] [1, 2, 3, 2, 2] [1, 1, 1, 2, 2] : tensor<1x2x3x2x2xf32> into tensor<1x2x3x7x7xf32>
+// CHECK: %[[FLIPPED:.*]] = linalg.generic {indexing_maps = [#[[GFLIP]], #{{.*}}], {{.*}} ins(%[[W]] : tensor<2x3x2x3x3xf32>) outs(%{{.*}} : tensor<2x2x3x3x3xf32>)
+// CHECK: %[[DX:.*]] = linalg.conv_2d_ngchw_gfchw {dilations = dense<1> : tensor<2xi64>, strides = dense<1> : tensor<2xi64>} ins(%[[SPREAD]], %[[FLIPPED]] : tensor<1x2x3x7x7xf32>, tensor<2x2x3x3x3xf32>) outs(%{{.*}} : tensor<1x2x2x5x5xf32>)
+// CHECK: %[[XT:.*]] = linalg.generic {indexing_maps = [#[[GX]], #{{.*}}], {{.*}} ins(%[[X]] : tensor<1x2x2x5x5xf32>) outs(%{{.*}} : tensor<2x2x1x5x5xf32>)
+// CHECK: %[[DWT:.*]] = linalg.conv_2d_ngchw_gfchw {dilations = dense<2> : tensor<2xi64>, strides = dense<1> : tensor<2xi64>} ins(%[[XT]], %{{.*}} : tensor<2x2x1x5x5xf32>, tensor<2x3x1x2x2xf32>) outs(%{{.*}} : tensor<2x2x3x3x3xf32>)
+// CHECK: %[[DW:.*]] = linalg.generic {{.*}} ins(%[[DWT]] : tensor<2x2x3x3x3xf32>) outs(%{{.*}} : tensor<2x3x2x3x3xf32>)
+// CHECK: return %{{.*}}, %[[DX]], %[[DW]]
+func.func @main(%x: tensor<1x2x2x5x5xf32> {autopar.dtype = "float32", autopar.parameter = "x"},
+                %w: tensor<2x3x2x3x3xf32> {autopar.dtype = "float32", autopar.parameter = "w"})
+    -> (tensor<f32> {autopar.output = "loss"}) {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<1x2x3x2x2xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%e : tensor<1x2x3x2x2xf32>) -> tensor<1x2x3x2x2xf32>
+  %y = linalg.conv_2d_ngchw_gfchw {dilations = dense<1> : tensor<2xi64>, strides = dense<2> : tensor<2xi64>}
+      ins(%x, %w : tensor<1x2x2x5x5xf32>, tensor<2x3x2x3x3xf32>) outs(%init : tensor<1x2x3x2x2xf32>) -> tensor<1x2x3x2x2xf32>
+  %s = tensor.empty() : tensor<f32>
+  %sinit = linalg.fill ins(%zero : f32) outs(%s : tensor<f32>) -> tensor<f32>
+  %loss = linalg.reduce ins(%y : tensor<1x2x3x2x2xf32>) outs(%sinit : tensor<f32>) dimensions = [0, 1, 2, 3, 4]
+    (%in: f32, %acc: f32) {
+      %r = arith.mulf %in, %in : f32
+      %t = arith.addf %r, %acc : f32
+      linalg.yield %t : f32
+    }
+  return %loss : tensor<f32>
+}
+
+// -----
+
 // A sum over data-parallel replicas (the statistics of a replica's
 // BatchNorm): every replica's loss reads the sum, so the adjoint of a
 // replica's input is the replicas' sum of the result's adjoint, another
