@@ -413,8 +413,9 @@ LogicalResult convertArgMin(NodeContext &ctx) {
 /// projected-permutation maps only: the rank of every element (how many
 /// elements of its row come before it: larger, or equal at a lower index),
 /// quadratic in the axis length like CumSum; then output position p takes
-/// the element of rank p (a select, so values are exact and the values'
-/// gradient reaches the input). `sorted` = 0 gets them sorted too.
+/// the element of rank p (a sum of it and zeros, so the values' gradient
+/// reaches the input by the rule of a sum) and its index. `sorted` = 0 gets
+/// them sorted too.
 LogicalResult convertTopK(NodeContext &ctx) {
   OnnxDType t = ctx.inputDType(0);
   if (failed(requireNumericArray(ctx)))
@@ -513,28 +514,48 @@ LogicalResult convertTopK(NodeContext &ctx) {
                                         createScalarConstant(b, loc, et, 0));
   Value indicesInit = createFilledTensor(b, loc, outShape, i64,
                                          createScalarConstant(b, loc, i64, 0));
-  auto picked = linalg::GenericOp::create(
-      b, loc, TypeRange{valuesInit.getType(), indicesInit.getType()},
-      ValueRange{x, ranks}, ValueRange{valuesInit, indicesInit},
-      llvm::ArrayRef<AffineMap>{AffineMap::get(rank + 1, 0, other, mctx),
-                                AffineMap::get(rank + 1, 0, other, mctx),
-                                AffineMap::get(rank + 1, 0, self, mctx),
-                                AffineMap::get(rank + 1, 0, self, mctx)},
-      iterators, [&](OpBuilder &nb, Location l, ValueRange a) {
-        Value p = arith::IndexCastOp::create(
-            nb, l, nb.getI64Type(), linalg::IndexOp::create(nb, l, axisDim));
-        Value i = arith::IndexCastOp::create(
-            nb, l, nb.getI64Type(), linalg::IndexOp::create(nb, l, rank));
-        Value match =
-            arith::CmpIOp::create(nb, l, arith::CmpIPredicate::eq, a[1], p);
-        linalg::YieldOp::create(
-            nb, l,
-            ValueRange{arith::SelectOp::create(nb, l, match, a[0], a[2]),
-                       arith::SelectOp::create(nb, l, match, i, a[3])});
-      });
-  ctx.setOutput(0, picked.getResult(0), t);
-  if (ctx.hasOutput(1))
-    ctx.setOutput(1, picked.getResult(1), onnx::TensorProto_DataType_INT64);
+  // The values: a sum over i of the element of rank p (0 elsewhere), so
+  // that the gradient rule of a sum takes them (added to 0: exact but for
+  // the sign of a -0); the indices: the same selection, integer.
+  llvm::SmallVector<AffineMap, 3> maps{AffineMap::get(rank + 1, 0, other, mctx),
+                                       AffineMap::get(rank + 1, 0, other, mctx),
+                                       AffineMap::get(rank + 1, 0, self, mctx)};
+  auto isRankP = [&](OpBuilder &nb, Location l, Value r) -> Value {
+    Value p = arith::IndexCastOp::create(
+        nb, l, nb.getI64Type(), linalg::IndexOp::create(nb, l, axisDim));
+    return arith::CmpIOp::create(nb, l, arith::CmpIPredicate::eq, r, p);
+  };
+  Value values =
+      linalg::GenericOp::create(
+          b, loc, valuesInit.getType(), ValueRange{x, ranks},
+          ValueRange{valuesInit}, maps, iterators,
+          [&](OpBuilder &nb, Location l, ValueRange a) {
+            Value zero = createScalarConstant(nb, l, et, 0.0);
+            Value pick = arith::SelectOp::create(nb, l, isRankP(nb, l, a[1]),
+                                                 a[0], zero);
+            Value sum = isa<FloatType>(et)
+                            ? Value(arith::AddFOp::create(nb, l, a[2], pick))
+                            : Value(arith::AddIOp::create(nb, l, a[2], pick));
+            linalg::YieldOp::create(nb, l, sum);
+          })
+          .getResult(0);
+  ctx.setOutput(0, values, t);
+  if (ctx.hasOutput(1)) {
+    Value indices =
+        linalg::GenericOp::create(
+            b, loc, indicesInit.getType(), ValueRange{x, ranks},
+            ValueRange{indicesInit}, maps, iterators,
+            [&](OpBuilder &nb, Location l, ValueRange a) {
+              Value i = arith::IndexCastOp::create(
+                  nb, l, nb.getI64Type(), linalg::IndexOp::create(nb, l, rank));
+              linalg::YieldOp::create(
+                  nb, l,
+                  Value(arith::SelectOp::create(nb, l, isRankP(nb, l, a[1]), i,
+                                                a[2])));
+            })
+            .getResult(0);
+    ctx.setOutput(1, indices, onnx::TensorProto_DataType_INT64);
+  }
   return success();
 }
 

@@ -256,8 +256,8 @@ class Upsampling(nn.Module):
     generic and anti-identity contractions of the filter, a convolution),
     Resize (one constant contraction per resized dim; nearest and bilinear)
     and InstanceNormalization (reductions and elementwise); grouped and
-    depthwise convolutions (conv_2d_ngchw_gfchw's rules). (TopK's selection
-    has no gradient rule yet.)"""
+    depthwise convolutions (conv_2d_ngchw_gfchw's rules); TopK's values (a
+    sum of the selected element and zeros)."""
 
     def __init__(self):
         super().__init__()
@@ -276,7 +276,8 @@ class Upsampling(nn.Module):
         h = (F.interpolate(h, scale_factor=0.5, mode="bilinear",
                            align_corners=False) +
              F.interpolate(h, scale_factor=0.5, mode="nearest"))
-        return F.cross_entropy(self.fc((h * h).mean((2, 3))), y)
+        top, _ = torch.topk(h.flatten(2), 3, dim=2)             # [b, c, 3]
+        return F.cross_entropy(self.fc((h * h).mean((2, 3)) + top.mean(2)), y)
 
     @staticmethod
     def data(dtype):
