@@ -115,7 +115,7 @@ def peak_rss_of(cmd, env):
             out = os.open(env["_BENCH_OUT"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
             os.dup2(out, 1)
             os.dup2(out, 2)
-            os.execv(cmd[0], cmd)
+            os.execvp(cmd[0], cmd)  # a name is looked up on PATH
         finally:
             os._exit(127)
     _, status, usage = os.wait4(pid, 0)

@@ -42,17 +42,11 @@ REPO = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
 import bench_train  # noqa: E402  (the GPT, its data and export, peak_rss_of)
+from bench_scaling import launcher  # noqa: E402  (mpirun -np N)
 import results  # noqa: E402  (bench/results.py)
 
 # Let autopar-run share the cores among the ranks itself.
 SHARED_CORES = {"OMP_NUM_THREADS": "", "OPENBLAS_NUM_THREADS": "", "MKL_NUM_THREADS": ""}
-
-
-def launcher(n):
-    cmd = ["/usr/bin/mpirun", "--oversubscribe", "-np", str(n)]
-    if os.geteuid() == 0:
-        cmd.insert(1, "--allow-run-as-root")
-    return cmd
 
 
 def prepare(args, batch):

@@ -201,7 +201,7 @@ void countCollectives(Block &block, double times, ModuleOp module,
     return double(type.getNumElements()) *
            double(type.getElementTypeBitWidth() / 8);
   };
-  auto ranks = [&](Operation *op, FlatSymbolRefAttr gridName) {
+  auto ranks = [&](FlatSymbolRefAttr gridName) {
     auto grid = module.lookupSymbol<shard::GridOp>(gridName.getValue());
     return grid ? double(grid.getShape().front()) : 1.0;
   };
@@ -223,16 +223,16 @@ void countCollectives(Block &block, double times, ModuleOp module,
         if (!callee.isExternal())
           countCollectives(callee.getBody().front(), times, module, tally);
     } else if (auto reduce = dyn_cast<shard::AllReduceOp>(op)) {
-      double n = ranks(&op, reduce.getGridAttr());
+      double n = ranks(reduce.getGridAttr());
       add("all_reduce", bytes(reduce.getInput()) * 2 * (n - 1) / n);
     } else if (auto gather = dyn_cast<shard::AllGatherOp>(op)) {
-      double n = ranks(&op, gather.getGridAttr());
+      double n = ranks(gather.getGridAttr());
       add("all_gather", bytes(gather.getResult()) * (n - 1) / n);
     } else if (auto scatter = dyn_cast<shard::ReduceScatterOp>(op)) {
-      double n = ranks(&op, scatter.getGridAttr());
+      double n = ranks(scatter.getGridAttr());
       add("reduce_scatter", bytes(scatter.getInput()) * (n - 1) / n);
     } else if (auto toAll = dyn_cast<shard::AllToAllOp>(op)) {
-      double n = ranks(&op, toAll.getGridAttr());
+      double n = ranks(toAll.getGridAttr());
       add("all_to_all", bytes(toAll.getInput()) * (n - 1) / n);
     }
   }

@@ -267,6 +267,66 @@ commonRefinement(llvm::ArrayRef<int64_t> src, llvm::ArrayRef<int64_t> dst) {
   return refined;
 }
 
+Value reshapeTransposeReshape(OpBuilder &b, Location loc, Value x,
+                              llvm::ArrayRef<int64_t> split,
+                              llvm::ArrayRef<int64_t> perm,
+                              llvm::ArrayRef<int64_t> shape) {
+  Value v = reshapeTensor(b, loc, x, split);
+  llvm::SmallVector<int64_t> permuted;
+  for (int64_t p : perm)
+    permuted.push_back(split[p]);
+  Value init = createEmptyTensor(b, loc, permuted, getElementTypeOf(x));
+  v = linalg::TransposeOp::create(b, loc, v, init, perm).getResult()[0];
+  return reshapeTensor(b, loc, v, shape);
+}
+
+Value contractAlongDim(OpBuilder &b, Location loc, Value x, int64_t dim,
+                       llvm::ArrayRef<float> weights, int64_t out,
+                       OnnxDType type) {
+  MLIRContext *ctx = b.getContext();
+  llvm::ArrayRef<int64_t> shape = getShape(x);
+  int64_t rank = shape.size(), in = shape[dim];
+  Type et = getElementTypeOf(x);
+  Value matrix = arith::ConstantOp::create(
+      b, loc,
+      DenseElementsAttr::get(RankedTensorType::get({in, out}, b.getF32Type()),
+                             weights));
+  if (!et.isF32())
+    matrix = createElementwise(
+        b, loc, matrix, {in, out}, et,
+        [&](OpBuilder &nb, Location l, ValueRange a) -> Value {
+          return castScalar(nb, l, a[0], onnx::TensorProto_DataType_FLOAT,
+                            type);
+        });
+  // Loops: the result's dims, then i along `dim`.
+  auto d = [&](int64_t i) { return getAffineDimExpr(i, ctx); };
+  llvm::SmallVector<AffineExpr> read, write;
+  for (int64_t k = 0; k < rank; ++k) {
+    read.push_back(k == dim ? d(rank) : d(k));
+    write.push_back(d(k));
+  }
+  llvm::SmallVector<utils::IteratorType> iterators(
+      rank, utils::IteratorType::parallel);
+  iterators.push_back(utils::IteratorType::reduction);
+  llvm::SmallVector<int64_t> resultShape(shape);
+  resultShape[dim] = out;
+  Value init = createFilledTensor(b, loc, resultShape, et,
+                                  createScalarConstant(b, loc, et, 0.0));
+  return linalg::GenericOp::create(
+             b, loc, init.getType(), ValueRange{x, matrix}, ValueRange{init},
+             llvm::ArrayRef<AffineMap>{
+                 AffineMap::get(rank + 1, 0, read, ctx),
+                 AffineMap::get(rank + 1, 0, {d(rank), d(dim)}, ctx),
+                 AffineMap::get(rank + 1, 0, write, ctx)},
+             iterators,
+             [](OpBuilder &nb, Location l, ValueRange a) {
+               Value p = arith::MulFOp::create(nb, l, a[0], a[1]);
+               linalg::YieldOp::create(
+                   nb, l, Value(arith::AddFOp::create(nb, l, a[2], p)));
+             })
+      .getResult(0);
+}
+
 Value reshapeTensor(OpBuilder &b, Location loc, Value value,
                     llvm::ArrayRef<int64_t> shape) {
   auto srcType = cast<RankedTensorType>(value.getType());

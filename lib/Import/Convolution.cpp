@@ -547,85 +547,26 @@ LogicalResult convertConvTranspose(NodeContext &ctx) {
       index(step));
 
   // The filter as a convolution's: F x C/group x k..., flipped. Built from
-  // ops with gradient rules (a reshape, a permuting generic, and per spatial
-  // dim a contraction with the K x K anti-identity), so that training
-  // reaches W.
-  MLIRContext *mctx = b.getContext();
+  // ops with gradients (a reshaping transpose, and per spatial dim a
+  // contraction with the K x K anti-identity), so that training reaches W.
   int64_t cg = ws[0] / group, fg = ws[1];
-  auto dim = [&](int64_t i) { return getAffineDimExpr(i, mctx); };
-  auto parallel = [](int64_t count) {
-    return llvm::SmallVector<utils::IteratorType>(
-        count, utils::IteratorType::parallel);
-  };
   // C x F/g x k -> g x C/g x F/g x k -> g x F/g x C/g x k -> F x C/g x k.
-  llvm::SmallVector<int64_t> split{group, cg, fg};
+  llvm::SmallVector<int64_t> split{group, cg, fg}, perm{0, 2, 1},
+      filterShape{f, cg};
   split.append(kernel->begin(), kernel->end());
-  llvm::SmallVector<ReassociationIndices> splitGroups{{0, 1}, {2}};
-  for (int64_t i = 0; i < n; ++i)
-    splitGroups.push_back({3 + i});
-  Value w = regroup(b, loc, ctx.input(1), split, splitGroups);
-  llvm::SmallVector<int64_t> swapped{group, fg, cg};
-  swapped.append(kernel->begin(), kernel->end());
-  llvm::SmallVector<AffineExpr> swapRead{dim(0), dim(2), dim(1)};
-  for (int64_t i = 0; i < n; ++i)
-    swapRead.push_back(dim(3 + i));
-  AffineMap identity3 = AffineMap::getMultiDimIdentityMap(n + 3, mctx);
-  w = linalg::GenericOp::create(
-          b, loc, RankedTensorType::get(swapped, et), ValueRange{w},
-          ValueRange{createEmptyTensor(b, loc, swapped, et)},
-          llvm::ArrayRef<AffineMap>{AffineMap::get(n + 3, 0, swapRead, mctx),
-                                    identity3},
-          parallel(n + 3),
-          [](OpBuilder &nb, Location l, ValueRange a) {
-            linalg::YieldOp::create(nb, l, a[0]);
-          })
-          .getResult(0);
-  llvm::SmallVector<int64_t> filterShape{f, cg};
   filterShape.append(kernel->begin(), kernel->end());
-  w = regroup(b, loc, w, filterShape, splitGroups);
+  for (int64_t i = 0; i < n; ++i)
+    perm.push_back(3 + i);
+  Value filter =
+      reshapeTransposeReshape(b, loc, ctx.input(1), split, perm, filterShape);
   for (int64_t i = 0; i < n; ++i) {
     int64_t k = (*kernel)[i];
-    if (k == 1)
-      continue;
     llvm::SmallVector<float> reverse(k * k, 0.0f);
     for (int64_t r = 0; r < k; ++r)
       reverse[r * k + (k - 1 - r)] = 1.0f;
-    Value anti = arith::ConstantOp::create(
-        b, loc,
-        DenseElementsAttr::get(RankedTensorType::get({k, k}, b.getF32Type()),
-                               llvm::ArrayRef<float>(reverse)));
-    if (!et.isF32())
-      anti = createElementwise(
-          b, loc, anti, {k, k}, et,
-          [&](OpBuilder &nb, Location l, ValueRange a) -> Value {
-            return castScalar(nb, l, a[0], onnx::TensorProto_DataType_FLOAT, t);
-          });
-    // w'[..., j, ...] = sum_r w[..., r, ...] * anti[r, j]: loops are w's
-    // dims then r.
-    int64_t rank = n + 2;
-    llvm::SmallVector<AffineExpr> wRead, out;
-    for (int64_t d = 0; d < rank; ++d) {
-      wRead.push_back(d == 2 + i ? dim(rank) : dim(d));
-      out.push_back(dim(d));
-    }
-    llvm::SmallVector<utils::IteratorType> iterators = parallel(rank);
-    iterators.push_back(utils::IteratorType::reduction);
-    w = linalg::GenericOp::create(
-            b, loc, RankedTensorType::get(filterShape, et), ValueRange{w, anti},
-            ValueRange{zerosLike(b, loc, filterShape, et)},
-            llvm::ArrayRef<AffineMap>{
-                AffineMap::get(rank + 1, 0, wRead, mctx),
-                AffineMap::get(rank + 1, 0, {dim(rank), dim(2 + i)}, mctx),
-                AffineMap::get(rank + 1, 0, out, mctx)},
-            iterators,
-            [](OpBuilder &nb, Location l, ValueRange a) {
-              Value p = arith::MulFOp::create(nb, l, a[0], a[1]);
-              linalg::YieldOp::create(
-                  nb, l, Value(arith::AddFOp::create(nb, l, a[2], p)));
-            })
-            .getResult(0);
+    if (k > 1)
+      filter = contractAlongDim(b, loc, filter, 2 + i, reverse, k, t);
   }
-  Value filter = w;
 
   Window win;
   win.input.assign(spreadShape.begin() + 2, spreadShape.end());

@@ -276,6 +276,26 @@ mlir::Value castScalar(mlir::OpBuilder &b, mlir::Location loc,
 mlir::Value reshapeTensor(mlir::OpBuilder &b, mlir::Location loc,
                           mlir::Value value, llvm::ArrayRef<int64_t> shape);
 
+/// Reshapes `x` to `split`, permutes its dims by `perm` (one
+/// linalg.transpose) and reshapes the result to `shape`: DepthToSpace and
+/// SpaceToDepth move blocks of elements between the channel and the spatial
+/// dims this way, ConvTranspose swaps its filter's channel dims per group.
+mlir::Value reshapeTransposeReshape(mlir::OpBuilder &b, mlir::Location loc,
+                                    mlir::Value x,
+                                    llvm::ArrayRef<int64_t> split,
+                                    llvm::ArrayRef<int64_t> perm,
+                                    llvm::ArrayRef<int64_t> shape);
+
+/// `x` (float, of ONNX type `type`) contracted along dim `dim` with the
+/// constant in x out matrix `weights` (row-major):
+/// result[..., o, ...] = sum_i x[..., i, ...] * weights[i * out + o]. One
+/// generic with projected-permutation maps, so it has a gradient: Resize's
+/// interpolation and ConvTranspose's filter flip are such linear maps.
+mlir::Value contractAlongDim(mlir::OpBuilder &b, mlir::Location loc,
+                             mlir::Value x, int64_t dim,
+                             llvm::ArrayRef<float> weights, int64_t out,
+                             OnnxDType type);
+
 /// `arith.constant dense<...>` holding `value` as `elementType`.
 mlir::Value materializeConstant(mlir::OpBuilder &b, mlir::Location loc,
                                 const ConstTensor &value,

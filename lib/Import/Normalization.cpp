@@ -107,6 +107,30 @@ LogicalResult convertLogSoftmax(NodeContext &ctx) {
 // LayerNormalization
 //===----------------------------------------------------------------------===//
 
+/// The mean of `x` (of `shape`, element type `et`) over `dims`, kept as
+/// size-1 dims, `x` minus it, and the biased variance: the statistics of
+/// LayerNormalization and InstanceNormalization.
+struct CenteredMoments {
+  Value mean, centered, variance;
+};
+CenteredMoments centeredMoments(OpBuilder &b, Location loc, Value x,
+                                llvm::ArrayRef<int64_t> shape, Type et,
+                                llvm::ArrayRef<int64_t> dims) {
+  Value mean = reduceKeepDims(b, loc, x, dims, ReductionKind::Mean);
+  Value centered =
+      createElementwise(b, loc, {x, mean}, shape, et,
+                        [](OpBuilder &nb, Location l, ValueRange a) -> Value {
+                          return arith::SubFOp::create(nb, l, a[0], a[1]);
+                        });
+  Value squares =
+      createElementwise(b, loc, centered, shape, et,
+                        [](OpBuilder &nb, Location l, ValueRange a) -> Value {
+                          return arith::MulFOp::create(nb, l, a[0], a[0]);
+                        });
+  return {mean, centered,
+          reduceKeepDims(b, loc, squares, dims, ReductionKind::Mean)};
+}
+
 /// Checks that input `i` broadcasts to `shape` (unidirectionally).
 LogicalResult requireBroadcastableTo(NodeContext &ctx, int64_t i,
                                      llvm::ArrayRef<int64_t> shape,
@@ -159,18 +183,7 @@ LogicalResult convertLayerNormalization(NodeContext &ctx) {
                           [&](OpBuilder &nb, Location l, ValueRange a) {
                             return castScalar(nb, l, a[0], t, stash);
                           });
-  Value mean = reduceKeepDims(b, loc, x, dims, ReductionKind::Mean);
-  Value diff =
-      createElementwise(b, loc, {x, mean}, shape, st,
-                        [](OpBuilder &nb, Location l, ValueRange a) -> Value {
-                          return arith::SubFOp::create(nb, l, a[0], a[1]);
-                        });
-  Value squares =
-      createElementwise(b, loc, diff, shape, st,
-                        [](OpBuilder &nb, Location l, ValueRange a) -> Value {
-                          return arith::MulFOp::create(nb, l, a[0], a[0]);
-                        });
-  Value var = reduceKeepDims(b, loc, squares, dims, ReductionKind::Mean);
+  auto [mean, diff, var] = centeredMoments(b, loc, x, shape, st, dims);
   Value invStdDev =
       createElementwise(b, loc, var, getShape(var), st,
                         [&](OpBuilder &nb, Location l, ValueRange a) -> Value {
@@ -236,18 +249,7 @@ LogicalResult convertInstanceNormalization(NodeContext &ctx) {
   for (int64_t d = 2; d < rank; ++d)
     dims.push_back(d);
   Value x = ctx.input(0);
-  Value mean = reduceKeepDims(b, loc, x, dims, ReductionKind::Mean);
-  Value diff =
-      createElementwise(b, loc, {x, mean}, shape, et,
-                        [](OpBuilder &nb, Location l, ValueRange a) -> Value {
-                          return arith::SubFOp::create(nb, l, a[0], a[1]);
-                        });
-  Value squares =
-      createElementwise(b, loc, diff, shape, et,
-                        [](OpBuilder &nb, Location l, ValueRange a) -> Value {
-                          return arith::MulFOp::create(nb, l, a[0], a[0]);
-                        });
-  Value var = reduceKeepDims(b, loc, squares, dims, ReductionKind::Mean);
+  CenteredMoments moments = centeredMoments(b, loc, x, shape, et, dims);
   // scale and B as [C, 1, ..., 1], broadcast from the right.
   llvm::SmallVector<int64_t> perChannel(rank - 1, 1);
   perChannel[0] = shape[1];
@@ -255,7 +257,7 @@ LogicalResult convertInstanceNormalization(NodeContext &ctx) {
   Value bias = reshapeTensor(b, loc, ctx.input(2), perChannel);
   OnnxDType scaleType = ctx.inputDType(1), biasType = ctx.inputDType(2);
   Value y = createElementwise(
-      b, loc, {diff, var, scale, bias}, shape, et,
+      b, loc, {moments.centered, moments.variance, scale, bias}, shape, et,
       [&](OpBuilder &nb, Location l, ValueRange a) -> Value {
         Value eps = createScalarConstant(nb, l, et, epsilon);
         Value stddev = math::SqrtOp::create(

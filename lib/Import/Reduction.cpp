@@ -452,7 +452,7 @@ LogicalResult convertTopK(NodeContext &ctx) {
   int64_t axisDim = *axis;
   auto dim = [&](int64_t i) { return getAffineDimExpr(i, mctx); };
   // Loops: x's dims, then j along the axis.
-  llvm::SmallVector<AffineExpr> self, other, all;
+  llvm::SmallVector<AffineExpr> self, other;
   for (int64_t d = 0; d < rank; ++d) {
     self.push_back(dim(d));
     other.push_back(d == axisDim ? dim(rank) : dim(d));

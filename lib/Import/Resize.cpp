@@ -5,17 +5,14 @@
 // M one-hot (nearest) or two weights per column (linear). The importer
 // computes M with the spec's coordinate transformation and rounding (ONNX's
 // reference, onnx/backend/test/case/node/resize.py: edge values beyond the
-// border) and emits one contraction per resized dim, so the op needs no
-// gathers and has a gradient for free. A dim of n inputs and m outputs costs
-// n * m multiply-adds per row: fine for the upsampling heads of segmentation
-// models; cubic and tf_crop_and_resize are refused.
+// border) and emits one contraction per resized dim (contractAlongDim), so the
+// op needs no gathers and has a gradient for free. A dim of n inputs and m
+// outputs costs n * m multiply-adds per row: fine for the upsampling heads of
+// segmentation models; cubic and tf_crop_and_resize are refused.
 //
 //===----------------------------------------------------------------------===//
 
 #include "ImporterImpl.h"
-
-#include "mlir/Dialect/Arith/IR/Arith.h"
-#include "mlir/Dialect/Linalg/IR/Linalg.h"
 
 #include <cmath>
 
@@ -123,10 +120,7 @@ LogicalResult convertResize(NodeContext &ctx) {
 
   OpBuilder &b = ctx.getBuilder();
   Location loc = ctx.getLoc();
-  MLIRContext *mctx = b.getContext();
-  Type et = getElementType(mctx, t);
   Value x = ctx.input(0);
-  llvm::SmallVector<int64_t> current(shape);
   for (int64_t d = 0; d < rank; ++d) {
     int64_t in = shape[d], out = outShape[d];
     if (in == out && scales[d] == 1.0)
@@ -149,45 +143,7 @@ LogicalResult convertResize(NodeContext &ctx) {
       weights[clampIndex(left) * out + o] += float(1.0 - ratio);
       weights[clampIndex(left + 1) * out + o] += float(ratio);
     }
-    Value matrix = arith::ConstantOp::create(
-        b, loc,
-        DenseElementsAttr::get(RankedTensorType::get({in, out}, b.getF32Type()),
-                               llvm::ArrayRef<float>(weights)));
-    if (!et.isF32())
-      matrix = createElementwise(
-          b, loc, matrix, {in, out}, et,
-          [&](OpBuilder &nb, Location l, ValueRange a) -> Value {
-            return castScalar(nb, l, a[0], onnx::TensorProto_DataType_FLOAT, t);
-          });
-    // next[..., o, ...] = sum_i x[..., i, ...] * M[i, o]: loops are the
-    // output's dims then i.
-    llvm::SmallVector<int64_t> next(current);
-    next[d] = out;
-    auto dim = [&](int64_t i) { return getAffineDimExpr(i, mctx); };
-    llvm::SmallVector<AffineExpr> read, write;
-    for (int64_t k = 0; k < rank; ++k) {
-      read.push_back(k == d ? dim(rank) : dim(k));
-      write.push_back(dim(k));
-    }
-    llvm::SmallVector<utils::IteratorType> iterators(
-        rank, utils::IteratorType::parallel);
-    iterators.push_back(utils::IteratorType::reduction);
-    Value init = createFilledTensor(b, loc, next, et,
-                                    createScalarConstant(b, loc, et, 0.0));
-    x = linalg::GenericOp::create(
-            b, loc, init.getType(), ValueRange{x, matrix}, ValueRange{init},
-            llvm::ArrayRef<AffineMap>{
-                AffineMap::get(rank + 1, 0, read, mctx),
-                AffineMap::get(rank + 1, 0, {dim(rank), dim(d)}, mctx),
-                AffineMap::get(rank + 1, 0, write, mctx)},
-            iterators,
-            [](OpBuilder &nb, Location l, ValueRange a) {
-              Value p = arith::MulFOp::create(nb, l, a[0], a[1]);
-              linalg::YieldOp::create(
-                  nb, l, Value(arith::AddFOp::create(nb, l, a[2], p)));
-            })
-            .getResult(0);
-    current = next;
+    x = contractAlongDim(b, loc, x, d, weights, out, t);
   }
   ctx.setOutput(0, x, t);
   return success();

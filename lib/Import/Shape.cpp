@@ -1359,22 +1359,6 @@ static LogicalResult convertPad(NodeContext &ctx) {
 // DepthToSpace, SpaceToDepth
 //===----------------------------------------------------------------------===//
 
-/// Reshapes `x` to `split`, permutes its dims by `perm` (one linalg.transpose)
-/// and reshapes the result to `shape`: DepthToSpace and SpaceToDepth move
-/// blocks of elements between the channel and the spatial dims this way.
-static Value reshapeTransposeReshape(OpBuilder &b, Location loc, Value x,
-                                     llvm::ArrayRef<int64_t> split,
-                                     llvm::ArrayRef<int64_t> perm,
-                                     llvm::ArrayRef<int64_t> shape) {
-  Value v = reshapeTensor(b, loc, x, split);
-  llvm::SmallVector<int64_t> permuted;
-  for (int64_t p : perm)
-    permuted.push_back(split[p]);
-  Value init = createEmptyTensor(b, loc, permuted, getElementTypeOf(x));
-  v = linalg::TransposeOp::create(b, loc, v, init, perm).getResult()[0];
-  return reshapeTensor(b, loc, v, shape);
-}
-
 /// Reads and checks the 'blocksize' attribute and the [N, C, H, W] input.
 static FailureOr<int64_t> readBlockSize(NodeContext &ctx) {
   auto blocksize = ctx.getOptionalIntAttr("blocksize");

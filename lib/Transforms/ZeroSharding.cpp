@@ -8,6 +8,7 @@
 
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "llvm/ADT/MapVector.h"
 
 #include <numeric>
@@ -64,13 +65,6 @@ Value unflatten(OpBuilder &b, Location loc, Value flat, RankedTensorType type) {
                                        allDims(type.getRank()));
 }
 
-SmallVector<OpFoldResult> indexAttrs(OpBuilder &b, ArrayRef<int64_t> values) {
-  SmallVector<OpFoldResult> attrs;
-  for (int64_t v : values)
-    attrs.push_back(b.getIndexAttr(v));
-  return attrs;
-}
-
 /// The values' indices grouped by element type, in first-seen order.
 llvm::MapVector<Type, SmallVector<unsigned>> byElementType(ValueRange values) {
   llvm::MapVector<Type, SmallVector<unsigned>> groups;
@@ -104,8 +98,11 @@ SmallVector<Value> reduceScatterBlocks(OpBuilder &b, Location loc,
           b, loc, rows, flatten(b, loc, values[i]),
           SmallVector<ReassociationIndices>{{0, 1}});
       bucket = tensor::InsertSliceOp::create(
-          b, loc, view, bucket, indexAttrs(b, {0, columns[k]}),
-          indexAttrs(b, {dp, width}), indexAttrs(b, {1, 1}));
+          b, loc, view, bucket,
+          getAsIndexOpFoldResult(b.getContext(),
+                                 ArrayRef<int64_t>{0, columns[k]}),
+          getAsIndexOpFoldResult(b.getContext(), ArrayRef<int64_t>{dp, width}),
+          getAsIndexOpFoldResult(b.getContext(), ArrayRef<int64_t>{1, 1}));
     }
     Value mine = shard::ReduceScatterOp::create(
         b, loc, RankedTensorType::get({1, total}, elementType), grid,
@@ -119,8 +116,10 @@ SmallVector<Value> reduceScatterBlocks(OpBuilder &b, Location loc,
       int64_t width = blockType.getNumElements();
       Value flat = tensor::ExtractSliceOp::create(
           b, loc, RankedTensorType::get({width}, elementType), mine,
-          indexAttrs(b, {0, columns[k]}), indexAttrs(b, {1, width}),
-          indexAttrs(b, {1, 1}));
+          getAsIndexOpFoldResult(b.getContext(),
+                                 ArrayRef<int64_t>{0, columns[k]}),
+          getAsIndexOpFoldResult(b.getContext(), ArrayRef<int64_t>{1, width}),
+          getAsIndexOpFoldResult(b.getContext(), ArrayRef<int64_t>{1, 1}));
       blocks[i] = unflatten(b, loc, flat, blockType);
     }
   }
@@ -145,8 +144,10 @@ SmallVector<Value> allGatherBlocks(OpBuilder &b, Location loc,
           cast<RankedTensorType>(blocks[i].getType()).getNumElements();
       bucket = tensor::InsertSliceOp::create(
           b, loc, flatten(b, loc, blocks[i]), bucket,
-          indexAttrs(b, {0, columns[k]}), indexAttrs(b, {1, width}),
-          indexAttrs(b, {1, 1}));
+          getAsIndexOpFoldResult(b.getContext(),
+                                 ArrayRef<int64_t>{0, columns[k]}),
+          getAsIndexOpFoldResult(b.getContext(), ArrayRef<int64_t>{1, width}),
+          getAsIndexOpFoldResult(b.getContext(), ArrayRef<int64_t>{1, 1}));
     }
     Value all = shard::AllGatherOp::create(
         b, loc, RankedTensorType::get({dp, total}, elementType), grid,
@@ -159,8 +160,10 @@ SmallVector<Value> allGatherBlocks(OpBuilder &b, Location loc,
       auto wholeType = blockType.clone(shape);
       Value rows = tensor::ExtractSliceOp::create(
           b, loc, RankedTensorType::get({dp, width}, elementType), all,
-          indexAttrs(b, {0, columns[k]}), indexAttrs(b, {dp, width}),
-          indexAttrs(b, {1, 1}));
+          getAsIndexOpFoldResult(b.getContext(),
+                                 ArrayRef<int64_t>{0, columns[k]}),
+          getAsIndexOpFoldResult(b.getContext(), ArrayRef<int64_t>{dp, width}),
+          getAsIndexOpFoldResult(b.getContext(), ArrayRef<int64_t>{1, 1}));
       Value flat = tensor::CollapseShapeOp::create(
           b, loc, rows, SmallVector<ReassociationIndices>{{0, 1}});
       wholes[i] = unflatten(b, loc, flat, wholeType);

@@ -13,7 +13,6 @@
 #include "autopar/runtime/Crc32.h"
 #include "autopar/runtime/Error.h"
 #include "autopar/runtime/Tensor.h"
-#include "autopar/runtime/TensorLayout.h"
 
 #include <nlohmann/json.hpp>
 

@@ -112,175 +112,128 @@ Value permuteAndFlip(OpBuilder &b, Location loc, Value v,
       .getResult(0);
 }
 
-/// A `linalg.conv_2d_nchw_fchw` of `input` and `filter` into zeros of
-/// `resultType`: a named op, so that it reaches the runtime's im2col + GEMM
-/// kernel (CPU) or the im2col rewrite (GPU) instead of a loop nest.
-Value buildConv(OpBuilder &b, Location loc, Value input, Value filter,
-                RankedTensorType resultType, ArrayRef<int64_t> strides,
-                ArrayRef<int64_t> dilations, AdjointBuilder &adjoints) {
+/// The convolutions the rules below take: `linalg.conv_2d_nchw_fchw`, and
+/// its grouped form `linalg.conv_2d_ngchw_gfchw` (input N x G x C/G x H x W,
+/// filter G x F/G x C/G x KH x KW, output N x G x F/G x OH x OW), for which
+/// every rule is the plain one within each group: the group dim rides along
+/// after the batch (input, output) or first (filter).
+bool isConvWithRules(Operation *op) {
+  return isa<linalg::Conv2DNchwFchwOp, linalg::Conv2DNgchwGfchwOp>(op);
+}
+
+SmallVector<int64_t> convAttr(Operation *conv, StringRef name) {
+  return SmallVector<int64_t>(
+      conv->getAttrOfType<DenseIntElementsAttr>(name).getValues<int64_t>());
+}
+
+/// A convolution of `input` and `filter` into zeros of `resultType`, grouped
+/// or not: a named op, so that it reaches the runtime's im2col + GEMM kernel
+/// (CPU) or the im2col rewrite (GPU) instead of a loop nest.
+Value buildConv(OpBuilder &b, Location loc, bool grouped, Value input,
+                Value filter, RankedTensorType resultType,
+                ArrayRef<int64_t> strides, ArrayRef<int64_t> dilations,
+                AdjointBuilder &adjoints) {
+  Value init = adjoints.zeros(loc, resultType);
+  auto stridesAttr = b.getI64TensorAttr(strides);
+  auto dilationsAttr = b.getI64TensorAttr(dilations);
+  if (grouped)
+    return linalg::Conv2DNgchwGfchwOp::create(
+               b, loc, TypeRange{resultType}, ValueRange{input, filter},
+               ValueRange{init}, stridesAttr, dilationsAttr)
+        .getResult(0);
   return linalg::Conv2DNchwFchwOp::create(
              b, loc, TypeRange{resultType}, ValueRange{input, filter},
-             ValueRange{adjoints.zeros(loc, resultType)},
-             b.getI64TensorAttr(strides), b.getI64TensorAttr(dilations))
+             ValueRange{init}, stridesAttr, dilationsAttr)
       .getResult(0);
 }
 
-/// The input gradient of a 2-D convolution (NCHW input, FCHW filter, no
-/// groups, the input already padded): a correlation of dY, spread out by
-/// the strides and padded by the dilated filter size, with the filter
-/// flipped and its two channel dims swapped:
+/// The input gradient of a 2-D convolution (the input already padded): a
+/// correlation of dY, spread out by the strides and padded by the dilated
+/// filter size, with the filter flipped and its two channel dims swapped:
 ///   dX[n,c,i,j] = sum_{f,kh,kw} D[n,f,i+kh*dh, j+kw*dw]
 ///                 W[f,c,KH-1-kh,KW-1-kw]
 /// where D holds dY[n,f,oh,ow] at ((KH-1)dh + oh*sh, (KW-1)dw + ow*sw): a
 /// convolution of D with the flipped filter (strides 1, the dilations).
-Value buildConvInputAdjoint(OpBuilder &b, Location loc,
-                            linalg::Conv2DNchwFchwOp conv, Value dY,
-                            AdjointBuilder &adjoints) {
-  auto xType = cast<RankedTensorType>(conv.getInputs()[0].getType());
-  auto wType = cast<RankedTensorType>(conv.getInputs()[1].getType());
+Value buildConvInputAdjoint(OpBuilder &b, Location loc, Operation *conv,
+                            Value dY, AdjointBuilder &adjoints) {
+  bool grouped = isa<linalg::Conv2DNgchwGfchwOp>(conv);
+  auto xType = cast<RankedTensorType>(conv->getOperand(0).getType());
+  auto wType = cast<RankedTensorType>(conv->getOperand(1).getType());
   auto yType = cast<RankedTensorType>(dY.getType());
-  SmallVector<int64_t> strides(conv.getStrides().getValues<int64_t>());
-  SmallVector<int64_t> dilations(conv.getDilations().getValues<int64_t>());
-  int64_t n = xType.getDimSize(0);
-  int64_t h = xType.getDimSize(2), w = xType.getDimSize(3);
-  int64_t f = wType.getDimSize(0), kh = wType.getDimSize(2),
-          kw = wType.getDimSize(3);
-  int64_t padH = (kh - 1) * dilations[0], padW = (kw - 1) * dilations[1];
+  SmallVector<int64_t> strides = convAttr(conv, "strides");
+  SmallVector<int64_t> dilations = convAttr(conv, "dilations");
+  int64_t sp = grouped ? 3 : 2; // the first spatial dim
+  int64_t h = xType.getDimSize(sp), w = xType.getDimSize(sp + 1);
+  int64_t padH = (wType.getDimSize(sp) - 1) * dilations[0],
+          padW = (wType.getDimSize(sp + 1) - 1) * dilations[1];
   // Positions the forward never read (h - 1 past the last window) get no
   // gradient: D covers exactly the rows and columns the windows reach.
-  int64_t reachH = (yType.getDimSize(2) - 1) * strides[0] + 1;
-  int64_t reachW = (yType.getDimSize(3) - 1) * strides[1] + 1;
-  auto spreadType = RankedTensorType::get(
-      {n, f, std::max(h, reachH) + padH, std::max(w, reachW) + padW},
-      yType.getElementType());
-  auto index = [&](int64_t v) -> OpFoldResult { return b.getIndexAttr(v); };
+  int64_t reachH = (yType.getDimSize(sp) - 1) * strides[0] + 1;
+  int64_t reachW = (yType.getDimSize(sp + 1) - 1) * strides[1] + 1;
+  SmallVector<int64_t> spreadShape(yType.getShape()), neededShape;
+  spreadShape[sp] = std::max(h, reachH) + padH;
+  spreadShape[sp + 1] = std::max(w, reachW) + padW;
+  neededShape = spreadShape;
+  neededShape[sp] = h + padH;
+  neededShape[sp + 1] = w + padW;
+  int64_t rank = yType.getRank();
+  SmallVector<int64_t> offsets(rank, 0), steps(rank, 1);
+  offsets[sp] = padH;
+  offsets[sp + 1] = padW;
+  steps[sp] = strides[0];
+  steps[sp + 1] = strides[1];
+  MLIRContext *ctx = b.getContext();
   Value spread = tensor::InsertSliceOp::create(
-      b, loc, dY, adjoints.zeros(loc, spreadType),
-      ArrayRef<OpFoldResult>{index(0), index(0), index(padH), index(padW)},
-      ArrayRef<OpFoldResult>{index(n), index(f), index(yType.getDimSize(2)),
-                             index(yType.getDimSize(3))},
-      ArrayRef<OpFoldResult>{index(1), index(1), index(strides[0]),
-                             index(strides[1])});
-  if (spreadType.getDimSize(2) != h + padH ||
-      spreadType.getDimSize(3) != w + padW)
+      b, loc, dY,
+      adjoints.zeros(
+          loc, RankedTensorType::get(spreadShape, yType.getElementType())),
+      getAsIndexOpFoldResult(ctx, offsets),
+      getAsIndexOpFoldResult(ctx, yType.getShape()),
+      getAsIndexOpFoldResult(ctx, steps));
+  if (spreadShape != neededShape)
     spread = tensor::ExtractSliceOp::create(
-        b, loc,
-        RankedTensorType::get({n, f, h + padH, w + padW},
-                              yType.getElementType()),
-        spread, ArrayRef<OpFoldResult>{index(0), index(0), index(0), index(0)},
-        ArrayRef<OpFoldResult>{index(n), index(f), index(h + padH),
-                               index(w + padW)},
-        ArrayRef<OpFoldResult>{index(1), index(1), index(1), index(1)});
+        b, loc, RankedTensorType::get(neededShape, yType.getElementType()),
+        spread, getAsIndexOpFoldResult(ctx, SmallVector<int64_t>(rank, 0)),
+        getAsIndexOpFoldResult(ctx, neededShape),
+        getAsIndexOpFoldResult(ctx, SmallVector<int64_t>(rank, 1)));
   Value flipped =
-      permuteAndFlip(b, loc, conv.getInputs()[1], {1, 0, 2, 3}, {2, 3});
-  return buildConv(b, loc, spread, flipped, xType, {1, 1}, dilations, adjoints);
+      grouped
+          ? permuteAndFlip(b, loc, conv->getOperand(1), {0, 2, 1, 3, 4}, {3, 4})
+          : permuteAndFlip(b, loc, conv->getOperand(1), {1, 0, 2, 3}, {2, 3});
+  return buildConv(b, loc, grouped, spread, flipped, xType, {1, 1}, dilations,
+                   adjoints);
 }
 
 /// The filter gradient of the same convolution,
 ///   dW[f,c,kh,kw] = sum_{n,i,j} X[n,c,i*sh+kh*dh, j*sw+kw*dw] dY[n,f,i,j],
 /// is itself a convolution with the batch as the reduced channel: of X with
-/// batch and channels swapped ([c, n, H, W]) by dY as the filter
-/// ([f, n, OH, OW]), with the forward's dilations as strides and its strides
-/// as dilations, giving [c, f, KH, KW], swapped back.
-Value buildConvFilterAdjoint(OpBuilder &b, Location loc,
-                             linalg::Conv2DNchwFchwOp conv, Value dY,
-                             AdjointBuilder &adjoints) {
-  auto wType = cast<RankedTensorType>(conv.getInputs()[1].getType());
-  SmallVector<int64_t> strides(conv.getStrides().getValues<int64_t>());
-  SmallVector<int64_t> dilations(conv.getDilations().getValues<int64_t>());
-  Value x = permuteAndFlip(b, loc, conv.getInputs()[0], {1, 0, 2, 3});
-  Value filter = permuteAndFlip(b, loc, dY, {1, 0, 2, 3});
-  auto swappedType =
-      RankedTensorType::get({wType.getDimSize(1), wType.getDimSize(0),
-                             wType.getDimSize(2), wType.getDimSize(3)},
-                            wType.getElementType());
+/// batch and channels swapped ([c, n, H, W]; grouped [c, g, n, H, W]) by dY
+/// as the filter ([f, n, OH, OW]; grouped [g, f, n, OH, OW]), with the
+/// forward's dilations as strides and its strides as dilations, giving
+/// [c, f, KH, KW] (grouped [c, g, f, KH, KW]), permuted back.
+Value buildConvFilterAdjoint(OpBuilder &b, Location loc, Operation *conv,
+                             Value dY, AdjointBuilder &adjoints) {
+  bool grouped = isa<linalg::Conv2DNgchwGfchwOp>(conv);
+  auto wType = cast<RankedTensorType>(conv->getOperand(1).getType());
+  SmallVector<int64_t> strides = convAttr(conv, "strides");
+  SmallVector<int64_t> dilations = convAttr(conv, "dilations");
+  // Result dim i of a permutation is the operand's dim perm[i].
+  SmallVector<int64_t> xPerm{1, 0, 2, 3}, yPerm{1, 0, 2, 3}, back{1, 0, 2, 3};
+  if (grouped) {
+    xPerm = {2, 1, 0, 3, 4};
+    yPerm = back = {1, 2, 0, 3, 4};
+  }
+  Value x = permuteAndFlip(b, loc, conv->getOperand(0), xPerm);
+  Value filter = permuteAndFlip(b, loc, dY, yPerm);
+  // The result holds the filter's dims in the order `back` undoes.
+  SmallVector<int64_t> swappedShape(wType.getRank());
+  for (auto [i, d] : llvm::enumerate(back))
+    swappedShape[d] = wType.getDimSize(i);
   Value swapped =
-      buildConv(b, loc, x, filter, swappedType, dilations, strides, adjoints);
-  return permuteAndFlip(b, loc, swapped, {1, 0, 2, 3});
-}
-
-/// A `linalg.conv_2d_ngchw_gfchw` (grouped: input N x G x C/G x H x W,
-/// filter G x F/G x C/G x KH x KW) of `input` and `filter` into zeros.
-Value buildGroupedConv(OpBuilder &b, Location loc, Value input, Value filter,
-                       RankedTensorType resultType, ArrayRef<int64_t> strides,
-                       ArrayRef<int64_t> dilations, AdjointBuilder &adjoints) {
-  return linalg::Conv2DNgchwGfchwOp::create(
-             b, loc, TypeRange{resultType}, ValueRange{input, filter},
-             ValueRange{adjoints.zeros(loc, resultType)},
-             b.getI64TensorAttr(strides), b.getI64TensorAttr(dilations))
-      .getResult(0);
-}
-
-/// The input gradient of a grouped convolution: buildConvInputAdjoint's
-/// correlation within each group (the group dim rides along), dY spread and
-/// padded the same way, the filter flipped with its channel dims swapped
-/// per group ([G, C/G, F/G, KH, KW]).
-Value buildGroupedConvInputAdjoint(OpBuilder &b, Location loc,
-                                   linalg::Conv2DNgchwGfchwOp conv, Value dY,
-                                   AdjointBuilder &adjoints) {
-  auto xType = cast<RankedTensorType>(conv.getInputs()[0].getType());
-  auto wType = cast<RankedTensorType>(conv.getInputs()[1].getType());
-  auto yType = cast<RankedTensorType>(dY.getType());
-  SmallVector<int64_t> strides(conv.getStrides().getValues<int64_t>());
-  SmallVector<int64_t> dilations(conv.getDilations().getValues<int64_t>());
-  int64_t n = xType.getDimSize(0), g = xType.getDimSize(1);
-  int64_t h = xType.getDimSize(3), w = xType.getDimSize(4);
-  int64_t fg = wType.getDimSize(1), kh = wType.getDimSize(3),
-          kw = wType.getDimSize(4);
-  int64_t padH = (kh - 1) * dilations[0], padW = (kw - 1) * dilations[1];
-  int64_t reachH = (yType.getDimSize(3) - 1) * strides[0] + 1;
-  int64_t reachW = (yType.getDimSize(4) - 1) * strides[1] + 1;
-  auto spreadType = RankedTensorType::get(
-      {n, g, fg, std::max(h, reachH) + padH, std::max(w, reachW) + padW},
-      yType.getElementType());
-  auto index = [&](int64_t v) -> OpFoldResult { return b.getIndexAttr(v); };
-  Value spread = tensor::InsertSliceOp::create(
-      b, loc, dY, adjoints.zeros(loc, spreadType),
-      ArrayRef<OpFoldResult>{index(0), index(0), index(0), index(padH),
-                             index(padW)},
-      ArrayRef<OpFoldResult>{index(n), index(g), index(fg),
-                             index(yType.getDimSize(3)),
-                             index(yType.getDimSize(4))},
-      ArrayRef<OpFoldResult>{index(1), index(1), index(1), index(strides[0]),
-                             index(strides[1])});
-  if (spreadType.getDimSize(3) != h + padH ||
-      spreadType.getDimSize(4) != w + padW)
-    spread = tensor::ExtractSliceOp::create(
-        b, loc,
-        RankedTensorType::get({n, g, fg, h + padH, w + padW},
-                              yType.getElementType()),
-        spread,
-        ArrayRef<OpFoldResult>{index(0), index(0), index(0), index(0),
-                               index(0)},
-        ArrayRef<OpFoldResult>{index(n), index(g), index(fg), index(h + padH),
-                               index(w + padW)},
-        ArrayRef<OpFoldResult>{index(1), index(1), index(1), index(1),
-                               index(1)});
-  Value flipped =
-      permuteAndFlip(b, loc, conv.getInputs()[1], {0, 2, 1, 3, 4}, {3, 4});
-  return buildGroupedConv(b, loc, spread, flipped, xType, {1, 1}, dilations,
-                          adjoints);
-}
-
-/// The filter gradient of a grouped convolution, buildConvFilterAdjoint's
-/// per group: X as [C/G, G, N, H, W] by dY as the filter [G, F/G, N, OH, OW]
-/// (the forward's dilations as strides, strides as dilations) gives
-/// [C/G, G, F/G, KH, KW], permuted back to the filter's layout.
-Value buildGroupedConvFilterAdjoint(OpBuilder &b, Location loc,
-                                    linalg::Conv2DNgchwGfchwOp conv, Value dY,
-                                    AdjointBuilder &adjoints) {
-  auto wType = cast<RankedTensorType>(conv.getInputs()[1].getType());
-  SmallVector<int64_t> strides(conv.getStrides().getValues<int64_t>());
-  SmallVector<int64_t> dilations(conv.getDilations().getValues<int64_t>());
-  Value x = permuteAndFlip(b, loc, conv.getInputs()[0], {2, 1, 0, 3, 4});
-  Value filter = permuteAndFlip(b, loc, dY, {1, 2, 0, 3, 4});
-  auto swappedType = RankedTensorType::get(
-      {wType.getDimSize(2), wType.getDimSize(0), wType.getDimSize(1),
-       wType.getDimSize(3), wType.getDimSize(4)},
-      wType.getElementType());
-  Value swapped = buildGroupedConv(b, loc, x, filter, swappedType, dilations,
-                                   strides, adjoints);
-  return permuteAndFlip(b, loc, swapped, {1, 2, 0, 3, 4});
+      buildConv(b, loc, grouped, x, filter,
+                RankedTensorType::get(swappedShape, wType.getElementType()),
+                dilations, strides, adjoints);
+  return permuteAndFlip(b, loc, swapped, back);
 }
 
 /// The coefficient of dim `dim` in the linear expression `e`.
@@ -497,31 +450,17 @@ LogicalResult applyLinalgAdjoint(Operation *op, AdjointBuilder &adjoints) {
     targets = std::move(rest);
   }
 
-  if (auto conv = dyn_cast<linalg::Conv2DNchwFchwOp>(op)) {
-    OpOperand *input = conv.getDpsInputOperand(0);
+  if (isConvWithRules(op)) {
+    OpOperand *input = linalgOp.getDpsInputOperand(0);
     if (llvm::is_contained(targets, input)) {
       adjoints.accumulate(input->get(),
-                          buildConvInputAdjoint(b, loc, conv, dY, adjoints));
+                          buildConvInputAdjoint(b, loc, op, dY, adjoints));
       llvm::erase(targets, input);
     }
-    OpOperand *filter = conv.getDpsInputOperand(1);
+    OpOperand *filter = linalgOp.getDpsInputOperand(1);
     if (llvm::is_contained(targets, filter)) {
       adjoints.accumulate(filter->get(),
-                          buildConvFilterAdjoint(b, loc, conv, dY, adjoints));
-      llvm::erase(targets, filter);
-    }
-  }
-  if (auto conv = dyn_cast<linalg::Conv2DNgchwGfchwOp>(op)) {
-    OpOperand *input = conv.getDpsInputOperand(0);
-    if (llvm::is_contained(targets, input)) {
-      adjoints.accumulate(input->get(), buildGroupedConvInputAdjoint(
-                                            b, loc, conv, dY, adjoints));
-      llvm::erase(targets, input);
-    }
-    OpOperand *filter = conv.getDpsInputOperand(1);
-    if (llvm::is_contained(targets, filter)) {
-      adjoints.accumulate(filter->get(), buildGroupedConvFilterAdjoint(
-                                             b, loc, conv, dY, adjoints));
+                          buildConvFilterAdjoint(b, loc, op, dY, adjoints));
       llvm::erase(targets, filter);
     }
   }
