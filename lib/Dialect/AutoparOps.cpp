@@ -26,6 +26,7 @@ void AutoparDialect::initialize() {
 #define GET_OP_LIST
 #include "autopar/Dialect/AutoparOps.cpp.inc"
       >();
+  attachAttentionBufferization(getContext());
 }
 
 #define GET_OP_CLASSES

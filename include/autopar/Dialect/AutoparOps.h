@@ -12,6 +12,7 @@
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Dialect.h"
 #include "mlir/IR/OpDefinition.h"
+#include "mlir/Interfaces/DestinationStyleOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
 namespace mlir {
@@ -37,5 +38,12 @@ using ::mlir::shard::Sharding;
 
 #define GET_OP_CLASSES
 #include "autopar/Dialect/AutoparOps.h.inc"
+
+namespace autopar {
+/// Attaches the bufferization of autopar.attention and
+/// autopar.attention_grad (destination-passing: each output is written in
+/// place of its destination); the dialect does so when it loads.
+void attachAttentionBufferization(mlir::MLIRContext *ctx);
+} // namespace autopar
 
 #endif // AUTOPAR_DIALECT_AUTOPAROPS_H

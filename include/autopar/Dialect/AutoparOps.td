@@ -1,8 +1,10 @@
 //===- AutoparOps.td - autopar's own ops -------------------*- tablegen -*-===//
 //
 // Ops for what upstream dialects cannot say in a form that sharding
-// understands. They live only between the planner's annotation and the end of
-// partitioning: the importer never emits them and the backends never see them.
+// understands (autopar.embedding: between the planner's annotation and the
+// end of partitioning), and fused ops the backends lower to kernels
+// (autopar.attention and its gradient: from autopar-fuse-attention to the
+// kernel calls, docs/design/attention.md).
 //
 //===----------------------------------------------------------------------===//
 
@@ -11,6 +13,7 @@
 
 include "mlir/Dialect/Shard/Interfaces/ShardingInterface.td"
 include "mlir/IR/OpBase.td"
+include "mlir/Interfaces/DestinationStyleOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 
 def Autopar_Dialect : Dialect {
@@ -115,6 +118,89 @@ def Autopar_EmbeddingOp : Autopar_Op<"embedding", [
     getLookupMaps(::mlir::MLIRContext *ctx, int64_t idsRank,
                   int64_t resultRank);
   }];
+}
+
+//===----------------------------------------------------------------------===//
+// Fused attention (docs/design/attention.md)
+//===----------------------------------------------------------------------===//
+
+class Autopar_AttentionBase<string mnemonic, list<Trait> traits = []>
+    : Autopar_Op<mnemonic, !listconcat(traits, [
+        AttrSizedOperandSegments,
+        DeclareOpInterfaceMethods<MemoryEffectsOpInterface>,
+        DestinationStyleOpInterface])> {
+  let results = (outs Variadic<AnyRankedTensor>:$results);
+  let hasVerifier = 1;
+  let assemblyFormat = [{
+    `ins` `(` $query `,` $key `,` $value (`mask` $mask^)?
+      (`saved` `(` $saved^ `:` type($saved) `)`)? `:`
+      type($query) `,` type($key) `,` type($value) (`,` type($mask)^)? `)`
+    `outs` `(` $outputs `:` type($outputs) `)` attr-dict (`->` type($results)^)?
+  }];
+  code commonClassDeclaration = [{
+    ::mlir::MutableOperandRange getDpsInitsMutable() {
+      return getOutputsMutable();
+    }
+    /// The kernel flags: bit 0 causal, bit 1 a mask is present.
+    int32_t getKernelFlags() {
+      return (getCausal() ? 1 : 0) | (getMask() ? 2 : 0);
+    }
+  }];
+}
+
+def Autopar_AttentionOp : Autopar_AttentionBase<"attention"> {
+  let summary = "Scaled dot-product attention, fused (FlashAttention-2)";
+  let description = [{
+    `out[b,h,i,:] = sum_j softmax_j(scale * q[b,h,i,:].k[b,g(h),j,:] +
+    mask[b,h,i,j])[j] * v[b,g(h),j,:]` over the keys `j` the query sees: all
+    of them, or with `causal` those with `j <= i`. `g(h) = h / (H / Hkv)`:
+    with fewer key/value heads than query heads (grouped-query attention)
+    each key/value head serves `H / Hkv` consecutive query heads. `lse` is
+    each row's log-sum-exp, `log(sum_j exp(s_ij))` in f32, which the
+    gradient uses to recompute the probabilities instead of keeping the
+    `S x T` matrix. A row with no visible key gives zeros and `-inf`.
+
+    Shapes: query `[B, H, S, D]`, key `[B, Hkv, T, D]`, value
+    `[B, Hkv, T, E]`, the optional additive mask rank 4 with each dim its
+    full size or 1 (broadcast), outputs `out [B, H, S, E]` (the query's
+    element type) and `lse [B, H, S]` (f32). With tensors the outputs are
+    destinations and the op returns them; with memrefs it writes them.
+
+    ```mlir
+    %o, %lse = autopar.attention ins(%q, %k, %v : tensor<2x4x16x8xf32>,
+        tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>)
+        outs(%o0, %l0 : tensor<2x4x16x8xf32>, tensor<2x4x16xf32>)
+        {scale = 0.35355339 : f64, causal}
+        -> tensor<2x4x16x8xf32>, tensor<2x4x16xf32>
+    ```
+  }];
+  let arguments = (ins AnyShaped:$query, AnyShaped:$key, AnyShaped:$value,
+                       Optional<AnyShaped>:$mask,
+                       Variadic<AnyShaped>:$saved,
+                       Variadic<AnyShaped>:$outputs,
+                       F64Attr:$scale, UnitAttr:$causal);
+  let extraClassDeclaration = commonClassDeclaration # [{
+    ::mlir::Value getOutInit() { return getOutputs()[0]; }
+    ::mlir::Value getLseInit() { return getOutputs()[1]; }
+  }];
+}
+
+def Autopar_AttentionGradOp : Autopar_AttentionBase<"attention_grad"> {
+  let summary = "The gradients of autopar.attention's query, key and value";
+  let description = [{
+    Given the forward's operands, its `out` and `lse` and the gradient of
+    `out` (`saved = (out, lse, d_out)`), writes `d_query`, `d_key` and
+    `d_value` (`outputs`, overwritten): FlashAttention-2's backward, which
+    recomputes each tile's probabilities from `lse`. Key and value gradients
+    sum over the query heads that share a key/value head. The mask is a
+    constant of the step and gets no gradient.
+  }];
+  let arguments = (ins AnyShaped:$query, AnyShaped:$key, AnyShaped:$value,
+                       Optional<AnyShaped>:$mask,
+                       Variadic<AnyShaped>:$saved,
+                       Variadic<AnyShaped>:$outputs,
+                       F64Attr:$scale, UnitAttr:$causal);
+  let extraClassDeclaration = commonClassDeclaration;
 }
 
 #endif // AUTOPAR_DIALECT_AUTOPAROPS

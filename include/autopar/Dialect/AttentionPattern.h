@@ -1,0 +1,79 @@
+//===- AttentionPattern.h - Recognising attention ---------------*- C++ -*-===//
+//
+// softmax(scale * Q K^T + mask) V as the importer writes it: two
+// contractions around a row softmax (docs/design/attention.md). The
+// planner prices a match as FlashAttention (no S x T tensor in memory), and
+// autopar-fuse-attention (autopar/Transforms/Passes.td) replaces it by
+// `autopar.attention`.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef AUTOPAR_DIALECT_ATTENTIONPATTERN_H
+#define AUTOPAR_DIALECT_ATTENTIONPATTERN_H
+
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/IR/BuiltinAttributes.h"
+
+#include <optional>
+
+namespace autopar {
+
+/// Masked scores at or below this are "no attention": the softmax gives them
+/// an exact zero in f32 (exp(-1e4) underflows once shifted by the max), so a
+/// masked_fill needs a fill this low, and a mask of such values above the
+/// diagonal and zeros on and below it is the causal mask.
+constexpr double kAttentionMaskedBelow = -1e4;
+
+/// Which attention to recognise.
+struct AttentionPatternOptions {
+  /// Head dims up to this (0: any).
+  int64_t maxHeadDim = 0;
+  /// Head dims that are multiples of this.
+  int64_t headDimMultiple = 1;
+};
+
+/// A matched attention, from its score contraction to its output one.
+struct AttentionPattern {
+  mlir::linalg::LinalgOp scores, output;
+  /// The elementwise and softmax ops between them, users first.
+  llvm::SmallVector<mlir::Operation *> interior;
+  /// The operands as the contractions read them, through these maps.
+  mlir::Value query, key, value;
+  mlir::AffineMap queryMap, keyMap, valueMap;
+  unsigned batchDims = 0;
+  /// Loops of `scores`: batch..., i (queries), j (keys), d (head dim).
+  llvm::SmallVector<unsigned> scoreBatch;
+  unsigned i = 0, j = 0, d = 0;
+  /// Loops of `output`: batch..., i, j (summed), e (value dim).
+  llvm::SmallVector<unsigned> outBatch;
+  unsigned oi = 0, oj = 0, oe = 0;
+  double scale = 1;
+  /// The additive mask as its generic read it (`maskMap` over the scores'
+  /// dims), and its values when known at compile time.
+  mlir::Value mask;
+  mlir::AffineMap maskMap;
+  mlir::DenseFPElementsAttr maskConstant;
+  /// A masked_fill whose condition is known only at run time: the mask is
+  /// `maskFill` where the condition is `maskedWhenTrue`, else 0.
+  mlir::Value maskCondition;
+  double maskFill = 0;
+  bool maskedWhenTrue = true;
+  /// Set when the mask is built (autopar-fuse-attention): a constant causal
+  /// mask becomes this flag.
+  bool causal = false;
+};
+
+/// The attention whose output contraction is `output`, or nullopt.
+std::optional<AttentionPattern>
+matchAttentionPattern(mlir::Operation *output,
+                      const AttentionPatternOptions &options = {});
+
+/// Whether the pattern's mask is the causal one, over (i, j) only: 0 where
+/// j <= i and at most kAttentionMaskedBelow above. Its values come from a
+/// constant, or are computed at compile time when the mask is made only of
+/// constants, fills and index arithmetic (an exported Trilu and Where).
+bool isCausalMask(const AttentionPattern &pattern);
+
+} // namespace autopar
+
+#endif // AUTOPAR_DIALECT_ATTENTIONPATTERN_H
