@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "autopar/Dialect/Attributes.h"
+#include "autopar/Dialect/AutoparOps.h"
 #include "autopar/Transforms/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -37,6 +38,29 @@ RankedTensorType staticF32Tensor(Type type) {
 
 bool isGemm(Operation *op) {
   return isa<linalg::MatmulOp, linalg::BatchMatmulOp>(op);
+}
+
+bool isAttention(Operation *op) {
+  return isa<autopar::AttentionOp, autopar::AttentionGradOp>(op);
+}
+
+/// Whether `use` is an attention op's operand that its kernels read in the
+/// low type: query, key, value, and the gradient's saved out and d_out (the
+/// mask and lse stay f32).
+bool isLowAttentionOperand(OpOperand &use) {
+  Operation *op = use.getOwner();
+  if (!isAttention(op))
+    return false;
+  auto dst = cast<DestinationStyleOpInterface>(op);
+  if (dst.isDpsInit(&use))
+    return false;
+  unsigned n = use.getOperandNumber();
+  if (n < 3)
+    return true;
+  Value v = use.get();
+  if (auto grad = dyn_cast<autopar::AttentionGradOp>(op))
+    return v == grad.getSaved()[0] || v == grad.getSaved()[2];
+  return false;
 }
 
 bool isReshapeOrSlice(Operation *op) {
@@ -179,12 +203,49 @@ public:
         use->set(lowValue);
         continue;
       }
+      if (lowAttentionOperands && isLowAttentionOperand(*use)) {
+        // Made low-typed throughout by lowAttention.
+        use->set(lowValue);
+        continue;
+      }
       use->set(f32Copy(lowValue));
     }
   }
 
   /// Generics that keep their f32 outputs (the loss head).
   llvm::DenseSet<Operation *> keepF32;
+
+  /// Whether attention kernels read and write the low type (GPU); else they
+  /// read f32 copies of low-typed values (the CPU's f32 kernels).
+  bool lowAttentionOperands = false;
+
+  /// Runs an attention op (or its gradient) in the low type: its f32 inputs
+  /// are converted, and its f32 outputs but lse become low-typed, their
+  /// users reading them as any low-typed value.
+  void lowAttention(Operation *op) {
+    rewriter.setInsertionPoint(op);
+    for (OpOperand &use : op->getOpOperands())
+      if (isLowAttentionOperand(use) && staticF32Tensor(use.get().getType()))
+        use.set(convert(op->getLoc(), use.get(), low));
+    auto dst = cast<DestinationStyleOpInterface>(op);
+    for (OpResult result : op->getResults()) {
+      auto type = staticF32Tensor(result.getType());
+      // lse (the forward's second result) stays f32.
+      if (!type ||
+          (isa<autopar::AttentionOp>(op) && result.getResultNumber() == 1))
+        continue;
+      OpOperand *init = dst.getDpsInitOperand(result.getResultNumber());
+      rewriter.setInsertionPoint(op);
+      init->set(tensor::EmptyOp::create(rewriter, op->getLoc(), type.getShape(),
+                                        low));
+      // Users still expect f32: they are redirected to read the low value.
+      SmallVector<OpOperand *> uses;
+      for (OpOperand &use : result.getUses())
+        uses.push_back(&use);
+      result.setType(type.clone(low));
+      redirect(uses, result);
+    }
+  }
 
   /// Stores the f32 outputs of an elementwise generic in the low type.
   void demoteProducer(linalg::GenericOp op) {
@@ -325,6 +386,7 @@ struct MixedPrecisionPass
     }
 
     Demoter demoter(ctx, low);
+    demoter.lowAttentionOperands = !f32Gemms;
     if (f32LossHead)
       demoter.keepF32 = lossHead(func);
     if (!keepParameters)
@@ -340,6 +402,16 @@ struct MixedPrecisionPass
     });
     for (Operation *gemm : gemms)
       demoter.lowGemmOperands(gemm, f32Gemms);
+    if (!f32Gemms) {
+      SmallVector<Operation *> attentions;
+      func.walk([&](Operation *op) {
+        if (isAttention(op) &&
+            cast<DestinationStyleOpInterface>(op).hasPureTensorSemantics())
+          attentions.push_back(op);
+      });
+      for (Operation *op : attentions)
+        demoter.lowAttention(op);
+    }
   }
 };
 

@@ -10,6 +10,7 @@
 #include "mlir/Dialect/Shard/IR/ShardDialect.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "autopar/Dialect/AutoparOps.h"
 #include "autopar/Transforms/Training.h"
 #include "mlir/Pass/Pass.h"
 

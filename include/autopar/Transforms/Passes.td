@@ -5,6 +5,38 @@
 
 include "mlir/Pass/PassBase.td"
 
+def FuseAttention : Pass<"autopar-fuse-attention", "mlir::func::FuncOp"> {
+  let summary = "Rewrite scaled dot-product attention into autopar.attention";
+  let description = [{
+    Finds `softmax(scale * Q K^T + mask) V` as the importer writes it (two
+    contractions around a row softmax, with scaling by constants, an additive
+    mask, or a `masked_fill` by a constant condition in between) and replaces
+    it by one `autopar.attention`, which the backends lower to
+    FlashAttention-2 kernels: the `S x T` scores are never stored. A
+    constant mask that is zero on and below the diagonal and very negative
+    above it becomes the `causal` flag. Query, key and value are transposed
+    into `[B, H, S, D]` order where the model had them otherwise; rank-3
+    attention (`[B*H, S, D]`) gets a unit batch dim.
+
+    Only f32 attention is fused (the kernels' type; mixed precision demotes
+    the fused op later). Patterns with anything else between the pieces
+    (attention dropout, a scale not known at compile time) or whose
+    intermediates have other users stay as they are: correct, unfused.
+    docs/design/attention.md has the contract.
+  }];
+  let options = [
+    Option<"maxHeadDim", "max-head-dim", "int64_t", /*default=*/"0",
+           "Fuse only head dims up to this (0: any); the GPU kernels take "
+           "up to 128">,
+    Option<"headDimMultiple", "head-dim-multiple", "int64_t",
+           /*default=*/"1",
+           "Fuse only head dims that are multiples of this (GPU: 8)">,
+  ];
+  let dependentDialects = ["autopar::AutoparDialect",
+                           "mlir::linalg::LinalgDialect",
+                           "mlir::tensor::TensorDialect"];
+}
+
 def FuseElementwise : Pass<"autopar-fuse-elementwise", "mlir::func::FuncOp"> {
   let summary = "Fuse elementwise producers into consumers that read each "
                 "produced element once";

@@ -66,6 +66,11 @@ llvm::LogicalResult applyTensorAdjoint(mlir::Operation *op,
 llvm::LogicalResult applyEmbeddingAdjoint(mlir::Operation *op,
                                           AdjointBuilder &adjoints);
 
+/// The query, key and value gradients of an autopar.attention (one
+/// autopar.attention_grad); fails for any other op.
+llvm::LogicalResult applyAttentionAdjoint(mlir::Operation *op,
+                                          AdjointBuilder &adjoints);
+
 /// Scalar reverse mode inside a structured op's body: given the body ops
 /// already cloned with `mapping` (forward body value -> cloned value) and a
 /// seed adjoint for the forward body value `seeded`, emits at `b`'s insertion

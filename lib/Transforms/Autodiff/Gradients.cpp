@@ -10,6 +10,7 @@
 
 #include "AdjointBuilder.h"
 #include "autopar/Dialect/Attributes.h"
+#include "autopar/Dialect/AutoparOps.h"
 #include "autopar/Transforms/Autodiff.h"
 
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
@@ -175,6 +176,8 @@ LogicalResult applyAdjointRule(Operation *op, AdjointBuilder &adjoints) {
   }
   if (isa<tensor::TensorDialect>(op->getDialect()))
     return applyTensorAdjoint(op, adjoints);
+  if (isa<AttentionOp>(op))
+    return applyAttentionAdjoint(op, adjoints);
   if (auto allReduce = dyn_cast<shard::AllReduceOp>(op)) {
     // A sum over replicas that every replica's loss reads (data-parallel
     // BatchNorm statistics): the adjoint of each replica's input is the sum
