@@ -29,6 +29,7 @@ import sys
 # (from, to): `from` links `to`. Libraries first, then the tools.
 ALLOWED_EDGES = {
     ("AutoparImport", "AutoparDialect"),
+    ("AutoparConversion", "AutoparDialect"),
     ("AutoparPlanner", "AutoparDialect"),
     ("AutoparTarget", "AutoparPlanner"),
     ("AutoparTarget", "AutoparConversion"),

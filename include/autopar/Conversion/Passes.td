@@ -38,6 +38,34 @@ def LowerContractionsToCpuKernels
   let dependentDialects = ["mlir::func::FuncDialect"];
 }
 
+def LowerAttentionToKernels
+    : Pass<"autopar-lower-attention-to-kernels", "mlir::ModuleOp"> {
+  let summary = "Replace bufferized autopar.attention and attention_grad with "
+                "calls of the runtime's FlashAttention kernels";
+  let description = [{
+    Runs after bufferization, beside the contraction lowering. Rewrites
+
+    - `autopar.attention` into `call @<prefix>attention_fwd_<t>(%q, %k, %v,
+      %mask, %out, %lse, %scale, %flags)`;
+    - `autopar.attention_grad` into `call @<prefix>attention_bwd_<t>(%q, %k,
+      %v, %mask, %out, %lse, %dout, %dq, %dk, %dv, %scale, %flags)`;
+
+    with `<prefix>` `autopar_cpu_` or `autopar_cuda_`, `<t>` the query's
+    element type (`f32`; on CUDA also `bf16`), `%scale` an f32 and `%flags`
+    an i32 (bit 0 causal, bit 1 a mask is present; without one, a view of
+    `%lse` stands in and is not read). For CUDA, inputs whose innermost dim
+    is strided are copied to contiguous buffers first. The kernel ABI is in
+    docs/design/attention.md.
+  }];
+  let options = [
+    Option<"library", "library", "std::string", /*default=*/"\"cpu\"",
+           "The kernel library: cpu or cuda">,
+  ];
+  let dependentDialects = ["mlir::func::FuncDialect",
+                           "mlir::memref::MemRefDialect",
+                           "mlir::arith::ArithDialect"];
+}
+
 def LowerContractionsToCudaKernels
     : Pass<"autopar-lower-contractions-to-cuda-kernels", "mlir::ModuleOp"> {
   let summary = "Replace matmuls on memrefs with calls to the runtime's "

@@ -1,0 +1,151 @@
+//===- LowerAttentionToKernels.cpp - Fused attention to runtime calls -----===//
+//
+// See Passes.td and docs/design/attention.md: after bufferization,
+// autopar.attention and autopar.attention_grad become calls of the runtime's
+// FlashAttention kernels, `<prefix>attention_{fwd,bwd}_<type>`, with the
+// scale and the flags (bit 0 causal, bit 1 mask present) as scalars. Without
+// a mask the kernel gets a stand-in it never reads (a view of lse), so that
+// one declaration serves both.
+//
+//===----------------------------------------------------------------------===//
+
+#include "autopar/Conversion/Passes.h"
+#include "autopar/Dialect/AutoparOps.h"
+
+#include "KernelCall.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/IR/PatternMatch.h"
+
+namespace autopar {
+#define GEN_PASS_DEF_LOWERATTENTIONTOKERNELS
+#include "autopar/Conversion/Passes.h.inc"
+} // namespace autopar
+
+using namespace mlir;
+
+namespace {
+
+/// The kernels' type suffix for `element`, or "" when the library has none:
+/// the CPU kernels are f32 only, the CUDA ones f32 and bf16.
+std::string typeSuffix(Type element, bool cuda) {
+  if (element.isF32())
+    return "f32";
+  if (cuda && element.isBF16())
+    return "bf16";
+  return "";
+}
+
+/// Whether the innermost dim of `v` (a memref) is contiguous.
+bool unitInnerStride(Value v) {
+  auto type = cast<MemRefType>(v.getType());
+  if (type.getRank() == 0 || type.getShape().back() == 1)
+    return true;
+  auto [strides, offset] = type.getStridesAndOffset();
+  return strides.back() == 1;
+}
+
+/// `v` itself, or (an input with a strided innermost dim, for the CUDA
+/// kernels) a contiguous copy.
+Value contiguousInput(RewriterBase &rewriter, Location loc, Value v) {
+  if (unitInnerStride(v))
+    return v;
+  auto type = cast<MemRefType>(v.getType());
+  Value copy = memref::AllocOp::create(
+      rewriter, loc, MemRefType::get(type.getShape(), type.getElementType()));
+  memref::CopyOp::create(rewriter, loc, v, copy);
+  return copy;
+}
+
+template <typename OpTy>
+LogicalResult lower(OpTy op, bool cuda, StringRef direction) {
+  IRRewriter rewriter(op);
+  Location loc = op.getLoc();
+  Type element = cast<MemRefType>(op.getQuery().getType()).getElementType();
+  std::string types = typeSuffix(element, cuda);
+  if (types.empty())
+    return op.emitOpError()
+           << "has no " << (cuda ? "CUDA" : "CPU")
+           << " kernel for element type " << element << " (the kernels take "
+           << (cuda ? "f32 and bf16" : "f32") << ")";
+  Value mask = op.getMask();
+  if (mask && !cast<MemRefType>(mask.getType()).getElementType().isF32())
+    return op.emitOpError("the kernels take an f32 mask");
+  SmallVector<Value> operands = {op.getQuery(), op.getKey(), op.getValue()};
+  Value lse = op.getSaved().empty() ? op.getOutputs()[1] : op.getSaved()[1];
+  if (!mask) {
+    // A stand-in the kernel does not read: lse as [B, H, S, 1].
+    auto lseType = cast<MemRefType>(lse.getType());
+    SmallVector<int64_t> shape(lseType.getShape());
+    shape.push_back(1);
+    mask = memref::ExpandShapeOp::create(
+        rewriter, loc, shape, lse,
+        SmallVector<ReassociationIndices>{{0}, {1}, {2, 3}});
+  }
+  operands.push_back(mask);
+  if (op.getSaved().empty())
+    llvm::append_range(operands, op.getOutputs());
+  else
+    llvm::append_range(operands, op.getSaved());
+  if (!op.getSaved().empty())
+    llvm::append_range(operands, op.getOutputs());
+  if (cuda) {
+    // The CUDA kernels read rows of the head dim contiguously.
+    for (Value &v : operands) {
+      if (v == mask)
+        continue;
+      if (llvm::is_contained(op.getOutputs(), v)) {
+        if (!unitInnerStride(v))
+          return op.emitOpError("writes an output whose innermost dim is not "
+                                "contiguous, which the CUDA kernels need");
+        continue;
+      }
+      v = contiguousInput(rewriter, loc, v);
+    }
+  }
+  operands.push_back(arith::ConstantOp::create(
+      rewriter, loc,
+      rewriter.getF32FloatAttr(op.getScale().convertToDouble())));
+  operands.push_back(arith::ConstantOp::create(
+      rewriter, loc, rewriter.getI32IntegerAttr(op.getKernelFlags())));
+  std::string name = (Twine(cuda ? "autopar_cuda_" : "autopar_cpu_") +
+                      "attention_" + direction + "_" + types)
+                         .str();
+  replaceWithKernelCall(rewriter, op, name, operands);
+  return success();
+}
+
+struct LowerAttentionToKernelsPass
+    : autopar::impl::LowerAttentionToKernelsBase<LowerAttentionToKernelsPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    if (library != "cpu" && library != "cuda") {
+      getOperation().emitError() << "autopar-lower-attention-to-kernels: "
+                                    "library must be cpu or cuda, not '"
+                                 << library << "'";
+      return signalPassFailure();
+    }
+    bool cuda = library == "cuda";
+    SmallVector<Operation *> ops;
+    getOperation().walk([&](Operation *op) {
+      if (isa<autopar::AttentionOp, autopar::AttentionGradOp>(op))
+        ops.push_back(op);
+    });
+    for (Operation *op : ops) {
+      if (!cast<DestinationStyleOpInterface>(op).hasPureBufferSemantics()) {
+        op->emitOpError("must be bufferized before it is lowered to kernels");
+        return signalPassFailure();
+      }
+      LogicalResult lowered =
+          isa<autopar::AttentionOp>(op)
+              ? lower(cast<autopar::AttentionOp>(op), cuda, "fwd")
+              : lower(cast<autopar::AttentionGradOp>(op), cuda, "bwd");
+      if (failed(lowered))
+        return signalPassFailure();
+    }
+  }
+};
+
+} // namespace
