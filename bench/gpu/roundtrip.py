@@ -27,6 +27,10 @@ takes at most 64 MiB of files. So the work is split in two halves:
     runs, in order, the parts named by --parts (default all):
       env        versions, the GPU, where cuBLASLt/NCCL were found, ldd of the runtime
       tests      AutoparCudaDeviceTests (the ctest -L cuda unit test)
+      attention  the fused attention kernels (AutoparCudaDeviceTests' timing mode,
+                 AUTOPAR_ATTENTION_TIMING=1) against PyTorch's scaled_dot_product_attention:
+                 bf16, causal, forward and forward + backward, at GPT-2 small's shape
+                 (B 8, H 12, S 1024, D 64) and B 4, H 16, S 2048, D 128
       models     every case: autopar-run, compare with onnxruntime's outputs (--tol)
       race       GPT-2 forward: autopar vs PyTorch eager and torch.compile (same weights,
                  logits compared), tokens/s and MFU; PyTorch's training step for scale
@@ -163,7 +167,10 @@ def relative_sources(artifact, rename):
 
 
 def prepare(args):
-    from autopar import models, tools, gpt_onnx
+    if args.models or args.race or args.train_race:
+        # NumPy, ONNX and PyTorch: not needed for a bundle of the runtime alone
+        # (--models '' --race '' --train '' --train-race '': the tests and attention parts).
+        from autopar import models, tools, gpt_onnx
     bundle = os.path.abspath(args.bundle)
     build_bin = os.path.join(os.path.abspath(args.build_dir), "bin")
     build_lib = os.path.join(os.path.abspath(args.build_dir), "lib")
@@ -425,6 +432,53 @@ class Device:
         self.log((out + err)[-6000:])
         self.results["tests"] = {"rc": rc, "seconds": secs, "argv": argv}
         self.log(f"tests: AutoparCudaDeviceTests exit {rc} in {secs:.1f} s")
+
+    # -- attention
+    def part_attention(self):
+        import torch
+        import torch.nn.functional as F
+        env = dict(self.env, AUTOPAR_ATTENTION_TIMING="1")
+        argv = [os.path.join(self.bundle, "rt", "bin", "AutoparCudaDeviceTests"),
+                "--gtest_filter=CudaAttentionTiming.*"]
+        rc, out, err, secs = run(argv, env=env, timeout=300)
+        self.log((out + err)[-3000:])
+        rows = [json.loads(line.split(" ", 1)[1]) for line in out.splitlines()
+                if line.startswith("attention-timing ")]
+        for row in rows:
+            B, H, S, D = row["B"], row["H"], row["S"], row["D"]
+            try:
+                q, k, v, do = (torch.randn(B, H, S, D, device="cuda", dtype=torch.bfloat16)
+                               for _ in range(4))
+                for t in (q, k, v):
+                    t.requires_grad_(True)
+
+                def forward():
+                    with torch.no_grad():
+                        F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+                def both():
+                    o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+                    torch.autograd.grad(o, (q, k, v), do)
+                row["torch_fwd_ms"] = time_cuda(forward, 20)
+                row["torch_fwdbwd_ms"] = time_cuda(both, 20)
+                flops = 4.0 * B * H * S * S * D / 2  # causal: half of S x S
+                row["torch_fwd_tflops"] = flops / row["torch_fwd_ms"] * 1e-9
+                row["torch_fwdbwd_tflops"] = 3.5 * flops / row["torch_fwdbwd_ms"] * 1e-9
+                # > 1: autopar takes longer than PyTorch.
+                row["fwd_ratio"] = row["fwd_ms"] / row["torch_fwd_ms"]
+                row["fwdbwd_ratio"] = row["fwdbwd_ms"] / row["torch_fwdbwd_ms"]
+                q = k = v = do = None
+                torch.cuda.empty_cache()
+            except Exception as e:  # noqa: BLE001 - keep autopar's figures
+                row["torch_error"] = f"{type(e).__name__}: {str(e)[:300]}"
+            self.log("attention " + ", ".join(
+                f"{key} {val:.4g}" if isinstance(val, float) else f"{key} {val}"
+                for key, val in row.items()))
+        self.results["attention"] = {"rc": rc, "seconds": secs, "torch": torch.__version__,
+                                     "rows": rows}
+        if rc != 0 or not rows:
+            raise RuntimeError(f"AutoparCudaDeviceTests' timing mode exited {rc} with "
+                               f"{len(rows)} timings")
 
     # -- models
     def part_models(self):
@@ -894,6 +948,12 @@ def summary(results, log):
             f"loss err {row.get('loss_err', float('nan')):.2e} param err "
             f"{row.get('param_err', float('nan')):.2e} step {row.get('step_ms')} ms "
             f"{row.get('error', '')[-300:]}")
+    for row in results.get("attention", {}).get("rows", []):
+        log(f"attention bf16 causal B{row['B']} H{row['H']} S{row['S']} D{row['D']}: "
+            f"fwd {row['fwd_ms']:.3f} ms ({row['fwd_tflops']:.0f} TFLOP/s), fwd+bwd "
+            f"{row['fwdbwd_ms']:.3f} ms ({row['fwdbwd_tflops']:.0f} TFLOP/s); time / "
+            f"PyTorch's: fwd {row.get('fwd_ratio', float('nan')):.2f}x, fwd+bwd "
+            f"{row.get('fwdbwd_ratio', float('nan')):.2f}x")
     if "tests" in results:
         log(f"AutoparCudaDeviceTests exit {results['tests']['rc']}")
 
@@ -911,6 +971,26 @@ def report(args):
            + (f" {args.device_flags}" if args.device_flags else "") + "`", ""]
     if "tests" in r:
         out += [f"- `AutoparCudaDeviceTests` (ctest -L cuda): exit {r['tests']['rc']}", ""]
+    if r.get("attention", {}).get("rows"):
+        a = r["attention"]
+        out += ["#### Fused attention against PyTorch's scaled_dot_product_attention", "",
+                f"bf16, causal, E = D; TFLOP/s count 4·B·H·S²·D/2 forward and 3.5x that for "
+                f"forward + backward; PyTorch {a.get('torch', '?')}. Ratio: autopar's time / "
+                "PyTorch's.", "",
+                "| B | H | S | D | fwd ms | fwd TFLOP/s | PyTorch fwd ms | fwd ratio | "
+                "fwd+bwd ms | fwd+bwd TFLOP/s | PyTorch fwd+bwd ms | fwd+bwd ratio |",
+                "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+
+        def h(v, fmt="{:.3f}"):
+            return "" if v is None else fmt.format(v)
+        for row in a["rows"]:
+            out.append(f"| {row['B']} | {row['H']} | {row['S']} | {row['D']} | "
+                       f"{h(row['fwd_ms'])} | {h(row['fwd_tflops'], '{:.0f}')} | "
+                       f"{h(row.get('torch_fwd_ms'))} | {h(row.get('fwd_ratio'), '{:.2f}x')} | "
+                       f"{h(row['fwdbwd_ms'])} | {h(row['fwdbwd_tflops'], '{:.0f}')} | "
+                       f"{h(row.get('torch_fwdbwd_ms'))} | "
+                       f"{h(row.get('fwdbwd_ratio'), '{:.2f}x')} |")
+        out.append("")
     if r.get("models"):
         out += ["#### Models on one GPU against onnxruntime (CPU)", "",
                 "| model | precision | max rel error | tolerance | step ms | result |",
@@ -1036,7 +1116,7 @@ def main(argv=None):
     pd.add_argument("--bundle", default=os.path.join(REPO, ".gpu"))
     pd.add_argument("--out", default=os.environ.get("OUT", "/tmp/autopar-gpu-out"))
     pd.add_argument("--parts",
-                    default="env,tests,models,train,race,trainrace,calibrate")
+                    default="env,tests,attention,models,train,race,trainrace,calibrate")
     pd.add_argument("--steps", type=int, default=3)
     pd.add_argument("--race-steps", type=int, default=10)
     pd.add_argument("--race-only", default="",

@@ -22,6 +22,7 @@ enum class ScratchSlot {
   ConvFilter,
   ConvColumns,
   ConvOutput,
+  AttentionTiles,
   Count,
 };
 

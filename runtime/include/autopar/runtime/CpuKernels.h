@@ -92,6 +92,47 @@ AUTOPAR_KERNEL_EXPORT void _mlir_ciface_autopar_cpu_conv2d_ngchw_overwrite_f32(
     autopar::runtime::MemRefDescriptor<float, 5> *output, int64_t sh,
     int64_t sw, int64_t dh, int64_t dw);
 
+// Fused attention (FlashAttention-2). Unlike the kernels above, these
+// OVERWRITE their outputs. Shapes: Q [B, H, S, D], K [B, Hkv, T, D],
+// V [B, Hkv, T, E] with H a multiple of Hkv (query head h reads key/value
+// head h / (H / Hkv)), O and dO [B, H, S, E], LSE [B, H, S]. flags: bit 0
+// causal (key j visible to query i only if j <= i, top-left aligned), bit 1
+// the mask operand is present (otherwise it is not read at all). The mask is
+// additive and f32, rank 4, each dim either the full size of [B, H, S, T] or
+// 1 (broadcast). Memory beyond the operands is a few hundred KiB of
+// per-thread scratch: no S x T matrix is formed.
+
+/// O[b,h,i,:] = sum_j P[i,j] V[b,h/g,j,:] with P = softmax over the visible
+/// keys j of s[i,j] = scale * Q[b,h,i,:] . K[b,h/g,j,:] + mask, and
+/// LSE[b,h,i] = log(sum_j exp(s[i,j])). A query row that sees no key (all
+/// -inf) gets O = 0 and LSE = -inf.
+AUTOPAR_KERNEL_EXPORT void _mlir_ciface_autopar_cpu_attention_fwd_f32(
+    autopar::runtime::MemRefDescriptor<float, 4> *q,
+    autopar::runtime::MemRefDescriptor<float, 4> *k,
+    autopar::runtime::MemRefDescriptor<float, 4> *v,
+    autopar::runtime::MemRefDescriptor<float, 4> *mask,
+    autopar::runtime::MemRefDescriptor<float, 4> *out,
+    autopar::runtime::MemRefDescriptor<float, 3> *lse, float scale,
+    int32_t flags);
+
+/// The gradients of the forward's O given dO = dL/dO, from the forward's O
+/// and LSE (P is recomputed as exp(s - LSE)): with D_i = sum_e dO[i,e] O[i,e]
+/// and dS = P * (dO V^T - D), dQ = scale * dS K, dK = scale * dS^T Q and
+/// dV = P^T dO, dK and dV summed over the query heads sharing a key/value
+/// head. The mask gets no gradient; rows with LSE -inf get zero gradients.
+AUTOPAR_KERNEL_EXPORT void _mlir_ciface_autopar_cpu_attention_bwd_f32(
+    autopar::runtime::MemRefDescriptor<float, 4> *q,
+    autopar::runtime::MemRefDescriptor<float, 4> *k,
+    autopar::runtime::MemRefDescriptor<float, 4> *v,
+    autopar::runtime::MemRefDescriptor<float, 4> *mask,
+    autopar::runtime::MemRefDescriptor<float, 4> *out,
+    autopar::runtime::MemRefDescriptor<float, 3> *lse,
+    autopar::runtime::MemRefDescriptor<float, 4> *dout,
+    autopar::runtime::MemRefDescriptor<float, 4> *dq,
+    autopar::runtime::MemRefDescriptor<float, 4> *dk,
+    autopar::runtime::MemRefDescriptor<float, 4> *dv, float scale,
+    int32_t flags);
+
 } // extern "C"
 
 #endif // AUTOPAR_RUNTIME_CPUKERNELS_H

@@ -17,12 +17,50 @@
 // "autopar-run: error: rank R: autopar_cuda_matmul_<a>_<c>: ...", and every
 // rank ends.
 //
+// The fused attention kernels (CudaAttention.cpp, AttentionKernels.cu) take
+// the same kind of descriptors; their buffers hold f32 or bfloat16 (the
+// suffix), and LSE and the mask are always f32.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef AUTOPAR_RUNTIME_CUDA_CUDAKERNELS_H
 #define AUTOPAR_RUNTIME_CUDA_CUDAKERNELS_H
 
 #include "autopar/runtime/CpuKernels.h" // MemRefDescriptor, AUTOPAR_KERNEL_EXPORT
+
+/// Fused attention (FlashAttention-2), TYPE f32 or bf16: Q [B, H, S, D],
+/// K [B, Hkv, T, D], V [B, Hkv, T, E] (H a multiple of Hkv, query head h
+/// reads kv head h / (H / Hkv)), an optional additive f32 mask of rank 4
+/// whose dims are each full or 1 (flags bit 1; else the descriptor is a
+/// dummy), causal top-left masking (flags bit 0). Forward writes O
+/// [B, H, S, E] and LSE [B, H, S] (f32, natural log); backward recomputes
+/// P from LSE and overwrites dQ, dK, dV (dK, dV summed over the query heads
+/// of a kv head). A row without a visible key gets O = 0, LSE = -inf and
+/// zero gradients. D and E must be multiples of 8 up to 128, and every
+/// operand but the mask must have innermost stride 1; anything else ends the
+/// run naming the kernel and the sizes. Accumulation and softmax in f32;
+/// f32 uses no TF32.
+#define AUTOPAR_DECLARE_CUDA_ATTENTION(TYPE)                                   \
+  AUTOPAR_KERNEL_EXPORT void _mlir_ciface_autopar_cuda_attention_fwd_##TYPE(   \
+      autopar::runtime::MemRefDescriptor<char, 4> *q,                          \
+      autopar::runtime::MemRefDescriptor<char, 4> *k,                          \
+      autopar::runtime::MemRefDescriptor<char, 4> *v,                          \
+      autopar::runtime::MemRefDescriptor<char, 4> *mask,                       \
+      autopar::runtime::MemRefDescriptor<char, 4> *out,                        \
+      autopar::runtime::MemRefDescriptor<char, 3> *lse, float scale,           \
+      int32_t flags);                                                          \
+  AUTOPAR_KERNEL_EXPORT void _mlir_ciface_autopar_cuda_attention_bwd_##TYPE(   \
+      autopar::runtime::MemRefDescriptor<char, 4> *q,                          \
+      autopar::runtime::MemRefDescriptor<char, 4> *k,                          \
+      autopar::runtime::MemRefDescriptor<char, 4> *v,                          \
+      autopar::runtime::MemRefDescriptor<char, 4> *mask,                       \
+      autopar::runtime::MemRefDescriptor<char, 4> *out,                        \
+      autopar::runtime::MemRefDescriptor<char, 3> *lse,                        \
+      autopar::runtime::MemRefDescriptor<char, 4> *dout,                       \
+      autopar::runtime::MemRefDescriptor<char, 4> *dq,                         \
+      autopar::runtime::MemRefDescriptor<char, 4> *dk,                         \
+      autopar::runtime::MemRefDescriptor<char, 4> *dv, float scale,            \
+      int32_t flags);
 
 #define AUTOPAR_DECLARE_CUDA_GEMMS(SUFFIX)                                     \
   AUTOPAR_KERNEL_EXPORT void _mlir_ciface_autopar_cuda_matmul_##SUFFIX(        \
@@ -50,6 +88,8 @@ AUTOPAR_DECLARE_CUDA_GEMMS(bf16_f32)
 AUTOPAR_DECLARE_CUDA_GEMMS(bf16_bf16)
 AUTOPAR_DECLARE_CUDA_GEMMS(f16_f32)
 AUTOPAR_DECLARE_CUDA_GEMMS(f16_f16)
+AUTOPAR_DECLARE_CUDA_ATTENTION(f32)
+AUTOPAR_DECLARE_CUDA_ATTENTION(bf16)
 } // extern "C"
 
 #endif // AUTOPAR_RUNTIME_CUDA_CUDAKERNELS_H
