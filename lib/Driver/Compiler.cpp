@@ -265,6 +265,7 @@ int CompileFlow::validateRequest() {
                   llvm::toString(toolkit.takeError()));
     gpuTarget.cudaPath = *toolkit;
     gpuTarget.precision = precisionName(codePrecision).str();
+    gpuTarget.fuseAttention = o.fuseAttention;
   }
   if (!o.emitSbatch.empty() && o.planOnly)
     return fail("--emit-sbatch writes a script that runs the artifact: drop "
@@ -545,6 +546,12 @@ int CompileFlow::compileTrainingStep() {
   step.zeroStage = best.zeroStage;
   step.config = trainConfig;
   step.lowPrecisionGemms = gpu;
+  step.fuseAttention = o.fuseAttention;
+  if (gpu) {
+    FuseAttentionOptions fuse = gpuFuseAttentionOptions();
+    step.attentionMaxHeadDim = fuse.maxHeadDim;
+    step.attentionHeadDimMultiple = fuse.headDimMultiple;
+  }
   step.lowerCollectives = false;
   auto pm = PassManager::on<ModuleOp>(context.get());
   applyPassManagerCLOptionsIfAny(pm);
@@ -577,6 +584,7 @@ int CompileFlow::compileTrainingStep() {
   artifact.config = trainConfig;
   artifact.loss = o.loss;
   artifact.importOptions = importOptions;
+  artifact.fuseAttention = o.fuseAttention;
   if (gpu) {
     // The step carries its own mixed precision (f32 master weights).
     artifact.gpu = gpuTarget;
@@ -782,7 +790,7 @@ int CompileFlow::compileInference() {
     std::vector<std::string> loweredDTypes;
     LogicalResult lowered =
         gpu ? lowerToLLVMForGpu(*program.module, gpuTarget, &loweredDTypes)
-            : lowerToLLVMForCpu(*program.module);
+            : lowerToLLVMForCpu(*program.module, o.fuseAttention);
     if (failed(lowered))
       return fail("lowering " + what + " to " +
                   (gpu ? "GPU code for " + gpuTarget.arch : "native code") +

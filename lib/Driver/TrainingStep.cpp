@@ -46,6 +46,12 @@ std::string crossEntropyOutput(llvm::StringRef loss) {
 
 void buildTrainingStepPipeline(OpPassManager &pm,
                                const TrainingStepOptions &options) {
+  if (options.fuseAttention) {
+    FuseAttentionOptions fuse;
+    fuse.maxHeadDim = options.attentionMaxHeadDim;
+    fuse.headDimMultiple = options.attentionHeadDimMultiple;
+    pm.addNestedPass<func::FuncOp>(createFuseAttention(fuse));
+  }
   DifferentiateOptions differentiate;
   differentiate.loss = options.loss;
   differentiate.freeze.assign(options.freeze.begin(), options.freeze.end());
@@ -339,7 +345,7 @@ lowerAndEmit(ModuleOp module, const TrainingArtifactOptions &o,
              llvm::StringRef name, std::vector<ArtifactArgument> arguments,
              const std::string &llvmIRPath, std::string &error) {
   if (o.gpu ? failed(lowerToLLVMForGpu(module, *o.gpu))
-            : failed(lowerToLLVMForCpu(module))) {
+            : failed(lowerToLLVMForCpu(module, o.fuseAttention))) {
     error = "lowering the " +
             (name == "eval" ? std::string("eval program")
                             : std::string("training step")) +

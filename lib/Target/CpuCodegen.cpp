@@ -14,7 +14,7 @@
 using namespace mlir;
 namespace autopar {
 
-void buildCpuBufferizationPipeline(OpPassManager &pm) {
+void buildCpuBufferizationPipeline(OpPassManager &pm, bool fuseAttention) {
   // - fuse elementwise chains so that bias/residual/activation run in one
   //   loop nest instead of one pass over memory each;
   // - bufferize with identity layouts at the function boundary so every
@@ -22,6 +22,9 @@ void buildCpuBufferizationPipeline(OpPassManager &pm) {
   //   that the runtime allocates; a loop may yield a new buffer (gradient
   //   accumulation carries BatchNorm's running statistics that way).
   OpPassManager &tensors = pm.nest<func::FuncOp>();
+  // Attention first, while its pieces are still the importer's ops.
+  if (fuseAttention)
+    tensors.addPass(createFuseAttention());
   tensors.addPass(createCanonicalizerPass());
   tensors.addPass(createCollapseBatchedContractions());
   tensors.addPass(createFoldTransposesIntoMatmuls());
@@ -41,6 +44,8 @@ void buildCpuLoweringToLLVMPipeline(OpPassManager &pm) {
   // - math functions without an LLVM intrinsic (erf, ...) become libm calls,
   //   and f16/bf16 math is computed in f32.
   pm.addPass(createLowerContractionsToCpuKernels());
+  pm.addPass(createLowerAttentionToKernels(
+      LowerAttentionToKernelsOptions{/*library=*/"cpu"}));
   pm.addPass(createCopiesToLinalg());
   OpPassManager &loops = pm.nest<func::FuncOp>();
   loops.addPass(createOneHotReductionsToScatter(
@@ -65,16 +70,16 @@ void buildCpuLoweringToLLVMPipeline(OpPassManager &pm) {
   pm.addPass(createEmitPackedEntry());
 }
 
-void buildCpuPipeline(OpPassManager &pm) {
-  buildCpuBufferizationPipeline(pm);
+void buildCpuPipeline(OpPassManager &pm, bool fuseAttention) {
+  buildCpuBufferizationPipeline(pm, fuseAttention);
   pm.addPass(createRecordArgumentShapes());
   buildCpuLoweringToLLVMPipeline(pm);
 }
 
-LogicalResult lowerToLLVMForCpu(ModuleOp module) {
+LogicalResult lowerToLLVMForCpu(ModuleOp module, bool fuseAttention) {
   auto pm = PassManager::on<ModuleOp>(module.getContext());
   applyPassManagerCLOptionsIfAny(pm);
-  buildCpuPipeline(pm);
+  buildCpuPipeline(pm, fuseAttention);
   return pm.run(module);
 }
 

@@ -99,6 +99,13 @@ llvm::Expected<std::string> findCudaToolkit(llvm::StringRef explicitPath) {
       " and on PATH); install it, or give --cuda-path or CUDA_HOME");
 }
 
+FuseAttentionOptions gpuFuseAttentionOptions() {
+  FuseAttentionOptions options;
+  options.maxHeadDim = 128;
+  options.headDimMultiple = 8;
+  return options;
+}
+
 void buildGpuBufferizationPipeline(OpPassManager &pm, const GpuTarget &target) {
   // Why each step (docs/design/gpu-backend.md has the long version):
   // - tensors: as on CPU, plus convolutions become im2col + GEMM, since the
@@ -109,6 +116,10 @@ void buildGpuBufferizationPipeline(OpPassManager &pm, const GpuTarget &target) {
   // - bufferize as on CPU: dense row-major arguments, results as
   //   out-params, temporaries freed.
   OpPassManager &tensors = pm.nest<func::FuncOp>();
+  // Attention first, while its pieces are still the importer's ops, with
+  // the head dims the CUDA kernels take.
+  if (target.fuseAttention)
+    tensors.addPass(createFuseAttention(gpuFuseAttentionOptions()));
   tensors.addPass(createCanonicalizerPass());
   tensors.addPass(createCollapseBatchedContractions());
   tensors.addPass(createFoldTransposesIntoMatmuls());
@@ -147,6 +158,8 @@ void buildGpuLoweringToLLVMPipeline(OpPassManager &pm, const GpuTarget &target,
   //   stream, lowered to NVVM and assembled by ptxas into a cubin;
   // - the host code is lowered to the LLVM dialect as on CPU.
   pm.addPass(createLowerContractionsToCudaKernels());
+  pm.addPass(createLowerAttentionToKernels(
+      LowerAttentionToKernelsOptions{/*library=*/"cuda"}));
   pm.addPass(createCopiesToLinalg());
   OpPassManager &loops = pm.nest<func::FuncOp>();
   loops.addPass(createOneHotReductionsToScatter());

@@ -67,6 +67,12 @@ static cl::opt<bool, true> emitGradients(
     cl::desc("--mode train: stop after differentiation: the loss and "
              "'<parameter>.grad' outputs, run as an inference artifact"),
     cl::location(options.emitGradients), cl::cat(category));
+static cl::opt<bool, true> fuseAttention(
+    "fuse-attention",
+    cl::desc("Run attention as fused FlashAttention kernels, forward and "
+             "backward (default true; =false keeps the unfused softmax, for "
+             "comparison)"),
+    cl::location(options.fuseAttention), cl::cat(category));
 static cl::opt<PlanPrecisionOption, true>
     precision("precision",
               cl::desc("Precision (default: bf16 on GPUs, fp32 on CPU ranks)"),

@@ -37,6 +37,9 @@ struct CompileOptions {
   std::string loss, trainConfigPath;
   std::vector<std::string> freeze;
   bool emitGradients = false;
+  /// Rewrite attention into the FlashAttention kernels
+  /// (docs/design/attention.md); false keeps the unfused ops.
+  bool fuseAttention = true;
   /// Pins.
   int64_t dp = 0, tp = 0, pp = 0, zero = -1, microBatchSize = 0;
   /// Plan and report only; print each op's decision.

@@ -54,13 +54,20 @@ struct TrainingStepOptions {
   /// tensor cores, accumulating in f32), instead of the rounded operands
   /// extended back to f32 (CPU kernels are f32).
   bool lowPrecisionGemms = false;
+  /// Fuse attention (autopar-fuse-attention) before differentiating, so
+  /// that the step runs FlashAttention's forward and backward; the head
+  /// dims it takes (GPU kernels: multiples of 8 up to 128).
+  bool fuseAttention = true;
+  int64_t attentionMaxHeadDim = 0;
+  int64_t attentionHeadDimMultiple = 1;
 };
 
 /// The output named by a "cross-entropy:OUTPUT" loss, or "" for any other.
 std::string crossEntropyOutput(llvm::StringRef loss);
 
 /// Adds to `pm` (on a module) the passes that make the imported forward one
-/// training step: the added loss if asked, autopar-differentiate,
+/// training step: autopar-fuse-attention, the added loss if asked,
+/// autopar-differentiate,
 /// autopar-accumulate-gradients (micro-batches > 1), autopar-apply-optimizer
 /// (unless emitGradients), canonicalize and CSE.
 void buildTrainingStepPipeline(mlir::OpPassManager &pm,
@@ -101,6 +108,8 @@ struct TrainingArtifactOptions {
   /// training step is already in its mixed precision, with f32 master
   /// weights the eval program shares).
   std::optional<GpuTarget> gpu;
+  /// Fuse attention in the programs lowered here (the eval program).
+  bool fuseAttention = true;
 };
 
 /// What a training step trains, for the plan table and the report.

@@ -19,8 +19,10 @@
 
 namespace autopar {
 
-/// Tensors to buffers: fusion, One-Shot Bufferize, results as out-params.
-void buildCpuBufferizationPipeline(mlir::OpPassManager &pm);
+/// Tensors to buffers: fusion (with `fuseAttention`, attention into
+/// FlashAttention kernels first), One-Shot Bufferize, results as out-params.
+void buildCpuBufferizationPipeline(mlir::OpPassManager &pm,
+                                   bool fuseAttention = true);
 
 /// Bufferized program (with `autopar.arg_shapes` recorded on `@main`) to the
 /// LLVM dialect, BLAS calls for contractions, and the packed entry
@@ -29,11 +31,12 @@ void buildCpuLoweringToLLVMPipeline(mlir::OpPassManager &pm);
 
 /// The whole CPU pipeline (registered as `autopar-cpu-pipeline`): the two
 /// above with `autopar-record-argument-shapes` between them.
-void buildCpuPipeline(mlir::OpPassManager &pm);
+void buildCpuPipeline(mlir::OpPassManager &pm, bool fuseAttention = true);
 
 /// Lowers `module` in place to the LLVM dialect, adding `autopar_entry`.
 /// `@main`'s arguments (after outputs became arguments) must be static.
-mlir::LogicalResult lowerToLLVMForCpu(mlir::ModuleOp module);
+mlir::LogicalResult lowerToLLVMForCpu(mlir::ModuleOp module,
+                                      bool fuseAttention = true);
 
 } // namespace autopar
 

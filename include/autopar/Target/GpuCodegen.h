@@ -14,6 +14,7 @@
 #ifndef AUTOPAR_TARGET_GPUCODEGEN_H
 #define AUTOPAR_TARGET_GPUCODEGEN_H
 
+#include "autopar/Transforms/Passes.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Pass/PassManager.h"
@@ -37,6 +38,8 @@ struct GpuTarget {
   /// Storage type of parameters and activations: "fp32", or "bf16"/"fp16"
   /// (f32 arithmetic, f32 accumulation; autopar-mixed-precision).
   std::string precision = "fp32";
+  /// Fuse attention into the FlashAttention kernels (autopar-fuse-attention).
+  bool fuseAttention = true;
 };
 
 /// The NVPTX feature selecting the PTX ISA version `arch` needs (the oldest
@@ -53,6 +56,10 @@ llvm::Expected<std::string> findCudaToolkit(llvm::StringRef explicitPath);
 /// attribute's serialization (ptxas) and the GPU/NVVM translations to LLVM
 /// IR that embed the cubins.
 void registerGpuCodegenExtensions(mlir::DialectRegistry &registry);
+
+/// autopar-fuse-attention's options for the CUDA kernels: head dims that are
+/// multiples of 8, at most 128.
+FuseAttentionOptions gpuFuseAttentionOptions();
 
 /// Tensors to buffers: fusion, convolutions as im2col + GEMM, the storage
 /// type of `target.precision`, One-Shot Bufferize, results as out-params.
