@@ -36,6 +36,8 @@ takes at most 64 MiB of files. So the work is split in two halves:
                  logits compared), tokens/s and MFU; PyTorch's training step for scale
       train      every training case: autopar-run --train on the GPU, every step's loss
                  and the trained parameters against PyTorch's
+      profile    Nsight Compute over one step of the trainrace artifact (after trainrace):
+                 each kernel's GPU time, grouped, largest first (kernel_profile.py)
       calibrate  bench/gpu/gemm_sweep.py (bf16 and fp32) and the kernel launch overhead
     and prints one table per part; everything is also written to OUT/results.json and
     OUT/log.txt.
@@ -251,9 +253,14 @@ def prepare(args):
 
     train = prepare_train(compile_bin, bundle, cluster, args.train, log) if args.train else []
     train_race = []
-    for preset in [p for p in args.train_race.split(",") if p]:
+    variants = [("", [])]
+    if args.train_race_unfused:
+        # The same step with attention unfused: the fused kernels' effect on this GPU.
+        variants.append(("unfused", ["--fuse-attention=false"]))
+    for preset, (variant, extra) in [(p, v) for p in args.train_race.split(",") if p
+                                     for v in variants]:
         batch = RACE_PRESETS[preset]
-        d = os.path.join(bundle, "train-race", preset)
+        d = os.path.join(bundle, "train-race", preset + (f"-{variant}" if variant else ""))
         os.makedirs(d)
         onnx_path = os.path.join(d, "model.onnx")
         gpt_onnx.main(["--preset", preset, "--batch", str(batch), "-o", onnx_path,
@@ -264,17 +271,17 @@ def prepare(args):
         art = os.path.join(d, "artifact")
         cmd = [compile_bin, onnx_path, "--cluster", cluster, "--mode", "train",
                "--loss", "cross-entropy:logits", "--train-config", cfg, "-o", art,
-               "--report-json", os.path.join(d, "report.json")]
+               "--report-json", os.path.join(d, "report.json")] + extra
         rc, out, err, secs = run(cmd, timeout=1800)
         if rc != 0:
-            log(f"COMPILE FAIL train-race {preset}: {(out + err).strip()[-800:]}")
+            log(f"COMPILE FAIL train-race {preset} {variant}: {(out + err).strip()[-800:]}")
             continue
         relative_sources(art, {os.path.join(d, "weights.bin"): "../weights.bin"})
         with open(os.path.join(d, "report.json")) as f:
             predicted = json.load(f)["predicted"]["step_time_s"] * 1e3
         train_race.append({"preset": preset, "batch": batch, "predicted_ms": predicted,
-                           "dir": os.path.relpath(d, bundle)})
-        log(f"train-race {preset}: batch {batch}, compiled in {secs:.1f} s")
+                           "dir": os.path.relpath(d, bundle), "variant": variant})
+        log(f"train-race {preset} {variant}: batch {batch}, compiled in {secs:.1f} s")
 
     rev = subprocess.run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"],
                          capture_output=True, text=True).stdout.strip()
@@ -702,7 +709,9 @@ class Device:
                    "--steps", str(steps), "--metrics", metrics]
             rc, out, err, secs = run(cmd, env=self.env, timeout=400)
             row = {"preset": preset, "batch": batch, "seq": S,
-                   "predicted_ms": entry["predicted_ms"]}
+                   "predicted_ms": entry["predicted_ms"],
+                   "variant": entry.get("variant", ""), "dir": entry["dir"],
+                   "data": data}
             if rc != 0:
                 row["error"] = (out + err).strip()[-1500:]
                 self.log(f"trainrace {preset}: autopar-run failed: {row['error']}")
@@ -731,6 +740,28 @@ class Device:
             self.results["train_race"] = rows
             self.save()
         self.results["train_race"] = rows
+
+    # -- profile
+    def part_profile(self):
+        """Nsight Compute over one step of the first trainrace artifact (fused): the GPU
+        time of every kernel, grouped (bench/gpu/kernel_profile.py); run after trainrace,
+        which wrote its weights and data."""
+        rows = [r for r in self.results.get("train_race", [])
+                if "autopar_ms" in r and not r.get("variant")]
+        if not rows:
+            raise RuntimeError("profile needs a successful trainrace part before it")
+        row = rows[0]
+        csv_path = os.path.join(self.out, "ncu.csv")
+        cmd = [sys.executable, os.path.join(HERE, "kernel_profile.py"), "--top", "25",
+               "--csv", csv_path, "--", self.run_bin,
+               os.path.join(self.bundle, row["dir"], "artifact"), "--train", "--data",
+               row["data"], "--steps", "1"]
+        rc, out, err, secs = run(cmd, env=self.env, timeout=self.args.profile_timeout)
+        self.log(out[-6000:] + err[-2000:])
+        self.results["profile"] = {"rc": rc, "seconds": secs, "table": out,
+                                   "preset": row["preset"]}
+        if rc != 0:
+            raise RuntimeError(f"kernel_profile exited {rc}")
 
     # -- calibrate
     def part_calibrate(self):
@@ -1061,10 +1092,12 @@ def report(args):
 
             def g(v, fmt="{:.2f}"):
                 return "" if v is None else fmt.format(v)
+            name = row["preset"] + (" (attention unfused)" if row.get("variant") == "unfused"
+                                    else "")
             if a is None:
-                out.append(f"| {row['preset']} | {row['batch']} | FAIL | | | | | | | |")
+                out.append(f"| {name} | {row['batch']} | FAIL | | | | | | | |")
                 continue
-            out.append(f"| {row['preset']} | {row['batch']} | {g(a)} | "
+            out.append(f"| {name} | {row['batch']} | {g(a)} | "
                        f"{g(row.get('predicted_ms'))} | {g(e)} | {g(c)} | "
                        f"{g(a / e if e else None, '{:.2f}x')} | "
                        f"{g(a / c if c else None, '{:.2f}x')} | "
@@ -1108,6 +1141,8 @@ def main(argv=None):
     pp.add_argument("--models", default=",".join(CASE_MODELS))
     pp.add_argument("--precisions", default="fp32,bf16")
     pp.add_argument("--race", default=",".join(RACE_PRESETS))
+    pp.add_argument("--train-race-unfused", action="store_true",
+                    help="also compile each --train-race step with --fuse-attention=false")
     pp.add_argument("--train-race", default="gpt2-small",
                     help="GPT-2 presets whose training step races PyTorch's ('' for none)")
     pp.add_argument("--train", default="all",
@@ -1118,6 +1153,8 @@ def main(argv=None):
     pd.add_argument("--parts",
                     default="env,tests,attention,models,train,race,trainrace,calibrate")
     pd.add_argument("--steps", type=int, default=3)
+    pd.add_argument("--profile-timeout", type=int, default=150,
+                    help="seconds for the profile part's Nsight Compute run")
     pd.add_argument("--race-steps", type=int, default=10)
     pd.add_argument("--race-only", default="",
                     help="comma-separated PRESET-PRECISION entries of the race to run "
