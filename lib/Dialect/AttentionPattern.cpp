@@ -9,7 +9,11 @@
 //                                           reduce sum, divide
 //   out    = contraction(p, V)              (batch..., i, e), sum over j
 //
-// Every intermediate must be used only inside the pattern.
+// Every intermediate must be used only inside the pattern. A constant scale
+// of Q or K before the first contraction joins the scale; K and V repeated
+// over the query heads (grouped-query attention) are read from before the
+// repeat (readChain, repeatKinds), and the batch dims ordered so that the
+// fused op's query head h reads key/value head h / (H / Hkv) (chooseLayout).
 //
 //===----------------------------------------------------------------------===//
 
@@ -90,21 +94,41 @@ Operation *elementwiseOp(linalg::GenericOp g) {
   return ops[0];
 }
 
-/// The row reduction `linalg.reduce ins(x) dimensions = [last]` whose body is
-/// a single `OpTy`.
+/// The row reduction of `input` over its last dim giving `result`: a
+/// `linalg.reduce` or the generic it is written as once
+/// autopar-sink-merging-reshapes has moved a reshape across it, whose body
+/// is a single `OpTy` of the element and the accumulator.
 template <typename... OpTys>
-linalg::ReduceOp matchRowReduce(Value result, Value input) {
-  auto reduce = result.getDefiningOp<linalg::ReduceOp>();
-  if (!reduce || reduce.getInputs().size() != 1 ||
-      reduce.getInputs()[0] != input)
+linalg::LinalgOp matchRowReduce(Value result, Value input) {
+  auto op = result.getDefiningOp<linalg::LinalgOp>();
+  if (!op || op.getNumDpsInputs() != 1 || op.getNumDpsInits() != 1 ||
+      op.getDpsInputs()[0] != input || op->getNumResults() != 1)
     return {};
   auto inputType = cast<RankedTensorType>(input.getType());
-  if (reduce.getDimensions() != ArrayRef<int64_t>{inputType.getRank() - 1})
+  unsigned rank = inputType.getRank();
+  if (auto reduce = dyn_cast<linalg::ReduceOp>(op.getOperation())) {
+    if (reduce.getDimensions() != ArrayRef<int64_t>{rank - 1})
+      return {};
+  } else if (isa<linalg::GenericOp>(op.getOperation())) {
+    SmallVector<AffineMap> maps = op.getIndexingMapsArray();
+    if (op.getNumLoops() != rank || op.getNumReductionLoops() != 1 ||
+        op.getIteratorTypesArray().back() != utils::IteratorType::reduction ||
+        !maps[0].isIdentity() || !isDropLast(maps[1], rank))
+      return {};
+  } else {
     return {};
-  Block &body = reduce.getCombiner().front();
-  if (body.getOperations().size() != 2 || !isa<OpTys...>(body.front()))
+  }
+  Block *body = op.getBlock();
+  if (body->getOperations().size() != 2 || !isa<OpTys...>(body->front()))
     return {};
-  return reduce;
+  Operation &combine = body->front();
+  Value a = body->getArgument(0), b = body->getArgument(1);
+  if (combine.getNumOperands() != 2 ||
+      !((combine.getOperand(0) == a && combine.getOperand(1) == b) ||
+        (combine.getOperand(0) == b && combine.getOperand(1) == a)) ||
+      body->getTerminator()->getOperand(0) != combine.getResult(0))
+    return {};
+  return op;
 }
 
 /// A contraction whose init is zeros: (batch..., m, n) += lhs * rhs, with
@@ -118,7 +142,7 @@ FailureOr<linalg::ContractionDimensions> matchContraction(linalg::LinalgOp op) {
   FailureOr<linalg::ContractionDimensions> dims =
       linalg::inferContractionDims(op);
   if (failed(dims) || dims->m.size() != 1 || dims->n.size() != 1 ||
-      dims->k.size() != 1 || dims->batch.empty() || dims->batch.size() > 2)
+      dims->k.size() != 1 || dims->batch.empty())
     return failure();
   SmallVector<AffineExpr> expected;
   for (unsigned b : dims->batch)
@@ -129,6 +153,254 @@ FailureOr<linalg::ContractionDimensions> matchContraction(linalg::LinalgOp op) {
   if (out.getResults() != ArrayRef<AffineExpr>(expected))
     return failure();
   return dims;
+}
+
+/// A scalar constant an elementwise generic's body reads: an operand
+/// defined above it, or the block argument of a constant input.
+std::optional<double> bodyScalar(linalg::GenericOp g, Value operand) {
+  if (auto arg = dyn_cast<BlockArgument>(operand)) {
+    if (arg.getOwner() != g.getBody() ||
+        arg.getArgNumber() >= g.getNumDpsInputs())
+      return std::nullopt;
+    return scalarConstant(g.getDpsInputs()[arg.getArgNumber()]);
+  }
+  return scalarConstant(operand);
+}
+
+/// `v` as `x * c`, `c * x` or `x / c` for a compile-time scalar c > 0 (an
+/// elementwise generic, x of v's type read through the identity): x and the
+/// factor. (MultiheadAttention scales the query before Q K^T.)
+std::optional<std::pair<Value, double>> scaledOperand(Value v) {
+  auto g = v.getDefiningOp<linalg::GenericOp>();
+  Operation *op = elementwiseOp(g);
+  if (!op || !isa<arith::MulFOp, arith::DivFOp>(op))
+    return std::nullopt;
+  for (auto [index, in] : llvm::enumerate(g.getDpsInputs())) {
+    if (in.getType() != v.getType() ||
+        !g.getIndexingMapsArray()[index].isIdentity())
+      continue;
+    Value arg = g.getBody()->getArgument(index);
+    std::optional<double> c;
+    if (isa<arith::DivFOp>(op)) {
+      if (op->getOperand(0) != arg)
+        continue;
+      c = bodyScalar(g, op->getOperand(1));
+      if (c && *c > 0)
+        return std::pair(in, 1 / *c);
+    } else if (op->getOperand(0) == arg || op->getOperand(1) == arg) {
+      c = bodyScalar(g, op->getOperand(op->getOperand(0) == arg ? 1 : 0));
+      if (c && *c > 0)
+        return std::pair(in, *c);
+    }
+  }
+  return std::nullopt;
+}
+
+//===----------------------------------------------------------------------===//
+// Key and value repeated over the query heads
+//===----------------------------------------------------------------------===//
+
+/// A read of `source` through `map` (from some op's loops to the source's
+/// dims), and the ops looked through to find it.
+struct Read {
+  Value source;
+  AffineMap map;
+  SmallVector<Operation *> through;
+};
+
+bool sameRead(const Read &a, const Read &b) {
+  return a.source == b.source && a.map == b.map;
+}
+
+std::optional<Read> stepThrough(const Read &r, int depth);
+
+/// The reads equivalent to `start` found by looking through the ops that
+/// move, repeat or select elements without computing on them, `start`
+/// first.
+SmallVector<Read> readChain(Read start, int depth) {
+  SmallVector<Read> chain = {std::move(start)};
+  while (chain.size() < 24) {
+    std::optional<Read> next = stepThrough(chain.back(), depth);
+    if (!next)
+      break;
+    chain.push_back(std::move(*next));
+  }
+  return chain;
+}
+
+/// One step of readChain: the read of the operand of the op that defines
+/// `r.source`. Copy-like linalg ops (transpose, broadcast, the importer's
+/// broadcasting generics: Expand), collapse_shape and expand_shape
+/// (Reshape, Unsqueeze), extract_slice (Split, Slice), and a concat whose
+/// inputs all come from one read alike (repeat_interleave as torch 1.x
+/// exports it: a Split, then per piece Unsqueeze, Expand and Reshape, then
+/// Concat).
+std::optional<Read> stepThrough(const Read &r, int depth) {
+  Operation *def = r.source.getDefiningOp();
+  if (!def || !isa<RankedTensorType>(r.source.getType()))
+    return std::nullopt;
+  MLIRContext *ctx = def->getContext();
+  unsigned numDims = r.map.getNumDims();
+  auto next = [&](Value source, ArrayRef<AffineExpr> exprs) {
+    Read read{source, simplifyAffineMap(AffineMap::get(numDims, 0, exprs, ctx)),
+              r.through};
+    read.through.push_back(def);
+    return read;
+  };
+  auto staticShape = [](Value v) {
+    auto type = dyn_cast<RankedTensorType>(v.getType());
+    return type && type.hasStaticShape();
+  };
+  if (auto op = dyn_cast<linalg::LinalgOp>(def)) {
+    if (op.getNumDpsInputs() != 1 || op.getNumDpsInits() != 1 ||
+        op.getNumLoops() != op.getNumParallelLoops() ||
+        op.hasIndexSemantics() || !staticShape(op.getDpsInputs()[0]))
+      return std::nullopt;
+    Block *body = op.getBlock();
+    if (body->getOperations().size() != 1 ||
+        body->getTerminator()->getOperand(0) != body->getArgument(0))
+      return std::nullopt;
+    AffineMap in = op.getIndexingMapsArray()[0];
+    AffineMap out = op.getIndexingMapsArray()[1];
+    if (!out.isPermutation() ||
+        !in.isProjectedPermutation(/*allowZeroInResults=*/true))
+      return std::nullopt;
+    // The op's loops as r.map's dims read them, then its input.
+    AffineMap loops = inversePermutation(out).compose(r.map);
+    return next(op.getDpsInputs()[0], in.compose(loops).getResults());
+  }
+  if (auto collapse = dyn_cast<tensor::CollapseShapeOp>(def)) {
+    RankedTensorType src = collapse.getSrcType();
+    if (!src.hasStaticShape())
+      return std::nullopt;
+    SmallVector<AffineExpr> exprs(src.getRank());
+    for (auto [k, group] :
+         llvm::enumerate(collapse.getReassociationIndices())) {
+      AffineExpr e = r.map.getResult(k);
+      for (int64_t g = group.size() - 1; g > 0; --g) {
+        int64_t size = src.getDimSize(group[g]);
+        exprs[group[g]] = e % size;
+        e = e.floorDiv(size);
+      }
+      exprs[group[0]] = e;
+    }
+    return next(collapse.getSrc(), exprs);
+  }
+  if (auto expand = dyn_cast<tensor::ExpandShapeOp>(def)) {
+    RankedTensorType result = expand.getResultType();
+    if (!result.hasStaticShape())
+      return std::nullopt;
+    SmallVector<AffineExpr> exprs;
+    for (const ReassociationIndices &group : expand.getReassociationIndices()) {
+      AffineExpr e = getAffineConstantExpr(0, ctx);
+      for (int64_t d : group)
+        e = e * result.getDimSize(d) + r.map.getResult(d);
+      exprs.push_back(e);
+    }
+    return next(expand.getSrc(), exprs);
+  }
+  if (auto slice = dyn_cast<tensor::ExtractSliceOp>(def)) {
+    if (slice.getSourceType().getRank() != slice.getResultType().getRank() ||
+        !staticShape(slice.getSource()) ||
+        ShapedType::isDynamicShape(slice.getStaticOffsets()) ||
+        ShapedType::isDynamicShape(slice.getStaticStrides()))
+      return std::nullopt;
+    SmallVector<AffineExpr> exprs;
+    for (auto [k, e] : llvm::enumerate(r.map.getResults()))
+      exprs.push_back(e * slice.getStaticStrides()[k] +
+                      slice.getStaticOffsets()[k]);
+    return next(slice.getSource(), exprs);
+  }
+  if (auto concat = dyn_cast<tensor::ConcatOp>(def)) {
+    // Each input read where the concat puts it; the first read that every
+    // input's chain reaches is the concat's (the chains go on alike from
+    // there).
+    if (depth > 2 || !staticShape(concat.getResult()))
+      return std::nullopt;
+    int64_t dim = concat.getDim(), offset = 0;
+    SmallVector<SmallVector<Read>> chains;
+    for (Value in : concat.getInputs()) {
+      if (!staticShape(in))
+        return std::nullopt;
+      SmallVector<AffineExpr> exprs(r.map.getResults());
+      exprs[dim] = exprs[dim] - offset;
+      chains.push_back(readChain(
+          Read{in,
+               simplifyAffineMap(AffineMap::get(numDims, 0, exprs, ctx)),
+               {}},
+          depth + 1));
+      offset += cast<RankedTensorType>(in.getType()).getDimSize(dim);
+    }
+    for (const Read &candidate : chains.front()) {
+      Read found{candidate.source, candidate.map, r.through};
+      found.through.push_back(def);
+      bool everywhere = true;
+      for (const SmallVector<Read> &chain : chains) {
+        const Read *same = llvm::find_if(
+            chain, [&](const Read &c) { return sameRead(c, candidate); });
+        if (same == chain.end()) {
+          everywhere = false;
+          break;
+        }
+        llvm::append_range(found.through, same->through);
+      }
+      if (everywhere)
+        return found;
+    }
+    return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+/// How a key or value read uses the batch loops `batch` (`plain`: the
+/// loops it must read as they are, each once: keys and head dim), per
+/// batch loop: 1 read as it is, g > 1 read as `loop floordiv g` (a source
+/// dim g times smaller), 0 not read. Nullopt when the read is anything
+/// else. Source dims of size 1 may be read through any expression (only 0
+/// is in bounds).
+std::optional<SmallVector<int64_t>> repeatKinds(const Read &r,
+                                                ArrayRef<unsigned> batch,
+                                                ArrayRef<unsigned> plain,
+                                                ArrayRef<int64_t> loopSizes) {
+  auto type = dyn_cast<RankedTensorType>(r.source.getType());
+  if (!type || !type.hasStaticShape() || !type.getElementType().isF32())
+    return std::nullopt;
+  SmallVector<int64_t> kinds(batch.size(), 0);
+  llvm::SmallDenseSet<unsigned> used;
+  for (auto [k, e] : llvm::enumerate(r.map.getResults())) {
+    int64_t size = type.getDimSize(k);
+    unsigned loop;
+    int64_t factor = 1;
+    if (auto d = dyn_cast<AffineDimExpr>(e)) {
+      loop = d.getPosition();
+    } else if (auto div = dyn_cast<AffineBinaryOpExpr>(e);
+               div && div.getKind() == AffineExprKind::FloorDiv &&
+               isa<AffineDimExpr>(div.getLHS()) &&
+               isa<AffineConstantExpr>(div.getRHS())) {
+      loop = cast<AffineDimExpr>(div.getLHS()).getPosition();
+      factor = cast<AffineConstantExpr>(div.getRHS()).getValue();
+      if (factor <= 1)
+        return std::nullopt;
+    } else if (size == 1) {
+      continue;
+    } else {
+      return std::nullopt;
+    }
+    if (!used.insert(loop).second || size * factor != loopSizes[loop])
+      return std::nullopt;
+    if (const unsigned *b = llvm::find(batch, loop); b != batch.end())
+      kinds[b - batch.begin()] = factor;
+    else if (!llvm::is_contained(plain, loop) || factor != 1)
+      return std::nullopt;
+  }
+  for (unsigned loop : plain)
+    if (!used.contains(loop))
+      return std::nullopt;
+  // One repeated dim at most: the kernels share a key/value head among
+  // consecutive query heads.
+  if (llvm::count_if(kinds, [](int64_t k) { return k > 1; }) > 1)
+    return std::nullopt;
+  return kinds;
 }
 
 class Matcher {
@@ -166,6 +438,8 @@ public:
     if (m.scoreBatch.size() != m.outBatch.size())
       return std::nullopt;
     m.batchDims = m.scoreBatch.size();
+    if (!chooseLayout(m))
+      return std::nullopt;
     auto queryType = cast<RankedTensorType>(m.query.getType());
     auto valueType = cast<RankedTensorType>(m.value.getType());
     int64_t headDim = queryType.getDimSize(
@@ -187,6 +461,23 @@ public:
 
 private:
   /// Matches p = softmax over the last dim of x; returns x.
+  /// `v` itself, or the row statistic under a keepdims round trip
+  /// (ONNX's reductions keep the reduced dim, Softmax's import drops it
+  /// again: collapse_shape(expand_shape(r)) of r's own type), whose two
+  /// reshapes are appended to `reshapes`, users first.
+  static Value throughKeepDims(Value v,
+                               SmallVectorImpl<Operation *> &reshapes) {
+    auto collapse = v.getDefiningOp<tensor::CollapseShapeOp>();
+    if (!collapse || !v.hasOneUse())
+      return v;
+    auto expand = collapse.getSrc().getDefiningOp<tensor::ExpandShapeOp>();
+    if (!expand || !collapse.getSrc().hasOneUse() ||
+        expand.getSrc().getType() != v.getType())
+      return v;
+    reshapes.append({collapse, expand});
+    return expand.getSrc();
+  }
+
   Value matchSoftmax(Value p, AttentionPattern &m) {
     auto div = p.getDefiningOp<linalg::GenericOp>();
     Operation *divOp = elementwiseOp(div);
@@ -199,9 +490,12 @@ private:
         divOp->getOperand(0) != body->getArgument(0) ||
         divOp->getOperand(1) != body->getArgument(1))
       return {};
-    Value e = div.getDpsInputs()[0], sum = div.getDpsInputs()[1];
+    SmallVector<Operation *> sumReshapes, maxReshapes;
+    Value e = div.getDpsInputs()[0],
+          sum = throughKeepDims(div.getDpsInputs()[1], sumReshapes);
     auto sumOp = matchRowReduce<arith::AddFOp>(sum, e);
-    if (!sumOp || !isFilledWith(sumOp.getInits()[0], 0.0) || !sum.hasOneUse())
+    if (!sumOp || !isFilledWith(sumOp.getDpsInits()[0], 0.0) ||
+        !sum.hasOneUse())
       return {};
     auto exp = e.getDefiningOp<linalg::GenericOp>();
     if (!exp || exp.getNumDpsInputs() != 2 || !allParallel(exp))
@@ -222,15 +516,21 @@ private:
     for (Operation *user : e.getUsers())
       if (user != sumOp && user != div)
         return {};
-    Value x = exp.getDpsInputs()[0], max = exp.getDpsInputs()[1];
+    Value x = exp.getDpsInputs()[0],
+          max = throughKeepDims(exp.getDpsInputs()[1], maxReshapes);
     auto maxOp = matchRowReduce<arith::MaximumFOp, arith::MaxNumFOp>(max, x);
-    if (!maxOp || !isFilledWith(maxOp.getInits()[0], -1e30, /*atMost=*/true) ||
+    if (!maxOp ||
+        !isFilledWith(maxOp.getDpsInits()[0], -1e30, /*atMost=*/true) ||
         !max.hasOneUse())
       return {};
     for (Operation *user : x.getUsers())
       if (user != maxOp && user != exp)
         return {};
-    m.interior.append({div, sumOp, exp, maxOp});
+    m.interior.push_back(div);
+    m.interior.append(sumReshapes);
+    m.interior.append({sumOp, exp});
+    m.interior.append(maxReshapes);
+    m.interior.push_back(maxOp);
     return x;
   }
 
@@ -388,6 +688,96 @@ private:
     m.key = qk.getDpsInputs()[1];
     m.queryMap = qk.getIndexingMapsArray()[0];
     m.keyMap = qk.getIndexingMapsArray()[1];
+    // A constant scale of the query or the key scales the scores.
+    for (Value *operand : {&m.query, &m.key})
+      while (std::optional<std::pair<Value, double>> scaled =
+                 scaledOperand(*operand)) {
+        m.operandOps.push_back(operand->getDefiningOp());
+        *operand = scaled->first;
+        m.scale *= scaled->second;
+      }
+    return true;
+  }
+
+  /// Reads key and value from before a repeat over the query heads when
+  /// both repeat alike, and orders the batch dims for the fused op; false
+  /// when the mask cannot be laid out either way.
+  bool chooseLayout(AttentionPattern &m) {
+    unsigned n = m.batchDims;
+    SmallVector<int64_t> scoreSizes = m.scores.getStaticLoopRanges();
+    SmallVector<int64_t> outSizes = m.output.getStaticLoopRanges();
+    SmallVector<Read> keys = readChain(Read{m.key, m.keyMap, {}}, 0);
+    SmallVector<Read> values = readChain(Read{m.value, m.valueMap, {}}, 0);
+    SmallVector<int64_t> ones(n, 1);
+    // The deepest reads of both that repeat, alike.
+    for (const Read &k : llvm::reverse(keys)) {
+      std::optional<SmallVector<int64_t>> kinds =
+          repeatKinds(k, m.scoreBatch, {m.j, m.d}, scoreSizes);
+      if (!kinds || *kinds == ones)
+        continue;
+      for (const Read &v : llvm::reverse(values)) {
+        std::optional<SmallVector<int64_t>> valueKinds =
+            repeatKinds(v, m.outBatch, {m.oj, m.oe}, outSizes);
+        if (!valueKinds || *valueKinds != *kinds || !layoutBatch(m, *kinds))
+          continue;
+        m.key = k.source;
+        m.keyMap = k.map;
+        m.value = v.source;
+        m.valueMap = v.map;
+        llvm::append_range(m.operandOps, k.through);
+        llvm::append_range(m.operandOps, v.through);
+        return true;
+      }
+    }
+    return layoutBatch(m, ones);
+  }
+
+  /// Orders the batch dims for key/value repeats `kinds` (see kvRepeat):
+  /// those read as they are first (the first of them B when there are two
+  /// batch dims or more), then the repeated one, then the broadcast ones,
+  /// so that query head h reads key/value head h / (H / Hkv). False when
+  /// the mask's dims are out of that order, or read only some of H's.
+  bool layoutBatch(AttentionPattern &m, ArrayRef<int64_t> kinds) {
+    unsigned n = m.batchDims;
+    SmallVector<unsigned> order;
+    for (auto wanted : {1, 2, 0})
+      for (unsigned k = 0; k < n; ++k)
+        if (wanted == 2 ? kinds[k] > 1 : kinds[k] == wanted)
+          order.push_back(k);
+    unsigned outer = n >= 2 && kinds[order[0]] == 1 ? 1 : 0;
+    if (m.mask) {
+      auto maskType = cast<RankedTensorType>(m.mask.getType());
+      Type element = m.maskConstant ? m.maskConstant.getElementType()
+                                    : maskType.getElementType();
+      if (!m.maskCondition && !element.isF32())
+        return false; // The kernels read an f32 mask.
+      // Each score dim's place in the fused op's order.
+      SmallVector<unsigned> place(n + 2);
+      for (auto [k, position] : llvm::enumerate(order))
+        place[position] = k;
+      place[n] = n;
+      place[n + 1] = n + 1;
+      int64_t last = -1;
+      unsigned headsRead = 0;
+      for (auto [r, e] : llvm::enumerate(m.maskMap.getResults())) {
+        if (auto c = dyn_cast<AffineConstantExpr>(e)) {
+          if (c.getValue() != 0 || maskType.getDimSize(r) != 1)
+            return false;
+          continue;
+        }
+        auto d = dyn_cast<AffineDimExpr>(e);
+        if (!d || int64_t(place[d.getPosition()]) <= last)
+          return false;
+        last = place[d.getPosition()];
+        if (last >= int64_t(outer) && last < int64_t(n))
+          ++headsRead;
+      }
+      if (headsRead != 0 && headsRead != n - outer)
+        return false;
+    }
+    m.kvRepeat.assign(kinds.begin(), kinds.end());
+    m.batchOrder = order;
+    m.outerBatch = outer;
     return true;
   }
 
@@ -403,344 +793,4 @@ autopar::matchAttentionPattern(Operation *output,
   if (!linalgOp)
     return std::nullopt;
   return Matcher(options).match(linalgOp);
-}
-
-//===----------------------------------------------------------------------===//
-// Compile-time masks
-//===----------------------------------------------------------------------===//
-
-namespace {
-
-/// Evaluates tensors computed from constants, fills and index arithmetic
-/// alone (a causal mask built from Trilu, Where and comparisons is such a
-/// tensor when the importer does not fold it), as doubles in row-major
-/// order. Results are cached per value: a model's layers share one mask.
-class ConstantTensorEvaluator {
-public:
-  explicit ConstantTensorEvaluator(int64_t maxElements)
-      : maxElements(maxElements) {}
-
-  const std::vector<double> *evaluate(Value v) {
-    auto it = cache.find(v);
-    if (it != cache.end())
-      return it->second ? &*it->second : nullptr;
-    std::optional<std::vector<double>> values = compute(v);
-    auto &slot = cache[v];
-    slot = std::move(values);
-    return slot ? &*slot : nullptr;
-  }
-
-private:
-  std::optional<std::vector<double>> compute(Value v) {
-    auto type = dyn_cast<RankedTensorType>(v.getType());
-    if (!type || !type.hasStaticShape() || type.getNumElements() > maxElements)
-      return std::nullopt;
-    Operation *def = v.getDefiningOp();
-    if (!def)
-      return std::nullopt;
-    DenseElementsAttr dense;
-    if (matchPattern(v, m_Constant(&dense)))
-      return fromAttr(dense);
-    if (auto fill = dyn_cast<linalg::FillOp>(def)) {
-      std::optional<double> c = scalar(fill.getInputs()[0]);
-      if (!c)
-        return std::nullopt;
-      return std::vector<double>(type.getNumElements(), *c);
-    }
-    if (isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp>(def)) {
-      const std::vector<double> *src = evaluate(def->getOperand(0));
-      return src ? std::optional(*src) : std::nullopt;
-    }
-    if (auto generic = dyn_cast<linalg::GenericOp>(def))
-      return evaluateGeneric(generic, type);
-    return std::nullopt;
-  }
-
-  static std::optional<std::vector<double>> fromAttr(DenseElementsAttr attr) {
-    std::vector<double> values;
-    values.reserve(attr.getNumElements());
-    Type e = attr.getElementType();
-    if (isa<FloatType>(e)) {
-      for (APFloat f : attr.getValues<APFloat>())
-        values.push_back(f.convertToDouble());
-    } else if (e.isInteger(1)) {
-      for (bool b : attr.getValues<bool>())
-        values.push_back(b);
-    } else if (isa<IntegerType, IndexType>(e)) {
-      for (APInt i : attr.getValues<APInt>())
-        values.push_back(double(i.getSExtValue()));
-    } else {
-      return std::nullopt;
-    }
-    return values;
-  }
-
-  /// A scalar constant (float, integer, index or i1).
-  static std::optional<double> scalar(Value v) {
-    Attribute attr;
-    if (!matchPattern(v, m_Constant(&attr)))
-      return std::nullopt;
-    if (auto f = dyn_cast<FloatAttr>(attr))
-      return f.getValueAsDouble();
-    if (auto i = dyn_cast<IntegerAttr>(attr))
-      return i.getType().isInteger(1) ? double(i.getValue().getBoolValue())
-                                      : double(i.getInt());
-    if (auto d = dyn_cast<DenseElementsAttr>(attr); d && d.isSplat()) {
-      std::optional<std::vector<double>> values = fromAttr(d);
-      if (values && !values->empty())
-        return values->front();
-    }
-    return std::nullopt;
-  }
-
-  /// One body op, compiled: what it computes from which slots.
-  struct Instruction {
-    Operation *op;
-    SmallVector<int> operands;
-  };
-
-  std::optional<std::vector<double>> evaluateGeneric(linalg::GenericOp g,
-                                                     RankedTensorType type) {
-    if (g.getNumDpsInits() != 1 || g.getNumParallelLoops() != g.getNumLoops() ||
-        !g.getIndexingMapsArray().back().isIdentity())
-      return std::nullopt;
-    Block *body = g.getBody();
-    if (!body->getArgument(body->getNumArguments() - 1).use_empty())
-      return std::nullopt; // Reads its init.
-    // Inputs, evaluated, with their maps' results (dims or constants).
-    SmallVector<const std::vector<double> *> inputs;
-    SmallVector<SmallVector<int64_t>> strides;
-    for (auto [k, in] : llvm::enumerate(g.getDpsInputs())) {
-      const std::vector<double> *values = evaluate(in);
-      auto inType = dyn_cast<RankedTensorType>(in.getType());
-      if (!values || !inType)
-        return std::nullopt;
-      inputs.push_back(values);
-      // The input's row-major stride per loop (0 for broadcast loops).
-      SmallVector<int64_t> perLoop(g.getNumLoops(), 0);
-      AffineMap map = g.getIndexingMapsArray()[k];
-      int64_t stride = 1;
-      for (int64_t r = int64_t(map.getNumResults()) - 1; r >= 0; --r) {
-        AffineExpr e = map.getResult(r);
-        if (auto d = dyn_cast<AffineDimExpr>(e))
-          perLoop[d.getPosition()] += stride;
-        else if (auto c = dyn_cast<AffineConstantExpr>(e);
-                 !c || c.getValue() != 0)
-          return std::nullopt;
-        stride *= inType.getDimSize(r);
-      }
-      strides.push_back(perLoop);
-    }
-    // Slots: the block's input arguments, then one per body op; values
-    // defined above the body are constants folded into their slot.
-    llvm::DenseMap<Value, int> slotOf;
-    SmallVector<double> constants; // Slot values that never change.
-    int numInputs = g.getNumDpsInputs();
-    for (int k = 0; k < numInputs; ++k)
-      slotOf[body->getArgument(k)] = k;
-    int next = numInputs;
-    SmallVector<Instruction> program;
-    SmallVector<std::pair<int, double>> constantSlots;
-    auto slotFor = [&](Value operand) -> std::optional<int> {
-      if (auto it = slotOf.find(operand); it != slotOf.end())
-        return it->second;
-      std::optional<double> c = scalar(operand);
-      if (!c)
-        return std::nullopt;
-      constantSlots.push_back({next, *c});
-      slotOf[operand] = next;
-      return next++;
-    };
-    for (Operation &op : body->without_terminator()) {
-      if (!isa<arith::ConstantOp, linalg::IndexOp, arith::AddFOp, arith::SubFOp,
-               arith::MulFOp, arith::DivFOp, arith::NegFOp, arith::MaximumFOp,
-               arith::MinimumFOp, arith::AddIOp, arith::SubIOp, arith::MulIOp,
-               arith::CmpFOp, arith::CmpIOp, arith::SelectOp, arith::ExtFOp,
-               arith::TruncFOp, arith::SIToFPOp, arith::UIToFPOp,
-               arith::IndexCastOp, arith::ExtUIOp, arith::ExtSIOp>(op) ||
-          op.getNumResults() != 1)
-        return std::nullopt;
-      Instruction inst{&op, {}};
-      if (!isa<arith::ConstantOp>(op))
-        for (Value operand : op.getOperands()) {
-          std::optional<int> slot = slotFor(operand);
-          if (!slot)
-            return std::nullopt;
-          inst.operands.push_back(*slot);
-        }
-      if (auto c = dyn_cast<arith::ConstantOp>(op)) {
-        std::optional<double> value = scalar(c.getResult());
-        if (!value)
-          return std::nullopt;
-        constantSlots.push_back({next, *value});
-        slotOf[op.getResult(0)] = next++;
-        continue;
-      }
-      slotOf[op.getResult(0)] = next++;
-      program.push_back(inst);
-    }
-    std::optional<int> yielded = slotFor(body->getTerminator()->getOperand(0));
-    if (!yielded)
-      return std::nullopt;
-    std::vector<double> slots(next, 0.0);
-    for (auto [slot, value] : constantSlots)
-      slots[slot] = value;
-    ArrayRef<int64_t> shape = type.getShape();
-    int64_t rank = shape.size(), n = type.getNumElements();
-    std::vector<double> out(n);
-    SmallVector<int64_t> index(rank, 0);
-    SmallVector<int64_t> offsets(numInputs, 0);
-    for (int64_t p = 0; p < n; ++p) {
-      for (int k = 0; k < numInputs; ++k)
-        slots[k] = (*inputs[k])[offsets[k]];
-      for (const Instruction &inst : program) {
-        auto in = [&](int i) { return slots[inst.operands[i]]; };
-        double r = 0;
-        Operation *op = inst.op;
-        if (auto idx = dyn_cast<linalg::IndexOp>(op))
-          r = double(index[idx.getDim()]);
-        else if (isa<arith::AddFOp, arith::AddIOp>(op))
-          r = in(0) + in(1);
-        else if (isa<arith::SubFOp, arith::SubIOp>(op))
-          r = in(0) - in(1);
-        else if (isa<arith::MulFOp, arith::MulIOp>(op))
-          r = in(0) * in(1);
-        else if (isa<arith::DivFOp>(op))
-          r = in(0) / in(1);
-        else if (isa<arith::NegFOp>(op))
-          r = -in(0);
-        else if (isa<arith::MaximumFOp>(op))
-          r = std::max(in(0), in(1));
-        else if (isa<arith::MinimumFOp>(op))
-          r = std::min(in(0), in(1));
-        else if (isa<arith::SelectOp>(op))
-          r = in(0) != 0 ? in(1) : in(2);
-        else if (auto cmp = dyn_cast<arith::CmpFOp>(op))
-          r = compareFloats(cmp.getPredicate(), in(0), in(1));
-        else if (auto cmp = dyn_cast<arith::CmpIOp>(op))
-          r = compareInts(cmp.getPredicate(), in(0), in(1));
-        else
-          r = in(0); // Conversions keep the value (masks are 0, 1, -big).
-        slots[slotOf[op->getResult(0)]] = r;
-      }
-      out[p] = slots[*yielded];
-      // Next point, row-major, and the inputs' offsets with it.
-      for (int64_t d = rank - 1; d >= 0; --d) {
-        for (int k = 0; k < numInputs; ++k)
-          offsets[k] += strides[k][d];
-        if (++index[d] < shape[d])
-          break;
-        for (int k = 0; k < numInputs; ++k)
-          offsets[k] -= strides[k][d] * shape[d];
-        index[d] = 0;
-      }
-    }
-    return out;
-  }
-
-  static double compareFloats(arith::CmpFPredicate p, double a, double b) {
-    using P = arith::CmpFPredicate;
-    switch (p) {
-    case P::OEQ:
-    case P::UEQ:
-      return a == b;
-    case P::ONE:
-    case P::UNE:
-      return a != b;
-    case P::OLT:
-    case P::ULT:
-      return a < b;
-    case P::OLE:
-    case P::ULE:
-      return a <= b;
-    case P::OGT:
-    case P::UGT:
-      return a > b;
-    case P::OGE:
-    case P::UGE:
-      return a >= b;
-    case P::AlwaysTrue:
-      return 1;
-    default:
-      return 0;
-    }
-  }
-
-  static double compareInts(arith::CmpIPredicate p, double a, double b) {
-    using P = arith::CmpIPredicate;
-    switch (p) {
-    case P::eq:
-      return a == b;
-    case P::ne:
-      return a != b;
-    case P::slt:
-    case P::ult:
-      return a < b;
-    case P::sle:
-    case P::ule:
-      return a <= b;
-    case P::sgt:
-    case P::ugt:
-      return a > b;
-    case P::sge:
-    case P::uge:
-      return a >= b;
-    }
-    return 0;
-  }
-
-  int64_t maxElements;
-  llvm::DenseMap<Value, std::optional<std::vector<double>>> cache;
-};
-
-} // namespace
-
-bool autopar::isCausalMask(const AttentionPattern &m) {
-  // Only a mask over (i, j): every other dim of it a unit broadcast.
-  if (!m.mask)
-    return false;
-  SmallVector<unsigned> scoreLoops(m.scoreBatch);
-  scoreLoops.append({m.i, m.j});
-  unsigned iDim = scoreLoops.size() - 2, jDim = scoreLoops.size() - 1;
-  auto maskType = cast<RankedTensorType>(m.mask.getType());
-  SmallVector<unsigned> dims;
-  for (auto [r, e] : llvm::enumerate(m.maskMap.getResults())) {
-    if (auto d = dyn_cast<AffineDimExpr>(e)) {
-      dims.push_back(d.getPosition());
-      continue;
-    }
-    if (maskType.getDimSize(r) != 1)
-      return false;
-  }
-  if (dims != SmallVector<unsigned>{iDim, jDim})
-    return false;
-  auto scoreType = cast<RankedTensorType>(m.scores->getResult(0).getType());
-  int64_t rows = scoreType.getDimSize(scoreType.getRank() - 2);
-  int64_t cols = scoreType.getShape().back();
-  std::vector<double> values;
-  if (m.maskConstant) {
-    for (APFloat f : m.maskConstant.getValues<APFloat>())
-      values.push_back(f.convertToDouble());
-  } else {
-    // Big enough for sequence 8192; a mask computed from weights or inputs
-    // does not evaluate.
-    ConstantTensorEvaluator evaluator(int64_t(1) << 26);
-    const std::vector<double> *computed =
-        evaluator.evaluate(m.maskCondition ? m.maskCondition : m.mask);
-    if (!computed)
-      return false;
-    values = *computed;
-    if (m.maskCondition)
-      for (double &v : values)
-        v = (v != 0) == m.maskedWhenTrue ? m.maskFill : 0.0;
-  }
-  if (int64_t(values.size()) != rows * cols)
-    return false;
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c) {
-      double v = values[r * cols + c];
-      if (c <= r ? v != 0.0 : v > kAttentionMaskedBelow)
-        return false;
-    }
-  return true;
 }

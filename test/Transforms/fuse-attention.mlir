@@ -687,3 +687,370 @@ func.func @computed_causal_mask(%q: tensor<2x4x8x16xf32>, %k: tensor<2x4x16x8xf3
   } -> tensor<2x4x8x16xf32>
   return %o : tensor<2x4x8x16xf32>
 }
+
+// -----
+
+// Grouped-query attention written k[:, :, None].expand(B, Hkv, g, T, D)
+// .reshape(B, H, T, D), as autopar-sink-merging-reshapes leaves it: scores over
+// (B, Hkv, g), the query split to [B, Hkv, g, S, D], key and value broadcast
+// over g, the reductions generics. The fused op reads the key and value
+// unrepeated, [B, Hkv, T, D]; the padding mask [B, T] is [B, 1, 1, T].
+// CHECK-LABEL: func.func @gqa_expand
+// CHECK-SAME: (%[[Q:.*]]: tensor<2x4x8x16xf32>, %[[K:.*]]: tensor<2x2x8x16xf32>, %[[V:.*]]: tensor<2x2x8x16xf32>, %[[PAD:.*]]: tensor<2x8xf32>)
+// CHECK: %[[M:.*]] = tensor.expand_shape %[[PAD]] {{\[\[}}0], [1, 2, 3]] output_shape [2, 1, 1, 8]
+// CHECK-NOT: linalg.generic
+// CHECK: %[[O:.*]]:2 = autopar.attention ins(%[[Q]], %[[K]], %[[V]] mask %[[M]] : tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x1x1x8xf32>)
+// CHECK-SAME: outs({{.*}} : tensor<2x4x8x16xf32>, tensor<2x4x8xf32>) {scale = 2.500000e-01 : f64}
+// CHECK-NOT: linalg.generic
+// CHECK: return %[[O]]#0
+func.func @gqa_expand(%q: tensor<2x4x8x16xf32>, %k: tensor<2x2x8x16xf32>, %v: tensor<2x2x8x16xf32>, %pad: tensor<2x8xf32>) -> tensor<2x4x8x16xf32> {
+  %zero = arith.constant 0.0 : f32
+  %ninf = arith.constant 0xFF800000 : f32
+  %quarter = arith.constant dense<2.500000e-01> : tensor<f32>
+  %eb = tensor.empty() : tensor<2x2x2x8x16xf32>
+  %kb = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d3, d4)>, affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d3, d4)>], iterator_types = ["parallel", "parallel", "parallel", "parallel", "parallel"]} ins(%k : tensor<2x2x8x16xf32>) outs(%eb : tensor<2x2x2x8x16xf32>) {
+  ^bb0(%in: f32, %o: f32):
+    linalg.yield %in : f32
+  } -> tensor<2x2x2x8x16xf32>
+  %vb = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d3, d4)>, affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d3, d4)>], iterator_types = ["parallel", "parallel", "parallel", "parallel", "parallel"]} ins(%v : tensor<2x2x8x16xf32>) outs(%eb : tensor<2x2x2x8x16xf32>) {
+  ^bb0(%in: f32, %o: f32):
+    linalg.yield %in : f32
+  } -> tensor<2x2x2x8x16xf32>
+  %ekt = tensor.empty() : tensor<2x2x2x16x8xf32>
+  %kt = linalg.transpose ins(%kb : tensor<2x2x2x8x16xf32>) outs(%ekt : tensor<2x2x2x16x8xf32>) permutation = [0, 1, 2, 4, 3]
+  %qe = tensor.expand_shape %q [[0], [1, 2], [3], [4]] output_shape [2, 2, 2, 8, 16] : tensor<2x4x8x16xf32> into tensor<2x2x2x8x16xf32>
+  %es = tensor.empty() : tensor<2x2x2x8x8xf32>
+  %fs = linalg.fill ins(%zero : f32) outs(%es : tensor<2x2x2x8x8xf32>) -> tensor<2x2x2x8x8xf32>
+  %s0 = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d1, d2, d3, d5)>, affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d1, d2, d5, d4)>, affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d1, d2, d3, d4)>], iterator_types = ["parallel", "parallel", "parallel", "parallel", "parallel", "reduction"]} ins(%qe, %kt : tensor<2x2x2x8x16xf32>, tensor<2x2x2x16x8xf32>) outs(%fs : tensor<2x2x2x8x8xf32>) {
+  ^bb0(%a: f32, %b: f32, %c: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %c, %m : f32
+    linalg.yield %s : f32
+  } -> tensor<2x2x2x8x8xf32>
+  %x0 = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d3, d4)>, affine_map<(d0, d1, d2, d3, d4) -> ()>, affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d3, d4)>], iterator_types = ["parallel", "parallel", "parallel", "parallel", "parallel"]} ins(%s0, %quarter : tensor<2x2x2x8x8xf32>, tensor<f32>) outs(%es : tensor<2x2x2x8x8xf32>) {
+  ^bb0(%in: f32, %mk: f32, %o: f32):
+    %y = arith.mulf %in, %mk : f32
+    linalg.yield %y : f32
+  } -> tensor<2x2x2x8x8xf32>
+  %x = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d3, d4)>, affine_map<(d0, d1, d2, d3, d4) -> (d0, d4)>, affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d3, d4)>], iterator_types = ["parallel", "parallel", "parallel", "parallel", "parallel"]} ins(%x0, %pad : tensor<2x2x2x8x8xf32>, tensor<2x8xf32>) outs(%es : tensor<2x2x2x8x8xf32>) {
+  ^bb0(%in: f32, %mk: f32, %o: f32):
+    %y = arith.addf %in, %mk : f32
+    linalg.yield %y : f32
+  } -> tensor<2x2x2x8x8xf32>
+  %er = tensor.empty() : tensor<2x2x2x8xf32>
+  %fm = linalg.fill ins(%ninf : f32) outs(%er : tensor<2x2x2x8xf32>) -> tensor<2x2x2x8xf32>
+  %fz = linalg.fill ins(%zero : f32) outs(%er : tensor<2x2x2x8xf32>) -> tensor<2x2x2x8xf32>
+  %max = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d3, d4)>, affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d3)>], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]} ins(%x : tensor<2x2x2x8x8xf32>) outs(%fm : tensor<2x2x2x8xf32>) {
+  ^bb0(%in: f32, %acc: f32):
+    %r = arith.maximumf %in, %acc : f32
+    linalg.yield %r : f32
+  } -> tensor<2x2x2x8xf32>
+  %ex = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d3, d4)>, affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d3, d4)>], iterator_types = ["parallel", "parallel", "parallel", "parallel", "parallel"]} ins(%x, %max : tensor<2x2x2x8x8xf32>, tensor<2x2x2x8xf32>) outs(%es : tensor<2x2x2x8x8xf32>) {
+  ^bb0(%in: f32, %mx: f32, %o: f32):
+    %d = arith.subf %in, %mx : f32
+    %x1 = math.exp %d : f32
+    linalg.yield %x1 : f32
+  } -> tensor<2x2x2x8x8xf32>
+  %sum = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d3, d4)>, affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d3)>], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]} ins(%ex : tensor<2x2x2x8x8xf32>) outs(%fz : tensor<2x2x2x8xf32>) {
+  ^bb0(%in: f32, %acc: f32):
+    %r = arith.addf %in, %acc : f32
+    linalg.yield %r : f32
+  } -> tensor<2x2x2x8xf32>
+  %p = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d3, d4)>, affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d3, d4)>], iterator_types = ["parallel", "parallel", "parallel", "parallel", "parallel"]} ins(%ex, %sum : tensor<2x2x2x8x8xf32>, tensor<2x2x2x8xf32>) outs(%es : tensor<2x2x2x8x8xf32>) {
+  ^bb0(%in: f32, %sm: f32, %o: f32):
+    %d = arith.divf %in, %sm : f32
+    linalg.yield %d : f32
+  } -> tensor<2x2x2x8x8xf32>
+  %eo = tensor.empty() : tensor<2x2x2x8x16xf32>
+  %fo = linalg.fill ins(%zero : f32) outs(%eo : tensor<2x2x2x8x16xf32>) -> tensor<2x2x2x8x16xf32>
+  %o = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d1, d2, d3, d5)>, affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d1, d2, d5, d4)>, affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d1, d2, d3, d4)>], iterator_types = ["parallel", "parallel", "parallel", "parallel", "parallel", "reduction"]} ins(%p, %vb : tensor<2x2x2x8x8xf32>, tensor<2x2x2x8x16xf32>) outs(%fo : tensor<2x2x2x8x16xf32>) {
+  ^bb0(%a: f32, %b: f32, %c: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %c, %m : f32
+    linalg.yield %s : f32
+  } -> tensor<2x2x2x8x16xf32>
+  %oc = tensor.collapse_shape %o [[0], [1, 2], [3], [4]] : tensor<2x2x2x8x16xf32> into tensor<2x4x8x16xf32>
+  return %oc : tensor<2x4x8x16xf32>
+}
+
+// -----
+
+// repeat_interleave(g, dim=1) of key and value as torch 1.x exports it: a
+// Split into single heads, each unsqueezed, expanded g times and reshaped,
+// then a Concat. The fused op reads the key and value unrepeated.
+// CHECK-LABEL: func.func @gqa_repeat_interleave
+// CHECK-SAME: (%[[Q:.*]]: tensor<2x4x8x16xf32>, %[[K:.*]]: tensor<2x2x8x16xf32>, %[[V:.*]]: tensor<2x2x8x16xf32>)
+// CHECK-NOT: tensor.concat
+// CHECK: %[[O:.*]]:2 = autopar.attention ins(%[[Q]], %[[K]], %[[V]] : tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>)
+// CHECK-NOT: tensor.concat
+// CHECK: return %[[O]]#0
+func.func @gqa_repeat_interleave(%q: tensor<2x4x8x16xf32>, %k: tensor<2x2x8x16xf32>, %v: tensor<2x2x8x16xf32>) -> tensor<2x4x8x16xf32> {
+  %zero = arith.constant 0.0 : f32
+  %ninf = arith.constant 0xFF800000 : f32
+  %eb = tensor.empty() : tensor<2x1x2x8x16xf32>
+  %k0 = tensor.extract_slice %k[0, 0, 0, 0] [2, 1, 8, 16] [1, 1, 1, 1] : tensor<2x2x8x16xf32> to tensor<2x1x8x16xf32>
+  %k1 = tensor.extract_slice %k[0, 1, 0, 0] [2, 1, 8, 16] [1, 1, 1, 1] : tensor<2x2x8x16xf32> to tensor<2x1x8x16xf32>
+  %kb0 = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d3, d4)>, affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d3, d4)>], iterator_types = ["parallel", "parallel", "parallel", "parallel", "parallel"]} ins(%k0 : tensor<2x1x8x16xf32>) outs(%eb : tensor<2x1x2x8x16xf32>) {
+  ^bb0(%in: f32, %o: f32):
+    linalg.yield %in : f32
+  } -> tensor<2x1x2x8x16xf32>
+  %kc0 = tensor.collapse_shape %kb0 [[0], [1, 2], [3], [4]] : tensor<2x1x2x8x16xf32> into tensor<2x2x8x16xf32>
+  %kb1 = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d3, d4)>, affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d3, d4)>], iterator_types = ["parallel", "parallel", "parallel", "parallel", "parallel"]} ins(%k1 : tensor<2x1x8x16xf32>) outs(%eb : tensor<2x1x2x8x16xf32>) {
+  ^bb0(%in: f32, %o: f32):
+    linalg.yield %in : f32
+  } -> tensor<2x1x2x8x16xf32>
+  %kc1 = tensor.collapse_shape %kb1 [[0], [1, 2], [3], [4]] : tensor<2x1x2x8x16xf32> into tensor<2x2x8x16xf32>
+  %kr = tensor.concat dim(1) %kc0, %kc1 : (tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>) -> tensor<2x4x8x16xf32>
+  %v0 = tensor.extract_slice %v[0, 0, 0, 0] [2, 1, 8, 16] [1, 1, 1, 1] : tensor<2x2x8x16xf32> to tensor<2x1x8x16xf32>
+  %v1 = tensor.extract_slice %v[0, 1, 0, 0] [2, 1, 8, 16] [1, 1, 1, 1] : tensor<2x2x8x16xf32> to tensor<2x1x8x16xf32>
+  %vb0 = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d3, d4)>, affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d3, d4)>], iterator_types = ["parallel", "parallel", "parallel", "parallel", "parallel"]} ins(%v0 : tensor<2x1x8x16xf32>) outs(%eb : tensor<2x1x2x8x16xf32>) {
+  ^bb0(%in: f32, %o: f32):
+    linalg.yield %in : f32
+  } -> tensor<2x1x2x8x16xf32>
+  %vc0 = tensor.collapse_shape %vb0 [[0], [1, 2], [3], [4]] : tensor<2x1x2x8x16xf32> into tensor<2x2x8x16xf32>
+  %vb1 = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d3, d4)>, affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d3, d4)>], iterator_types = ["parallel", "parallel", "parallel", "parallel", "parallel"]} ins(%v1 : tensor<2x1x8x16xf32>) outs(%eb : tensor<2x1x2x8x16xf32>) {
+  ^bb0(%in: f32, %o: f32):
+    linalg.yield %in : f32
+  } -> tensor<2x1x2x8x16xf32>
+  %vc1 = tensor.collapse_shape %vb1 [[0], [1, 2], [3], [4]] : tensor<2x1x2x8x16xf32> into tensor<2x2x8x16xf32>
+  %vr = tensor.concat dim(1) %vc0, %vc1 : (tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>) -> tensor<2x4x8x16xf32>
+  %ekt = tensor.empty() : tensor<2x4x16x8xf32>
+  %kt = linalg.transpose ins(%kr : tensor<2x4x8x16xf32>) outs(%ekt : tensor<2x4x16x8xf32>) permutation = [0, 1, 3, 2]
+  %es = tensor.empty() : tensor<2x4x8x8xf32>
+  %fs = linalg.fill ins(%zero : f32) outs(%es : tensor<2x4x8x8xf32>) -> tensor<2x4x8x8xf32>
+  %s0 = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d4)>, affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d4, d3)>, affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d3)>], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]} ins(%q, %kt : tensor<2x4x8x16xf32>, tensor<2x4x16x8xf32>) outs(%fs : tensor<2x4x8x8xf32>) {
+  ^bb0(%a: f32, %b: f32, %c: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %c, %m : f32
+    linalg.yield %s : f32
+  } -> tensor<2x4x8x8xf32>
+  %er = tensor.empty() : tensor<2x4x8xf32>
+  %fm = linalg.fill ins(%ninf : f32) outs(%er : tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  %fz = linalg.fill ins(%zero : f32) outs(%er : tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  %max = linalg.reduce ins(%s0 : tensor<2x4x8x8xf32>) outs(%fm : tensor<2x4x8xf32>) dimensions = [3]
+    (%in: f32, %init: f32) {
+      %r = arith.maximumf %in, %init : f32
+      linalg.yield %r : f32
+    }
+  %ex = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%s0, %max : tensor<2x4x8x8xf32>, tensor<2x4x8xf32>) outs(%es : tensor<2x4x8x8xf32>) {
+  ^bb0(%in: f32, %mx: f32, %o: f32):
+    %d = arith.subf %in, %mx : f32
+    %x1 = math.exp %d : f32
+    linalg.yield %x1 : f32
+  } -> tensor<2x4x8x8xf32>
+  %sum = linalg.reduce ins(%ex : tensor<2x4x8x8xf32>) outs(%fz : tensor<2x4x8xf32>) dimensions = [3]
+    (%in: f32, %init: f32) {
+      %r = arith.addf %in, %init : f32
+      linalg.yield %r : f32
+    }
+  %p = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%ex, %sum : tensor<2x4x8x8xf32>, tensor<2x4x8xf32>) outs(%es : tensor<2x4x8x8xf32>) {
+  ^bb0(%in: f32, %sm: f32, %o: f32):
+    %d = arith.divf %in, %sm : f32
+    linalg.yield %d : f32
+  } -> tensor<2x4x8x8xf32>
+  %eo = tensor.empty() : tensor<2x4x8x16xf32>
+  %fo = linalg.fill ins(%zero : f32) outs(%eo : tensor<2x4x8x16xf32>) -> tensor<2x4x8x16xf32>
+  %o = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d4)>, affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d4, d3)>, affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d3)>], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]} ins(%p, %vr : tensor<2x4x8x8xf32>, tensor<2x4x8x16xf32>) outs(%fo : tensor<2x4x8x16xf32>) {
+  ^bb0(%a: f32, %b: f32, %c: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %c, %m : f32
+    linalg.yield %s : f32
+  } -> tensor<2x4x8x16xf32>
+  return %o : tensor<2x4x8x16xf32>
+}
+
+// -----
+
+// nn.MultiheadAttention's export: the query divided by sqrt(d) before Q K^T
+// (a scale of the fused op), the scores times 1, the key padding mask
+// [B, H, T] added (mask [B, H, 1, T]), the reductions generics.
+// CHECK-LABEL: func.func @mha_scaled_query
+// CHECK-SAME: (%[[Q:.*]]: tensor<2x4x8x16xf32>, %{{.*}}: tensor<2x4x16x8xf32>, %[[V:.*]]: tensor<2x4x8x16xf32>, %[[PAD:.*]]: tensor<2x4x8xf32>)
+// CHECK: %[[M:.*]] = tensor.expand_shape %[[PAD]] {{\[\[}}0], [1], [2, 3]] output_shape [2, 4, 1, 8]
+// CHECK: autopar.attention ins(%[[Q]], %{{.*}}, %[[V]] mask %[[M]] : {{.*}}, tensor<2x4x1x8xf32>)
+// CHECK-SAME: {scale = 5.000000e-01 : f64}
+// CHECK-NOT: linalg.generic
+func.func @mha_scaled_query(%q: tensor<2x4x8x16xf32>, %k: tensor<2x4x16x8xf32>, %v: tensor<2x4x8x16xf32>, %pad: tensor<2x4x8xf32>) -> tensor<2x4x8x16xf32> {
+  %zero = arith.constant 0.0 : f32
+  %ninf = arith.constant 0xFF800000 : f32
+  %c2 = arith.constant dense<2.000000e+00> : tensor<f32>
+  %c1 = arith.constant dense<1.000000e+00> : tensor<f32>
+  %eq = tensor.empty() : tensor<2x4x8x16xf32>
+  %qs = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3) -> ()>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%q, %c2 : tensor<2x4x8x16xf32>, tensor<f32>) outs(%eq : tensor<2x4x8x16xf32>) {
+  ^bb0(%in: f32, %mk: f32, %o: f32):
+    %y = arith.divf %in, %mk : f32
+    linalg.yield %y : f32
+  } -> tensor<2x4x8x16xf32>
+  %es = tensor.empty() : tensor<2x4x8x8xf32>
+  %fs = linalg.fill ins(%zero : f32) outs(%es : tensor<2x4x8x8xf32>) -> tensor<2x4x8x8xf32>
+  %s0 = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d4)>, affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d4, d3)>, affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d3)>], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]} ins(%qs, %k : tensor<2x4x8x16xf32>, tensor<2x4x16x8xf32>) outs(%fs : tensor<2x4x8x8xf32>) {
+  ^bb0(%a: f32, %b: f32, %c: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %c, %m : f32
+    linalg.yield %s : f32
+  } -> tensor<2x4x8x8xf32>
+  %x0 = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3) -> ()>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%s0, %c1 : tensor<2x4x8x8xf32>, tensor<f32>) outs(%es : tensor<2x4x8x8xf32>) {
+  ^bb0(%in: f32, %mk: f32, %o: f32):
+    %y = arith.mulf %in, %mk : f32
+    linalg.yield %y : f32
+  } -> tensor<2x4x8x8xf32>
+  %x = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%x0, %pad : tensor<2x4x8x8xf32>, tensor<2x4x8xf32>) outs(%es : tensor<2x4x8x8xf32>) {
+  ^bb0(%in: f32, %mk: f32, %o: f32):
+    %y = arith.addf %in, %mk : f32
+    linalg.yield %y : f32
+  } -> tensor<2x4x8x8xf32>
+  %er = tensor.empty() : tensor<2x4x8xf32>
+  %fm = linalg.fill ins(%ninf : f32) outs(%er : tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  %fz = linalg.fill ins(%zero : f32) outs(%er : tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  %max = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%x : tensor<2x4x8x8xf32>) outs(%fm : tensor<2x4x8xf32>) {
+  ^bb0(%in: f32, %acc: f32):
+    %r = arith.maximumf %in, %acc : f32
+    linalg.yield %r : f32
+  } -> tensor<2x4x8xf32>
+  %ex = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%x, %max : tensor<2x4x8x8xf32>, tensor<2x4x8xf32>) outs(%es : tensor<2x4x8x8xf32>) {
+  ^bb0(%in: f32, %mx: f32, %o: f32):
+    %d = arith.subf %in, %mx : f32
+    %x1 = math.exp %d : f32
+    linalg.yield %x1 : f32
+  } -> tensor<2x4x8x8xf32>
+  %sum = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%ex : tensor<2x4x8x8xf32>) outs(%fz : tensor<2x4x8xf32>) {
+  ^bb0(%in: f32, %acc: f32):
+    %r = arith.addf %in, %acc : f32
+    linalg.yield %r : f32
+  } -> tensor<2x4x8xf32>
+  %p = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%ex, %sum : tensor<2x4x8x8xf32>, tensor<2x4x8xf32>) outs(%es : tensor<2x4x8x8xf32>) {
+  ^bb0(%in: f32, %sm: f32, %o: f32):
+    %d = arith.divf %in, %sm : f32
+    linalg.yield %d : f32
+  } -> tensor<2x4x8x8xf32>
+  %fo = linalg.fill ins(%zero : f32) outs(%eq : tensor<2x4x8x16xf32>) -> tensor<2x4x8x16xf32>
+  %o = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d4)>, affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d4, d3)>, affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d3)>], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]} ins(%p, %v : tensor<2x4x8x8xf32>, tensor<2x4x8x16xf32>) outs(%fo : tensor<2x4x8x16xf32>) {
+  ^bb0(%a: f32, %b: f32, %c: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %c, %m : f32
+    linalg.yield %s : f32
+  } -> tensor<2x4x8x16xf32>
+  return %o : tensor<2x4x8x16xf32>
+}
+
+// -----
+
+// The key repeated over the query heads, the value not: they do not share
+// heads alike, so the fused op reads the repeated key.
+// CHECK-LABEL: func.func @key_only_repeated
+// CHECK-SAME: (%[[Q:.*]]: tensor<2x4x8x16xf32>, %{{.*}}: tensor<2x2x8x16xf32>, %[[V:.*]]: tensor<2x4x8x16xf32>)
+// CHECK: %[[KR:.*]] = tensor.collapse_shape {{.*}} into tensor<2x4x8x16xf32>
+// CHECK: autopar.attention ins(%[[Q]], %[[KR]], %[[V]] : tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>)
+func.func @key_only_repeated(%q: tensor<2x4x8x16xf32>, %k: tensor<2x2x8x16xf32>, %v: tensor<2x4x8x16xf32>) -> tensor<2x4x8x16xf32> {
+  %zero = arith.constant 0.0 : f32
+  %ninf = arith.constant 0xFF800000 : f32
+  %eb = tensor.empty() : tensor<2x2x2x8x16xf32>
+  %kb = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d3, d4)>, affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d3, d4)>], iterator_types = ["parallel", "parallel", "parallel", "parallel", "parallel"]} ins(%k : tensor<2x2x8x16xf32>) outs(%eb : tensor<2x2x2x8x16xf32>) {
+  ^bb0(%in: f32, %o: f32):
+    linalg.yield %in : f32
+  } -> tensor<2x2x2x8x16xf32>
+  %kr = tensor.collapse_shape %kb [[0], [1, 2], [3], [4]] : tensor<2x2x2x8x16xf32> into tensor<2x4x8x16xf32>
+  %ekt = tensor.empty() : tensor<2x4x16x8xf32>
+  %kt = linalg.transpose ins(%kr : tensor<2x4x8x16xf32>) outs(%ekt : tensor<2x4x16x8xf32>) permutation = [0, 1, 3, 2]
+  %es = tensor.empty() : tensor<2x4x8x8xf32>
+  %fs = linalg.fill ins(%zero : f32) outs(%es : tensor<2x4x8x8xf32>) -> tensor<2x4x8x8xf32>
+  %s0 = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d4)>, affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d4, d3)>, affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d3)>], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]} ins(%q, %kt : tensor<2x4x8x16xf32>, tensor<2x4x16x8xf32>) outs(%fs : tensor<2x4x8x8xf32>) {
+  ^bb0(%a: f32, %b: f32, %c: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %c, %m : f32
+    linalg.yield %s : f32
+  } -> tensor<2x4x8x8xf32>
+  %er = tensor.empty() : tensor<2x4x8xf32>
+  %fm = linalg.fill ins(%ninf : f32) outs(%er : tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  %fz = linalg.fill ins(%zero : f32) outs(%er : tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  %max = linalg.reduce ins(%s0 : tensor<2x4x8x8xf32>) outs(%fm : tensor<2x4x8xf32>) dimensions = [3]
+    (%in: f32, %init: f32) {
+      %r = arith.maximumf %in, %init : f32
+      linalg.yield %r : f32
+    }
+  %ex = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%s0, %max : tensor<2x4x8x8xf32>, tensor<2x4x8xf32>) outs(%es : tensor<2x4x8x8xf32>) {
+  ^bb0(%in: f32, %mx: f32, %o: f32):
+    %d = arith.subf %in, %mx : f32
+    %x1 = math.exp %d : f32
+    linalg.yield %x1 : f32
+  } -> tensor<2x4x8x8xf32>
+  %sum = linalg.reduce ins(%ex : tensor<2x4x8x8xf32>) outs(%fz : tensor<2x4x8xf32>) dimensions = [3]
+    (%in: f32, %init: f32) {
+      %r = arith.addf %in, %init : f32
+      linalg.yield %r : f32
+    }
+  %p = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%ex, %sum : tensor<2x4x8x8xf32>, tensor<2x4x8xf32>) outs(%es : tensor<2x4x8x8xf32>) {
+  ^bb0(%in: f32, %sm: f32, %o: f32):
+    %d = arith.divf %in, %sm : f32
+    linalg.yield %d : f32
+  } -> tensor<2x4x8x8xf32>
+  %eo = tensor.empty() : tensor<2x4x8x16xf32>
+  %fo = linalg.fill ins(%zero : f32) outs(%eo : tensor<2x4x8x16xf32>) -> tensor<2x4x8x16xf32>
+  %o = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d4)>, affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d4, d3)>, affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d3)>], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]} ins(%p, %v : tensor<2x4x8x8xf32>, tensor<2x4x8x16xf32>) outs(%fo : tensor<2x4x8x16xf32>) {
+  ^bb0(%a: f32, %b: f32, %c: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %c, %m : f32
+    linalg.yield %s : f32
+  } -> tensor<2x4x8x16xf32>
+  return %o : tensor<2x4x8x16xf32>
+}
+
+// -----
+
+// Three batch dims (B, H1, H2) and a mask over B and H1 only: the fused op's
+// H would merge H1 and H2, over which the mask neither varies nor
+// broadcasts. Left as it is.
+// CHECK-LABEL: func.func @mask_splits_heads
+// CHECK-NOT: autopar.attention
+// CHECK: linalg.generic
+// CHECK: return
+func.func @mask_splits_heads(%q: tensor<2x2x2x8x16xf32>, %k: tensor<2x2x2x16x8xf32>, %v: tensor<2x2x2x8x16xf32>, %mask: tensor<2x2x8x8xf32>) -> tensor<2x2x2x8x16xf32> {
+  %zero = arith.constant 0.0 : f32
+  %ninf = arith.constant 0xFF800000 : f32
+  %es = tensor.empty() : tensor<2x2x2x8x8xf32>
+  %fs = linalg.fill ins(%zero : f32) outs(%es : tensor<2x2x2x8x8xf32>) -> tensor<2x2x2x8x8xf32>
+  %s0 = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d1, d2, d3, d5)>, affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d1, d2, d5, d4)>, affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d1, d2, d3, d4)>], iterator_types = ["parallel", "parallel", "parallel", "parallel", "parallel", "reduction"]} ins(%q, %k : tensor<2x2x2x8x16xf32>, tensor<2x2x2x16x8xf32>) outs(%fs : tensor<2x2x2x8x8xf32>) {
+  ^bb0(%a: f32, %b: f32, %c: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %c, %m : f32
+    linalg.yield %s : f32
+  } -> tensor<2x2x2x8x8xf32>
+  %x = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d3, d4)>, affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d3, d4)>, affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d3, d4)>], iterator_types = ["parallel", "parallel", "parallel", "parallel", "parallel"]} ins(%s0, %mask : tensor<2x2x2x8x8xf32>, tensor<2x2x8x8xf32>) outs(%es : tensor<2x2x2x8x8xf32>) {
+  ^bb0(%in: f32, %mk: f32, %o: f32):
+    %y = arith.addf %in, %mk : f32
+    linalg.yield %y : f32
+  } -> tensor<2x2x2x8x8xf32>
+  %er = tensor.empty() : tensor<2x2x2x8xf32>
+  %fm = linalg.fill ins(%ninf : f32) outs(%er : tensor<2x2x2x8xf32>) -> tensor<2x2x2x8xf32>
+  %fz = linalg.fill ins(%zero : f32) outs(%er : tensor<2x2x2x8xf32>) -> tensor<2x2x2x8xf32>
+  %max = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d3, d4)>, affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d3)>], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]} ins(%x : tensor<2x2x2x8x8xf32>) outs(%fm : tensor<2x2x2x8xf32>) {
+  ^bb0(%in: f32, %acc: f32):
+    %r = arith.maximumf %in, %acc : f32
+    linalg.yield %r : f32
+  } -> tensor<2x2x2x8xf32>
+  %ex = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d3, d4)>, affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d3, d4)>], iterator_types = ["parallel", "parallel", "parallel", "parallel", "parallel"]} ins(%x, %max : tensor<2x2x2x8x8xf32>, tensor<2x2x2x8xf32>) outs(%es : tensor<2x2x2x8x8xf32>) {
+  ^bb0(%in: f32, %mx: f32, %o: f32):
+    %d = arith.subf %in, %mx : f32
+    %x1 = math.exp %d : f32
+    linalg.yield %x1 : f32
+  } -> tensor<2x2x2x8x8xf32>
+  %sum = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d3, d4)>, affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d3)>], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]} ins(%ex : tensor<2x2x2x8x8xf32>) outs(%fz : tensor<2x2x2x8xf32>) {
+  ^bb0(%in: f32, %acc: f32):
+    %r = arith.addf %in, %acc : f32
+    linalg.yield %r : f32
+  } -> tensor<2x2x2x8xf32>
+  %p = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d3, d4)>, affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d3, d4)>], iterator_types = ["parallel", "parallel", "parallel", "parallel", "parallel"]} ins(%ex, %sum : tensor<2x2x2x8x8xf32>, tensor<2x2x2x8xf32>) outs(%es : tensor<2x2x2x8x8xf32>) {
+  ^bb0(%in: f32, %sm: f32, %o: f32):
+    %d = arith.divf %in, %sm : f32
+    linalg.yield %d : f32
+  } -> tensor<2x2x2x8x8xf32>
+  %eo = tensor.empty() : tensor<2x2x2x8x16xf32>
+  %fo = linalg.fill ins(%zero : f32) outs(%eo : tensor<2x2x2x8x16xf32>) -> tensor<2x2x2x8x16xf32>
+  %o = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d1, d2, d3, d5)>, affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d1, d2, d5, d4)>, affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d1, d2, d3, d4)>], iterator_types = ["parallel", "parallel", "parallel", "parallel", "parallel", "reduction"]} ins(%p, %v : tensor<2x2x2x8x8xf32>, tensor<2x2x2x8x16xf32>) outs(%fo : tensor<2x2x2x8x16xf32>) {
+  ^bb0(%a: f32, %b: f32, %c: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %c, %m : f32
+    linalg.yield %s : f32
+  } -> tensor<2x2x2x8x16xf32>
+  return %o : tensor<2x2x2x8x16xf32>
+}

@@ -13,6 +13,7 @@
 
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/IR/BuiltinAttributes.h"
+#include "llvm/ADT/DenseMap.h"
 
 #include <optional>
 
@@ -37,10 +38,30 @@ struct AttentionPattern {
   mlir::linalg::LinalgOp scores, output;
   /// The elementwise and softmax ops between them, users first.
   llvm::SmallVector<mlir::Operation *> interior;
-  /// The operands as the contractions read them, through these maps.
+  /// The operands as the contractions read them, through these maps (over
+  /// the loops of `scores`, and of `output` for the value). The query is
+  /// read unscaled (a constant scale of it or of the key is in `scale`).
+  /// Key and value may be read from before a repeat over the query heads
+  /// (grouped-query attention exported as Expand + Reshape or
+  /// repeat_interleave): then their maps read a batch loop `l` as
+  /// `l floordiv g` or not at all (`kvRepeat`).
   mlir::Value query, key, value;
   mlir::AffineMap queryMap, keyMap, valueMap;
+  /// The ops between those operands and the contractions (the scales, the
+  /// repeats looked through): the fused op does not need them, though they
+  /// may have other users.
+  llvm::SmallVector<mlir::Operation *> operandOps;
   unsigned batchDims = 0;
+  /// Per batch dim of the scores: 1 when key and value read it as it is,
+  /// g > 1 when g consecutive query heads share a key/value head
+  /// (`l floordiv g`), 0 when they do not read it (shared by all).
+  llvm::SmallVector<int64_t> kvRepeat;
+  /// The scores' batch dims in the fused op's order (those read as they are
+  /// first, then the one repeated, then the broadcast ones): the first
+  /// `outerBatch` (0 or 1) of them make its B, the others its H (a unit B
+  /// when 0).
+  llvm::SmallVector<unsigned> batchOrder;
+  unsigned outerBatch = 0;
   /// Loops of `scores`: batch..., i (queries), j (keys), d (head dim).
   llvm::SmallVector<unsigned> scoreBatch;
   unsigned i = 0, j = 0, d = 0;
@@ -72,7 +93,10 @@ matchAttentionPattern(mlir::Operation *output,
 /// j <= i and at most kAttentionMaskedBelow above. Its values come from a
 /// constant, or are computed at compile time when the mask is made only of
 /// constants, fills and index arithmetic (an exported Trilu and Where).
-bool isCausalMask(const AttentionPattern &pattern);
+/// `cache`, when given, keeps each evaluated mask's answer: a model's layers
+/// share one mask, evaluated once.
+bool isCausalMask(const AttentionPattern &pattern,
+                  llvm::DenseMap<mlir::Value, bool> *cache = nullptr);
 
 } // namespace autopar
 

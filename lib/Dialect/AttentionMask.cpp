@@ -1,0 +1,465 @@
+//===- AttentionMask.cpp - Causal masks known at compile time -------------===//
+//
+// isCausalMask (AttentionPattern.h): a mask's values come from a constant, or
+// from evaluating, at compile time, the generics that compute it from
+// constants, fills and index arithmetic alone (an exported Trilu and Where,
+// which the importer leaves as ops).
+//
+//===----------------------------------------------------------------------===//
+
+#include "autopar/Dialect/AttentionPattern.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/Matchers.h"
+
+#include <vector>
+
+using namespace mlir;
+using namespace autopar;
+
+namespace {
+
+/// Evaluates tensors computed from constants, fills and index arithmetic
+/// alone (a causal mask built from Trilu, Where and comparisons is such a
+/// tensor when the importer does not fold it), as doubles in row-major
+/// order. Results are cached per value: a model's layers share one mask.
+class ConstantTensorEvaluator {
+public:
+  explicit ConstantTensorEvaluator(int64_t maxElements)
+      : maxElements(maxElements) {}
+
+  const std::vector<double> *evaluate(Value v) {
+    auto it = cache.find(v);
+    if (it != cache.end())
+      return it->second ? &*it->second : nullptr;
+    std::optional<std::vector<double>> values = compute(v);
+    auto &slot = cache[v];
+    slot = std::move(values);
+    return slot ? &*slot : nullptr;
+  }
+
+private:
+  std::optional<std::vector<double>> compute(Value v) {
+    auto type = dyn_cast<RankedTensorType>(v.getType());
+    if (!type || !type.hasStaticShape() || type.getNumElements() > maxElements)
+      return std::nullopt;
+    Operation *def = v.getDefiningOp();
+    if (!def)
+      return std::nullopt;
+    DenseElementsAttr dense;
+    if (matchPattern(v, m_Constant(&dense)))
+      return fromAttr(dense);
+    if (auto fill = dyn_cast<linalg::FillOp>(def)) {
+      std::optional<double> c = scalar(fill.getInputs()[0]);
+      if (!c)
+        return std::nullopt;
+      return std::vector<double>(type.getNumElements(), *c);
+    }
+    if (isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp>(def)) {
+      const std::vector<double> *src = evaluate(def->getOperand(0));
+      return src ? std::optional(*src) : std::nullopt;
+    }
+    if (auto generic = dyn_cast<linalg::GenericOp>(def))
+      return evaluateGeneric(generic, type);
+    return std::nullopt;
+  }
+
+  static std::optional<std::vector<double>> fromAttr(DenseElementsAttr attr) {
+    std::vector<double> values;
+    values.reserve(attr.getNumElements());
+    Type e = attr.getElementType();
+    if (isa<FloatType>(e)) {
+      for (APFloat f : attr.getValues<APFloat>())
+        values.push_back(f.convertToDouble());
+    } else if (e.isInteger(1)) {
+      for (bool b : attr.getValues<bool>())
+        values.push_back(b);
+    } else if (isa<IntegerType, IndexType>(e)) {
+      for (APInt i : attr.getValues<APInt>())
+        values.push_back(double(i.getSExtValue()));
+    } else {
+      return std::nullopt;
+    }
+    return values;
+  }
+
+  /// A scalar constant (float, integer, index or i1).
+  static std::optional<double> scalar(Value v) {
+    Attribute attr;
+    if (!matchPattern(v, m_Constant(&attr)))
+      return std::nullopt;
+    if (auto f = dyn_cast<FloatAttr>(attr))
+      return f.getValueAsDouble();
+    if (auto i = dyn_cast<IntegerAttr>(attr))
+      return i.getType().isInteger(1) ? double(i.getValue().getBoolValue())
+                                      : double(i.getInt());
+    if (auto d = dyn_cast<DenseElementsAttr>(attr); d && d.isSplat()) {
+      std::optional<std::vector<double>> values = fromAttr(d);
+      if (values && !values->empty())
+        return values->front();
+    }
+    return std::nullopt;
+  }
+
+  /// One body op, compiled: what it computes from which slots.
+  /// What an instruction computes, decided once per op rather than per
+  /// point (a mask at sequence 4096 is 16M points).
+  enum class Kind {
+    Index,
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Neg,
+    Max,
+    Min,
+    Select,
+    Less,
+    LessEqual,
+    Greater,
+    GreaterEqual,
+    Equal,
+    NotEqual,
+    True,
+    False,
+    UnsignedCompare,
+    Copy
+  };
+
+  struct Instruction {
+    Operation *op;
+    SmallVector<int> operands;
+    Kind kind = Kind::Copy;
+    int result = 0;
+    int64_t dim = 0; ///< linalg.index's dim
+  };
+
+  /// A comparison's kind: orderedness does not matter (no NaN in a mask).
+  static Kind compareKind(Operation *op) {
+    if (auto cmp = dyn_cast<arith::CmpFOp>(op)) {
+      using P = arith::CmpFPredicate;
+      switch (cmp.getPredicate()) {
+      case P::OEQ:
+      case P::UEQ:
+        return Kind::Equal;
+      case P::ONE:
+      case P::UNE:
+        return Kind::NotEqual;
+      case P::OLT:
+      case P::ULT:
+        return Kind::Less;
+      case P::OLE:
+      case P::ULE:
+        return Kind::LessEqual;
+      case P::OGT:
+      case P::UGT:
+        return Kind::Greater;
+      case P::OGE:
+      case P::UGE:
+        return Kind::GreaterEqual;
+      case P::AlwaysTrue:
+        return Kind::True;
+      default:
+        return Kind::False;
+      }
+    }
+    using P = arith::CmpIPredicate;
+    switch (cast<arith::CmpIOp>(op).getPredicate()) {
+    case P::eq:
+      return Kind::Equal;
+    case P::ne:
+      return Kind::NotEqual;
+    case P::slt:
+      return Kind::Less;
+    case P::sle:
+      return Kind::LessEqual;
+    case P::sgt:
+      return Kind::Greater;
+    case P::sge:
+      return Kind::GreaterEqual;
+    default:
+      return Kind::UnsignedCompare;
+    }
+  }
+
+  static Kind kindOf(Operation *op) {
+    if (isa<linalg::IndexOp>(op))
+      return Kind::Index;
+    if (isa<arith::AddFOp, arith::AddIOp>(op))
+      return Kind::Add;
+    if (isa<arith::SubFOp, arith::SubIOp>(op))
+      return Kind::Sub;
+    if (isa<arith::MulFOp, arith::MulIOp>(op))
+      return Kind::Mul;
+    if (isa<arith::DivFOp>(op))
+      return Kind::Div;
+    if (isa<arith::NegFOp>(op))
+      return Kind::Neg;
+    if (isa<arith::MaximumFOp>(op))
+      return Kind::Max;
+    if (isa<arith::MinimumFOp>(op))
+      return Kind::Min;
+    if (isa<arith::SelectOp>(op))
+      return Kind::Select;
+    if (isa<arith::CmpFOp, arith::CmpIOp>(op))
+      return compareKind(op);
+    return Kind::Copy; // Conversions keep the value (masks are 0, 1, -big).
+  }
+
+  std::optional<std::vector<double>> evaluateGeneric(linalg::GenericOp g,
+                                                     RankedTensorType type) {
+    if (g.getNumDpsInits() != 1 || g.getNumParallelLoops() != g.getNumLoops() ||
+        !g.getIndexingMapsArray().back().isIdentity())
+      return std::nullopt;
+    Block *body = g.getBody();
+    if (!body->getArgument(body->getNumArguments() - 1).use_empty())
+      return std::nullopt; // Reads its init.
+    // Inputs, evaluated, with their maps' results (dims or constants).
+    SmallVector<const std::vector<double> *> inputs;
+    SmallVector<SmallVector<int64_t>> strides;
+    for (auto [k, in] : llvm::enumerate(g.getDpsInputs())) {
+      const std::vector<double> *values = evaluate(in);
+      auto inType = dyn_cast<RankedTensorType>(in.getType());
+      if (!values || !inType)
+        return std::nullopt;
+      inputs.push_back(values);
+      // The input's row-major stride per loop (0 for broadcast loops).
+      SmallVector<int64_t> perLoop(g.getNumLoops(), 0);
+      AffineMap map = g.getIndexingMapsArray()[k];
+      int64_t stride = 1;
+      for (int64_t r = int64_t(map.getNumResults()) - 1; r >= 0; --r) {
+        AffineExpr e = map.getResult(r);
+        if (auto d = dyn_cast<AffineDimExpr>(e))
+          perLoop[d.getPosition()] += stride;
+        else if (auto c = dyn_cast<AffineConstantExpr>(e);
+                 !c || c.getValue() != 0)
+          return std::nullopt;
+        stride *= inType.getDimSize(r);
+      }
+      strides.push_back(perLoop);
+    }
+    // Slots: the block's input arguments, then one per body op; values
+    // defined above the body are constants folded into their slot.
+    llvm::DenseMap<Value, int> slotOf;
+    SmallVector<double> constants; // Slot values that never change.
+    int numInputs = g.getNumDpsInputs();
+    for (int k = 0; k < numInputs; ++k)
+      slotOf[body->getArgument(k)] = k;
+    int next = numInputs;
+    SmallVector<Instruction> program;
+    SmallVector<std::pair<int, double>> constantSlots;
+    auto slotFor = [&](Value operand) -> std::optional<int> {
+      if (auto it = slotOf.find(operand); it != slotOf.end())
+        return it->second;
+      std::optional<double> c = scalar(operand);
+      if (!c)
+        return std::nullopt;
+      constantSlots.push_back({next, *c});
+      slotOf[operand] = next;
+      return next++;
+    };
+    for (Operation &op : body->without_terminator()) {
+      if (!isa<arith::ConstantOp, linalg::IndexOp, arith::AddFOp, arith::SubFOp,
+               arith::MulFOp, arith::DivFOp, arith::NegFOp, arith::MaximumFOp,
+               arith::MinimumFOp, arith::AddIOp, arith::SubIOp, arith::MulIOp,
+               arith::CmpFOp, arith::CmpIOp, arith::SelectOp, arith::ExtFOp,
+               arith::TruncFOp, arith::SIToFPOp, arith::UIToFPOp,
+               arith::IndexCastOp, arith::ExtUIOp, arith::ExtSIOp>(op) ||
+          op.getNumResults() != 1)
+        return std::nullopt;
+      Instruction inst{&op, {}};
+      if (!isa<arith::ConstantOp>(op))
+        for (Value operand : op.getOperands()) {
+          std::optional<int> slot = slotFor(operand);
+          if (!slot)
+            return std::nullopt;
+          inst.operands.push_back(*slot);
+        }
+      if (auto c = dyn_cast<arith::ConstantOp>(op)) {
+        std::optional<double> value = scalar(c.getResult());
+        if (!value)
+          return std::nullopt;
+        constantSlots.push_back({next, *value});
+        slotOf[op.getResult(0)] = next++;
+        continue;
+      }
+      inst.kind = kindOf(&op);
+      if (auto idx = dyn_cast<linalg::IndexOp>(op))
+        inst.dim = idx.getDim();
+      inst.result = next;
+      slotOf[op.getResult(0)] = next++;
+      program.push_back(inst);
+    }
+    std::optional<int> yielded = slotFor(body->getTerminator()->getOperand(0));
+    if (!yielded)
+      return std::nullopt;
+    // One instruction at a time over a whole row (the innermost dim): the
+    // loops vectorise and the dispatch is paid once per row.
+    ArrayRef<int64_t> shape = type.getShape();
+    int64_t rank = shape.size(), n = type.getNumElements();
+    int64_t row = rank ? shape.back() : 1;
+    std::vector<std::vector<double>> slots(next, std::vector<double>(row));
+    for (auto [slot, value] : constantSlots)
+      std::fill(slots[slot].begin(), slots[slot].end(), value);
+    std::vector<double> out(n);
+    SmallVector<int64_t> index(rank, 0);
+    SmallVector<int64_t> offsets(numInputs, 0);
+    for (int64_t p = 0; p < n; p += row) {
+      for (int k = 0; k < numInputs; ++k) {
+        int64_t stride = rank ? strides[k][rank - 1] : 0;
+        const std::vector<double> &src = *inputs[k];
+        for (int64_t c = 0; c < row; ++c)
+          slots[k][c] = src[offsets[k] + c * stride];
+      }
+      for (const Instruction &inst : program) {
+        double *r = slots[inst.result].data();
+        const double *a =
+            inst.operands.size() > 0 ? slots[inst.operands[0]].data() : nullptr;
+        const double *b =
+            inst.operands.size() > 1 ? slots[inst.operands[1]].data() : nullptr;
+        const double *c3 =
+            inst.operands.size() > 2 ? slots[inst.operands[2]].data() : nullptr;
+        for (int64_t c = 0; c < row; ++c) {
+          switch (inst.kind) {
+          case Kind::Index:
+            r[c] = inst.dim == rank - 1 ? double(c) : double(index[inst.dim]);
+            break;
+          case Kind::Add:
+            r[c] = a[c] + b[c];
+            break;
+          case Kind::Sub:
+            r[c] = a[c] - b[c];
+            break;
+          case Kind::Mul:
+            r[c] = a[c] * b[c];
+            break;
+          case Kind::Div:
+            r[c] = a[c] / b[c];
+            break;
+          case Kind::Neg:
+            r[c] = -a[c];
+            break;
+          case Kind::Max:
+            r[c] = std::max(a[c], b[c]);
+            break;
+          case Kind::Min:
+            r[c] = std::min(a[c], b[c]);
+            break;
+          case Kind::Select:
+            r[c] = a[c] != 0 ? b[c] : c3[c];
+            break;
+          case Kind::Less:
+            r[c] = a[c] < b[c];
+            break;
+          case Kind::LessEqual:
+            r[c] = a[c] <= b[c];
+            break;
+          case Kind::Greater:
+            r[c] = a[c] > b[c];
+            break;
+          case Kind::GreaterEqual:
+            r[c] = a[c] >= b[c];
+            break;
+          case Kind::Equal:
+            r[c] = a[c] == b[c];
+            break;
+          case Kind::NotEqual:
+            r[c] = a[c] != b[c];
+            break;
+          case Kind::True:
+            r[c] = 1;
+            break;
+          case Kind::False:
+            r[c] = 0;
+            break;
+          case Kind::UnsignedCompare:
+            r[c] = arith::applyCmpPredicate(
+                cast<arith::CmpIOp>(inst.op).getPredicate(),
+                APInt(64, int64_t(a[c]), /*isSigned=*/true),
+                APInt(64, int64_t(b[c]), /*isSigned=*/true));
+            break;
+          case Kind::Copy:
+            r[c] = a[c];
+            break;
+          }
+        }
+      }
+      std::copy(slots[*yielded].begin(), slots[*yielded].end(),
+                out.begin() + p);
+      // Next row, row-major, and the inputs' offsets with it.
+      for (int64_t d = rank - 2; d >= 0; --d) {
+        for (int k = 0; k < numInputs; ++k)
+          offsets[k] += strides[k][d];
+        if (++index[d] < shape[d])
+          break;
+        for (int k = 0; k < numInputs; ++k)
+          offsets[k] -= strides[k][d] * shape[d];
+        index[d] = 0;
+      }
+    }
+    return out;
+  }
+
+  int64_t maxElements;
+  llvm::DenseMap<Value, std::optional<std::vector<double>>> cache;
+};
+
+} // namespace
+
+bool autopar::isCausalMask(const AttentionPattern &m,
+                           llvm::DenseMap<Value, bool> *cache) {
+  // Only a mask over (i, j): every other dim of it a unit broadcast.
+  if (!m.mask)
+    return false;
+  SmallVector<unsigned> scoreLoops(m.scoreBatch);
+  scoreLoops.append({m.i, m.j});
+  unsigned iDim = scoreLoops.size() - 2, jDim = scoreLoops.size() - 1;
+  auto maskType = cast<RankedTensorType>(m.mask.getType());
+  SmallVector<unsigned> dims;
+  for (auto [r, e] : llvm::enumerate(m.maskMap.getResults())) {
+    if (auto d = dyn_cast<AffineDimExpr>(e)) {
+      dims.push_back(d.getPosition());
+      continue;
+    }
+    if (maskType.getDimSize(r) != 1)
+      return false;
+  }
+  if (dims != SmallVector<unsigned>{iDim, jDim})
+    return false;
+  auto scoreType = cast<RankedTensorType>(m.scores->getResult(0).getType());
+  int64_t rows = scoreType.getDimSize(scoreType.getRank() - 2);
+  int64_t cols = scoreType.getShape().back();
+  std::vector<double> values;
+  if (m.maskConstant) {
+    for (APFloat f : m.maskConstant.getValues<APFloat>())
+      values.push_back(f.convertToDouble());
+  } else {
+    Value source = m.maskCondition ? m.maskCondition : m.mask;
+    if (cache)
+      if (auto it = cache->find(source); it != cache->end())
+        return it->second;
+    // Big enough for sequence 8192; a mask computed from weights or inputs
+    // does not evaluate.
+    ConstantTensorEvaluator evaluator(int64_t(1) << 26);
+    const std::vector<double> *computed = evaluator.evaluate(source);
+    if (!computed) {
+      if (cache)
+        (*cache)[source] = false;
+      return false;
+    }
+    values = *computed;
+    if (m.maskCondition)
+      for (double &v : values)
+        v = (v != 0) == m.maskedWhenTrue ? m.maskFill : 0.0;
+  }
+  bool causal = int64_t(values.size()) == rows * cols;
+  for (int64_t r = 0; causal && r < rows; ++r)
+    for (int64_t c = 0; causal && c < cols; ++c) {
+      double v = values[r * cols + c];
+      causal = c <= r ? v == 0.0 : v <= kAttentionMaskedBelow;
+    }
+  if (cache && !m.maskConstant)
+    (*cache)[m.maskCondition ? m.maskCondition : m.mask] = causal;
+  return causal;
+}
