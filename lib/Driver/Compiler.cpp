@@ -191,6 +191,7 @@ int CompileFlow::validateRequest() {
   request = std::move(*built);
   const ClusterSpec &cluster = request.cluster;
   request.modelName = llvm::sys::path::filename(o.modelPath).str();
+  request.fusedAttention = o.fuseAttention;
   // Code generation exists for inference and one-rank training, on CPU ranks
   // and NVIDIA GPUs; planning works for every request (--plan-only).
   gpu = !cluster.isLocalCpu();

@@ -53,6 +53,17 @@ constexpr EfficiencyCurve kCpuCurve = {
     "assumption, calibrate with bench/gpu/gemm_sweep.py --device cpu "
     "(docs/cost-model.md)"};
 
+/// FlashAttention-class kernels on tensor cores, PUBLISHED: FlashAttention-2
+/// (Dao 2023) reaches 50-73% of an A100's peak forward, rising with the
+/// sequence (hdim 128: ~0.54 at 512 keys, ~0.73 at 16k); FlashAttention-3
+/// (Shah et al. 2024) 75% of an H100's forward in bf16. Modelled as
+/// max * keys / (keys + halfKeys). autopar's own kernels measured 11-17% on
+/// an H200 (bench/RESULTS.md): the model prices the kernel class the plans
+/// are compared with (Megatron-LM's published runs use it), not today's
+/// autopar kernel.
+constexpr double kAttentionMax = 0.75;
+constexpr double kAttentionHalfKeys = 192;
+
 /// Dense peak in FLOP/s for `p`. A precision the device lacks (0 in its
 /// spec: bf16 on a V100, on most CPUs) falls back to fp32, which every device
 /// has: data is converted and the arithmetic runs in fp32.
@@ -80,6 +91,16 @@ double autopar::gemmEfficiency(const DeviceSpec &device, double minDim,
   return curve.gemmMax * minDim / (minDim + curve.gemmHalfDim);
 }
 
+double autopar::attentionEfficiency(const DeviceSpec &device, double keys,
+                                    Precision p) {
+  // On CPUs and without tensor cores the kernel's tile products run like a
+  // GEMM's inner loops.
+  if (device.isCpu() || p == Precision::FP32 || device.peakFlops(p) <= 0)
+    return efficiencyCurve(device, p).gemmMax;
+  keys = std::max(1.0, keys);
+  return kAttentionMax * keys / (keys + kAttentionHalfKeys);
+}
+
 ComputeCost autopar::computeTime(const ClusterSpec &cluster, Precision p,
                                  ComputeKind kind, double flops, double bytes,
                                  double minDim) {
@@ -104,6 +125,10 @@ ComputeCost autopar::computeTime(const ClusterSpec &cluster, Precision p,
   if (kind == ComputeKind::Gemm) {
     computeEff = gemmEfficiency(device, minDim, p);
     peak = peakFor(device, p);
+  } else if (kind == ComputeKind::Attention) {
+    // The CPU kernel runs on one thread, like the generated loops.
+    computeEff = attentionEfficiency(device, minDim, p);
+    peak = peakFor(device, p) * share;
   } else {
     peak = peakFor(device, Precision::FP32) * share;
   }

@@ -12,6 +12,7 @@
 #include "PlannerImpl.h"
 #include "autopar/Planner/ReshapeSplits.h"
 
+#include "autopar/Dialect/AttentionPattern.h"
 #include "autopar/Dialect/Attributes.h"
 #include "autopar/Dialect/AutoparOps.h"
 #include "autopar/Dialect/EmbeddingLookup.h"
@@ -21,6 +22,7 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "llvm/ADT/Hashing.h"
+#include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/ADT/StringSet.h"
 
 using namespace mlir;
@@ -235,7 +237,78 @@ fuseElementwiseProducers(Operation &op, PlanOp &consumer,
   }
 }
 
-FailureOr<ProgramGraph> buildProgramGraph(func::FuncOp main) {
+/// Attention the backends fuse (autopar-fuse-attention) runs as one
+/// FlashAttention kernel: the output product carries the whole kernel (both
+/// products' FLOPs, halved under a causal mask whose tiles it skips; reads
+/// of Q, K (by the score product's entry), V, and the mask unless causal; a
+/// write of the output), priced as ComputeKind::Attention with its backward
+/// at kAttentionBackwardTime; the scores, the softmax's pieces and the
+/// probabilities are neither written nor saved for the backward. The
+/// model's FLOPs (graph.forwardFlops, MFU's numerator) are unchanged.
+static void
+priceFusedAttention(func::FuncOp main,
+                    const llvm::DenseMap<Operation *, size_t> &index,
+                    std::vector<PlanOp> &ops) {
+  auto planOp = [&](Operation *op) -> PlanOp * {
+    auto it = index.find(op);
+    return it == index.end() ? nullptr : &ops[it->second];
+  };
+  llvm::DenseMap<Value, bool> causalMasks;
+  main.walk([&](linalg::LinalgOp op) {
+    std::optional<AttentionPattern> m = matchAttentionPattern(op);
+    if (!m)
+      return;
+    PlanOp *scores = planOp(m->scores), *output = planOp(m->output);
+    if (!scores || !output)
+      return;
+    bool causal = isCausalMask(*m, &causalMasks);
+    double flops = scores->cost.flops + output->cost.flops;
+    auto scoreType = cast<RankedTensorType>(m->scores->getResult(0).getType());
+    output->cost.flops = causal ? flops / 2 : flops;
+    output->cost.kind = ComputeKind::Attention;
+    output->cost.minDim = double(scoreType.getShape().back());
+    output->unreadOperands |= 1; // the probabilities
+    output->backwardFactor = kAttentionBackwardTime;
+    scores->cost.flops = 0; // its reads of Q and K stay
+    scores->resultFused = true;
+    scores->savesNothing = true;
+    scores->backwardFactor = 0;
+    for (Operation *piece : m->interior) {
+      PlanOp *p = planOp(piece);
+      if (!p)
+        continue;
+      p->cost.flops = 0;
+      p->resultFused = true;
+      p->savesNothing = true;
+      p->backwardFactor = 0;
+      // Reads nothing from memory but the mask, which a causal kernel skips.
+      uint64_t keep = 0;
+      if (!causal && m->mask)
+        for (auto [k, operand] : llvm::enumerate(piece->getOperands()))
+          if (operand == m->mask && k < 64)
+            keep |= uint64_t(1) << k;
+      p->unreadOperands = ~keep;
+    }
+    // The scales and key/value repeats the kernel does not need (it scales
+    // in registers and reads a key/value head per group of query heads) are
+    // gone from the fused program when only the pattern read them.
+    llvm::SmallPtrSet<Operation *, 16> pattern(m->interior.begin(),
+                                               m->interior.end());
+    pattern.insert(m->scores);
+    pattern.insert(m->output);
+    pattern.insert(m->operandOps.begin(), m->operandOps.end());
+    for (Operation *piece : m->operandOps) {
+      PlanOp *p = planOp(piece);
+      if (p && llvm::all_of(piece->getUsers(), [&](Operation *user) {
+            return pattern.contains(user);
+          }))
+        p->free = true;
+    }
+  });
+}
+
+FailureOr<ProgramGraph> buildProgramGraph(func::FuncOp main,
+                                          bool fusedAttention) {
   ProgramGraph graph;
   auto newValue = [&](Value v) {
     ValueInfo info;
@@ -368,6 +441,9 @@ FailureOr<ProgramGraph> buildProgramGraph(func::FuncOp main) {
     graph.forwardFlops += planOp.cost.flops;
     graph.ops.push_back(std::move(planOp));
   }
+
+  if (fusedAttention)
+    priceFusedAttention(main, opIndex, graph.ops);
 
   // Segments: cut after an op when its result is the only live activation.
   int64_t start = 0;

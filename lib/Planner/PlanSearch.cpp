@@ -889,7 +889,7 @@ llvm::Expected<PlanResult> Search::run() {
 llvm::Expected<PlanResult> planProgram(func::FuncOp main,
                                        const PlanRequest &request) {
   auto start = std::chrono::steady_clock::now();
-  auto graph = plan::buildProgramGraph(main);
+  auto graph = plan::buildProgramGraph(main, request.fusedAttention);
   if (failed(graph))
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    "cannot analyse the program for planning");

@@ -373,7 +373,7 @@ SegmentCost evaluateSegment(const ProgramGraph &graph, const Segment &segment,
     double fwd = opComputeSeconds(graph, op, option, tp, ctx);
     result.forwardCompute += fwd;
     if (training) {
-      result.backwardCompute += 2 * fwd;
+      result.backwardCompute += op.backwardFactor * fwd;
       result.recomputeCompute[int(Recompute::Full)] += fwd;
       if (!op.isContraction)
         result.recomputeCompute[int(Recompute::Selective)] += fwd;
@@ -431,7 +431,7 @@ SegmentCost evaluateSegment(const ProgramGraph &graph, const Segment &segment,
       const ValueInfo &v = graph.values[op.result];
       double bytes = ctx.bytes(v) / (isSplit(option.result) ? tp : 1);
       maxValueBytes = std::max(maxValueBytes, bytes);
-      if (v.isActivation && !op.free) {
+      if (v.isActivation && !op.free && !op.savesNothing) {
         result.savedActivationBytes[int(Recompute::None)] += bytes;
         if (op.isContraction)
           result.savedActivationBytes[int(Recompute::Selective)] += bytes;

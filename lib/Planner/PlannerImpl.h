@@ -118,6 +118,12 @@ struct PlanOp {
   /// result of a producer fused into it, an init its body ignores (the
   /// `tensor.empty` of an elementwise op).
   uint64_t unreadOperands = 0;
+  /// A piece of a fused attention (docs/design/attention.md) whose result
+  /// lives only in the kernel's registers: nothing of it is saved for the
+  /// backward, whatever the recomputation.
+  bool savesNothing = false;
+  /// The backward's compute time over the forward's.
+  double backwardFactor = 2;
 };
 
 /// Calls of each collective and the sum of their sizes (bytes, as the
@@ -189,7 +195,10 @@ struct ProgramGraph {
 };
 
 /// Builds the graph, the ops' sharding options and the segments of `main`.
-llvm::FailureOr<ProgramGraph> buildProgramGraph(mlir::func::FuncOp main);
+/// With `fusedAttention`, attention the backends fuse is priced as one
+/// FlashAttention kernel (PlanGraph.cpp, priceFusedAttention).
+llvm::FailureOr<ProgramGraph> buildProgramGraph(mlir::func::FuncOp main,
+                                                bool fusedAttention = true);
 
 /// Cost of one segment for a given tp degree and micro-batch.
 struct SegmentCost {

@@ -9,6 +9,7 @@
 
 #include "autopar/Planner/Planner.h"
 #include "autopar/Import/OnnxImporter.h"
+#include "autopar/Planner/CostModel.h"
 #include "autopar/Transforms/ShardingModels.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -142,6 +143,103 @@ TEST_F(PlannerTest, TheChoiceIsNeverSlowerThanARunnerUp) {
     EXPECT_GE(other.stepSeconds, result->best.stepSeconds);
     EXPECT_FALSE(other.whyNot.empty());
   }
+}
+
+//===----------------------------------------------------------------------===//
+// Fused attention (docs/design/attention.md)
+//===----------------------------------------------------------------------===//
+
+// softmax(Q K^T / 8 + M) V over [1, 8, 512, 64], the mask built as exporters
+// build it: Where(Trilu(ones), 0, -1e9) with the lower triangle kept (the
+// causal mask) or the upper (not causal). A parameter W (Q = X * W) makes
+// it a trainable model.
+std::string attentionText(bool causal) {
+  return std::string("<ir_version: 8, opset_import: [\"\" : 17]>\n"
+                     "g (float[1, 8, 512, 64] X, float[1, 8, 512, 64] K, "
+                     "float[1, 8, 512, 64] V) => (float[1, 8, 512, 64] Y)\n"
+                     "  <float[1] W = {0.5}> {\n"
+                     "  shape = Constant <value = int64[2] {512, 512}> ()\n"
+                     "  ones = ConstantOfShape <value = float[1] {1}> (shape)\n"
+                     "  tri = Trilu <upper = ") +
+         (causal ? "0" : "1") +
+         "> (ones)\n"
+         "  keep = Cast <to = 9> (tri)\n"
+         "  zero = Constant <value = float {0}> ()\n"
+         "  neg = Constant <value = float {-1e9}> ()\n"
+         "  M = Where (keep, zero, neg)\n"
+         "  D = Constant <value = float {8}> ()\n"
+         "  Q = Mul(X, W)\n"
+         "  KT = Transpose<perm = [0, 1, 3, 2]>(K)\n"
+         "  S = MatMul(Q, KT)\n"
+         "  T = Div(S, D)\n"
+         "  A = Add(T, M)\n"
+         "  P = Softmax<axis = -1>(A)\n"
+         "  Y = MatMul(P, V)\n"
+         "}\n";
+}
+
+class FusedAttentionPlanTest : public ::testing::Test {
+protected:
+  FusedAttentionPlanTest() {
+    mlir::DialectRegistry registry;
+    registerShardingModels(registry);
+    mlir::registerAllDialects(registry);
+    context.appendDialectRegistry(registry);
+  }
+
+  PlanCandidate plan(bool causal, std::string cluster = "dgx-h100:1") {
+    module = importOnnxBuffer(&context, attentionText(causal), "attn.onnxtxt",
+                              /*isText=*/true, ImportOptions());
+    EXPECT_TRUE(module);
+    PlanFlags flags;
+    flags.cluster = cluster;
+    flags.mode = "train";
+    flags.precision = "bf16";
+    flags.recompute = "none";
+    auto request = buildPlanRequest(flags);
+    EXPECT_TRUE(bool(request)) << llvm::toString(request.takeError());
+    auto result =
+        planProgram(module->lookupSymbol<mlir::func::FuncOp>("main"), *request);
+    EXPECT_TRUE(bool(result)) << llvm::toString(result.takeError());
+    return result->best;
+  }
+
+  mlir::MLIRContext context;
+  mlir::OwningOpRef<mlir::ModuleOp> module;
+};
+
+// The fused kernel keeps no S x S tensor for the backward: one is
+// 8 * 512 * 512 bf16 = 4 MiB; the saved activations are the O(S) tensors
+// (Q, the output), well under one.
+TEST_F(FusedAttentionPlanTest, NoScoresAreSavedForTheBackward) {
+  PlanCandidate best = plan(/*causal=*/true);
+  double scores = 8.0 * 512 * 512 * 2;
+  EXPECT_GT(best.memory.activations, 0);
+  EXPECT_LT(best.memory.activations, scores);
+}
+
+// A causal mask lets the kernel skip the tiles above the diagonal: half the
+// FLOPs of any other mask, so a compute-bound step takes less time.
+TEST_F(FusedAttentionPlanTest, CausalMasksHalveTheKernel) {
+  double causal = plan(/*causal=*/true).time.compute;
+  double other = plan(/*causal=*/false).time.compute;
+  EXPECT_LT(causal, 0.75 * other);
+  EXPECT_GT(causal, 0.4 * other);
+}
+
+// attentionEfficiency is FlashAttention's published curve on tensor cores,
+// and the GEMM plateau on CPUs.
+TEST(AttentionEfficiency, FollowsThePublishedKernels) {
+  DeviceSpec h100;
+  h100.name = "h100";
+  h100.peakTflopsBf16 = 989.4;
+  h100.peakTflopsFp32 = 66.9;
+  h100.memoryGBytesPerS = 3350;
+  h100.arch = "sm_90";
+  EXPECT_NEAR(attentionEfficiency(h100, 1e9, Precision::BF16), 0.75, 1e-6);
+  EXPECT_NEAR(attentionEfficiency(h100, 192, Precision::BF16), 0.375, 1e-9);
+  EXPECT_LT(attentionEfficiency(h100, 512, Precision::BF16),
+            attentionEfficiency(h100, 4096, Precision::BF16));
 }
 
 } // namespace

@@ -35,7 +35,21 @@ namespace autopar {
 enum class ComputeKind {
   Gemm,        ///< contractions (matmul, convolution): tensor cores / BLAS
   Elementwise, ///< memory-bound kernels: elementwise, reductions, copies
+  /// Fused attention (FlashAttention): both products and the softmax in one
+  /// kernel, priced at the published kernels' fraction of peak; `minDim` is
+  /// the key length, which short sequences leave short of work.
+  Attention,
 };
+
+/// The fraction of the dense peak a FlashAttention-class kernel reaches for
+/// `keys` keys per query (the forward; its backward is priced at
+/// kAttentionBackwardTime times the forward's time).
+double attentionEfficiency(const DeviceSpec &device, double keys, Precision p);
+
+/// Time of an attention backward over its forward's time: 2.5x the FLOPs
+/// (five products against two, P recomputed) at about 0.8x the forward's
+/// efficiency (FlashAttention-2, Dao 2023, Fig. 6-7).
+constexpr double kAttentionBackwardTime = 2.5 / 0.8;
 
 struct ComputeCost {
   double seconds = 0;

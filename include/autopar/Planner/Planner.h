@@ -58,6 +58,9 @@ struct PlanRequest {
   std::string modelName;
   /// How many runner-up plans to report.
   int maxAlternatives = 4;
+  /// Attention runs as fused FlashAttention kernels (autopar-compile's
+  /// --fuse-attention): priced as one kernel, no S x S activation.
+  bool fusedAttention = true;
 };
 
 struct MemoryBreakdown {
