@@ -107,7 +107,20 @@ def scaled_shape_flags(model, multiple):
     return flags
 
 
-def check_artifact(artifact, arch, readelf, log):
+def cuda_library_symbols(build_dir):
+    """The `_mlir_ciface_autopar_cuda_*` entry points libautopar_cuda.so exports, or
+    None when the build has no CUDA runtime library."""
+    lib = os.path.join(os.path.abspath(build_dir), "lib", "libautopar_cuda.so")
+    if not os.path.exists(lib):
+        return None
+    r = tools.run_cmd(["nm", "-D", "--defined-only", lib], timeout=60)
+    if not r.ok:
+        return None
+    return {line.split()[-1] for line in r.stdout.splitlines()
+            if "_mlir_ciface_autopar_cuda_" in line}
+
+
+def check_artifact(artifact, arch, readelf, log, cuda_symbols=None):
     """Returns a list of problems with a GPU artifact (empty when it is fine)."""
     problems = []
     with open(os.path.join(artifact, "manifest.json")) as f:
@@ -142,6 +155,11 @@ def check_artifact(artifact, arch, readelf, log):
     else:
         names = [l.split()[-1] for l in r.stdout.splitlines() if l.strip()]
         bad = [n for n in names if not ALLOWED_UNDEFINED.match(n)]
+        # The kernels it calls (GEMMs, fused attention) must be the library's: a name
+        # the compiler and the runtime spell differently fails only on a GPU otherwise.
+        if cuda_symbols is not None:
+            bad += [n for n in names if n.startswith("_mlir_ciface_autopar_cuda_")
+                    and n not in cuda_symbols]
         if bad:
             problems.append("stage0.so needs symbols the CUDA runtime does not provide: "
                             + ", ".join(bad))
@@ -165,7 +183,8 @@ def compile_check(name, args, arch, readelf, log):
         log((r.stdout + r.stderr).rstrip())
     if not r.ok:
         return False, f"[compile] {r.first_error_line()}"
-    problems = check_artifact(artifact, arch, readelf, log)
+    problems = check_artifact(artifact, arch, readelf, log,
+                              cuda_library_symbols(args.build_dir))
     if problems:
         return False, "[device code] " + "; ".join(problems)
     return True, f"compiled for {args.cluster} ({r.seconds:.1f} s), cubins check out"
