@@ -624,6 +624,65 @@ TEST(AttentionKernelTest, TestsCanFail) {
   EXPECT_EQ(compare(pr.lse, ref.lse).worst, Inf);
 }
 
+// The log-sum-exp merge: attention over the first keys, merged with the
+// attention over the rest, is the attention over all of them (what ring
+// attention computes block by block). In batch 1 the mask hides every key of
+// the first part, so those rows merge an empty part (lse -inf) with a full one.
+TEST(AttentionKernelTest, MergingKeyPartsGivesTheWholeAttention) {
+  const int64_t b = 2, h = 4, hkv = 2, s = 19, t = 45, d = 32, e = 24;
+  const int64_t split = 17;
+  T4 q({b, h, s, d}, Dense), k({b, hkv, t, d}, Dense), v({b, hkv, t, e}, Dense);
+  T4 mask({b, 1, 1, t}, Dense);
+  q.randomize(11, 2.0f);
+  k.randomize(12, 2.0f);
+  v.randomize(13);
+  mask.randomize(14);
+  for (int64_t j = 0; j < split; ++j)
+    mask.at({1, 0, 0, j}) = -std::numeric_limits<float>::infinity();
+  auto run = [&](int64_t first, int64_t count, T4 &out, T3 &lse) {
+    // Views of the keys [first, first + count) of k, v and the mask.
+    MemRefDescriptor<float, 4> kv = k.desc, vv = v.desc, mv = mask.desc;
+    for (MemRefDescriptor<float, 4> *view : {&kv, &vv, &mv}) {
+      view->offset += first * view->strides[view == &mv ? 3 : 2];
+      view->sizes[view == &mv ? 3 : 2] = count;
+    }
+    _mlir_ciface_autopar_cpu_attention_fwd_f32(&q.desc, &kv, &vv, &mv,
+                                               &out.desc, &lse.desc, 0.3f,
+                                               HasMask);
+  };
+  T4 whole({b, h, s, e}, Dense), first({b, h, s, e}, Dense),
+      second({b, h, s, e}, Dense);
+  T3 wholeLse({b, h, s}, {{0, 1, 2}}), firstLse({b, h, s}, {{0, 1, 2}}),
+      secondLse({b, h, s}, {{0, 1, 2}});
+  run(0, t, whole, wholeLse);
+  run(0, split, first, firstLse);
+  run(split, t - split, second, secondLse);
+  EXPECT_EQ(firstLse.at({1, 0, 0}), -std::numeric_limits<float>::infinity());
+  _mlir_ciface_autopar_cpu_attention_merge_f32(&first.desc, &firstLse.desc,
+                                               &second.desc, &secondLse.desc);
+  double worst = 0;
+  for (int64_t f = 0; f < whole.count(); ++f)
+    worst = std::max(worst, std::abs(double(first.at(first.index(f))) -
+                                     whole.at(whole.index(f))));
+  EXPECT_LT(worst, 1e-5);
+  for (int64_t f = 0; f < wholeLse.count(); ++f)
+    EXPECT_NEAR(firstLse.at(firstLse.index(f)),
+                wholeLse.at(wholeLse.index(f)), 1e-5);
+  // The merge is not the identity: the first part alone differs.
+  EXPECT_GT(std::abs(double(second.at({0, 0, 0, 0})) - whole.at({0, 0, 0, 0})),
+            1e-3);
+}
+
+TEST(AttentionKernelDeathTest, MergingPartsOfOtherShapesExitsWithAMessage) {
+  T4 out({1, 2, 3, 4}, Dense), part({1, 2, 5, 4}, Dense);
+  T3 lse({1, 2, 3}, {{0, 1, 2}}), partLse({1, 2, 5}, {{0, 1, 2}});
+  EXPECT_DEATH(_mlir_ciface_autopar_cpu_attention_merge_f32(
+                   &out.desc, &lse.desc, &part.desc, &partLse.desc),
+               "autopar_cpu_attention_merge_f32: operand sizes do not agree: "
+               "out \\[1, 2, 3, 4\\], lse \\[1, 2, 3\\], part out "
+               "\\[1, 2, 5, 4\\]");
+}
+
 TEST(AttentionKernelDeathTest, MismatchedShapesExitWithAMessage) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   Case c = {1, 4,      2,      5,   6, 8, 8, false, MaskShape::Full,

@@ -133,6 +133,18 @@ AUTOPAR_KERNEL_EXPORT void _mlir_ciface_autopar_cpu_attention_bwd_f32(
     autopar::runtime::MemRefDescriptor<float, 4> *dv, float scale,
     int32_t flags);
 
+/// Merges a partial attention into another in place (the log-sum-exp merge
+/// of docs/design/attention.md): with (out, lse) the attention over some
+/// keys and (part_out, part_lse) over others, (out, lse) becomes the
+/// attention over both. out [B, H, S, E], lse [B, H, S]; a part whose rows
+/// saw no key (lse -inf) leaves them as they are. What ring attention does
+/// with each block of keys.
+AUTOPAR_KERNEL_EXPORT void _mlir_ciface_autopar_cpu_attention_merge_f32(
+    autopar::runtime::MemRefDescriptor<float, 4> *out,
+    autopar::runtime::MemRefDescriptor<float, 3> *lse,
+    autopar::runtime::MemRefDescriptor<float, 4> *partOut,
+    autopar::runtime::MemRefDescriptor<float, 3> *partLse);
+
 } // extern "C"
 
 #endif // AUTOPAR_RUNTIME_CPUKERNELS_H
