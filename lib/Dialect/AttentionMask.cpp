@@ -23,7 +23,8 @@ namespace {
 /// Evaluates tensors computed from constants, fills and index arithmetic
 /// alone (a causal mask built from Trilu, Where and comparisons is such a
 /// tensor when the importer does not fold it), as doubles in row-major
-/// order. Results are cached per value: a model's layers share one mask.
+/// order (a splat as its one value). Results are cached per value: a
+/// model's layers share one mask.
 class ConstantTensorEvaluator {
 public:
   explicit ConstantTensorEvaluator(int64_t maxElements)
@@ -54,7 +55,8 @@ private:
       std::optional<double> c = scalar(fill.getInputs()[0]);
       if (!c)
         return std::nullopt;
-      return std::vector<double>(type.getNumElements(), *c);
+      // A splat is kept as its one value: readers broadcast it.
+      return std::vector<double>(1, *c);
     }
     if (isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp>(def)) {
       const std::vector<double> *src = evaluate(def->getOperand(0));
@@ -237,6 +239,9 @@ private:
           return std::nullopt;
         stride *= inType.getDimSize(r);
       }
+      // A splat (one value for a larger tensor) is read at every point.
+      if (values->size() == 1)
+        std::fill(perLoop.begin(), perLoop.end(), 0);
       strides.push_back(perLoop);
     }
     // Slots: the block's input arguments, then one per body op; values
