@@ -9,6 +9,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "autopar/Dialect/Attributes.h"
+#include "autopar/Dialect/AutoparOps.h"
+#include "autopar/Planner/Planner.h"
 #include "autopar/Transforms/Autodiff.h"
 #include "autopar/Transforms/Passes.h"
 #include "autopar/Transforms/ZeroSharding.h"
@@ -33,6 +35,62 @@ namespace autopar {
 using namespace mlir;
 
 namespace {
+
+/// Dropout's masks are indexed by global sample: the call's first sample
+/// times a sample's elements, plus the element's index in the call's tensor
+/// (lib/Import/Dropout.cpp). That equals the element's index in the whole
+/// batch only when the batch is the tensor's outermost dim. The importer
+/// refuses a dim 0 that the call's batch does not divide; a sequence-first
+/// [S, B, D] whose S it divides would pass there and draw masks that differ
+/// between one call and several. The planner's batch analysis says where
+/// the batch is: a Dropout input whose batch is another dim is an error
+/// (what cannot be told, a batch mixed into a dim, is let through).
+LogicalResult checkDropoutsBatchFirst(func::FuncOp main, int64_t microBatches,
+                                      int64_t dataParallel) {
+  Value offset;
+  for (BlockArgument arg : main.getArguments())
+    if (main.getArgAttr(arg.getArgNumber(), autopar::attrs::kSampleOffset))
+      offset = arg;
+  if (!offset)
+    return success();
+  // One sample per call indexes every layout right (the call's tensor is
+  // that sample), and the batch analysis cannot tell a batch of 1 apart.
+  for (BlockArgument arg : main.getArguments()) {
+    auto type = dyn_cast<RankedTensorType>(arg.getType());
+    if (!main.getArgAttr(arg.getArgNumber(), autopar::attrs::kInput) || !type ||
+        type.getRank() == 0)
+      continue;
+    if (type.getDimSize(0) <= 1)
+      return success();
+    break;
+  }
+  llvm::DenseMap<Value, int> batchDims = autopar::findBatchDims(main);
+  bool ok = true;
+  for (Operation *user : offset.getUsers()) {
+    auto dropout = dyn_cast<linalg::GenericOp>(user);
+    // (data, seed, step, sample offset): a Dropout over a tensor.
+    if (!dropout || dropout.getNumDpsInputs() != 4)
+      continue;
+    Value data = dropout.getDpsInputs()[0];
+    auto it = batchDims.find(data);
+    if (it == batchDims.end() || it->second == 0)
+      continue;
+    std::string node = autopar::onnxNodeName(dropout);
+    dropout.emitError()
+        << "training-mode Dropout" << (node.empty() ? "" : " '" + node + "'")
+        << " on a tensor of type " << data.getType() << " whose batch is dim "
+        << it->second
+        << ", not dim 0: its masks are indexed by global sample, which needs "
+           "the batch outermost, so "
+        << microBatches << " micro-batch(es) x " << dataParallel
+        << " replica(s) would draw other masks than one call over the whole "
+           "batch; use a batch-first layout (batch_first=True), or one "
+           "micro-batch and one replica (--dp 1 --micro-batch-size equal to "
+           "the batch)";
+    ok = false;
+  }
+  return success(ok);
+}
 
 /// How a micro-batch's loss adds up to the big batch's.
 enum class LossKind {
@@ -264,7 +322,8 @@ struct AccumulateGradientsPass
       }
       return;
     }
-    if (failed(accumulate(module, main)))
+    if (failed(checkDropoutsBatchFirst(main, microBatches, dataParallel)) ||
+        failed(accumulate(module, main)))
       signalPassFailure();
   }
 
