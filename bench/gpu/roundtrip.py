@@ -1126,6 +1126,20 @@ def report(args):
                           else "") + f" | {row['param_err']:.1e} | "
                        f"{row['step_ms']:.2f} | {'pass' if row['ok'] else 'FAIL'} |")
         out.append("")
+    if r.get("profile", {}).get("table"):
+        # kernel_profile.py's table: "N launches, T ms of GPU time", a header, then
+        # "ms share calls kernel [grid] [block]" rows.
+        lines = [line for line in r["profile"]["table"].splitlines() if line.strip()]
+        out += [f"#### Where the {r['profile'].get('preset', '')} training step's time goes "
+                "(ncu, one step)", "",
+                "`bench/gpu/kernel_profile.py` over one step (each kernel timed alone, so the "
+                f"sum exceeds the step time): {lines[0] if lines else ''}.", "",
+                "| ms | share | calls | kernel [grid] [block] |", "| --- | --- | --- | --- |"]
+        for line in lines[2:]:
+            parts = line.split(None, 3)
+            if len(parts) == 4:
+                out.append(f"| {parts[0]} | {parts[1]} | {parts[2]} | {parts[3]} |")
+        out.append("")
     print("\n".join(out))
     return 0
 
