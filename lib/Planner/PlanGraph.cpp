@@ -246,7 +246,7 @@ fuseElementwiseProducers(Operation &op, PlanOp &consumer,
 /// probabilities are neither written nor saved for the backward. The
 /// model's FLOPs (graph.forwardFlops, MFU's numerator) are unchanged.
 static void
-priceFusedAttention(func::FuncOp main,
+priceFusedAttention(func::FuncOp main, const AttentionPatternOptions &options,
                     const llvm::DenseMap<Operation *, size_t> &index,
                     std::vector<PlanOp> &ops) {
   auto planOp = [&](Operation *op) -> PlanOp * {
@@ -255,7 +255,7 @@ priceFusedAttention(func::FuncOp main,
   };
   llvm::DenseMap<Value, bool> causalMasks;
   main.walk([&](linalg::LinalgOp op) {
-    std::optional<AttentionPattern> m = matchAttentionPattern(op);
+    std::optional<AttentionPattern> m = matchAttentionPattern(op, options);
     if (!m)
       return;
     PlanOp *scores = planOp(m->scores), *output = planOp(m->output);
@@ -307,8 +307,9 @@ priceFusedAttention(func::FuncOp main,
   });
 }
 
-FailureOr<ProgramGraph> buildProgramGraph(func::FuncOp main,
-                                          bool fusedAttention) {
+FailureOr<ProgramGraph>
+buildProgramGraph(func::FuncOp main,
+                  std::optional<AttentionPatternOptions> fusedAttention) {
   ProgramGraph graph;
   auto newValue = [&](Value v) {
     ValueInfo info;
@@ -443,7 +444,7 @@ FailureOr<ProgramGraph> buildProgramGraph(func::FuncOp main,
   }
 
   if (fusedAttention)
-    priceFusedAttention(main, opIndex, graph.ops);
+    priceFusedAttention(main, *fusedAttention, opIndex, graph.ops);
 
   // Segments: cut after an op when its result is the only live activation.
   int64_t start = 0;

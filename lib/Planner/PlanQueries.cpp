@@ -11,7 +11,8 @@ namespace autopar {
 
 llvm::DenseMap<mlir::Value, int> findBatchDims(mlir::func::FuncOp main) {
   llvm::DenseMap<mlir::Value, int> dims;
-  llvm::FailureOr<plan::ProgramGraph> graph = plan::buildProgramGraph(main, /*fusedAttention=*/false);
+  llvm::FailureOr<plan::ProgramGraph> graph =
+      plan::buildProgramGraph(main, /*fusedAttention=*/std::nullopt);
   if (mlir::failed(graph))
     return dims;
   for (auto [value, id] : graph->valueIds) {
@@ -32,7 +33,8 @@ llvm::DenseMap<mlir::Value, int> findBatchDims(mlir::func::FuncOp main) {
 
 llvm::FailureOr<std::vector<std::vector<mlir::Operation *>>>
 segmentOps(mlir::func::FuncOp main) {
-  llvm::FailureOr<plan::ProgramGraph> graph = plan::buildProgramGraph(main, /*fusedAttention=*/false);
+  llvm::FailureOr<plan::ProgramGraph> graph =
+      plan::buildProgramGraph(main, /*fusedAttention=*/std::nullopt);
   if (mlir::failed(graph))
     return mlir::failure();
   std::vector<std::vector<mlir::Operation *>> segments;

@@ -889,7 +889,12 @@ llvm::Expected<PlanResult> Search::run() {
 llvm::Expected<PlanResult> planProgram(func::FuncOp main,
                                        const PlanRequest &request) {
   auto start = std::chrono::steady_clock::now();
-  auto graph = plan::buildProgramGraph(main, request.fusedAttention);
+  // On GPUs only the head dims the CUDA kernels take are fused.
+  std::optional<AttentionPatternOptions> fused;
+  if (request.fusedAttention)
+    fused = request.cluster.device.isCpu() ? AttentionPatternOptions()
+                                           : cudaAttentionKernelLimits();
+  auto graph = plan::buildProgramGraph(main, fused);
   if (failed(graph))
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    "cannot analyse the program for planning");

@@ -3,6 +3,7 @@
 #ifndef AUTOPAR_LIB_PLANNER_PLANNERIMPL_H
 #define AUTOPAR_LIB_PLANNER_PLANNERIMPL_H
 
+#include "autopar/Dialect/AttentionPattern.h"
 #include "autopar/Dialect/EmbeddingLookup.h"
 #include "autopar/Planner/OpCost.h"
 #include "autopar/Planner/Planner.h"
@@ -195,10 +196,13 @@ struct ProgramGraph {
 };
 
 /// Builds the graph, the ops' sharding options and the segments of `main`.
-/// With `fusedAttention`, attention the backends fuse is priced as one
-/// FlashAttention kernel (PlanGraph.cpp, priceFusedAttention).
-llvm::FailureOr<ProgramGraph> buildProgramGraph(mlir::func::FuncOp main,
-                                                bool fusedAttention = true);
+/// With `fusedAttention`, attention the backends fuse (the head dims it
+/// allows) is priced as one FlashAttention kernel (PlanGraph.cpp,
+/// priceFusedAttention); without, as the unfused ops.
+llvm::FailureOr<ProgramGraph>
+buildProgramGraph(mlir::func::FuncOp main,
+                  std::optional<AttentionPatternOptions> fusedAttention =
+                      AttentionPatternOptions());
 
 /// Cost of one segment for a given tp degree and micro-batch.
 struct SegmentCost {

@@ -2,6 +2,7 @@
 
 #include "autopar/Target/GpuCodegen.h"
 #include "autopar/Conversion/Passes.h"
+#include "autopar/Dialect/AttentionPattern.h"
 #include "autopar/Target/LoweringPasses.h"
 #include "autopar/Transforms/Passes.h"
 
@@ -100,9 +101,10 @@ llvm::Expected<std::string> findCudaToolkit(llvm::StringRef explicitPath) {
 }
 
 FuseAttentionOptions gpuFuseAttentionOptions() {
+  AttentionPatternOptions limits = cudaAttentionKernelLimits();
   FuseAttentionOptions options;
-  options.maxHeadDim = 128;
-  options.headDimMultiple = 8;
+  options.maxHeadDim = limits.maxHeadDim;
+  options.headDimMultiple = limits.headDimMultiple;
   return options;
 }
 

@@ -153,14 +153,16 @@ TEST_F(PlannerTest, TheChoiceIsNeverSlowerThanARunnerUp) {
 // build it: Where(Trilu(ones), 0, -1e9) with the lower triangle kept (the
 // causal mask) or the upper (not causal). A parameter W (Q = X * W) makes
 // it a trainable model.
-std::string attentionText(bool causal) {
-  return std::string("<ir_version: 8, opset_import: [\"\" : 17]>\n"
-                     "g (float[1, 8, 512, 64] X, float[1, 8, 512, 64] K, "
-                     "float[1, 8, 512, 64] V) => (float[1, 8, 512, 64] Y)\n"
-                     "  <float[1] W = {0.5}> {\n"
-                     "  shape = Constant <value = int64[2] {512, 512}> ()\n"
-                     "  ones = ConstantOfShape <value = float[1] {1}> (shape)\n"
-                     "  tri = Trilu <upper = ") +
+std::string attentionText(bool causal, int64_t headDim = 64) {
+  std::string t = "float[1, 8, 512, " + std::to_string(headDim) + "]";
+  return "<ir_version: 8, opset_import: [\"\" : 17]>\n"
+         "g (" +
+         t + " X, " + t + " K, " + t + " V) => (" + t +
+         " Y)\n"
+         "  <float[1] W = {0.5}> {\n"
+         "  shape = Constant <value = int64[2] {512, 512}> ()\n"
+         "  ones = ConstantOfShape <value = float[1] {1}> (shape)\n"
+         "  tri = Trilu <upper = " +
          (causal ? "0" : "1") +
          "> (ones)\n"
          "  keep = Cast <to = 9> (tri)\n"
@@ -187,8 +189,10 @@ protected:
     context.appendDialectRegistry(registry);
   }
 
-  PlanCandidate plan(bool causal, std::string cluster = "dgx-h100:1") {
-    module = importOnnxBuffer(&context, attentionText(causal), "attn.onnxtxt",
+  PlanCandidate plan(bool causal, std::string cluster = "dgx-h100:1",
+                     int64_t headDim = 64) {
+    module = importOnnxBuffer(&context, attentionText(causal, headDim),
+                              "attn.onnxtxt",
                               /*isText=*/true, ImportOptions());
     EXPECT_TRUE(module);
     PlanFlags flags;
@@ -225,6 +229,18 @@ TEST_F(FusedAttentionPlanTest, CausalMasksHalveTheKernel) {
   double other = plan(/*causal=*/false).time.compute;
   EXPECT_LT(causal, 0.75 * other);
   EXPECT_GT(causal, 0.4 * other);
+}
+
+// On GPUs the planner fuses what the CUDA kernels take (head dims up to 128):
+// a head dim of 160 keeps its S x S activations there, not on CPU ranks.
+TEST_F(FusedAttentionPlanTest, GpuClustersFuseOnlyTheKernelsHeadDims) {
+  double scores = 8.0 * 512 * 512 * 2;
+  EXPECT_GT(plan(/*causal=*/true, "dgx-h100:1", 160).memory.activations,
+            scores);
+  EXPECT_LT(plan(/*causal=*/true, "dgx-h100:1", 128).memory.activations,
+            scores);
+  EXPECT_LT(plan(/*causal=*/true, "local:1", 160).memory.activations,
+            2 * 8.0 * 512 * 512 * 4); // f32 on CPU ranks
 }
 
 // attentionEfficiency is FlashAttention's published curve on tensor cores,

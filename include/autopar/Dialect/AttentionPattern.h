@@ -33,6 +33,13 @@ struct AttentionPatternOptions {
   int64_t headDimMultiple = 1;
 };
 
+/// The head dims the CUDA attention kernels take (multiples of 8, at most
+/// 128): the GPU pipeline fuses only those, and the planner prices only
+/// those as fused on a GPU cluster.
+inline AttentionPatternOptions cudaAttentionKernelLimits() {
+  return AttentionPatternOptions{/*maxHeadDim=*/128, /*headDimMultiple=*/8};
+}
+
 /// A matched attention, from its score contraction to its output one.
 struct AttentionPattern {
   mlir::linalg::LinalgOp scores, output;
