@@ -83,13 +83,11 @@ LogicalResult lower(OpTy op, bool cuda, StringRef direction) {
         rewriter, loc, shape, lse,
         SmallVector<ReassociationIndices>{{0}, {1}, {2, 3}});
   }
+  // The ABI's order: the gradient's saved values (none in the forward), then
+  // the outputs.
   operands.push_back(mask);
-  if (op.getSaved().empty())
-    llvm::append_range(operands, op.getOutputs());
-  else
-    llvm::append_range(operands, op.getSaved());
-  if (!op.getSaved().empty())
-    llvm::append_range(operands, op.getOutputs());
+  llvm::append_range(operands, op.getSaved());
+  llvm::append_range(operands, op.getOutputs());
   if (cuda) {
     // The CUDA kernels read rows of the head dim contiguously.
     for (Value &v : operands) {

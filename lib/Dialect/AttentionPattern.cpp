@@ -567,15 +567,7 @@ private:
       if (mainIndex < 0)
         return false;
       Value mainArg = g.getBody()->getArgument(mainIndex);
-      auto otherScalar = [&](Value operand) -> std::optional<double> {
-        if (auto arg = dyn_cast<BlockArgument>(operand)) {
-          if (arg.getOwner() != g.getBody() ||
-              arg.getArgNumber() >= g.getNumDpsInputs())
-            return std::nullopt;
-          return scalarConstant(g.getDpsInputs()[arg.getArgNumber()]);
-        }
-        return scalarConstant(operand);
-      };
+      auto otherScalar = [&](Value operand) { return bodyScalar(g, operand); };
       if (auto mul = dyn_cast<arith::MulFOp>(op)) {
         Value other = mul.getLhs() == mainArg ? mul.getRhs() : mul.getLhs();
         std::optional<double> c = otherScalar(other);

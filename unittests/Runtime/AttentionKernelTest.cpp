@@ -646,9 +646,8 @@ TEST(AttentionKernelTest, MergingKeyPartsGivesTheWholeAttention) {
       view->offset += first * view->strides[view == &mv ? 3 : 2];
       view->sizes[view == &mv ? 3 : 2] = count;
     }
-    _mlir_ciface_autopar_cpu_attention_fwd_f32(&q.desc, &kv, &vv, &mv,
-                                               &out.desc, &lse.desc, 0.3f,
-                                               HasMask);
+    _mlir_ciface_autopar_cpu_attention_fwd_f32(
+        &q.desc, &kv, &vv, &mv, &out.desc, &lse.desc, 0.3f, HasMask);
   };
   T4 whole({b, h, s, e}, Dense), first({b, h, s, e}, Dense),
       second({b, h, s, e}, Dense);
@@ -666,8 +665,8 @@ TEST(AttentionKernelTest, MergingKeyPartsGivesTheWholeAttention) {
                                      whole.at(whole.index(f))));
   EXPECT_LT(worst, 1e-5);
   for (int64_t f = 0; f < wholeLse.count(); ++f)
-    EXPECT_NEAR(firstLse.at(firstLse.index(f)),
-                wholeLse.at(wholeLse.index(f)), 1e-5);
+    EXPECT_NEAR(firstLse.at(firstLse.index(f)), wholeLse.at(wholeLse.index(f)),
+                1e-5);
   // The merge is not the identity: the first part alone differs.
   EXPECT_GT(std::abs(double(second.at({0, 0, 0, 0})) - whole.at({0, 0, 0, 0})),
             1e-3);

@@ -3,6 +3,8 @@
 #ifndef AUTOPAR_TRANSFORMS_PASSES_H
 #define AUTOPAR_TRANSFORMS_PASSES_H
 
+#include "autopar/Dialect/AutoparOps.h"
+#include "autopar/Transforms/Training.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
@@ -10,8 +12,6 @@
 #include "mlir/Dialect/Shard/IR/ShardDialect.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
-#include "autopar/Dialect/AutoparOps.h"
-#include "autopar/Transforms/Training.h"
 #include "mlir/Pass/Pass.h"
 
 namespace autopar {

@@ -203,14 +203,6 @@ Implementation implementation() {
 // Argument checks
 //===----------------------------------------------------------------------===//
 
-template <int Rank>
-std::string formatSizes(const MemRefDescriptor<float, Rank> &m) {
-  std::string text = "[";
-  for (int i = 0; i < Rank; ++i)
-    text += std::to_string(m.sizes[i]) + (i + 1 < Rank ? ", " : "]");
-  return text;
-}
-
 constexpr int32_t CausalFlag = 1, MaskFlag = 2;
 
 /// The operands of either kernel; the gradients are null for the forward.
@@ -244,9 +236,7 @@ Problem unpack(const char *kernel, const Operands &ops, float scale,
     if (ops.dO)
       all += ", dO " + formatSizes(*ops.dO) + ", dQ " + formatSizes(*ops.dQ) +
              ", dK " + formatSizes(*ops.dK) + ", dV " + formatSizes(*ops.dV);
-    kernelFatal(kernel, "operand sizes do not agree: " + what + " (" + all +
-                            "); the generated program is inconsistent, which "
-                            "is a compiler bug");
+    shapeMismatch(kernel, what + " (" + all + ")");
   };
   auto expect = [&](const char *name, const int64_t *sizes,
                     std::initializer_list<int64_t> want) {

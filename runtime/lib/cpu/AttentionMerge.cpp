@@ -23,18 +23,6 @@
 using autopar::runtime::MemRefDescriptor;
 using namespace autopar::runtime::cpu;
 
-namespace {
-
-template <int Rank>
-std::string sizesOf(const MemRefDescriptor<float, Rank> &m) {
-  std::string text = "[";
-  for (int i = 0; i < Rank; ++i)
-    text += std::to_string(m.sizes[i]) + (i + 1 < Rank ? ", " : "]");
-  return text;
-}
-
-} // namespace
-
 extern "C" {
 
 AUTOPAR_KERNEL_EXPORT void _mlir_ciface_autopar_cpu_attention_merge_f32(
@@ -48,12 +36,10 @@ AUTOPAR_KERNEL_EXPORT void _mlir_ciface_autopar_cpu_attention_merge_f32(
     agree &=
         lse->sizes[d] == partLse->sizes[d] && lse->sizes[d] == out->sizes[d];
   if (!agree)
-    kernelFatal(kernel, "operand sizes do not agree: out " + sizesOf(*out) +
-                            ", lse " + sizesOf(*lse) + ", part out " +
-                            sizesOf(*partOut) + ", part lse " +
-                            sizesOf(*partLse) +
-                            "; the generated program is inconsistent, which "
-                            "is a compiler bug");
+    shapeMismatch(kernel, "out " + formatSizes(*out) + ", lse " +
+                              formatSizes(*lse) + ", part out " +
+                              formatSizes(*partOut) + ", part lse " +
+                              formatSizes(*partLse));
   const float negInf = -std::numeric_limits<float>::infinity();
   for (int64_t b = 0; b < out->sizes[0]; ++b)
     for (int64_t h = 0; h < out->sizes[1]; ++h)

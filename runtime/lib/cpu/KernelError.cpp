@@ -12,4 +12,10 @@ void kernelFatal(const char *kernel, const std::string &message) {
   fatalError(std::string(kernel) + ": " + message);
 }
 
+void shapeMismatch(const char *kernel, const std::string &detail) {
+  kernelFatal(kernel, "operand sizes do not agree: " + detail +
+                          "; the generated program is inconsistent, which "
+                          "is a compiler bug");
+}
+
 } // namespace autopar::runtime::cpu

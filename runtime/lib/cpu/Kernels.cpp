@@ -19,20 +19,6 @@ using namespace autopar::runtime::cpu;
 
 namespace {
 
-template <int Rank>
-std::string formatSizes(const MemRefDescriptor<float, Rank> &m) {
-  std::string text = "[";
-  for (int i = 0; i < Rank; ++i)
-    text += std::to_string(m.sizes[i]) + (i + 1 < Rank ? ", " : "]");
-  return text;
-}
-
-[[noreturn]] void shapeMismatch(const char *kernel, const std::string &detail) {
-  kernelFatal(kernel, "operand sizes do not agree: " + detail +
-                          "; the generated program is inconsistent, which "
-                          "is a compiler bug");
-}
-
 /// The matrix formed by the last two dims of \p m, at batch \p batch for
 /// rank 3.
 template <int Rank>
