@@ -1,6 +1,7 @@
 //===- Compiler.cpp - The compile flow of autopar-compile -----------------===//
 
 #include "autopar/Driver/Compiler.h"
+#include "autopar/Driver/FrameworkExport.h"
 #include "autopar/Driver/PipelineStages.h"
 #include "autopar/Driver/TensorParallel.h"
 #include "autopar/Driver/TrainConfig.h"
@@ -73,6 +74,9 @@ private:
   int compileInference();
   /// --emit-sbatch: the batch script for the artifact just written.
   int writeSbatchScript();
+  /// --emit-megatron, --emit-deepspeed, --emit-torchtitan: the plan the
+  /// report names, as those frameworks' settings.
+  int writeFrameworkExports();
   /// Inference: the best plan if its tensor parallelism and pipeline stages
   /// can be carried out, else the best plan without them (recorded in
   /// `fallbacks`); fills `programs` for a pipeline.
@@ -457,9 +461,12 @@ int CompileFlow::run() {
   printPlanTable(llvm::outs(), *plan, request);
   if (o.explain)
     printPlanExplanation(llvm::outs(), *plan);
+  int rc;
   if (o.planOnly)
-    return writeReport(*plan, request, {}) ? 0 : 1;
-  return training ? compileTrainingStep() : compileInference();
+    rc = writeReport(*plan, request, {}) ? 0 : 1;
+  else
+    rc = training ? compileTrainingStep() : compileInference();
+  return rc ? rc : writeFrameworkExports();
 }
 
 int CompileFlow::compileTrainingStep() {
@@ -936,6 +943,24 @@ int CompileFlow::writeSbatchScript() {
                                                   llvm::sys::fs::all_exe);
   llvm::outs() << "wrote " << o.emitSbatch << " (sbatch: " << cluster.nodes
                << " nodes x " << cluster.gpusPerNode << " tasks)\n";
+  return 0;
+}
+
+int CompileFlow::writeFrameworkExports() {
+  FrameworkExportPaths paths{o.emitMegatron, o.emitDeepSpeed, o.emitTorchtitan,
+                             o.trainConfigPath};
+  if (!paths.any())
+    return 0;
+  // The plan that ran (inference may fall back from the best one).
+  llvm::Error error = autopar::writeFrameworkExports(
+      paths, executedPlan ? *executedPlan : *plan,
+      executedRequest ? *executedRequest : request,
+      [](const llvm::Twine &warning) {
+        llvm::outs().flush();
+        llvm::errs() << "autopar-compile: warning: " << warning << "\n";
+      });
+  if (error)
+    return fail(llvm::toString(std::move(error)));
   return 0;
 }
 

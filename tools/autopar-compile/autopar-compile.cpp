@@ -123,6 +123,23 @@ static cl::opt<std::string, true> emitSbatch(
              "plan's nodes and ranks (training: resumable)"),
     cl::value_desc("FILE"), cl::location(options.emitSbatch),
     cl::cat(category));
+static cl::opt<std::string, true> emitMegatron(
+    "emit-megatron",
+    cl::desc("Also write the plan as Megatron-LM arguments (- for stdout)"),
+    cl::value_desc("FILE"), cl::location(options.emitMegatron),
+    cl::cat(category));
+static cl::opt<std::string, true> emitDeepSpeed(
+    "emit-deepspeed",
+    cl::desc("Also write the plan as a DeepSpeed ds_config.json, with "
+             "--train-config's optimizer and scheduler (- for stdout)"),
+    cl::value_desc("FILE"), cl::location(options.emitDeepSpeed),
+    cl::cat(category));
+static cl::opt<std::string, true> emitTorchtitan(
+    "emit-torchtitan",
+    cl::desc("Also write the plan as torchtitan job config TOML sections (- "
+             "for stdout)"),
+    cl::value_desc("FILE"), cl::location(options.emitTorchtitan),
+    cl::cat(category));
 static cl::opt<std::string, true>
     dumpDir("dump-ir",
             cl::desc("Write the IR after each phase to DIR (imported.mlir, "

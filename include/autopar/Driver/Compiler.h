@@ -48,6 +48,9 @@ struct CompileOptions {
   /// Also write a Slurm batch script that runs the artifact on the plan's
   /// nodes and ranks (training: resumable, so a requeued job continues).
   std::string emitSbatch;
+  /// Also write the plan as Megatron-LM arguments, a DeepSpeed config and
+  /// torchtitan's TOML (FrameworkExport.h): a path, or "-" for stdout.
+  std::string emitMegatron, emitDeepSpeed, emitTorchtitan;
   /// LLVM CPU of the host code; the CUDA toolkit for GPU code.
   std::string targetCpu = "native", cudaPath;
 };
