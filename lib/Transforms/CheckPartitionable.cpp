@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "ShardingModelsImpl.h"
+#include "autopar/Dialect/AutoparOps.h"
 #include "autopar/Transforms/Passes.h"
 
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
@@ -119,8 +120,12 @@ LogicalResult checkOp(Operation *op) {
              << nodeSuffix(op) << ": it has no sharding rule, and operand "
              << operand.getOperandNumber() << " is split";
   }
+  // An unused result of attention (the log-sum-exp of inference) takes its
+  // destination's block (AttentionShardingModels.cpp).
+  bool attention = isa<autopar::AttentionOp, autopar::AttentionGradOp>(op);
   for (OpResult result : op->getResults()) {
-    if (!isa<RankedTensorType>(result.getType()))
+    if (!isa<RankedTensorType>(result.getType()) ||
+        (attention && result.use_empty()))
       continue;
     auto shard = result.hasOneUse()
                      ? dyn_cast<shard::ShardOp>(*result.user_begin())
@@ -134,6 +139,22 @@ LogicalResult checkOp(Operation *op) {
       return op->emitOpError("cannot be partitioned")
              << nodeSuffix(op) << ": it has no sharding rule, and result "
              << result.getResultNumber() << " is split";
+  }
+  // Attention splits only its batch and heads, evenly
+  // (AttentionShardingModels.cpp).
+  if (attention) {
+    std::vector<shard::Sharding> operands, results;
+    for (Value operand : op->getOperands())
+      operands.push_back(
+          annotationOf(operand, false).value_or(shard::Sharding()));
+    for (Value result : op->getResults())
+      results.push_back(annotationOf(result, true).value_or(shard::Sharding()));
+    SymbolTableCollection symbols;
+    return autopar::detail::checkAttentionShardings(
+        op, operands, results, symbols, [&] {
+          return op->emitOpError("cannot be partitioned")
+                 << nodeSuffix(op) << ": ";
+        });
   }
   return success();
 }

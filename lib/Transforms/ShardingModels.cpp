@@ -150,6 +150,9 @@ void autopar::registerShardingModels(DialectRegistry &registry) {
   registry.addExtension(+[](MLIRContext *ctx, arith::ArithDialect *) {
     autopar::detail::attachConstantShardingModel(ctx);
   });
+  registry.addExtension(+[](MLIRContext *ctx, autopar::AutoparDialect *) {
+    autopar::detail::attachAttentionShardingModels(ctx);
+  });
 }
 
 void autopar::detail::requireFirstModel(llvm::StringRef name,

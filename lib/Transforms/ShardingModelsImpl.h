@@ -2,7 +2,7 @@
 //-*-//
 //
 // Each file of sharding models attaches its own; ShardingModels.cpp registers
-// them all with the tensor dialect.
+// them all with the dialects of their ops.
 //
 //===----------------------------------------------------------------------===//
 
@@ -15,7 +15,13 @@
 #include "llvm/ADT/SmallBitVector.h"
 
 namespace mlir {
+class InFlightDiagnostic;
 class MLIRContext;
+class Operation;
+class SymbolTableCollection;
+namespace shard {
+class Sharding;
+} // namespace shard
 } // namespace mlir
 
 namespace autopar::detail {
@@ -43,6 +49,22 @@ llvm::SmallBitVector windowLoops(mlir::linalg::LinalgOp op);
 /// linalg.generic and the named convolutions and pools, windows included
 /// (LinalgShardingModels.cpp). Must run before upstream's linalg models.
 void attachLinalgShardingModels(mlir::MLIRContext *ctx);
+
+/// autopar.attention and autopar.attention_grad: the batch and the heads
+/// split, the rest whole (AttentionShardingModels.cpp).
+void attachAttentionShardingModels(mlir::MLIRContext *ctx);
+
+/// Reports through `error` (a diagnostic to complete with the reason) and
+/// fails unless the shardings of attention op `op`'s operands and results
+/// split only its batch and heads, every tensor alike and evenly (a
+/// grouped-query attention's key/value heads too); null shardings are
+/// ignored. shard-partition and autopar-check-partitionable both check this.
+llvm::LogicalResult
+checkAttentionShardings(mlir::Operation *op,
+                        llvm::ArrayRef<mlir::shard::Sharding> operandShardings,
+                        llvm::ArrayRef<mlir::shard::Sharding> resultShardings,
+                        mlir::SymbolTableCollection &symbols,
+                        llvm::function_ref<mlir::InFlightDiagnostic()> error);
 
 } // namespace autopar::detail
 

@@ -1,7 +1,8 @@
 // autopar-check-partitionable: what shard-partition assumes (a release build
 // of MLIR would crash instead) is an error naming the op and its ONNX node: an
 // unannotated operand or argument, an unused result, a split operand of an op
-// without sharding rule, a convolution split along a window dim.
+// without sharding rule, a convolution split along a window dim, an attention
+// split along other dims than its batch and heads.
 // RUN: autopar-opt %s --split-input-file --verify-diagnostics --pass-pipeline='builtin.module(func.func(autopar-check-partitionable))'
 
 shard.grid @grid(shape = 2)
@@ -105,4 +106,96 @@ func.func @convolution_channels(%x: tensor<1x4x6x6xf32>, %w: tensor<8x4x3x3xf32>
   %c = linalg.conv_2d_nchw_fchw ins(%xu, %wu : tensor<1x4x6x6xf32>, tensor<8x4x3x3xf32>) outs(%eu : tensor<1x8x4x4xf32>) -> tensor<1x8x4x4xf32>
   %cs = shard.shard %c to %o : tensor<1x8x4x4xf32>
   return %cs : tensor<1x8x4x4xf32>
+}
+
+// -----
+
+// Attention splits only its batch and heads: a split of the queries would
+// need the other ranks' keys.
+shard.grid @grid(shape = 2)
+func.func @attention_queries(%q: tensor<1x2x4x8xf32>, %k: tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32> {
+  %r = shard.sharding @grid split_axes = [[]] : !shard.sharding
+  %s = shard.sharding @grid split_axes = [[], [], [0]] : !shard.sharding
+  %qs = shard.shard %q to %s : tensor<1x2x4x8xf32>
+  %qu = shard.shard %qs to %s annotate_for_users : tensor<1x2x4x8xf32>
+  %ks = shard.shard %k to %r : tensor<1x2x4x8xf32>
+  %ku = shard.shard %ks to %r annotate_for_users : tensor<1x2x4x8xf32>
+  %o0 = tensor.empty() : tensor<1x2x4x8xf32>
+  %o0s = shard.shard %o0 to %r : tensor<1x2x4x8xf32>
+  %o0u = shard.shard %o0s to %r annotate_for_users : tensor<1x2x4x8xf32>
+  %l0 = tensor.empty() : tensor<1x2x4xf32>
+  %l0s = shard.shard %l0 to %r : tensor<1x2x4xf32>
+  %l0u = shard.shard %l0s to %r annotate_for_users : tensor<1x2x4xf32>
+  // expected-error @unknown {{'autopar.attention' op cannot be partitioned (ONNX node /attn): operand 0 is split along dim 2 (the queries), which attention needs whole (only the batch and the heads can be split)}}
+  %o, %l = autopar.attention ins(%qu, %ku, %ku : tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>) outs(%o0u, %l0u : tensor<1x2x4x8xf32>, tensor<1x2x4xf32>) {scale = 1.0 : f64} -> tensor<1x2x4x8xf32>, tensor<1x2x4xf32> loc("/attn")
+  %os = shard.shard %o to %r : tensor<1x2x4x8xf32>
+  return %os : tensor<1x2x4x8xf32>
+}
+
+// -----
+
+// 6 query heads over 3 key/value heads: split in two, a rank's query heads
+// would read a key/value head of the other rank.
+shard.grid @grid(shape = 2)
+func.func @attention_gqa_indivisible(%q: tensor<1x6x4x8xf32>, %k: tensor<1x3x4x8xf32>) -> tensor<1x6x4x8xf32> {
+  %h = shard.sharding @grid split_axes = [[], [0]] : !shard.sharding
+  %qs = shard.shard %q to %h : tensor<1x6x4x8xf32>
+  %qu = shard.shard %qs to %h annotate_for_users : tensor<1x6x4x8xf32>
+  %ks = shard.shard %k to %h : tensor<1x3x4x8xf32>
+  %ku = shard.shard %ks to %h annotate_for_users : tensor<1x3x4x8xf32>
+  %o0 = tensor.empty() : tensor<1x6x4x8xf32>
+  %o0s = shard.shard %o0 to %h : tensor<1x6x4x8xf32>
+  %o0u = shard.shard %o0s to %h annotate_for_users : tensor<1x6x4x8xf32>
+  %l0 = tensor.empty() : tensor<1x6x4xf32>
+  %l0s = shard.shard %l0 to %h : tensor<1x6x4xf32>
+  %l0u = shard.shard %l0s to %h annotate_for_users : tensor<1x6x4xf32>
+  // expected-error @+1 {{'autopar.attention' op cannot be partitioned: the heads loop is split into 2 blocks, which some operand or result does not divide into evenly (a grouped-query attention's key/value heads must divide by the split too)}}
+  %o, %l = autopar.attention ins(%qu, %ku, %ku : tensor<1x6x4x8xf32>, tensor<1x3x4x8xf32>, tensor<1x3x4x8xf32>) outs(%o0u, %l0u : tensor<1x6x4x8xf32>, tensor<1x6x4xf32>) {scale = 1.0 : f64} -> tensor<1x6x4x8xf32>, tensor<1x6x4xf32>
+  %os = shard.shard %o to %h : tensor<1x6x4x8xf32>
+  return %os : tensor<1x6x4x8xf32>
+}
+
+// -----
+
+// The query's heads split, the key's whole.
+shard.grid @grid(shape = 2)
+func.func @attention_heads_differ(%q: tensor<1x2x4x8xf32>, %k: tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32> {
+  %r = shard.sharding @grid split_axes = [[]] : !shard.sharding
+  %h = shard.sharding @grid split_axes = [[], [0]] : !shard.sharding
+  %qs = shard.shard %q to %h : tensor<1x2x4x8xf32>
+  %qu = shard.shard %qs to %h annotate_for_users : tensor<1x2x4x8xf32>
+  %ks = shard.shard %k to %r : tensor<1x2x4x8xf32>
+  %ku = shard.shard %ks to %r annotate_for_users : tensor<1x2x4x8xf32>
+  %o0 = tensor.empty() : tensor<1x2x4x8xf32>
+  %o0s = shard.shard %o0 to %h : tensor<1x2x4x8xf32>
+  %o0u = shard.shard %o0s to %h annotate_for_users : tensor<1x2x4x8xf32>
+  %l0 = tensor.empty() : tensor<1x2x4xf32>
+  %l0s = shard.shard %l0 to %h : tensor<1x2x4xf32>
+  %l0u = shard.shard %l0s to %h annotate_for_users : tensor<1x2x4xf32>
+  // expected-error @+1 {{'autopar.attention' op cannot be partitioned: its operands and results split the heads differently}}
+  %o, %l = autopar.attention ins(%qu, %ku, %ku : tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>) outs(%o0u, %l0u : tensor<1x2x4x8xf32>, tensor<1x2x4xf32>) {scale = 1.0 : f64} -> tensor<1x2x4x8xf32>, tensor<1x2x4xf32>
+  %os = shard.shard %o to %h : tensor<1x2x4x8xf32>
+  return %os : tensor<1x2x4x8xf32>
+}
+
+// -----
+
+// Heads split alike everywhere: partitionable (no diagnostic), the unused
+// log-sum-exp of inference included (it takes its destination's block).
+shard.grid @grid(shape = 2)
+func.func @attention_heads(%q: tensor<1x4x4x8xf32>, %k: tensor<1x2x4x8xf32>) -> tensor<1x4x4x8xf32> {
+  %h = shard.sharding @grid split_axes = [[], [0]] : !shard.sharding
+  %qs = shard.shard %q to %h : tensor<1x4x4x8xf32>
+  %qu = shard.shard %qs to %h annotate_for_users : tensor<1x4x4x8xf32>
+  %ks = shard.shard %k to %h : tensor<1x2x4x8xf32>
+  %ku = shard.shard %ks to %h annotate_for_users : tensor<1x2x4x8xf32>
+  %o0 = tensor.empty() : tensor<1x4x4x8xf32>
+  %o0s = shard.shard %o0 to %h : tensor<1x4x4x8xf32>
+  %o0u = shard.shard %o0s to %h annotate_for_users : tensor<1x4x4x8xf32>
+  %l0 = tensor.empty() : tensor<1x4x4xf32>
+  %l0s = shard.shard %l0 to %h : tensor<1x4x4xf32>
+  %l0u = shard.shard %l0s to %h annotate_for_users : tensor<1x4x4xf32>
+  %o, %l = autopar.attention ins(%qu, %ku, %ku : tensor<1x4x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>) outs(%o0u, %l0u : tensor<1x4x4x8xf32>, tensor<1x4x4xf32>) {scale = 1.0 : f64} -> tensor<1x4x4x8xf32>, tensor<1x4x4xf32>
+  %os = shard.shard %o to %h : tensor<1x4x4x8xf32>
+  return %os : tensor<1x4x4x8xf32>
 }

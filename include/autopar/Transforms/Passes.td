@@ -265,7 +265,10 @@ def CheckPartitionable
     exactly one annotation, an operand not read through an annotation, an op
     without a ShardingInterface that is not fully replicated, a convolution
     or pool split along a window dim (only its channel and batch loops
-    partition). Run between
+    partition), an attention split along other dims than its batch and
+    heads, or unevenly (a grouped-query attention's key/value heads must
+    divide by the heads' split; its unused log-sum-exp needs no
+    annotation). Run between
     `sharding-propagation` and `shard-partition`, this pass reports the first
     such op as an error naming it (and the ONNX node it came from), so that
     a plan that cannot be partitioned fails cleanly.

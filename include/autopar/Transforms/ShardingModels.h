@@ -9,8 +9,9 @@
 // models: a sharding passes through a reshape when it splits the outermost
 // dim of a reassociation group, through a slice, pad or concat when it
 // splits a dim the op keeps whole, and through a convolution or pool when it
-// splits a loop outside the window (channels). autopar's own ops
-// (autopar.embedding) come with theirs.
+// splits a loop outside the window (channels). autopar.embedding comes with
+// its own; the fused attention ops get theirs here (the batch and the heads
+// split, so attention fused before partitioning partitions by heads).
 //
 //===----------------------------------------------------------------------===//
 
@@ -25,7 +26,8 @@ namespace autopar {
 
 /// Attaches autopar's ShardingInterface models (expand_shape, collapse_shape,
 /// extract_slice, pad, concat; linalg ops whose maps have windows:
-/// convolutions and pools) and registers the autopar dialect. Call it before
+/// convolutions and pools; autopar.attention and autopar.attention_grad) and
+/// registers the autopar dialect. Call it before
 /// upstream's `registerAllDialects`: the first model attached to an op
 /// wins, and autopar's linalg model replaces upstream's (it is upstream's,
 /// extended to windows); the other order is a fatal error.
