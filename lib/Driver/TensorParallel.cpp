@@ -27,6 +27,7 @@ void addTensorParallelAnnotation(OpPassManager &pm,
 void addTensorParallelPartitioning(OpPassManager &pm) {
   OpPassManager &main = pm.nest<func::FuncOp>();
   main.addPass(shard::createShardingPropagation());
+  main.addPass(createUnifyResultAnnotations());
   main.addPass(createCheckPartitionable());
   main.addPass(shard::createPartition());
   main.addPass(createLowerEmbeddings());

@@ -100,7 +100,12 @@ LogicalResult checkOp(Operation *op) {
       op->hasTrait<OpTrait::ConstantLike>() ||
       op->hasTrait<OpTrait::IsTerminator>())
     return success();
-  bool interface = isa<shard::ShardingInterface>(op);
+  // An op whose model has no loops (ScalarShardingModels.cpp: the scalar
+  // arithmetic and element reads of a training step) takes its tensors
+  // whole: as good as no rule for a split operand or result.
+  auto model = dyn_cast<shard::ShardingInterface>(op);
+  bool interface = model && !(model.getLoopIteratorTypes().empty() &&
+                              model.getIndexingMaps().empty());
   // A convolution or pool reads its input through windows (oh + kh): a
   // split of a window loop would need the neighbours' halo
   // (LinalgShardingModels.cpp partitions only the other loops).

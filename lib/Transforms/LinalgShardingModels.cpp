@@ -83,6 +83,7 @@ FailureOr<ShardingArray> loopAxes(linalg::LinalgOp op,
   ShardingArray axes(op.getNumLoops());
   SmallVector<bool> seen(op.getNumLoops(), false);
   llvm::SmallBitVector window = autopar::detail::windowLoops(op);
+  llvm::SmallBitVector indexed = autopar::detail::indexedLoops(op);
   for (auto [sharding, map] : llvm::zip_equal(shardings, maps)) {
     if (!sharding)
       continue;
@@ -104,6 +105,13 @@ FailureOr<ShardingArray> loopAxes(linalg::LinalgOp op,
       if (!split.empty() && window.test(pos))
         return op->emitOpError("cannot be partitioned: loop ")
                << pos << " also indexes a window and cannot be split";
+      if (!split.empty() && indexed.test(pos))
+        return op->emitOpError("cannot be partitioned: loop ")
+               << pos
+               << " is read by linalg.index in the body (a value that "
+                  "depends on its position, such as Dropout's mask), so a "
+                  "rank's block would see its local positions; it cannot "
+                  "be split";
       ArrayRef<GridAxis> splitAxes = split.asArrayRef();
       if (seen[pos] && ArrayRef<GridAxis>(axes[pos]) != splitAxes)
         return op->emitOpError("cannot be partitioned: its operands and "
@@ -177,9 +185,11 @@ struct WindowedLinalgShardingModel
         op, operandShardings, resultShardings);
     if (failed(option))
       return failure();
-    // Window loops stay whole; their tensors are gathered first.
+    // Window loops, and loops whose position the body reads, stay whole;
+    // their tensors are gathered first.
     llvm::SmallBitVector window =
-        autopar::detail::windowLoops(cast<linalg::LinalgOp>(op));
+        autopar::detail::windowLoops(cast<linalg::LinalgOp>(op)) |
+        autopar::detail::indexedLoops(cast<linalg::LinalgOp>(op));
     for (auto [loop, axes] : llvm::enumerate(option->shardingArray))
       if (loop < window.size() && window.test(loop))
         axes.clear();
@@ -261,6 +271,16 @@ llvm::SmallBitVector autopar::detail::windowLoops(linalg::LinalgOp op) {
         for (unsigned d = 0; d < loops.size(); ++d)
           if (expr.isFunctionOfDim(d))
             loops.set(d);
+  return loops;
+}
+
+llvm::SmallBitVector autopar::detail::indexedLoops(linalg::LinalgOp op) {
+  llvm::SmallBitVector loops(op.getNumLoops());
+  if (Block *body = op.getBlock())
+    body->walk([&](linalg::IndexOp index) {
+      if (index.getDim() < loops.size())
+        loops.set(index.getDim());
+    });
   return loops;
 }
 

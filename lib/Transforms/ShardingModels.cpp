@@ -17,6 +17,8 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/Shard/IR/ShardDialect.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/Dialect/Shard/Interfaces/ShardingInterface.h"
 #include "mlir/Dialect/Shard/Interfaces/ShardingInterfaceImpl.h"
@@ -143,13 +145,21 @@ void autopar::registerShardingModels(DialectRegistry &registry) {
     tensor::CollapseShapeOp::attachInterface<
         ReshapeShardingModel<tensor::CollapseShapeOp>>(*ctx);
     autopar::detail::attachSliceShardingModels(ctx);
+    autopar::detail::attachScalarShardingModels(ctx, "tensor");
   });
   registry.addExtension(+[](MLIRContext *ctx, linalg::LinalgDialect *) {
     autopar::detail::attachLinalgShardingModels(ctx);
   });
   registry.addExtension(+[](MLIRContext *ctx, arith::ArithDialect *) {
     autopar::detail::attachConstantShardingModel(ctx);
+    autopar::detail::attachScalarShardingModels(ctx, "arith");
   });
+  // An extension's identity is its signature: a (math) one alone would be
+  // dropped as a duplicate of upstream's.
+  registry.addExtension(
+      +[](MLIRContext *ctx, math::MathDialect *, shard::ShardDialect *) {
+        autopar::detail::attachScalarShardingModels(ctx, "math");
+      });
   registry.addExtension(+[](MLIRContext *ctx, autopar::AutoparDialect *) {
     autopar::detail::attachAttentionShardingModels(ctx);
   });

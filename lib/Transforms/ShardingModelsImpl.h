@@ -32,6 +32,13 @@ using autopar::splittableDimOfGroup;
 /// (SliceShardingModels.cpp).
 void attachSliceShardingModels(mlir::MLIRContext *ctx);
 
+/// Every op of `dialect` without a ShardingInterface: whole tensors only
+/// (ScalarShardingModels.cpp). For tensor.extract, tensor.from_elements
+/// and the scalar arithmetic of arith and math; attach after the dialect's
+/// other models.
+void attachScalarShardingModels(mlir::MLIRContext *ctx,
+                                llvm::StringRef dialect);
+
 /// arith.constant, dense ones split too (ConstantShardingModel.cpp). Must
 /// run before upstream's arith models.
 void attachConstantShardingModel(mlir::MLIRContext *ctx);
@@ -45,6 +52,12 @@ void requireFirstModel(llvm::StringRef name, mlir::MLIRContext *ctx);
 /// convolution's or pool's window: `oh * stride + kh`): splitting one would
 /// need the neighbours' halo, so they stay whole (LinalgShardingModels.cpp).
 llvm::SmallBitVector windowLoops(mlir::linalg::LinalgOp op);
+
+/// The loops whose position `op`'s body reads (`linalg.index`): Dropout's
+/// counter-based mask hashes the global element index, an iota or a mask
+/// built from indices depends on it. Partitioned, the body would read a
+/// rank's local positions, so they stay whole (LinalgShardingModels.cpp).
+llvm::SmallBitVector indexedLoops(mlir::linalg::LinalgOp op);
 
 /// linalg.generic and the named convolutions and pools, windows included
 /// (LinalgShardingModels.cpp). Must run before upstream's linalg models.

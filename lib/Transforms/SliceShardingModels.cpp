@@ -128,6 +128,95 @@ struct ExtractSliceShardingModel
   }
 };
 
+/// Whether `insert` writes dim `d` of its destination whole.
+bool writesWhole(tensor::InsertSliceOp insert, int64_t d) {
+  RankedTensorType dest = insert.getDestType();
+  return !dest.isDynamicDim(d) && !insert.isDynamicOffset(d) &&
+         !insert.isDynamicSize(d) && !insert.isDynamicStride(d) &&
+         insert.getStaticOffset(d) == 0 &&
+         insert.getStaticSize(d) == dest.getDimSize(d) &&
+         insert.getStaticStride(d) == 1;
+}
+
+/// tensor.insert_slice (the adjoint of a slice: the QKV split's gradient
+/// put back into the fused projection's). Its loops are the dims of its
+/// destination; a split of a dim it writes whole passes through (each rank
+/// inserts its block of the source into its block of the destination); a
+/// dim it writes part of is gathered first.
+struct InsertSliceShardingModel
+    : public ShardingInterface::ExternalModel<InsertSliceShardingModel,
+                                              tensor::InsertSliceOp> {
+  SmallVector<utils::IteratorType> getLoopIteratorTypes(Operation *op) const {
+    auto insert = cast<tensor::InsertSliceOp>(op);
+    return SmallVector<utils::IteratorType>(insert.getDestType().getRank(),
+                                            utils::IteratorType::parallel);
+  }
+
+  SmallVector<AffineMap> getIndexingMaps(Operation *op) const {
+    auto insert = cast<tensor::InsertSliceOp>(op);
+    MLIRContext *ctx = op->getContext();
+    int64_t loops = insert.getDestType().getRank();
+    llvm::SmallBitVector dropped = insert.getDroppedDims();
+    SmallVector<AffineExpr> kept;
+    for (int64_t d = 0; d < loops; ++d)
+      if (!dropped.test(d))
+        kept.push_back(getAffineDimExpr(d, ctx));
+    // The source, the destination, the dynamic offsets, sizes and strides
+    // (scalars), then the result.
+    AffineMap identity = AffineMap::getMultiDimIdentityMap(loops, ctx);
+    SmallVector<AffineMap> maps = {AffineMap::get(loops, 0, kept, ctx),
+                                   identity};
+    maps.append(op->getNumOperands() - 2, AffineMap::get(loops, 0, ctx));
+    maps.push_back(identity);
+    return maps;
+  }
+
+  FailureOr<ShardingOption>
+  getShardingOption(Operation *op, ArrayRef<Sharding> operandShardings,
+                    ArrayRef<Sharding> resultShardings) const {
+    auto insert = cast<tensor::InsertSliceOp>(op);
+    llvm::SmallBitVector dropped = insert.getDroppedDims();
+    return optionSplittingOnly(
+        op, operandShardings, resultShardings,
+        [&](int64_t d) { return !dropped.test(d) && writesWhole(insert, d); });
+  }
+
+  LogicalResult partition(Operation *op, ArrayRef<Value> partitionedOperands,
+                          ArrayRef<Sharding> operandShardings,
+                          ArrayRef<Sharding> resultShardings,
+                          IRMapping &partitionMap,
+                          SymbolTableCollection &symbolTable,
+                          OpBuilder &builder) const {
+    auto insert = cast<tensor::InsertSliceOp>(op);
+    auto dest = cast<RankedTensorType>(partitionedOperands[1].getType());
+    // Split dims are written whole: their size is the local block's.
+    SmallVector<OpFoldResult> offsets = insert.getMixedOffsets();
+    SmallVector<OpFoldResult> sizes = insert.getMixedSizes();
+    SmallVector<OpFoldResult> strides = insert.getMixedStrides();
+    for (auto [d, size] : llvm::enumerate(dest.getShape()))
+      if (writesWhole(insert, d))
+        sizes[d] = builder.getIndexAttr(size);
+    IRMapping mapping;
+    for (auto [old, partitioned] :
+         llvm::zip(op->getOperands(), partitionedOperands))
+      mapping.map(old, partitioned);
+    auto remap = [&](SmallVector<OpFoldResult> &list) {
+      for (OpFoldResult &v : list)
+        if (auto value = dyn_cast<Value>(v))
+          v = mapping.lookupOrDefault(value);
+    };
+    remap(offsets);
+    remap(sizes);
+    remap(strides);
+    Value result = tensor::InsertSliceOp::create(
+        builder, op->getLoc(), partitionedOperands[0], partitionedOperands[1],
+        offsets, sizes, strides);
+    partitionMap.map(op->getResult(0), result);
+    partitionMap.map(op, result.getDefiningOp());
+    return success();
+  }
+};
+
 /// Whether `pad` adds nothing on either side of dim `d`.
 bool padsNothing(tensor::PadOp pad, int64_t d) {
   auto zero = [](OpFoldResult v) { return isConstantIntValue(v, 0); };
@@ -230,6 +319,7 @@ struct ConcatShardingModel
 
 void autopar::detail::attachSliceShardingModels(MLIRContext *ctx) {
   tensor::ExtractSliceOp::attachInterface<ExtractSliceShardingModel>(*ctx);
+  tensor::InsertSliceOp::attachInterface<InsertSliceShardingModel>(*ctx);
   tensor::PadOp::attachInterface<PadShardingModel>(*ctx);
   tensor::ConcatOp::attachInterface<ConcatShardingModel>(*ctx);
 }

@@ -199,3 +199,18 @@ func.func @attention_heads(%q: tensor<1x4x4x8xf32>, %k: tensor<1x2x4x8xf32>) -> 
   %os = shard.shard %o to %h : tensor<1x4x4x8xf32>
   return %os : tensor<1x4x4x8xf32>
 }
+
+// -----
+
+// tensor.extract reads one element: its tensor must be whole (its model,
+// for a training step's scalar code, takes tensors whole only).
+shard.grid @grid(shape = 2)
+func.func @extract_split(%x: tensor<8xf32>) -> f32 {
+  %s = shard.sharding @grid split_axes = [[0]] : !shard.sharding
+  %xs = shard.shard %x to %s : tensor<8xf32>
+  %xu = shard.shard %xs to %s annotate_for_users : tensor<8xf32>
+  %c0 = arith.constant 0 : index
+  // expected-error @+1 {{'tensor.extract' op cannot be partitioned: it has no sharding rule, and operand 0 is split}}
+  %e = tensor.extract %xu[%c0] : tensor<8xf32>
+  return %e : f32
+}

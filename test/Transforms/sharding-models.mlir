@@ -131,3 +131,69 @@ func.func @pad_padded_dim(%x: tensor<1x4x6x6xf32>) -> tensor<1x4x8x8xf32> {
   } : tensor<1x4x6x6xf32> to tensor<1x4x8x8xf32>
   return %p : tensor<1x4x8x8xf32>
 }
+
+// -----
+
+// tensor.insert_slice (the gradient of a slice): a split of a dim it writes
+// whole passes through, each rank inserting its block of the source into its
+// block of the destination, with no collective.
+// CHECK-LABEL: func.func @insert_whole_dim
+// CHECK-SAME: (%[[SRC:.*]]: tensor<4x4xf32>, %[[DST:.*]]: tensor<4x12xf32>)
+// CHECK: %[[I:.*]] = tensor.insert_slice %[[SRC]] into %[[DST]][0, 8] [4, 4] [1, 1] : tensor<4x4xf32> into tensor<4x12xf32>
+// CHECK-NOT: shard.all
+// CHECK: return %[[I]]
+shard.grid @grid(shape = 2)
+func.func @insert_whole_dim(%src: tensor<8x4xf32>, %dst: tensor<8x12xf32>) -> tensor<8x12xf32> {
+  %s = shard.sharding @grid split_axes = [[0]] : !shard.sharding
+  %srcs = shard.shard %src to %s annotate_for_users : tensor<8x4xf32>
+  %dsts = shard.shard %dst to %s annotate_for_users : tensor<8x12xf32>
+  %i = tensor.insert_slice %srcs into %dsts[0, 8] [8, 4] [1, 1] : tensor<8x4xf32> into tensor<8x12xf32>
+  %r = shard.shard %i to %s : tensor<8x12xf32>
+  return %r : tensor<8x12xf32>
+}
+
+// -----
+
+// A split of the dim it writes part of (the fused QKV dim) would not hold
+// the part: source and destination are gathered, the insert runs whole.
+// CHECK-LABEL: func.func @insert_cut_dim
+// CHECK-SAME: (%[[SRC:.*]]: tensor<8x2xf32>, %[[DST:.*]]: tensor<8x6xf32>)
+// CHECK-DAG: %[[GS:.*]] = shard.all_gather %[[SRC]] on @grid grid_axes = [0] gather_axis = 1 : tensor<8x2xf32> -> tensor<8x4xf32>
+// CHECK-DAG: %[[GD:.*]] = shard.all_gather %[[DST]] on @grid grid_axes = [0] gather_axis = 1 : tensor<8x6xf32> -> tensor<8x12xf32>
+// CHECK-DAG: %[[CS:.*]] = tensor.cast %[[GS]]
+// CHECK-DAG: %[[CD:.*]] = tensor.cast %[[GD]]
+// CHECK: tensor.insert_slice %[[CS]] into %[[CD]][0, 8] [8, 4] [1, 1] : tensor<8x4xf32> into tensor<8x12xf32>
+shard.grid @grid(shape = 2)
+func.func @insert_cut_dim(%src: tensor<8x4xf32>, %dst: tensor<8x12xf32>) -> tensor<8x12xf32> {
+  %s = shard.sharding @grid split_axes = [[], [0]] : !shard.sharding
+  %srcs = shard.shard %src to %s : tensor<8x4xf32>
+  %dsts = shard.shard %dst to %s : tensor<8x12xf32>
+  %i = tensor.insert_slice %srcs into %dsts[0, 8] [8, 4] [1, 1] : tensor<8x4xf32> into tensor<8x12xf32>
+  return %i : tensor<8x12xf32>
+}
+
+// -----
+
+// A body that reads its position (linalg.index: Dropout's mask hashes the
+// global element index) would see a rank's local positions if its loop were
+// split: that loop stays whole and the split input is gathered first.
+// CHECK-LABEL: func.func @indexed_loop
+// CHECK-SAME: (%[[X:.*]]: tensor<4xf32>) -> tensor<8xf32>
+// CHECK: %[[G:.*]] = shard.all_gather %[[X]] on @grid grid_axes = [0] gather_axis = 0 : tensor<4xf32> -> tensor<8xf32>
+// CHECK: linalg.generic {{.*}} ins(%{{.*}} : tensor<8xf32>)
+// CHECK: linalg.index 0
+shard.grid @grid(shape = 2)
+func.func @indexed_loop(%x: tensor<8xf32>) -> tensor<8xf32> {
+  %s = shard.sharding @grid split_axes = [[0]] : !shard.sharding
+  %xs = shard.shard %x to %s : tensor<8xf32>
+  %e = tensor.empty() : tensor<8xf32>
+  %y = linalg.generic {indexing_maps = [affine_map<(d0) -> (d0)>, affine_map<(d0) -> (d0)>], iterator_types = ["parallel"]} ins(%xs : tensor<8xf32>) outs(%e : tensor<8xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %i = linalg.index 0 : index
+    %c = arith.index_cast %i : index to i64
+    %f = arith.sitofp %c : i64 to f32
+    %r = arith.addf %in, %f : f32
+    linalg.yield %r : f32
+  } -> tensor<8xf32>
+  return %y : tensor<8xf32>
+}

@@ -254,6 +254,26 @@ def LowerEmbeddings : Pass<"autopar-lower-embeddings", "mlir::func::FuncOp"> {
                            "mlir::tensor::TensorDialect"];
 }
 
+def UnifyResultAnnotations
+    : Pass<"autopar-unify-result-annotations", "mlir::func::FuncOp"> {
+  let summary = "Give each op result one `shard.shard` annotation, as "
+                "`shard-partition` requires";
+  let description = [{
+    Runs after `sharding-propagation`. Upstream propagation (release 22)
+    annotates an op's result once per set of users it visits, and compares
+    shardings by SSA value: a value that the forward and the backward of a
+    training step both read ends up with two result annotations, even two
+    equal ones, which `shard-partition` cannot take. The first annotation
+    stays; the users of every other one read the first instead (their own
+    `annotate_for_users` annotations then convert, if a sharding differs).
+    A rank-0 tensor made by an op in the function's body and read without
+    an annotation (the step's learning rate, its gradient norm) gets a
+    replicated one: `shard-partition` needs one per result, and a sum over
+    split loops that makes it is then all-reduced.
+  }];
+  let dependentDialects = ["mlir::shard::ShardDialect"];
+}
+
 def CheckPartitionable
     : Pass<"autopar-check-partitionable", "mlir::func::FuncOp"> {
   let summary = "Check that `shard-partition` can partition the annotated "
