@@ -71,6 +71,11 @@ llvm::LogicalResult applyEmbeddingAdjoint(mlir::Operation *op,
 llvm::LogicalResult applyAttentionAdjoint(mlir::Operation *op,
                                           AdjointBuilder &adjoints);
 
+/// `shard.shard` (the same annotation on the cotangent, read the other way)
+/// and `shard.all_reduce` (a sum over replicas: the sum of the adjoints).
+llvm::LogicalResult applyShardAdjoint(mlir::Operation *op,
+                                      AdjointBuilder &adjoints);
+
 /// Scalar reverse mode inside a structured op's body: given the body ops
 /// already cloned with `mapping` (forward body value -> cloned value) and a
 /// seed adjoint for the forward body value `seeded`, emits at `b`'s insertion

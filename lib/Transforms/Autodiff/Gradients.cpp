@@ -14,7 +14,7 @@
 #include "autopar/Transforms/Autodiff.h"
 
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
-#include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "mlir/Dialect/Shard/IR/ShardDialect.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Transforms/RegionUtils.h"
 #include "llvm/ADT/MapVector.h"
@@ -178,22 +178,11 @@ LogicalResult applyAdjointRule(Operation *op, AdjointBuilder &adjoints) {
     return applyTensorAdjoint(op, adjoints);
   if (isa<AttentionOp>(op))
     return applyAttentionAdjoint(op, adjoints);
-  if (auto allReduce = dyn_cast<shard::AllReduceOp>(op)) {
-    // A sum over replicas that every replica's loss reads (data-parallel
-    // BatchNorm statistics): the adjoint of each replica's input is the sum
-    // of the replicas' adjoints of the result.
-    if (allReduce.getReduction() != shard::ReductionKind::Sum)
-      return failure();
-    Value dY = adjoints.getAdjoint(allReduce.getResult());
-    if (!dY || !adjoints.isActive(allReduce.getInput()))
-      return success();
-    adjoints.accumulate(allReduce.getInput(),
-                        shard::AllReduceOp::create(
-                            adjoints.getBuilder(), op->getLoc(), dY.getType(),
-                            allReduce.getGrid(), allReduce.getGridAxes(), dY,
-                            shard::ReductionKind::Sum));
-    return success();
-  }
+  if (auto embedding = dyn_cast<EmbeddingOp>(op))
+    return embedding.getRowOffset() ? failure()
+                                    : applyEmbeddingAdjoint(op, adjoints);
+  if (isa<shard::ShardDialect>(op->getDialect()))
+    return applyShardAdjoint(op, adjoints);
   return failure();
 }
 
