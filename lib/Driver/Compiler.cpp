@@ -66,6 +66,9 @@ private:
   /// Training: the micro-batch the user fixed, and whether the model
   /// updates state (BatchNorm), into the request.
   int pinTrainingMicroBatch();
+  /// Training: `--tp N` over every rank pins the plan to it, or says what
+  /// is not built yet.
+  int pinTensorParallelTraining();
   /// Writes the plan report, if asked for, with what the flow adds.
   bool writeReport(const PlanResult &result, const PlanRequest &forRequest,
                    llvm::json::Object extra);
@@ -105,6 +108,8 @@ private:
   ImportOptions importOptions;
   /// Training code for several CPU ranks: pure data parallelism over all.
   bool dataParallelTraining = false;
+  /// Training code for several CPU ranks: tensor parallelism over all.
+  bool tensorParallelTraining = false;
 
   // The model and its plan.
   std::unique_ptr<MLIRContext> context;
@@ -205,18 +210,24 @@ int CompileFlow::validateRequest() {
                              {"--emit-gradients", o.emitGradients}})
     if (given && !training)
       return fail(llvm::Twine(flag) + " needs --mode train");
-  if (!o.planOnly && training && cluster.worldSize() != 1) {
-    // Distributed training executes data parallelism (ZeRO 0-3) so far:
-    // the plan is pinned to it (docs/distributed-training.md). On GPUs the
-    // step's collectives go to the NCCL backend.
-    for (auto [flag, value] : {std::pair{"--tp", o.tp}, {"--pp", o.pp}})
-      if (value > 1)
-        return fail(llvm::Twine(flag) + " " + llvm::Twine(value) +
-                    " --mode train: training on several ranks executes "
-                    "data parallelism (with ZeRO 0 to 3) so far (--dp " +
-                    llvm::Twine(cluster.worldSize()) +
-                    "); tensor and pipeline parallelism are being built. "
-                    "Use --plan-only to plan and report them");
+  if (!o.planOnly && training && cluster.worldSize() != 1 && o.tp > 1) {
+    // Tensor parallelism over every rank (docs/distributed-training.md,
+    // "Tensor parallelism"); combined with dp or pp it is being built.
+    if (int rc = pinTensorParallelTraining())
+      return rc;
+  } else if (!o.planOnly && training && cluster.worldSize() != 1) {
+    // Distributed training executes data parallelism (ZeRO 0-3), or pinned
+    // tensor parallelism over all ranks, so far: the plan is pinned to it
+    // (docs/distributed-training.md). On GPUs the step's collectives go to
+    // the NCCL backend.
+    if (o.pp > 1)
+      return fail("--pp " + llvm::Twine(o.pp) +
+                  " --mode train: training on several ranks executes "
+                  "data parallelism (with ZeRO 0 to 3), or tensor "
+                  "parallelism over all ranks (--tp " +
+                  llvm::Twine(cluster.worldSize()) +
+                  "), so far; pipeline parallelism is being built. Use "
+                  "--plan-only to plan and report it");
     if (o.dp > 0 && o.dp != cluster.worldSize())
       return fail("--dp " + llvm::Twine(o.dp) + " --mode train on --cluster " +
                   o.cluster +
@@ -334,6 +345,38 @@ OwningOpRef<ModuleOp> CompileFlow::importProgram(const ImportOptions &options) {
   return imported;
 }
 
+int CompileFlow::pinTensorParallelTraining() {
+  const ClusterSpec &cluster = request.cluster;
+  int64_t world = cluster.worldSize();
+  auto refuse = [&](const llvm::Twine &what) {
+    return fail("--tp " + llvm::Twine(o.tp) + " --mode train on --cluster " +
+                o.cluster + ": " + what);
+  };
+  if (o.tp != world || (o.dp > 1) || o.pp > 1)
+    return refuse("tensor-parallel training runs over all " +
+                  llvm::Twine(world) + " ranks so far (--tp " +
+                  llvm::Twine(world) +
+                  " --dp 1 --pp 1); combined with data or pipeline "
+                  "parallelism it is being built. Drop --tp for "
+                  "data-parallel training over all ranks");
+  if (gpu)
+    return refuse("tensor-parallel training compiles for CPU ranks "
+                  "(local:N) so far; on GPUs training runs data-parallel "
+                  "(drop --tp)");
+  if (o.emitGradients)
+    return refuse("--emit-gradients returns whole gradients; tensor-"
+                  "parallel ranks hold blocks of them (drop one of the two)");
+  if (request.pins.zeroStage && *request.pins.zeroStage > 0)
+    return refuse("ZeRO shards over data-parallel replicas, and this plan "
+                  "has none (drop --zero and zero_optimization.stage)");
+  request.pins.dp = 1;
+  request.pins.tp = o.tp;
+  request.pins.pp = 1;
+  request.pins.zeroStage = 0;
+  tensorParallelTraining = true;
+  return 0;
+}
+
 int CompileFlow::pinTrainingMicroBatch() {
   // The micro-batch: the user's (--micro-batch-size, or the config's
   // train_micro_batch_size_per_gpu or gradient_accumulation_steps), else
@@ -353,6 +396,24 @@ int CompileFlow::pinTrainingMicroBatch() {
     dp = 1;
   else if (dataParallelTraining)
     dp = request.cluster.worldSize();
+  else if (tensorParallelTraining)
+    dp = 1;
+  // Tensor parallelism runs the whole batch in one call so far.
+  if (tensorParallelTraining && batch > 0) {
+    int64_t micro = o.microBatchSize > 0 ? o.microBatchSize
+                    : trainConfig.microBatchSize
+                        ? *trainConfig.microBatchSize
+                        : batch / trainConfig.accumulationSteps.value_or(1);
+    if (micro != batch)
+      return fail("--tp " + llvm::Twine(o.tp) + " --mode train on --cluster " +
+                  o.cluster +
+                  ": gradient accumulation under tensor parallelism is being "
+                  "built: the micro-batch (--micro-batch-size, "
+                  "train_micro_batch_size_per_gpu, "
+                  "gradient_accumulation_steps) must be the whole batch (" +
+                  llvm::Twine(batch) + ")");
+    request.pins.microBatchSize = batch;
+  }
   if (dp && batch % *dp != 0)
     return fail("the batch of --input-shape (" + llvm::Twine(batch) +
                 ") does not divide into " + llvm::Twine(*dp) +
@@ -561,15 +622,41 @@ int CompileFlow::compileTrainingStep() {
     step.attentionHeadDimMultiple = fuse.headDimMultiple;
   }
   step.lowerCollectives = false;
+  if (best.tp > 1) {
+    // The forward is planned for one tp group of the cluster's devices.
+    step.tensorParallel = best.tp;
+    PlanRequest group = request;
+    group.cluster.nodes = 1;
+    group.cluster.gpusPerNode = best.tp;
+    group.pins = {};
+    group.pins.dp = 1;
+    group.pins.tp = best.tp;
+    group.pins.pp = 1;
+    step.makePlanPass = [group] {
+      return createAutoparPlanPass(group, [](const PlanResult &) {});
+    };
+    llvm::outs() << "  tensor parallel " << best.tp
+                 << " ranks: the forward is partitioned as planned, and the "
+                    "backward and the update as its annotations imply\n";
+  }
   auto pm = PassManager::on<ModuleOp>(context.get());
   applyPassManagerCLOptionsIfAny(pm);
   buildTrainingStepPipeline(pm, step);
   if (failed(pm.run(*module)))
     return 1;
+  std::vector<TensorParallelSplit> splits;
+  if (best.tp > 1) {
+    writeIR("train-step-annotated.mlir", *module);
+    if (failed(partitionTrainingStep(*module, splits)))
+      return fail("partitioning the training step over " +
+                  llvm::Twine(best.tp) +
+                  " tensor-parallel ranks failed (see the diagnostics "
+                  "above; --dump-ir DIR writes train-step-annotated.mlir)");
+  }
   // What the step exchanges, exactly (the report's predicted collectives),
   // before the collectives become runtime calls.
   llvm::json::Object collectives = stepCollectives(*module);
-  if (best.dp > 1) {
+  if (best.dp > 1 || best.tp > 1) {
     auto lower = PassManager::on<ModuleOp>(context.get());
     applyPassManagerCLOptionsIfAny(lower);
     lower.addPass(createLowerCollectivesToRuntime());
@@ -593,6 +680,8 @@ int CompileFlow::compileTrainingStep() {
   artifact.loss = o.loss;
   artifact.importOptions = importOptions;
   artifact.fuseAttention = o.fuseAttention;
+  artifact.tensorParallel = best.tp;
+  artifact.tensorParallelSplits = std::move(splits);
   if (gpu) {
     // The step carries its own mixed precision (f32 master weights).
     artifact.gpu = gpuTarget;

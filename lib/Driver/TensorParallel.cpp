@@ -2,6 +2,7 @@
 
 #include "autopar/Driver/TensorParallel.h"
 #include "autopar/Conversion/Passes.h"
+#include "autopar/Dialect/Attributes.h"
 #include "autopar/Target/LoweringPasses.h"
 #include "autopar/Transforms/Passes.h"
 #include "autopar/Transforms/PlanAnnotate.h"
@@ -138,6 +139,55 @@ LogicalResult partitionTensorParallel(
     if (cast<RankedTensorType>(type).getShape() != llvm::ArrayRef(out.shape))
       return main.emitError("'")
              << out.name << "' is not whole after partitioning";
+  }
+  return success();
+}
+
+LogicalResult partitionTrainingStep(ModuleOp module,
+                                    std::vector<TensorParallelSplit> &splits) {
+  auto shapesOf = [](func::FuncOp main) {
+    llvm::SmallVector<llvm::SmallVector<int64_t>> shapes;
+    for (Type t : llvm::concat<const Type>(main.getArgumentTypes(),
+                                           main.getResultTypes()))
+      shapes.emplace_back(cast<RankedTensorType>(t).getShape());
+    return shapes;
+  };
+  auto main = module.lookupSymbol<func::FuncOp>("main");
+  if (!main)
+    return module.emitError("the training step has no func.func @main");
+  auto whole = shapesOf(main);
+  auto partition = PassManager::on<ModuleOp>(module.getContext());
+  applyPassManagerCLOptionsIfAny(partition);
+  addTensorParallelPartitioning(partition);
+  if (failed(partition.run(module)))
+    return failure();
+  main = module.lookupSymbol<func::FuncOp>("main");
+  auto local = shapesOf(main);
+  splits.assign(local.size(), TensorParallelSplit{});
+  unsigned numArgs = main.getNumArguments();
+  for (auto [i, shapes] : llvm::enumerate(llvm::zip(whole, local))) {
+    auto &[global, mine] = shapes;
+    if (global == mine)
+      continue;
+    // What a rank keeps from step to step may be a block; what the runtime
+    // hands in or reads out (inputs, the loss, metrics) must be whole.
+    bool state = i < numArgs
+                     ? main.getArgAttr(i, attrs::kParameter) ||
+                           main.getArgAttr(i, attrs::kOptimizerState)
+                     : bool(main.getResultAttr(i - numArgs, attrs::kUpdate));
+    llvm::SmallVector<int64_t> dims;
+    for (int64_t d = 0; d < int64_t(global.size()); ++d)
+      if (global[d] != mine[d])
+        dims.push_back(d);
+    if (!state || dims.size() != 1)
+      return main.emitError()
+             << (i < numArgs ? "argument " : "result ")
+             << (i < numArgs ? i : i - numArgs)
+             << (state ? " is split along several dims"
+                       : " was split over tp; inputs, the loss and the "
+                         "metrics must stay whole");
+    splits[i].globalShape = global;
+    splits[i].dim = dims.front();
   }
   return success();
 }

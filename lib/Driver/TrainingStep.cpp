@@ -7,6 +7,7 @@
 #include "autopar/Driver/TrainingStep.h"
 #include "autopar/Conversion/Passes.h"
 #include "autopar/Dialect/Attributes.h"
+#include "autopar/Driver/TensorParallel.h"
 
 #include "autopar/Import/InferenceModel.h"
 #include "autopar/Import/OnnxImporter.h"
@@ -17,6 +18,7 @@
 #include "autopar/Target/LoweringPasses.h"
 #include "autopar/Target/SharedLibrary.h"
 #include "autopar/Transforms/Passes.h"
+#include "autopar/Transforms/PlanAnnotate.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -46,7 +48,26 @@ std::string crossEntropyOutput(llvm::StringRef loss) {
 
 void buildTrainingStepPipeline(OpPassManager &pm,
                                const TrainingStepOptions &options) {
-  if (options.fuseAttention) {
+  bool tensorParallel = options.tensorParallel > 1;
+  // Tensor parallelism: the forward is planned and annotated for the group
+  // before it is differentiated, so that each cotangent is laid out as its
+  // value (autodiff's shard rule) and partitioning gives the backward
+  // Megatron's conjugate collectives. Fused attention has no partitioning
+  // rule yet: the group runs it unfused.
+  if (tensorParallel) {
+    if (options.makePlanPass) {
+      pm.addPass(options.makePlanPass());
+    } else {
+      AutoparPlanOptions plan;
+      plan.cluster = "local:" + std::to_string(options.tensorParallel);
+      plan.dp = 1;
+      plan.tp = options.tensorParallel;
+      plan.pp = 1;
+      pm.addPass(createAutoparPlan(plan));
+    }
+    pm.addPass(createReplicateGraphIO());
+  }
+  if (options.fuseAttention && !tensorParallel) {
     FuseAttentionOptions fuse;
     fuse.maxHeadDim = options.attentionMaxHeadDim;
     fuse.headDimMultiple = options.attentionHeadDimMultiple;
@@ -123,8 +144,10 @@ void buildTrainingStepPipeline(OpPassManager &pm,
     o.dataParallel = options.dataParallel;
     pm.addPass(createApplyOptimizer(o));
   }
+  if (tensorParallel && !options.emitGradients)
+    pm.addPass(createShardTrainingState());
   // The replicas' sums become runtime all-reduces over dp.
-  if (options.dataParallel > 1 && options.lowerCollectives)
+  if (options.dataParallel > 1 && options.lowerCollectives && !tensorParallel)
     pm.addPass(createLowerCollectivesToRuntime());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
@@ -163,6 +186,12 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
       llvm::cl::desc("ZeRO stage over the data-parallel replicas: 1 shards "
                      "the optimizer states, 2 also the gradients"),
       llvm::cl::init(0)};
+  Option<int64_t> tensorParallel{
+      *this, "tensor-parallel",
+      llvm::cl::desc("Tensor-parallel ranks: plan the forward for a group "
+                     "of `local:N`, differentiate the annotated program, "
+                     "and partition the step"),
+      llvm::cl::init(1)};
 };
 
 } // namespace
@@ -193,26 +222,49 @@ void registerTrainingStepPipeline() {
           }
           step.config = std::move(*parsed);
         }
+        step.tensorParallel = options.tensorParallel;
         buildTrainingStepPipeline(pm, step);
+        if (step.tensorParallel > 1) {
+          addTensorParallelPartitioning(pm);
+          addCollectiveLowering(pm);
+        }
       });
 }
 
 namespace {
 
-/// Adds to `tally` the collectives of `block`, each counted `times`.
+/// What the step's collectives move: {axis name: {op: (calls, bus bytes)}}.
+using CollectiveTally =
+    std::map<std::string, std::map<std::string, std::pair<double, double>>>;
+
+/// Adds to `tally` the collectives of `block`, each counted `times`. An op
+/// over axis 0 of @autopar_grid (dp x tp) is counted under "dp", over axis 1
+/// under "tp".
 void countCollectives(Block &block, double times, ModuleOp module,
-                      std::map<std::string, std::pair<double, double>> &tally) {
+                      CollectiveTally &tally) {
   auto bytes = [](Value v) {
     auto type = cast<RankedTensorType>(v.getType());
     return double(type.getNumElements()) *
            double(type.getElementTypeBitWidth() / 8);
   };
-  auto ranks = [&](FlatSymbolRefAttr gridName) {
+  // The ranks an op's group spans, and the name of its axes.
+  auto group = [&](FlatSymbolRefAttr gridName, ArrayRef<int16_t> axes) {
     auto grid = module.lookupSymbol<shard::GridOp>(gridName.getValue());
-    return grid ? double(grid.getShape().front()) : 1.0;
+    double n = 1;
+    std::string name;
+    for (int16_t axis : axes) {
+      if (grid && axis < int16_t(grid.getShape().size()))
+        n *= double(grid.getShape()[axis]);
+      name += (name.empty() ? "" : "x") +
+              std::string(axis == 0   ? "dp"
+                          : axis == 1 ? "tp"
+                                      : "axis") +
+              (axis > 1 ? std::to_string(axis) : "");
+    }
+    return std::pair{n, name.empty() ? std::string("dp") : name};
   };
-  auto add = [&](llvm::StringRef name, double bus) {
-    auto &[calls, busBytes] = tally[name.str()];
+  auto add = [&](const std::string &axis, llvm::StringRef name, double bus) {
+    auto &[calls, busBytes] = tally[axis][name.str()];
     calls += times;
     busBytes += times * bus;
   };
@@ -229,17 +281,17 @@ void countCollectives(Block &block, double times, ModuleOp module,
         if (!callee.isExternal())
           countCollectives(callee.getBody().front(), times, module, tally);
     } else if (auto reduce = dyn_cast<shard::AllReduceOp>(op)) {
-      double n = ranks(reduce.getGridAttr());
-      add("all_reduce", bytes(reduce.getInput()) * 2 * (n - 1) / n);
+      auto [n, axis] = group(reduce.getGridAttr(), reduce.getGridAxes());
+      add(axis, "all_reduce", bytes(reduce.getInput()) * 2 * (n - 1) / n);
     } else if (auto gather = dyn_cast<shard::AllGatherOp>(op)) {
-      double n = ranks(gather.getGridAttr());
-      add("all_gather", bytes(gather.getResult()) * (n - 1) / n);
+      auto [n, axis] = group(gather.getGridAttr(), gather.getGridAxes());
+      add(axis, "all_gather", bytes(gather.getResult()) * (n - 1) / n);
     } else if (auto scatter = dyn_cast<shard::ReduceScatterOp>(op)) {
-      double n = ranks(scatter.getGridAttr());
-      add("reduce_scatter", bytes(scatter.getInput()) * (n - 1) / n);
+      auto [n, axis] = group(scatter.getGridAttr(), scatter.getGridAxes());
+      add(axis, "reduce_scatter", bytes(scatter.getInput()) * (n - 1) / n);
     } else if (auto toAll = dyn_cast<shard::AllToAllOp>(op)) {
-      double n = ranks(toAll.getGridAttr());
-      add("all_to_all", bytes(toAll.getInput()) * (n - 1) / n);
+      auto [n, axis] = group(toAll.getGridAttr(), toAll.getGridAxes());
+      add(axis, "all_to_all", bytes(toAll.getInput()) * (n - 1) / n);
     }
   }
 }
@@ -428,16 +480,17 @@ FailureOr<ArtifactProgram> buildEvalProgram(MLIRContext *context,
 } // namespace
 
 llvm::json::Object stepCollectives(ModuleOp module) {
-  std::map<std::string, std::pair<double, double>> tally;
+  CollectiveTally tally;
   if (auto main = module.lookupSymbol<func::FuncOp>("main"))
     countCollectives(main.getBody().front(), 1, module, tally);
-  llvm::json::Object ops;
-  for (auto &[name, counts] : tally)
-    ops[name] = llvm::json::Object{{"calls", counts.first},
-                                   {"bus_bytes", counts.second}};
   llvm::json::Object axes;
-  if (!ops.empty())
-    axes["dp"] = std::move(ops);
+  for (auto &[axis, byOp] : tally) {
+    llvm::json::Object ops;
+    for (auto &[name, counts] : byOp)
+      ops[name] = llvm::json::Object{{"calls", counts.first},
+                                     {"bus_bytes", counts.second}};
+    axes[axis] = std::move(ops);
+  }
   return axes;
 }
 
@@ -458,12 +511,26 @@ writeTrainingArtifact(ModuleOp module, const TrainingArtifactOptions &options,
     if (main.getArgAttr(i, attrs::kZeroBlocks))
       if (auto name = main.getArgAttrOfType<StringAttr>(i, attrs::kParameter))
         blockParameters.insert(name.getValue());
+  // Tensor parallelism: each rank holds blocks of the state it keeps.
+  if (options.tensorParallel > 1) {
+    if (options.tensorParallelSplits.size() != arguments->size())
+      return fail("internal error: the tensor-parallel splits do not match "
+                  "the training step's arguments and results");
+    for (auto [arg, split] :
+         llvm::zip(*arguments, options.tensorParallelSplits)) {
+      if (split.dim < 0)
+        continue;
+      arg.globalShape = split.globalShape;
+      arg.splitDim = split.dim;
+      arg.splitAxis = "tp";
+    }
+  }
   TrainedSummary trained;
   for (const ArtifactArgument &arg : *arguments) {
     if (arg.kind != ArtifactArgument::Kind::Parameter || !arg.trainable)
       continue;
     int64_t elements = 1;
-    for (int64_t d : arg.shape)
+    for (int64_t d : arg.globalShape.empty() ? arg.shape : arg.globalShape)
       elements *= d;
     if (blockParameters.contains(arg.name))
       elements *= options.dataParallel;
@@ -507,8 +574,9 @@ writeTrainingArtifact(ModuleOp module, const TrainingArtifactOptions &options,
   llvm::sys::fs::make_absolute(absModel);
   description.modelPath = std::string(absModel);
   description.cluster = options.cluster;
-  description.worldSize = options.dataParallel;
+  description.worldSize = options.dataParallel * options.tensorParallel;
   description.dp = options.dataParallel;
+  description.tp = options.tensorParallel;
   if (options.withOptimizer) {
     ArtifactTraining t;
     const std::vector<ArtifactArgument> &args =
@@ -551,13 +619,16 @@ writeTrainingArtifact(ModuleOp module, const TrainingArtifactOptions &options,
       if (arg.kind == ArtifactArgument::Kind::Update)
         updated.insert(arg.updates);
     // --eval-data: the loss with Dropout off and BatchNorm on its running
-    // statistics.
-    auto evalProgram =
-        buildEvalProgram(module.getContext(), options, t.loss, error);
-    if (failed(evalProgram))
-      return failure();
-    description.programs.push_back(std::move(*evalProgram));
-    t.evalProgram = "eval";
+    // statistics. Not for tensor-parallel ranks yet: they hold blocks of
+    // the parameters the eval program takes whole.
+    if (options.tensorParallel == 1) {
+      auto evalProgram =
+          buildEvalProgram(module.getContext(), options, t.loss, error);
+      if (failed(evalProgram))
+        return failure();
+      description.programs.push_back(std::move(*evalProgram));
+      t.evalProgram = "eval";
+    }
     if (!llvm::StringRef(options.modelPath).ends_with(".onnxtxt")) {
       llvm::SmallString<256> templatePath(options.outputDir);
       llvm::sys::path::append(templatePath, "inference-template.onnx");

@@ -389,21 +389,26 @@ int64_t runTraining(Session &session, Communicator &comm,
     throw Error("--train: " + manifest.path +
                 " is an inference artifact; compile the model with "
                 "autopar-compile --mode train");
-  // Several ranks: data-parallel replicas (autopar-compile executes pure
-  // dp so far), each training on its share of every batch; the step's
-  // all-reduces give every replica the same loss, gradients and update.
-  if (comm.scopeSize(CommScope::TP) != 1 || comm.scopeSize(CommScope::PP) != 1)
+  // Several ranks: data-parallel replicas, each training on its share of
+  // every batch (the step's all-reduces give every replica the same loss,
+  // gradients and update), or tensor-parallel ranks, each holding blocks of
+  // the parameters and optimizer states and reading the whole batch.
+  // Pipeline stages are being built.
+  if (comm.scopeSize(CommScope::PP) != 1)
     throw Error("--train: " + manifest.path + " splits the step over " +
-                std::to_string(comm.scopeSize(CommScope::TP)) +
-                " tensor-parallel and " +
                 std::to_string(comm.scopeSize(CommScope::PP)) +
-                " pipeline ranks; training runs data-parallel replicas "
-                "only so far");
+                " pipeline stages; training runs data- or tensor-parallel "
+                "ranks only so far");
+  if (comm.scopeSize(CommScope::TP) > 1 && options.evalDataDir)
+    throw Error("--eval-data: evaluating during a tensor-parallel run (" +
+                std::to_string(comm.scopeSize(CommScope::TP)) +
+                " ranks) is not supported yet; evaluate the saved model "
+                "(--save-onnx) or train on one rank");
   const int64_t replicas = comm.scopeSize(CommScope::DP);
   const int64_t replica = comm.scopeRank(CommScope::DP);
   // The first rank writes what the run leaves (metrics, the trained model):
-  // the replicas hold the same values. Every rank writes its part of a
-  // checkpoint (writeCheckpoint).
+  // the replicas hold the same values (split ones are gathered to it). Every
+  // rank writes its part of a checkpoint (writeCheckpoint).
   const bool leader = comm.worldRank() == 0;
   if (replicas > 1 && options.evalDataDir)
     throw Error("--eval-data: evaluating during a data-parallel run (" +

@@ -46,8 +46,8 @@ magnitude.
 - gpt with Dropout: masks by global sample index, so dp2, and dp2 with two
   micro-batches each under ZeRO-3, draw one rank's masks.
 
-What cannot run data-parallel yet is refused with a clear error: tensor and
-pipeline parallelism pinned for training.
+What cannot run data-parallel yet is refused with a clear error: pipeline
+parallelism pinned for training (tensor parallelism: train_tp.py).
 
 Usage: train_dp.py BUILD_DIR WORK_DIR MPIRUN [MPIRUN_FLAG...]
 """
@@ -523,9 +523,10 @@ def main():
          mlp.compile("wrong-batch", 2, config=wrong_batch, expect_ok=False)[1],
          "train_micro_batch_size_per_gpu (1) x gradient_accumulation_steps (2) x 2 "
          "data-parallel replicas must be the batch of --input-shape (8)"),
-        ("--tp 2", gpt.compile("tp2", 2, "--tp", "2", expect_ok=False)[1],
-         "--tp 2 --mode train: training on several ranks executes data "
-         "parallelism (with ZeRO 0 to 3) so far"),
+        ("--pp 2", gpt.compile("pp2", 2, "--pp", "2", expect_ok=False)[1],
+         "--pp 2 --mode train: training on several ranks executes data "
+         "parallelism (with ZeRO 0 to 3), or tensor parallelism over all "
+         "ranks (--tp 2), so far; pipeline parallelism is being built"),
 
         ("--dp 1", gpt.compile("dp1", 2, "--dp", "1", expect_ok=False)[1],
          "--dp 1 --mode train on --cluster local:2: training on several ranks "

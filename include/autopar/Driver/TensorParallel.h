@@ -12,6 +12,7 @@
 #ifndef AUTOPAR_DRIVER_TENSORPARALLEL_H
 #define AUTOPAR_DRIVER_TENSORPARALLEL_H
 
+#include "autopar/Driver/TrainingStep.h"
 #include "autopar/Planner/Planner.h"
 #include "autopar/Target/Artifact.h"
 
@@ -56,6 +57,18 @@ mlir::LogicalResult partitionTensorParallel(
     std::vector<ArtifactArgument> &arguments,
     std::vector<CollectiveVolume> *predicted,
     llvm::function_ref<void(llvm::StringRef, mlir::ModuleOp)> dumpIR);
+
+/// Partitions a training step that `buildTrainingStepPipeline` planned and
+/// annotated for a tp group (TrainingStepOptions::tensorParallel), leaving
+/// its `shard` collectives (for stepCollectives; addCollectiveLowering
+/// lowers them). Records in `splits`, for each argument then each result
+/// of @main, the whole shape and the dim split over tp of those that each
+/// rank holds a block of (parameters, optimizer states, updates); inputs,
+/// the loss and the metrics must stay whole. Fails, with diagnostics
+/// reported, when the step cannot be partitioned.
+mlir::LogicalResult
+partitionTrainingStep(mlir::ModuleOp module,
+                      std::vector<TensorParallelSplit> &splits);
 
 } // namespace autopar
 

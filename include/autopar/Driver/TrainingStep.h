@@ -18,6 +18,8 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/PassManager.h"
 
+#include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -60,6 +62,15 @@ struct TrainingStepOptions {
   bool fuseAttention = true;
   int64_t attentionMaxHeadDim = 0;
   int64_t attentionHeadDimMultiple = 1;
+  /// Tensor-parallel ranks (docs/distributed-training.md, "Tensor
+  /// parallelism"): above 1, `makePlanPass` plans and annotates the forward
+  /// for the group before it is differentiated, and
+  /// autopar-shard-training-state lays out the optimizer states and updates
+  /// as their parameters. The step is left annotated, for
+  /// addTensorParallelPartitioning (TensorParallel.h).
+  int64_t tensorParallel = 1;
+  /// The `autopar-plan` pass for the group; null: planned as `local:N`.
+  std::function<std::unique_ptr<mlir::Pass>()> makePlanPass;
 };
 
 /// The output named by a "cross-entropy:OUTPUT" loss, or "" for any other.
@@ -77,6 +88,13 @@ void buildTrainingStepPipeline(mlir::OpPassManager &pm,
 /// `loss=NAME`, `freeze=GLOB,...`, `emit-gradients`, `micro-batches=N`,
 /// `data-parallel=N`, `zero-stage=S`).
 void registerTrainingStepPipeline();
+
+/// A tensor of a step partitioned over tp: its whole shape and the dim each
+/// rank holds a block of.
+struct TensorParallelSplit {
+  llvm::SmallVector<int64_t> globalShape;
+  int64_t dim = -1;
+};
 
 /// Where and how to write a training artifact.
 struct TrainingArtifactOptions {
@@ -110,12 +128,19 @@ struct TrainingArtifactOptions {
   std::optional<GpuTarget> gpu;
   /// Fuse attention in the programs lowered here (the eval program).
   bool fuseAttention = true;
+  /// Tensor-parallel ranks: the manifest's tp axis. The step's arguments and
+  /// results are then each rank's blocks, as `tensorParallelSplits` says.
+  int64_t tensorParallel = 1;
+  /// For each argument then each result of the partitioned step's @main
+  /// (collectArtifactArguments' order): the whole shape and the dim split
+  /// over tp, or an empty shape for one every rank holds whole.
+  std::vector<TensorParallelSplit> tensorParallelSplits;
 };
 
 /// What a training step trains, for the plan table and the report.
 /// The collectives one call of the training step's @main runs (`shard`
-/// ops on the 1-D replica grid, counted through calls and constant-trip
-/// loops), as the plan report's `predicted_collectives`: {"dp": {op:
+/// ops on @autopar_grid, counted through calls and constant-trip loops), as the
+/// plan report's `predicted_collectives`: {"dp"|"tp": {op:
 /// {"calls", "bus_bytes"}}}, bus bytes as the runtime counts them
 /// (Communicator.h). Run before the collectives are lowered.
 llvm::json::Object stepCollectives(mlir::ModuleOp module);

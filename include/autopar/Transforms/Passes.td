@@ -665,4 +665,31 @@ def ApplyOptimizer : Pass<"autopar-apply-optimizer", "mlir::ModuleOp"> {
                            "mlir::shard::ShardDialect"];
 }
 
+def ShardTrainingState
+    : Pass<"autopar-shard-training-state", "mlir::ModuleOp"> {
+  let summary = "Lay out a tensor-parallel training step's optimizer "
+                "states and updates as their parameters";
+  let description = [{
+    Runs on a training step whose forward a tensor-parallel plan annotated
+    (`autopar-plan`, then `autopar-differentiate` and
+    `autopar-apply-optimizer`), before `sharding-propagation`
+    (docs/distributed-training.md, "Tensor parallelism"). A rank keeps its
+    block of each split parameter from step to step, so everything the step
+    carries for it is laid out the same way:
+    - each optimizer state argument (`autopar.state_of`) of its parameter's
+      shape gets its parameter's annotation (replicated for another shape);
+    - each returned update (`autopar.update`) leaves as the argument it
+      replaces: `shard-partition` then returns each rank's block;
+    - the optimizer's reads of a parameter go through the parameter's one
+      annotation, as `shard-partition` requires of block arguments;
+    - the inputs and the other results are whole on every rank; rank-0
+      tensors (the step number, the loss, the metrics) are never annotated,
+      as shard-partition does not partition them.
+
+    A module without `@autopar_grid` (a plan that splits nothing) is left
+    as it is.
+  }];
+  let dependentDialects = ["mlir::shard::ShardDialect"];
+}
+
 #endif // AUTOPAR_TRANSFORMS_PASSES

@@ -1,0 +1,170 @@
+#!/usr/bin/env python3
+"""Tensor-parallel training on CPU ranks equals training on one rank.
+
+The invariant of distributed training (docs/distributed-training.md): a plan
+does not change the model's math. `autopar-compile --mode train --tp N` on
+`local:N` plans the forward for a tensor-parallel group, differentiates the
+annotated program (each cotangent laid out as its value), lays out the
+optimizer states as their parameters and partitions the whole step; each
+rank then holds blocks of the parameters and optimizer states and reads the
+whole batch. Each case trains the same steps on the same data on one rank
+and on the tp ranks and requires every step's loss within 1e-5 relative and
+every final parameter within 1e-5 of its largest magnitude (entries with an
+exactly zero gradient, where Adam scales rounding noise up, at 1e-3: the
+one-rank tests' caveat), and the collectives each rank ran to equal the plan
+report's predicted ones, call for call and byte for byte (--check-comm).
+
+- mlp: a ReLU MLP wide enough for the planner to split (Megatron's column-
+  then row-parallel pair), AdamW with clipping (the global norm sums the
+  ranks' blocks) and a warmup-cosine schedule, on 2 and 4 ranks, shuffled;
+- gpt: embeddings, attention, LayerNorm, a GELU MLP and cross-entropy, on 2
+  ranks, with SGD with momentum and with AdamW; and with Dropout (masks by
+  global element index: a loop whose position a body reads is never split);
+- checkpoints: the GPT on 2 ranks stopped at step 3 and resumed under the
+  same plan equals the uninterrupted run bitwise (each rank writes its
+  blocks), and the checkpoint resumes on one rank to one rank's numbers.
+
+Usage: train_tp.py BUILD_DIR WORK_DIR MPIRUN [MPIRUN_FLAG...]
+"""
+import json
+import os
+import sys
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gradcheck import Gpt  # noqa: E402
+from train_dp import CONFIG, Case, compare, run  # noqa: E402
+
+
+class WideMlp(nn.Module):
+    """Gemm, ReLU, Gemm, cross-entropy: 64 -> 256 -> 16."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(64, 256)
+        self.fc2 = nn.Linear(256, 16)
+
+    def forward(self, x, y):
+        return F.cross_entropy(self.fc2(F.relu(self.fc1(x))), y)
+
+
+class WideGpt(Gpt):
+    """gradcheck's GPT with room for the planner to split its heads and MLP."""
+    vocab, width, heads, seq = 64, 32, 4, 8
+
+
+SGD = {"optimizer": {"type": "SGD", "params": {"lr": 0.1, "momentum": 0.9}},
+       "gradient_clipping": 1.0}
+
+
+def split_parameters(art):
+    """The names of the parameters a tp artifact splits, from its manifest."""
+    with open(os.path.join(art, "manifest.json")) as f:
+        manifest = json.load(f)
+    return sorted(a["name"] for a in manifest["arguments"]
+                  if a["kind"] == "parameter" and
+                  a.get("split", {}).get("axis") == "tp")
+
+
+def check_split(tag, art, errors):
+    """A plan that splits nothing would test nothing."""
+    split = split_parameters(art)
+    if not split:
+        errors.append(f"{tag}: the plan splits no parameter over tp, so the "
+                      "case tests nothing; widen the model")
+    else:
+        print(f"     {tag}: {len(split)} parameters split over tp "
+              f"({', '.join(split[:4])}{', ...' if len(split) > 4 else ''})")
+
+
+def main():
+    build, work, launcher = sys.argv[1], sys.argv[2], sys.argv[3:]
+    if not launcher:
+        sys.exit("usage: train_tp.py BUILD_DIR WORK_DIR MPIRUN [FLAG...]")
+    os.makedirs(work, exist_ok=True)
+    errors = []
+    torch.manual_seed(0)
+
+    # MLP: 24 samples, batches of 8, AdamW, clipping, warmup-cosine.
+    data = {"x": torch.randn(24, 64), "y": torch.randint(0, 16, (24,))}
+    mlp = Case(build, work, "mlp", WideMlp(), data, 8, CONFIG)
+    one = mlp.train("local1", mlp.compile("local1", 1)[0], 1, launcher,
+                    "--shuffle", "3")
+    for ranks in (2, 4):
+        art, result = mlp.compile(f"tp{ranks}", ranks, "--tp", str(ranks))
+        if f"tensor parallel {ranks} ranks" not in result.stdout:
+            errors.append(f"mlp tp{ranks}: the compiler did not report the "
+                          f"tensor-parallel step:\n{result.stdout}")
+        check_split(f"mlp tp{ranks}", art, errors)
+        errors += compare(f"mlp tp{ranks}", one[:2],
+                          mlp.train(f"tp{ranks}", art, ranks, launcher,
+                                    "--shuffle", "3"))
+
+    # GPT: 12 sequences, batches of 4.
+    data = {"idx": torch.randint(0, WideGpt.vocab, (12, WideGpt.seq)),
+            "targets": torch.randint(0, WideGpt.vocab, (12, WideGpt.seq))}
+    # The key third of qkv.bias has an exactly zero gradient (softmax is
+    # invariant to a per-query constant): compared at the noise's level.
+    key_bias = {"qkv.bias": slice(WideGpt.width, 2 * WideGpt.width)}
+    gpt_config = json.loads(json.dumps(CONFIG))
+    gpt_config["optimizer"]["params"]["eps"] = 1e-6
+    for name, config in (("gpt-sgd", SGD), ("gpt", gpt_config)):
+        gpt = Case(build, work, name, WideGpt(), data, 4, config)
+        one = gpt.train("local1", gpt.compile("local1", 1)[0], 1, launcher)
+        art, _ = gpt.compile("tp2", 2, "--tp", "2")
+        check_split(f"{name} tp2", art, errors)
+        whole = gpt.train("tp2", art, 2, launcher)
+        errors += compare(f"{name} tp2", one[:2], whole, noise_only=key_bias)
+
+    # Checkpoints: the AdamW GPT stopped at step 3 and resumed under the same
+    # plan is bitwise the uninterrupted run; every rank wrote its blocks.
+    ckpt = os.path.join(gpt.dir, "tp2-ckpt")
+    run(["rm", "-rf", ckpt])
+    first = gpt.train("tp2-resumed", art, 2, launcher, "--checkpoint-dir",
+                      ckpt, "--checkpoint-every", "3")
+    step3 = os.path.join(ckpt, "step-00000003")
+    files = sorted(f for f in os.listdir(step3) if f.endswith(".bin"))
+    if files != ["rank-00000.bin", "rank-00001.bin"]:
+        errors.append(f"tp2 checkpoint: files {files}, expected one per rank")
+    run(["sh", "-c", f"echo step-00000003 > {ckpt}/latest"])
+    resumed = gpt.train("tp2-resumed", art, 2, launcher, "--checkpoint-dir",
+                        ckpt, "--resume")
+    losses = first[0][:3] + resumed[0]
+    same = all(np.array_equal(resumed[1][k], v) for k, v in whole[1].items())
+    if losses != whole[0] or not same:
+        errors.append(f"gpt tp2 resumed at step 3: losses {losses} vs "
+                      f"{whole[0]} uninterrupted; parameters "
+                      f"{'equal' if same else 'differ'}")
+    else:
+        print("PASS gpt tp2 resumed at step 3: bitwise the uninterrupted run")
+    # The same checkpoint on one rank: the blocks tile each tensor.
+    run(["sh", "-c", f"echo step-00000003 > {ckpt}/latest"])
+    single = gpt.train("tp2-on-local1", os.path.join(gpt.dir, "local1-art"),
+                       1, launcher, "--checkpoint-dir", ckpt, "--resume")
+    errors += compare("gpt tp2 checkpoint resumed on one rank",
+                      (one[0][3:], one[1]), single, noise_only=key_bias)
+
+    # GPT with Dropout: the masks hash global element indices, so the loops
+    # that read them stay whole and the ranks draw one rank's masks.
+    drop = Case(build, work, "gpt-dropout", WideGpt(dropout=0.1), data, 4,
+                gpt_config)
+    one = drop.train("local1", drop.compile("local1", 1)[0], 1, launcher,
+                     "--seed", "5")
+    art, _ = drop.compile("tp2", 2, "--tp", "2")
+    check_split("gpt (Dropout) tp2", art, errors)
+    errors += compare("gpt (Dropout) tp2", one[:2],
+                      drop.train("tp2", art, 2, launcher, "--seed", "5"),
+                      noise_only=key_bias)
+
+    errors += Case.comm_errors
+    if errors:
+        sys.exit("FAILED:\n" + "\n".join(errors))
+    print("tensor-parallel training equals one rank's")
+
+
+if __name__ == "__main__":
+    main()
