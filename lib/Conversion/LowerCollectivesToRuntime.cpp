@@ -304,7 +304,7 @@ struct LowerCollectivesToRuntimePass
     MLIRContext *ctx = &getContext();
     {
       RewritePatternSet fold(ctx);
-      fold.add<AllSliceOfAllReduceToReduceScatter>(ctx);
+      autopar::populateCollectiveFoldPatterns(fold);
       if (failed(applyPatternsGreedily(module, std::move(fold))))
         return signalPassFailure();
     }
@@ -343,3 +343,7 @@ struct LowerCollectivesToRuntimePass
 };
 
 } // namespace
+
+void autopar::populateCollectiveFoldPatterns(RewritePatternSet &patterns) {
+  patterns.add<AllSliceOfAllReduceToReduceScatter>(patterns.getContext());
+}

@@ -15,17 +15,37 @@
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
 #include "mlir/IR/OpImplementation.h"
+#include "mlir/Transforms/InliningUtils.h"
 
 using namespace mlir;
 using namespace autopar;
 
 #include "autopar/Dialect/AutoparDialect.cpp.inc"
 
+namespace {
+
+/// autopar's ops are pure (or destination-passing) computations: a call of a
+/// function holding them may be inlined (a data-parallel replica's outlined
+/// forward and backward, which tensor-parallel partitioning needs in one
+/// block).
+struct AutoparInlinerInterface : public DialectInlinerInterface {
+  using DialectInlinerInterface::DialectInlinerInterface;
+  bool isLegalToInline(Operation *, Region *, bool, IRMapping &) const final {
+    return true;
+  }
+  bool isLegalToInline(Region *, Region *, bool, IRMapping &) const final {
+    return true;
+  }
+};
+
+} // namespace
+
 void AutoparDialect::initialize() {
   addOperations<
 #define GET_OP_LIST
 #include "autopar/Dialect/AutoparOps.cpp.inc"
       >();
+  addInterfaces<AutoparInlinerInterface>();
   attachAttentionBufferization(getContext());
 }
 

@@ -352,13 +352,13 @@ int CompileFlow::pinTensorParallelTraining() {
     return fail("--tp " + llvm::Twine(o.tp) + " --mode train on --cluster " +
                 o.cluster + ": " + what);
   };
-  if (o.tp != world || (o.dp > 1) || o.pp > 1)
-    return refuse("tensor-parallel training runs over all " +
-                  llvm::Twine(world) + " ranks so far (--tp " +
+  if (world % o.tp != 0 || (o.dp > 0 && o.dp * o.tp != world) || o.pp > 1)
+    return refuse("tensor-parallel training runs data-parallel replicas of "
+                  "tensor-parallel groups over all " +
                   llvm::Twine(world) +
-                  " --dp 1 --pp 1); combined with data or pipeline "
-                  "parallelism it is being built. Drop --tp for "
-                  "data-parallel training over all ranks");
+                  " ranks so far: --tp must divide the rank count, with "
+                  "--dp the rest and --pp 1 (pipeline parallelism is being "
+                  "built)");
   if (gpu)
     return refuse("tensor-parallel training compiles for CPU ranks "
                   "(local:N) so far; on GPUs training runs data-parallel "
@@ -367,9 +367,9 @@ int CompileFlow::pinTensorParallelTraining() {
     return refuse("--emit-gradients returns whole gradients; tensor-"
                   "parallel ranks hold blocks of them (drop one of the two)");
   if (request.pins.zeroStage && *request.pins.zeroStage > 0)
-    return refuse("ZeRO shards over data-parallel replicas, and this plan "
-                  "has none (drop --zero and zero_optimization.stage)");
-  request.pins.dp = 1;
+    return refuse("ZeRO under tensor parallelism is being built (drop --zero "
+                  "and zero_optimization.stage)");
+  request.pins.dp = world / o.tp;
   request.pins.tp = o.tp;
   request.pins.pp = 1;
   request.pins.zeroStage = 0;
@@ -397,22 +397,27 @@ int CompileFlow::pinTrainingMicroBatch() {
   else if (dataParallelTraining)
     dp = request.cluster.worldSize();
   else if (tensorParallelTraining)
-    dp = 1;
-  // Tensor parallelism runs the whole batch in one call so far.
-  if (tensorParallelTraining && batch > 0) {
+    dp = *request.pins.dp;
+  // Tensor parallelism runs a replica's whole share of the batch in one
+  // call so far.
+  if (tensorParallelTraining && batch > 0 && batch % *dp == 0) {
+    int64_t share = batch / *dp;
     int64_t micro = o.microBatchSize > 0 ? o.microBatchSize
                     : trainConfig.microBatchSize
                         ? *trainConfig.microBatchSize
-                        : batch / trainConfig.accumulationSteps.value_or(1);
-    if (micro != batch)
+                        : share / trainConfig.accumulationSteps.value_or(1);
+    if (micro != share)
       return fail("--tp " + llvm::Twine(o.tp) + " --mode train on --cluster " +
                   o.cluster +
                   ": gradient accumulation under tensor parallelism is being "
                   "built: the micro-batch (--micro-batch-size, "
                   "train_micro_batch_size_per_gpu, "
-                  "gradient_accumulation_steps) must be the whole batch (" +
-                  llvm::Twine(batch) + ")");
-    request.pins.microBatchSize = batch;
+                  "gradient_accumulation_steps) must be " +
+                  (*dp > 1 ? "each data-parallel replica's share of the "
+                             "batch ("
+                           : "the whole batch (") +
+                  llvm::Twine(share) + ")");
+    request.pins.microBatchSize = share;
   }
   if (dp && batch % *dp != 0)
     return fail("the batch of --input-shape (" + llvm::Twine(batch) +

@@ -11,6 +11,7 @@
 #include "mlir/Dialect/Shard/Transforms/Passes.h"
 #include "mlir/Pass/PassOptions.h"
 #include "mlir/Pass/PassRegistry.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "mlir/Transforms/Passes.h"
 
 using namespace mlir;
@@ -158,9 +159,21 @@ LogicalResult partitionTrainingStep(ModuleOp module,
   auto whole = shapesOf(main);
   auto partition = PassManager::on<ModuleOp>(module.getContext());
   applyPassManagerCLOptionsIfAny(partition);
+  // A data-parallel replica's step calls its forward and backward
+  // (autopar-accumulate-gradients outlines them); shard-partition works on
+  // one block, so the call is inlined first.
+  partition.addPass(createInlinerPass());
+  partition.addPass(createSymbolDCEPass());
   addTensorParallelPartitioning(partition);
   if (failed(partition.run(module)))
     return failure();
+  // The collectives as they will run (stepCollectives counts them before
+  // autopar-lower-collectives-to-runtime, which makes these rewrites first).
+  RewritePatternSet fold(module.getContext());
+  populateCollectiveFoldPatterns(fold);
+  if (failed(applyPatternsGreedily(module, std::move(fold))))
+    return module.emitError("folding the partitioned step's collectives "
+                            "did not converge");
   main = module.lookupSymbol<func::FuncOp>("main");
   auto local = shapesOf(main);
   splits.assign(local.size(), TensorParallelSplit{});

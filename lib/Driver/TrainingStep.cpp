@@ -97,6 +97,9 @@ void buildTrainingStepPipeline(OpPassManager &pm,
     accumulate.microBatches = options.microBatches;
     accumulate.dataParallel = options.dataParallel;
     accumulate.zeroStage = options.zeroStage;
+    // A tensor-parallel rank's gradients are blocks: one all-reduce each
+    // (over dp) keeps them so, where a flat bucket would gather them.
+    accumulate.bucket = !tensorParallel;
     pm.addPass(createAccumulateGradients(accumulate));
   }
   if (!options.config.precision.empty()) {
@@ -368,7 +371,8 @@ void markZeroShardedStates(std::vector<ArtifactArgument> &arguments,
         blockParameters.contains(arg.name))
       blockOf[arg.name] = arg.name;
   for (ArtifactArgument &arg : arguments) {
-    if (arg.kind != ArtifactArgument::Kind::OptimizerState)
+    // A tensor-parallel block is its parameter's block already.
+    if (arg.kind != ArtifactArgument::Kind::OptimizerState || arg.splitDim >= 0)
       continue;
     auto it = parameterShapes.find(arg.stateOf);
     if (it == parameterShapes.end() || it->second == arg.shape ||
@@ -381,7 +385,7 @@ void markZeroShardedStates(std::vector<ArtifactArgument> &arguments,
   }
   for (ArtifactArgument &arg : arguments) {
     if (arg.kind != ArtifactArgument::Kind::Update ||
-        !blockOf.count(arg.updates))
+        !blockOf.count(arg.updates) || arg.splitDim >= 0)
       continue;
     arg.globalShape = parameterShapes[blockOf[arg.updates]];
     arg.splitDim = 0;

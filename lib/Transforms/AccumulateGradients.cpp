@@ -211,12 +211,24 @@ struct AccumulateGradientsPass
   /// replicas. The values are flattened into one bucket per element type
   /// (DDP's gradient buckets: one all-reduce for the whole step instead of
   /// one per tensor, the loss and the denominator riding along), reduced
-  /// over axis 0 of `grid`, and cut back into their shapes.
+  /// over axis 0 of `grid`, and cut back into their shapes. Without
+  /// `bucket`, each is all-reduced on its own.
   void allReduceInBuckets(OpBuilder &b, Location loc, FlatSymbolRefAttr grid,
                           SmallVector<Value> &values,
                           ArrayRef<unsigned> which) {
+    SmallVector<unsigned> inBucket;
+    for (unsigned i : which) {
+      auto type = cast<RankedTensorType>(values[i].getType());
+      if (bucket) {
+        inBucket.push_back(i);
+        continue;
+      }
+      values[i] = shard::AllReduceOp::create(
+          b, loc, type, grid.getValue(), ArrayRef<shard::GridAxis>{0},
+          values[i], shard::ReductionKind::Sum);
+    }
     llvm::MapVector<Type, SmallVector<unsigned>> byType;
-    for (unsigned i : which)
+    for (unsigned i : inBucket)
       byType[cast<RankedTensorType>(values[i].getType()).getElementType()]
           .push_back(i);
     for (auto &[elementType, members] : byType) {

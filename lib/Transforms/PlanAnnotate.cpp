@@ -89,8 +89,17 @@ void annotateModuleWithPlan(ModuleOp module, const PlanResult &result) {
   ctx->getOrLoadDialect<shard::ShardDialect>();
   OpBuilder b(ctx);
   b.setInsertionPointToStart(module.getBody());
+  // A program of one data-parallel replica may already reduce over the
+  // replicas on axis 0 (BatchNorm's shared statistics): the grid keeps that
+  // axis's size when the plan is the replica's own (dp = 1).
+  int64_t dpAxis = best.dp;
+  if (auto existing = module.lookupSymbol<shard::GridOp>(kGridName)) {
+    if (best.dp == 1 && !existing.getShape().empty())
+      dpAxis = existing.getShape().front();
+    existing.erase();
+  }
   shard::GridOp::create(b, module.getLoc(), kGridName,
-                        ArrayRef<int64_t>{best.dp, best.tp});
+                        ArrayRef<int64_t>{dpAxis, best.tp});
   module->setAttr(
       "autopar.plan",
       b.getDictionaryAttr({

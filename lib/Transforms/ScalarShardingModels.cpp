@@ -6,10 +6,12 @@
 // with `tensor.from_elements`, all in the step's body. Upstream's
 // sharding-propagation (release 22) stops with an error at any op without a
 // ShardingInterface, so these (and every op of arith and math that has no
-// model of its own) get one: they take every tensor whole (no loops to
-// split), propagate nothing, and partition by cloning. Reading one element of a
-// split tensor would read the rank's own block, so partitioning fails, naming
-// the op, if an operand or result of rank > 0 is annotated as split.
+// model of its own, and the shard dialect's grid queries: a data-parallel
+// replica's coordinate, Dropout's sample offset) get one: they take every
+// tensor whole (no loops to split), propagate nothing, and partition by
+// cloning. Reading one element of a split tensor would read the rank's own
+// block, so partitioning fails, naming the op, if an operand or result of rank
+// > 0 is annotated as split.
 //
 //===----------------------------------------------------------------------===//
 
@@ -92,8 +94,16 @@ void autopar::detail::attachScalarShardingModels(MLIRContext *ctx,
     return;
   }
   // (getRegisteredOperationsByDialect misses math's ops in release 22.)
+  // Of the shard dialect, what a data-parallel step computes besides its
+  // collectives (the replica's coordinate, for Dropout's sample offset); the
+  // annotations themselves are propagation's own.
   for (RegisteredOperationName name : ctx->getRegisteredOperations())
     if (name.getDialectNamespace() == dialect &&
-        !name.hasInterface<ShardingInterface>())
+        !name.hasInterface<ShardingInterface>() &&
+        !llvm::is_contained({shard::ShardOp::getOperationName(),
+                             shard::ShardingOp::getOperationName(),
+                             shard::GetShardingOp::getOperationName(),
+                             shard::GridOp::getOperationName()},
+                            name.getStringRef()))
       name.attachInterface<WholeTensorsShardingModel>();
 }

@@ -60,6 +60,17 @@ struct ShardTrainingStatePass
     }
     if (!module.lookupSymbol<shard::GridOp>(kGrid))
       return;
+    // Rank-0 tensors are never partitioned, and upstream propagation
+    // (release 22) fails on an annotated one that a data-parallel step
+    // reads again (the loss it sums over micro-batches): their annotations
+    // go (autopar-unify-result-annotations gives each its one after
+    // propagation).
+    module.walk([](shard::ShardOp shard) {
+      if (isShardable(shard.getType()))
+        return;
+      shard.getResult().replaceAllUsesWith(shard.getSrc());
+      shard.erase();
+    });
     MLIRContext *ctx = module.getContext();
     OpBuilder b(ctx);
     Block &body = main.getBody().front();
@@ -77,6 +88,20 @@ struct ShardTrainingStatePass
       arg.replaceAllUsesExcept(annotation.getResult(), annotation);
     };
 
+    // The annotation a callee (a data-parallel replica's forward and
+    // backward, outlined by autopar-accumulate-gradients) reads `arg` with.
+    auto calleeSharding = [&](BlockArgument arg) -> Value {
+      for (OpOperand &use : arg.getUses())
+        if (auto call = dyn_cast<func::CallOp>(use.getOwner()))
+          if (auto callee = module.lookupSymbol<func::FuncOp>(call.getCallee()))
+            if (use.getOperandNumber() < callee.getNumArguments())
+              if (shard::ShardOp annotation = argumentAnnotation(
+                      callee.getArgument(use.getOperandNumber())))
+                return b.clone(*annotation.getSharding().getDefiningOp())
+                    ->getResult(0);
+      return {};
+    };
+
     // Parameters first: their annotations are the plan's.
     llvm::StringMap<Value> shardingOf;
     llvm::StringMap<RankedTensorType> typeOf;
@@ -86,10 +111,13 @@ struct ShardTrainingStatePass
           !isShardable(arg.getType()))
         continue;
       shard::ShardOp annotation = argumentAnnotation(arg);
-      if (!annotation)
+      if (!annotation) {
+        Value sharding = calleeSharding(arg);
         annotation = shard::ShardOp::create(b, arg.getLoc(), arg,
-                                            replicated(arg.getLoc()),
+                                            sharding ? sharding
+                                                     : replicated(arg.getLoc()),
                                             /*annotate_for_users=*/false);
+      }
       readThrough(arg, annotation);
       shardingOf[updateKey(main, i)] = annotation.getSharding();
       typeOf[updateKey(main, i)] = cast<RankedTensorType>(arg.getType());

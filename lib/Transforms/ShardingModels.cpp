@@ -163,6 +163,10 @@ void autopar::registerShardingModels(DialectRegistry &registry) {
   registry.addExtension(+[](MLIRContext *ctx, autopar::AutoparDialect *) {
     autopar::detail::attachAttentionShardingModels(ctx);
   });
+  registry.addExtension(+[](MLIRContext *ctx, shard::ShardDialect *) {
+    autopar::detail::attachCollectiveShardingModels(ctx);
+    autopar::detail::attachScalarShardingModels(ctx, "shard");
+  });
 }
 
 void autopar::detail::requireFirstModel(llvm::StringRef name,

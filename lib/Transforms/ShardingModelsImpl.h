@@ -32,6 +32,10 @@ using autopar::splittableDimOfGroup;
 /// (SliceShardingModels.cpp).
 void attachSliceShardingModels(mlir::MLIRContext *ctx);
 
+/// shard.all_reduce over the data-parallel replicas, partitioned over tp:
+/// the identity on every dim (CollectiveShardingModels.cpp).
+void attachCollectiveShardingModels(mlir::MLIRContext *ctx);
+
 /// Every op of `dialect` without a ShardingInterface: whole tensors only
 /// (ScalarShardingModels.cpp). For tensor.extract, tensor.from_elements
 /// and the scalar arithmetic of arith and math; attach after the dialect's

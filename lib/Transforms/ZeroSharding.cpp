@@ -31,11 +31,18 @@ RankedTensorType zeroShardType(RankedTensorType type, int64_t dp) {
 FlatSymbolRefAttr getOrCreateReplicaGrid(ModuleOp module, int64_t dp) {
   MLIRContext *ctx = module.getContext();
   auto name = FlatSymbolRefAttr::get(ctx, "autopar_grid");
-  if (module.lookupSymbol<shard::GridOp>("autopar_grid"))
-    return name;
+  SmallVector<int64_t> shape{dp};
+  if (auto grid = module.lookupSymbol<shard::GridOp>("autopar_grid")) {
+    if (!grid.getShape().empty() && grid.getShape().front() == dp)
+      return name;
+    // A tensor-parallel replica's grid (planned as one replica, 1 x tp):
+    // axis 0 becomes the replicas'.
+    shape.append(grid.getShape().begin() + (grid.getShape().empty() ? 0 : 1),
+                 grid.getShape().end());
+    grid.erase();
+  }
   OpBuilder b = OpBuilder::atBlockBegin(module.getBody());
-  shard::GridOp::create(b, module.getLoc(), "autopar_grid",
-                        ArrayRef<int64_t>{dp});
+  shard::GridOp::create(b, module.getLoc(), "autopar_grid", shape);
   return name;
 }
 

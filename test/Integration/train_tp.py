@@ -16,10 +16,12 @@ report's predicted ones, call for call and byte for byte (--check-comm).
 
 - mlp: a ReLU MLP wide enough for the planner to split (Megatron's column-
   then row-parallel pair), AdamW with clipping (the global norm sums the
-  ranks' blocks) and a warmup-cosine schedule, on 2 and 4 ranks, shuffled;
-- gpt: embeddings, attention, LayerNorm, a GELU MLP and cross-entropy, on 2
-  ranks, with SGD with momentum and with AdamW; and with Dropout (masks by
-  global element index: a loop whose position a body reads is never split);
+  ranks' blocks) and a warmup-cosine schedule, tp on 2 and 4 ranks and
+  dp2 x tp2 on 4, shuffled;
+- gpt: embeddings, attention, LayerNorm, a GELU MLP and cross-entropy, tp on
+  2 ranks with SGD with momentum and with AdamW, and dp2 x tp2 on 4; and with
+  Dropout (masks by global element index: a loop whose position a body reads
+  is never split), tp2 and dp2 x tp2;
 - checkpoints: the GPT on 2 ranks stopped at step 3 and resumed under the
   same plan equals the uninterrupted run bitwise (each rank writes its
   blocks), and the checkpoint resumes on one rank to one rank's numbers.
@@ -94,15 +96,16 @@ def main():
     mlp = Case(build, work, "mlp", WideMlp(), data, 8, CONFIG)
     one = mlp.train("local1", mlp.compile("local1", 1)[0], 1, launcher,
                     "--shuffle", "3")
-    for ranks in (2, 4):
-        art, result = mlp.compile(f"tp{ranks}", ranks, "--tp", str(ranks))
-        if f"tensor parallel {ranks} ranks" not in result.stdout:
-            errors.append(f"mlp tp{ranks}: the compiler did not report the "
+    for ranks, tp in ((2, 2), (4, 4), (4, 2)):
+        tag = f"tp{tp}" if ranks == tp else f"dp{ranks // tp}xtp{tp}"
+        art, result = mlp.compile(tag, ranks, "--tp", str(tp))
+        if f"tensor parallel {tp} ranks" not in result.stdout:
+            errors.append(f"mlp {tag}: the compiler did not report the "
                           f"tensor-parallel step:\n{result.stdout}")
-        check_split(f"mlp tp{ranks}", art, errors)
-        errors += compare(f"mlp tp{ranks}", one[:2],
-                          mlp.train(f"tp{ranks}", art, ranks, launcher,
-                                    "--shuffle", "3"))
+        check_split(f"mlp {tag}", art, errors)
+        errors += compare(f"mlp {tag}", one[:2],
+                          mlp.train(tag, art, ranks, launcher, "--shuffle",
+                                    "3"))
 
     # GPT: 12 sequences, batches of 4.
     data = {"idx": torch.randint(0, WideGpt.vocab, (12, WideGpt.seq)),
@@ -119,6 +122,14 @@ def main():
         check_split(f"{name} tp2", art, errors)
         whole = gpt.train("tp2", art, 2, launcher)
         errors += compare(f"{name} tp2", one[:2], whole, noise_only=key_bias)
+
+    # Data-parallel replicas of tensor-parallel groups: each gradient block
+    # is all-reduced over dp on its own (a flat bucket would gather it).
+    art4, _ = gpt.compile("dp2xtp2", 4, "--tp", "2")
+    check_split("gpt dp2xtp2", art4, errors)
+    errors += compare("gpt dp2xtp2", one[:2],
+                      gpt.train("dp2xtp2", art4, 4, launcher),
+                      noise_only=key_bias)
 
     # Checkpoints: the AdamW GPT stopped at step 3 and resumed under the same
     # plan is bitwise the uninterrupted run; every rank wrote its blocks.
@@ -158,6 +169,10 @@ def main():
     check_split("gpt (Dropout) tp2", art, errors)
     errors += compare("gpt (Dropout) tp2", one[:2],
                       drop.train("tp2", art, 2, launcher, "--seed", "5"),
+                      noise_only=key_bias)
+    art, _ = drop.compile("dp2xtp2", 4, "--tp", "2")
+    errors += compare("gpt (Dropout) dp2xtp2", one[:2],
+                      drop.train("dp2xtp2", art, 4, launcher, "--seed", "5"),
                       noise_only=key_bias)
 
     errors += Case.comm_errors

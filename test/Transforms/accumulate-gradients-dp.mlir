@@ -8,6 +8,15 @@
 // Dropout's masks follow the global sample index.
 // RUN: autopar-opt %s -split-input-file -verify-diagnostics --autopar-accumulate-gradients="micro-batches=1 data-parallel=2" | FileCheck %s
 // RUN: autopar-opt %s -split-input-file -verify-diagnostics --autopar-accumulate-gradients="micro-batches=3 data-parallel=4" | FileCheck %s --check-prefix=M3N4
+// Without buckets (a tensor-parallel step's gradients are blocks a flat
+// bucket would gather) each sum is all-reduced on its own.
+// RUN: autopar-opt %s -split-input-file -verify-diagnostics --autopar-accumulate-gradients="micro-batches=1 data-parallel=2 bucket=false" | FileCheck %s --check-prefix=NOBUCKET
+// NOBUCKET-LABEL: func.func @main
+// NOBUCKET-NOT: tensor.insert_slice
+// NOBUCKET: %[[CALL:.*]]:3 = scf.for
+// NOBUCKET-DAG: shard.all_reduce %[[CALL]]#0 on @autopar_grid grid_axes = [0] : tensor<f32> -> tensor<f32>
+// NOBUCKET-DAG: shard.all_reduce %[[CALL]]#1 on @autopar_grid grid_axes = [0] : tensor<4xf32> -> tensor<4xf32>
+// NOBUCKET-DAG: shard.all_reduce %[[CALL]]#2 on @autopar_grid grid_axes = [0] : tensor<f32> -> tensor<f32>
 // RUN: not autopar-opt %s -split-input-file --autopar-accumulate-gradients="data-parallel=0" 2>&1 | FileCheck %s --check-prefix=ZERO
 // RUN: not autopar-opt %s -split-input-file --autopar-accumulate-gradients="data-parallel=2 zero-stage=5" 2>&1 | FileCheck %s --check-prefix=STAGE
 // STAGE: error: autopar-accumulate-gradients: zero-stage must be 0 to 3, not 5

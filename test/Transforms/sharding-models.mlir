@@ -197,3 +197,20 @@ func.func @indexed_loop(%x: tensor<8xf32>) -> tensor<8xf32> {
   } -> tensor<8xf32>
   return %y : tensor<8xf32>
 }
+
+// -----
+
+// A sum over the data-parallel replicas (grid axis 0) of a block split over
+// tp (axis 1): each tp rank sums its own block with the replicas holding it.
+// CHECK-LABEL: func.func @all_reduce_of_block
+// CHECK-SAME: (%[[X:.*]]: tensor<8x2xf32>) -> tensor<8x2xf32>
+// CHECK: %[[R:.*]] = shard.all_reduce %[[X]] on @grid2d grid_axes = [0] : tensor<8x2xf32> -> tensor<8x2xf32>
+// CHECK-NOT: shard.all_gather
+// CHECK: return %[[R]]
+shard.grid @grid2d(shape = 2x2)
+func.func @all_reduce_of_block(%x: tensor<8x4xf32>) -> tensor<8x4xf32> {
+  %s = shard.sharding @grid2d split_axes = [[], [1]] : !shard.sharding
+  %xs = shard.shard %x to %s : tensor<8x4xf32>
+  %r = shard.all_reduce %xs on @grid2d grid_axes = [0] : tensor<8x4xf32> -> tensor<8x4xf32>
+  return %r : tensor<8x4xf32>
+}

@@ -27,6 +27,12 @@ inline constexpr llvm::StringLiteral kArgShapesAttr = "autopar.arg_shapes";
 inline constexpr llvm::StringLiteral kNoAliasPointerArgs =
     "autopar.noalias_pointer_args";
 
+/// The rewrites `autopar-lower-collectives-to-runtime` makes among `shard`
+/// collectives before lowering them (a sum all-reduced only to be sliced
+/// becomes a reduce-scatter), for counting a program's collectives as they
+/// will run.
+void populateCollectiveFoldPatterns(mlir::RewritePatternSet &patterns);
+
 #define GEN_PASS_DECL
 #include "autopar/Conversion/Passes.h.inc"
 

@@ -534,6 +534,11 @@ def AccumulateGradients
     Option<"zeroStage", "zero-stage", "int64_t", "0",
            "ZeRO stage: from 2 on, the gradients ZeRO shards are "
            "reduce-scattered (each replica returns its block)">,
+    Option<"bucket", "bucket", "bool", "true",
+           "All-reduce the sums over the replicas in one flat bucket per "
+           "element type; false: one all-reduce per tensor (a tensor-"
+           "parallel step, whose gradients are blocks a flat bucket would "
+           "gather)">,
   ];
   let dependentDialects = ["mlir::linalg::LinalgDialect",
                            "mlir::arith::ArithDialect",
@@ -684,7 +689,12 @@ def ShardTrainingState
       annotation, as `shard-partition` requires of block arguments;
     - the inputs and the other results are whole on every rank; rank-0
       tensors (the step number, the loss, the metrics) are never annotated,
-      as shard-partition does not partition them.
+      as shard-partition does not partition them, and the annotations the
+      plan gave them go (`autopar-unify-result-annotations` gives each one
+      after propagation);
+    - a parameter that @main passes to a call (a data-parallel replica's
+      forward and backward, outlined) takes the annotation the callee reads
+      it with.
 
     A module without `@autopar_grid` (a plan that splits nothing) is left
     as it is.

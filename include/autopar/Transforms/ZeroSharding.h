@@ -33,7 +33,9 @@ bool isZeroSharded(mlir::RankedTensorType type, int64_t dp);
 mlir::RankedTensorType zeroShardType(mlir::RankedTensorType type, int64_t dp);
 
 /// `@autopar_grid`, made as a 1-D grid of \p dp replicas if \p module has
-/// none; its axis 0 holds the data-parallel replicas.
+/// none; its axis 0 holds the data-parallel replicas. A grid whose axis 0
+/// has another size (a tensor-parallel replica's, planned as 1 x tp) gets
+/// axis 0 of size \p dp, its other axes kept.
 mlir::FlatSymbolRefAttr getOrCreateReplicaGrid(mlir::ModuleOp module,
                                                int64_t dp);
 
