@@ -398,27 +398,13 @@ int CompileFlow::pinTrainingMicroBatch() {
     dp = request.cluster.worldSize();
   else if (tensorParallelTraining)
     dp = *request.pins.dp;
-  // Tensor parallelism runs a replica's whole share of the batch in one
-  // call so far.
-  if (tensorParallelTraining && batch > 0 && batch % *dp == 0) {
-    int64_t share = batch / *dp;
-    int64_t micro = o.microBatchSize > 0 ? o.microBatchSize
-                    : trainConfig.microBatchSize
-                        ? *trainConfig.microBatchSize
-                        : share / trainConfig.accumulationSteps.value_or(1);
-    if (micro != share)
-      return fail("--tp " + llvm::Twine(o.tp) + " --mode train on --cluster " +
-                  o.cluster +
-                  ": gradient accumulation under tensor parallelism is being "
-                  "built: the micro-batch (--micro-batch-size, "
-                  "train_micro_batch_size_per_gpu, "
-                  "gradient_accumulation_steps) must be " +
-                  (*dp > 1 ? "each data-parallel replica's share of the "
-                             "batch ("
-                           : "the whole batch (") +
-                  llvm::Twine(share) + ")");
-    request.pins.microBatchSize = share;
-  }
+  // Tensor parallelism accumulates only the micro-batches the user asks for
+  // (the partitioned step unrolls its micro-batch loop): by default each
+  // replica runs its share of the batch in one call.
+  if (tensorParallelTraining && batch > 0 && batch % *dp == 0 &&
+      o.microBatchSize <= 0 && !trainConfig.microBatchSize &&
+      !trainConfig.accumulationSteps)
+    request.pins.microBatchSize = batch / *dp;
   if (dp && batch % *dp != 0)
     return fail("the batch of --input-shape (" + llvm::Twine(batch) +
                 ") does not divide into " + llvm::Twine(*dp) +

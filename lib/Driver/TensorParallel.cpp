@@ -8,6 +8,8 @@
 #include "autopar/Transforms/PlanAnnotate.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/SCF/Utils/Utils.h"
 #include "mlir/Dialect/Shard/Transforms/Passes.h"
 #include "mlir/Pass/PassOptions.h"
 #include "mlir/Pass/PassRegistry.h"
@@ -157,6 +159,16 @@ LogicalResult partitionTrainingStep(ModuleOp module,
   if (!main)
     return module.emitError("the training step has no func.func @main");
   auto whole = shapesOf(main);
+  // Gradient accumulation loops over micro-batches; shard-partition works
+  // on one block, so the loop (a constant trip count) is unrolled, each
+  // micro-batch a copy of the call.
+  SmallVector<scf::ForOp> loops;
+  main.walk([&](scf::ForOp loop) { loops.push_back(loop); });
+  for (scf::ForOp loop : loops)
+    if (failed(loopUnrollFull(loop)))
+      return loop.emitError("the micro-batch loop of the training step "
+                            "cannot be unrolled for tensor-parallel "
+                            "partitioning (its trip count is not constant)");
   auto partition = PassManager::on<ModuleOp>(module.getContext());
   applyPassManagerCLOptionsIfAny(partition);
   // A data-parallel replica's step calls its forward and backward

@@ -21,7 +21,8 @@ report's predicted ones, call for call and byte for byte (--check-comm).
 - gpt: embeddings, attention, LayerNorm, a GELU MLP and cross-entropy, tp on
   2 ranks with SGD with momentum and with AdamW, and dp2 x tp2 on 4; and with
   Dropout (masks by global element index: a loop whose position a body reads
-  is never split), tp2 and dp2 x tp2;
+  is never split), tp2, dp2 x tp2, and dp2 x tp2 with 2 micro-batches per
+  replica (the micro-batch loop unrolled before partitioning);
 - checkpoints: the GPT on 2 ranks stopped at step 3 and resumed under the
   same plan equals the uninterrupted run bitwise (each rank writes its
   blocks), and the checkpoint resumes on one rank to one rank's numbers.
@@ -173,6 +174,21 @@ def main():
     art, _ = drop.compile("dp2xtp2", 4, "--tp", "2")
     errors += compare("gpt (Dropout) dp2xtp2", one[:2],
                       drop.train("dp2xtp2", art, 4, launcher, "--seed", "5"),
+                      noise_only=key_bias)
+    # Gradient accumulation: 2 micro-batches of 1 per replica (the step's
+    # micro-batch loop is unrolled before partitioning); the masks follow
+    # the global sample index through the micro-batches too.
+    micro = os.path.join(drop.dir, "micro.json")
+    with open(micro, "w") as f:
+        json.dump({**gpt_config, "train_batch_size": 4,
+                   "train_micro_batch_size_per_gpu": 1}, f)
+    art, result = drop.compile("dp2xtp2-micro", 4, "--tp", "2", config=micro)
+    if "accumulation  2 micro-batches of 1" not in result.stdout:
+        errors.append("gpt (Dropout) dp2xtp2 x 2 micro-batches: the compiler "
+                      f"did not report the accumulation:\n{result.stdout}")
+    errors += compare("gpt (Dropout) dp2xtp2 x 2 micro-batches", one[:2],
+                      drop.train("dp2xtp2-micro", art, 4, launcher, "--seed",
+                                 "5"),
                       noise_only=key_bias)
 
     errors += Case.comm_errors
