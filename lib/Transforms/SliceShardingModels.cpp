@@ -41,6 +41,33 @@ optionSplittingOnly(Operation *op, ArrayRef<Sharding> operandShardings,
   return option;
 }
 
+/// A slice's (or insert's) offsets, sizes and strides on a rank's block:
+/// the dims `whole(d)` says it covers entirely take the block's size in
+/// `localShape`; dynamic values are the partitioned operands'.
+struct LocalSlice {
+  SmallVector<OpFoldResult> offsets, sizes, strides;
+};
+
+template <typename SliceOp, typename Whole>
+LocalSlice localSlice(SliceOp op, ArrayRef<int64_t> localShape, Whole whole,
+                      ArrayRef<Value> partitionedOperands, OpBuilder &builder) {
+  LocalSlice local{op.getMixedOffsets(), op.getMixedSizes(),
+                   op.getMixedStrides()};
+  for (auto [d, size] : llvm::enumerate(localShape))
+    if (whole(int64_t(d)))
+      local.sizes[d] = builder.getIndexAttr(size);
+  IRMapping mapping;
+  for (auto [old, partitioned] :
+       llvm::zip(op->getOperands(), partitionedOperands))
+    mapping.map(old, partitioned);
+  for (SmallVector<OpFoldResult> *list :
+       {&local.offsets, &local.sizes, &local.strides})
+    for (OpFoldResult &v : *list)
+      if (auto value = dyn_cast<Value>(v))
+        v = mapping.lookupOrDefault(value);
+  return local;
+}
+
 bool takesWhole(tensor::ExtractSliceOp slice, int64_t d) {
   RankedTensorType source = slice.getSourceType();
   return !source.isDynamicDim(d) && !slice.isDynamicOffset(d) &&
@@ -94,24 +121,10 @@ struct ExtractSliceShardingModel
     auto slice = cast<tensor::ExtractSliceOp>(op);
     auto source = cast<RankedTensorType>(partitionedOperands[0].getType());
     // Split dims are taken whole: their size is the local block's.
-    SmallVector<OpFoldResult> offsets = slice.getMixedOffsets();
-    SmallVector<OpFoldResult> sizes = slice.getMixedSizes();
-    SmallVector<OpFoldResult> strides = slice.getMixedStrides();
-    for (auto [d, size] : llvm::enumerate(source.getShape()))
-      if (takesWhole(slice, d))
-        sizes[d] = builder.getIndexAttr(size);
-    IRMapping mapping;
-    for (auto [old, partitioned] :
-         llvm::zip(op->getOperands(), partitionedOperands))
-      mapping.map(old, partitioned);
-    auto remap = [&](SmallVector<OpFoldResult> &list) {
-      for (OpFoldResult &v : list)
-        if (auto value = dyn_cast<Value>(v))
-          v = mapping.lookupOrDefault(value);
-    };
-    remap(offsets);
-    remap(sizes);
-    remap(strides);
+    LocalSlice local = localSlice(
+        slice, source.getShape(),
+        [&](int64_t d) { return takesWhole(slice, d); }, partitionedOperands,
+        builder);
     auto resultType = slice.getResultType();
     if (resultShardings[0]) {
       GridOp grid =
@@ -120,8 +133,8 @@ struct ExtractSliceShardingModel
           shard::shardType(resultType, grid, resultShardings[0]));
     }
     Value result = tensor::ExtractSliceOp::create(
-        builder, op->getLoc(), resultType, partitionedOperands[0], offsets,
-        sizes, strides);
+        builder, op->getLoc(), resultType, partitionedOperands[0],
+        local.offsets, local.sizes, local.strides);
     partitionMap.map(op->getResult(0), result);
     partitionMap.map(op, result.getDefiningOp());
     return success();
@@ -190,27 +203,13 @@ struct InsertSliceShardingModel
     auto insert = cast<tensor::InsertSliceOp>(op);
     auto dest = cast<RankedTensorType>(partitionedOperands[1].getType());
     // Split dims are written whole: their size is the local block's.
-    SmallVector<OpFoldResult> offsets = insert.getMixedOffsets();
-    SmallVector<OpFoldResult> sizes = insert.getMixedSizes();
-    SmallVector<OpFoldResult> strides = insert.getMixedStrides();
-    for (auto [d, size] : llvm::enumerate(dest.getShape()))
-      if (writesWhole(insert, d))
-        sizes[d] = builder.getIndexAttr(size);
-    IRMapping mapping;
-    for (auto [old, partitioned] :
-         llvm::zip(op->getOperands(), partitionedOperands))
-      mapping.map(old, partitioned);
-    auto remap = [&](SmallVector<OpFoldResult> &list) {
-      for (OpFoldResult &v : list)
-        if (auto value = dyn_cast<Value>(v))
-          v = mapping.lookupOrDefault(value);
-    };
-    remap(offsets);
-    remap(sizes);
-    remap(strides);
+    LocalSlice local = localSlice(
+        insert, dest.getShape(),
+        [&](int64_t d) { return writesWhole(insert, d); }, partitionedOperands,
+        builder);
     Value result = tensor::InsertSliceOp::create(
         builder, op->getLoc(), partitionedOperands[0], partitionedOperands[1],
-        offsets, sizes, strides);
+        local.offsets, local.sizes, local.strides);
     partitionMap.map(op->getResult(0), result);
     partitionMap.map(op, result.getDefiningOp());
     return success();
