@@ -506,11 +506,27 @@ int CompileFlow::run() {
     if (int rc = pinTrainingMicroBatch())
       return rc;
 
-  auto planned = planProgram(main, request);
-  if (!planned)
-    return fail(llvm::toString(planned.takeError()));
+  // --explain-plan: each dimension against its runner-up (replans do not).
+  PlanRequest plannedRequest = request;
+  plannedRequest.compareDimensions = o.explainPlan;
+  auto planned = planProgram(main, plannedRequest);
+  if (!planned) {
+    // A plan that does not fit is still reported: fits false, the bytes
+    // over, the pins to change and the nearest plan that fits.
+    std::string message;
+    llvm::handleAllErrors(
+        planned.takeError(),
+        [&](const InfeasiblePlanError &e) {
+          message = e.message();
+          writeReport(e.result(), request, {});
+        },
+        [&](const llvm::ErrorInfoBase &e) { message = e.message(); });
+    return fail(message);
+  }
   plan = std::move(*planned);
   printPlanTable(llvm::outs(), *plan, request);
+  if (o.explainPlan)
+    printPlanDimensions(llvm::outs(), *plan);
   if (o.explain)
     printPlanExplanation(llvm::outs(), *plan);
   int rc;

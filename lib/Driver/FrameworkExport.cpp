@@ -60,8 +60,9 @@ void warnIfInference(const PlanRequest &request, FrameworkExport &out) {
         "are written as a training run's; plan with --mode train to train");
 }
 
-/// The layers (repeated segments, else segments) of the most loaded
-/// pipeline stage: one activation checkpoint each under recomputation.
+/// The model layers (the stage's `layers`: a repeated block of segments is
+/// one layer; else its segments) of the most loaded pipeline stage: one
+/// activation checkpoint each under recomputation.
 std::optional<int64_t> checkpointsPerStage(const PlanCandidate &plan) {
   std::optional<int64_t> most;
   for (const StagePlan &stage : plan.stages) {

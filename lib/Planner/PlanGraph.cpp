@@ -25,6 +25,8 @@
 #include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/ADT/StringSet.h"
 
+#include <queue>
+
 using namespace mlir;
 namespace autopar::plan {
 
@@ -512,20 +514,127 @@ buildProgramGraph(func::FuncOp main,
     }
   }
 
-  // Identical segments are one distinct segment solved once; segments that
-  // repeat are the model's layers.
-  llvm::DenseMap<uint64_t, int64_t> ids, counts;
-  for (Segment &seg : graph.segments)
-    ++counts[seg.signature];
-  int64_t layer = 0;
+  // Identical segments are one distinct segment solved once; the blocks of
+  // segments that repeat are the model's layers.
+  llvm::DenseMap<uint64_t, int64_t> ids;
+  std::vector<int64_t> distinct;
   for (Segment &seg : graph.segments) {
     auto [it, inserted] = ids.try_emplace(seg.signature, ids.size());
     seg.distinctId = it->second;
-    if (counts[seg.signature] > 1)
-      seg.layerIndex = layer++;
+    distinct.push_back(seg.distinctId);
   }
+  std::vector<int64_t> layers = segmentLayers(distinct);
+  for (auto [seg, layer] : llvm::zip_equal(graph.segments, layers))
+    seg.layerIndex = layer;
   graph.distinctSegments = ids.size();
   return graph;
+}
+
+std::vector<int64_t> segmentLayers(llvm::ArrayRef<int64_t> distinctIds) {
+  int64_t n = distinctIds.size();
+  /// Segments from `start` on that repeat with `period` over `span` segments
+  /// (span / period whole blocks); with `before` segments ahead of it that
+  /// end like the block and `after` behind the whole blocks that start like
+  /// it.
+  struct Repeat {
+    int64_t start = 0, period = 0, span = 0, before = 0, after = 0;
+    int64_t count() const { return span / period; }
+    int64_t end() const { return start + count() * period; }
+  };
+  // The heap's top: the most segments in whole blocks, then the shortest
+  // block, then the earliest.
+  auto ranksBelow = [](const Repeat &a, const Repeat &b) {
+    int64_t ca = a.count() * a.period, cb = b.count() * b.period;
+    if (ca != cb)
+      return ca < cb;
+    if (a.period != b.period)
+      return a.period > b.period;
+    return a.start > b.start;
+  };
+  std::priority_queue<Repeat, std::vector<Repeat>, decltype(ranksBelow)> queue(
+      ranksBelow);
+  // Every maximal run of segments equal to the one `p` after them: `p` plus
+  // the run's length segments repeat with period p.
+  for (int64_t p = 1; 2 * p <= n; ++p) {
+    int64_t runStart = 0, run = 0;
+    for (int64_t k = 0; k <= n - p; ++k) {
+      if (k < n - p && distinctIds[k] == distinctIds[k + p]) {
+        if (run++ == 0)
+          runStart = k;
+        continue;
+      }
+      if (run >= p)
+        queue.push(Repeat{runStart, p, run + p, 0, 0});
+      run = 0;
+    }
+  }
+  // The best repeat first; one overlapping those taken is cut to its longest
+  // part outside them and ranked again.
+  std::vector<bool> covered(n, false);
+  std::vector<Repeat> repeats;
+  while (!queue.empty()) {
+    Repeat r = queue.top();
+    queue.pop();
+    int64_t from = r.start, to = r.start;
+    for (int64_t a = r.start, stop = r.start + r.span; a < stop;) {
+      if (covered[a]) {
+        ++a;
+        continue;
+      }
+      int64_t b = a;
+      while (b < stop && !covered[b])
+        ++b;
+      if (b - a > to - from) {
+        from = a;
+        to = b;
+      }
+      a = b;
+    }
+    if (from != r.start || to != r.start + r.span) {
+      Repeat cut{from, r.period, to - from, 0, 0};
+      if (cut.count() >= 2)
+        queue.push(cut);
+      continue;
+    }
+    int64_t end = r.end();
+    for (int64_t k = r.start; k < end; ++k)
+      covered[k] = true;
+    while (r.before + 1 < r.period && r.start - r.before - 1 >= 0 &&
+           !covered[r.start - r.before - 1] &&
+           distinctIds[r.start - r.before - 1] ==
+               distinctIds[r.start + r.period - r.before - 1]) {
+      ++r.before;
+      covered[r.start - r.before] = true;
+    }
+    while (r.after + 1 < r.period && end + r.after < n &&
+           !covered[end + r.after] &&
+           distinctIds[end + r.after] == distinctIds[r.start + r.after]) {
+      covered[end + r.after] = true;
+      ++r.after;
+    }
+    repeats.push_back(r);
+  }
+  llvm::sort(repeats, [](const Repeat &a, const Repeat &b) {
+    return a.start < b.start;
+  });
+  std::vector<int64_t> layers(n, -1);
+  int64_t layer = 0;
+  for (const Repeat &r : repeats) {
+    if (r.before > 0) {
+      for (int64_t k = r.start - r.before; k < r.start; ++k)
+        layers[k] = layer;
+      ++layer;
+    }
+    for (int64_t i = 0; i < r.count(); ++i, ++layer)
+      for (int64_t k = 0; k < r.period; ++k)
+        layers[r.start + i * r.period + k] = layer;
+    if (r.after > 0) {
+      for (int64_t k = r.end(); k < r.end() + r.after; ++k)
+        layers[k] = layer;
+      ++layer;
+    }
+  }
+  return layers;
 }
 
 } // namespace autopar::plan

@@ -2,6 +2,7 @@
 
 #include "PlannerImpl.h"
 
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/raw_ostream.h"
@@ -54,6 +55,50 @@ static llvm::json::Object meshJson(const PlanCandidate &c) {
   return llvm::json::Object{{"dp", c.dp}, {"tp", c.tp}, {"pp", c.pp}};
 }
 
+/// A plan's settings and prediction, as the report's alternatives give them.
+static llvm::json::Object planJson(const PlanCandidate &c) {
+  return llvm::json::Object{{"mesh", meshJson(c)},
+                            {"zero_stage", c.zeroStage},
+                            {"micro_batch_size", c.microBatchSize},
+                            {"num_micro_batches", c.numMicroBatches},
+                            {"recompute", recomputeName(c.recompute)},
+                            {"predicted", predictedJson(c)}};
+}
+
+/// Why the pinned plan does not fit and what would: the bytes over, the
+/// pins, those to change and the nearest plan that fits.
+static llvm::json::Object infeasibleJson(const PlanInfeasibility &inf,
+                                         const PlanCandidate &best) {
+  llvm::json::Object pins;
+  for (const auto &[name, value] : inf.pins) {
+    int64_t number;
+    if (llvm::to_integer(value, number))
+      pins[name] = number;
+    else
+      pins[name] = value;
+  }
+  llvm::json::Array fitting;
+  for (const PlanInfeasibility::Release &r : inf.releases) {
+    llvm::json::Object plan = planJson(r.plan);
+    plan["released_pins"] = llvm::json::Array(r.pins);
+    fitting.push_back(std::move(plan));
+  }
+  llvm::json::Value nearest = nullptr;
+  llvm::json::Array change;
+  if (!inf.releases.empty()) {
+    nearest = fitting.front();
+    change = llvm::json::Array(inf.releases.front().pins);
+  }
+  return llvm::json::Object{{"message", inf.message},
+                            {"memory_per_gpu_bytes", best.memory.total()},
+                            {"device_memory_bytes", inf.deviceMemoryBytes},
+                            {"bytes_over", inf.bytesOver},
+                            {"pins", std::move(pins)},
+                            {"pins_to_change", std::move(change)},
+                            {"nearest_fitting_plan", std::move(nearest)},
+                            {"fitting_plans", std::move(fitting)}};
+}
+
 llvm::json::Value planReportJson(const PlanResult &result,
                                  const PlanRequest &request) {
   const PlanCandidate &best = result.best;
@@ -69,15 +114,11 @@ llvm::json::Value planReportJson(const PlanResult &result,
         {"memory_bytes", s.memory.total()},
         {"memory_breakdown_bytes", memoryJson(s.memory)}});
   llvm::json::Array alternatives;
-  for (const PlanCandidate &a : result.alternatives)
-    alternatives.push_back(
-        llvm::json::Object{{"mesh", meshJson(a)},
-                           {"zero_stage", a.zeroStage},
-                           {"micro_batch_size", a.microBatchSize},
-                           {"num_micro_batches", a.numMicroBatches},
-                           {"recompute", recomputeName(a.recompute)},
-                           {"predicted", predictedJson(a)},
-                           {"why_not", a.whyNot}});
+  for (const PlanCandidate &a : result.alternatives) {
+    llvm::json::Object alternative = planJson(a);
+    alternative["why_not"] = a.whyNot;
+    alternatives.push_back(std::move(alternative));
+  }
   // The order each stage runs its micro-batches in, as autopar-run executes
   // it (pipelineSchedule()): what the plan picture draws.
   bool training = request.mode == PlanMode::Training;
@@ -86,7 +127,7 @@ llvm::json::Value planReportJson(const PlanResult &result,
     stageOrders.push_back(pipelineStageOrder(best.schedule, best.pp, s,
                                              best.numMicroBatches, training));
   const ClusterSpec &cluster = request.cluster;
-  return llvm::json::Object{
+  llvm::json::Object report{
       {"model", request.modelName},
       {"mode", request.mode == PlanMode::Training ? "train" : "infer"},
       {"precision", precisionName(request.precision)},
@@ -118,6 +159,9 @@ llvm::json::Value planReportJson(const PlanResult &result,
            {"distinct_segments", result.distinctSegments},
            {"candidates_evaluated", result.candidatesEvaluated}}},
       {"alternatives", std::move(alternatives)}};
+  if (result.infeasible)
+    report["infeasible"] = infeasibleJson(*result.infeasible, best);
+  return report;
 }
 
 static std::string gib(double bytes) {
@@ -194,6 +238,13 @@ void printPlanTable(llvm::raw_ostream &os, const PlanResult &result,
                         "{5}: {6}\n",
                         a.dp, a.tp, a.pp, a.zeroStage, a.microBatchSize,
                         recomputeName(a.recompute), a.whyNot);
+}
+
+void printPlanDimensions(llvm::raw_ostream &os, const PlanResult &result) {
+  os << "why this plan, per dimension (against the best plan with another "
+        "value):\n";
+  for (const DimensionComparison &d : result.dimensions)
+    os << llvm::formatv("  {0,-22} {1}\n", d.dimension + "=" + d.chosen, d.why);
 }
 
 void printPlanExplanation(llvm::raw_ostream &os, const PlanResult &result) {

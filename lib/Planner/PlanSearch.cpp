@@ -12,9 +12,12 @@
 #include "PlannerImpl.h"
 
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/bit.h"
 #include "llvm/Support/FormatVariadic.h"
 
+#include <array>
 #include <chrono>
+#include <cmath>
 #include <limits>
 #include <map>
 #include <set>
@@ -163,8 +166,20 @@ private:
                            int64_t pp);
   PlanCandidate evaluate(int64_t dp, int64_t tp, int64_t pp, int zero,
                          int64_t microBatch, Recompute r);
+  /// Every plan `pins` and the request allow, evaluated. Once `memoize` is
+  /// set (after the search proper), evaluations are kept and reused by
+  /// later calls with other pins.
+  std::vector<PlanCandidate> enumerate(const PlanPins &pins);
   void explain(const PlanCandidate &best, PlanResult &result);
   std::vector<CollectiveVolume> collectiveVolume(const PlanCandidate &c);
+  /// Why `pinned` (the plan of least memory under the request's pins) does
+  /// not fit, and the smallest sets of pins whose release lets a plan fit.
+  PlanInfeasibility infeasibility(const PlanCandidate &pinned);
+  /// The choice against the best plan with another value, per dimension;
+  /// `all` is every plan under the request's pins, best first.
+  std::vector<DimensionComparison>
+  compareDimensions(const PlanCandidate &best,
+                    const std::vector<PlanCandidate> &all);
 
   const ProgramGraph &graph;
   const PlanRequest &request;
@@ -173,6 +188,11 @@ private:
   std::map<int64_t, std::vector<SegmentCost>> chains;
   std::map<std::pair<int64_t, int64_t>, std::vector<SegmentCost>> costs;
   std::map<std::tuple<int64_t, int64_t, int, int64_t>, StageSplit> splits;
+  /// Evaluated plans by (tp, pp, ZeRO stage, micro-batch, recompute), for
+  /// the searches with pins released that explain a plan.
+  bool memoize = false;
+  std::map<std::tuple<int64_t, int64_t, int, int64_t, int>, PlanCandidate>
+      evaluated;
 };
 
 /// The sharding of every op for `tp`: each segment is solved exactly for
@@ -607,6 +627,42 @@ std::vector<CollectiveVolume> Search::collectiveVolume(const PlanCandidate &c) {
   return busiest;
 }
 
+/// A part of the step time and how much longer it is in one plan than in
+/// another.
+struct TermDifference {
+  const char *term;        ///< "compute", "exposed communication", ...
+  const char *description; ///< how a runner-up's why-not names it
+  double delta;
+};
+
+/// The parts of `a`'s step time minus `b`'s.
+std::array<TermDifference, 4> termDifferences(const PlanCandidate &a,
+                                              const PlanCandidate &b) {
+  return {{
+      {"compute",
+       "more compute per GPU (less parallel work, recomputation or "
+       "small-GEMM efficiency)",
+       a.time.compute - b.time.compute},
+      {"exposed communication", "more exposed communication",
+       a.time.exposedCommunication - b.time.exposedCommunication},
+      {"pipeline bubble", "a larger pipeline bubble",
+       a.time.bubble - b.time.bubble},
+      {"optimizer", "a slower optimizer step",
+       a.time.optimizer - b.time.optimizer},
+  }};
+}
+
+/// The part of `a`'s step time that is the most longer than `b`'s.
+TermDifference largestDifference(const PlanCandidate &a,
+                                 const PlanCandidate &b) {
+  std::array<TermDifference, 4> parts = termDifferences(a, b);
+  const TermDifference *worst = &parts[0];
+  for (const TermDifference &p : parts)
+    if (p.delta > worst->delta)
+      worst = &p;
+  return *worst;
+}
+
 std::string whyNot(const PlanCandidate &loser, const PlanCandidate &best,
                    const ClusterSpec &cluster) {
   if (!loser.fits)
@@ -625,28 +681,316 @@ std::string whyNot(const PlanCandidate &loser, const PlanCandidate &best,
                          best.memory.total() / kGiB,
                          loser.memory.total() / kGiB)
         .str();
-  struct Part {
-    const char *what;
-    double delta;
-  } parts[] = {
-      {"more compute per GPU (less parallel work, recomputation or "
-       "small-GEMM efficiency)",
-       loser.time.compute - best.time.compute},
-      {"more exposed communication",
-       loser.time.exposedCommunication - best.time.exposedCommunication},
-      {"a larger pipeline bubble", loser.time.bubble - best.time.bubble},
-      {"a slower optimizer step", loser.time.optimizer - best.time.optimizer},
-  };
-  const Part *worst = &parts[0];
-  for (const Part &p : parts)
-    if (p.delta > worst->delta)
-      worst = &p;
+  TermDifference worst = largestDifference(loser, best);
   return llvm::formatv("predicted {0:P1} slower ({1} vs {2} per step), "
                        "mostly {3} (+{4})",
                        slower, formatSeconds(loser.stepSeconds),
-                       formatSeconds(best.stepSeconds), worst->what,
-                       formatSeconds(worst->delta))
+                       formatSeconds(best.stepSeconds), worst.description,
+                       formatSeconds(worst.delta))
       .str();
+}
+
+/// Ranks plans: those that fit first, then the faster, then the smaller; of
+/// plans that do not fit, the smaller first.
+bool betterPlan(const PlanCandidate &a, const PlanCandidate &b) {
+  if (a.fits != b.fits)
+    return a.fits;
+  if (!a.fits)
+    return a.memory.total() < b.memory.total();
+  if (a.stepSeconds != b.stepSeconds)
+    return a.stepSeconds < b.stepSeconds;
+  return a.memory.total() < b.memory.total();
+}
+
+/// "dp=1 tp=4 pp=1 zero=0 micro-batch 1, recompute full".
+std::string planSummary(const PlanCandidate &c) {
+  return llvm::formatv("dp={0} tp={1} pp={2} zero={3} micro-batch {4}, "
+                       "recompute {5}",
+                       c.dp, c.tp, c.pp, c.zeroStage, c.microBatchSize,
+                       recomputeName(c.recompute))
+      .str();
+}
+
+/// The pins given, as (flag name without "--", value), in flag order.
+std::vector<std::pair<std::string, std::string>> pinList(const PlanPins &pins) {
+  std::vector<std::pair<std::string, std::string>> list;
+  if (pins.dp)
+    list.push_back({"dp", std::to_string(*pins.dp)});
+  if (pins.tp)
+    list.push_back({"tp", std::to_string(*pins.tp)});
+  if (pins.pp)
+    list.push_back({"pp", std::to_string(*pins.pp)});
+  if (pins.zeroStage)
+    list.push_back({"zero", std::to_string(*pins.zeroStage)});
+  if (pins.microBatchSize)
+    list.push_back({"micro-batch-size", std::to_string(*pins.microBatchSize)});
+  if (pins.recompute)
+    list.push_back({"recompute", recomputeName(*pins.recompute).str()});
+  return list;
+}
+
+/// `pins` without the ones named (pinList's names).
+PlanPins releasePins(PlanPins pins, llvm::ArrayRef<std::string> names) {
+  for (llvm::StringRef name : names) {
+    if (name == "dp")
+      pins.dp.reset();
+    else if (name == "tp")
+      pins.tp.reset();
+    else if (name == "pp")
+      pins.pp.reset();
+    else if (name == "zero")
+      pins.zeroStage.reset();
+    else if (name == "micro-batch-size")
+      pins.microBatchSize.reset();
+    else if (name == "recompute")
+      pins.recompute.reset();
+  }
+  return pins;
+}
+
+/// "--tp=1 and --zero=0": the named pins as given.
+std::string pinFlags(const PlanInfeasibility &inf,
+                     llvm::ArrayRef<std::string> names) {
+  std::string text;
+  for (auto [name, value] : inf.pins)
+    if (llvm::is_contained(names, name))
+      text += (text.empty() ? "--" : " and --") + name + "=" + value;
+  return text;
+}
+
+PlanInfeasibility Search::infeasibility(const PlanCandidate &pinned) {
+  PlanInfeasibility inf;
+  inf.deviceMemoryBytes = cluster.device.memoryGiB * kGiB;
+  inf.bytesOver = pinned.memory.total() - inf.deviceMemoryBytes;
+  inf.pins = pinList(request.pins);
+  // The smallest sets of pins whose release lets a plan fit: one pin at a
+  // time, then pairs, ... (at most 63 sets, each a filter of the same
+  // evaluated plans).
+  int n = inf.pins.size();
+  for (int k = 1; k <= n && inf.releases.empty(); ++k)
+    for (unsigned mask = 1; mask < (1u << n); ++mask) {
+      if (llvm::popcount(mask) != k)
+        continue;
+      std::vector<std::string> names;
+      for (int i = 0; i < n; ++i)
+        if ((mask >> i) & 1)
+          names.push_back(inf.pins[i].first);
+      std::optional<PlanCandidate> fastest;
+      for (PlanCandidate &c : enumerate(releasePins(request.pins, names)))
+        if (c.fits && (!fastest || betterPlan(c, *fastest)))
+          fastest = std::move(c);
+      if (fastest)
+        inf.releases.push_back({std::move(names), std::move(*fastest)});
+    }
+  llvm::stable_sort(inf.releases, [](const PlanInfeasibility::Release &a,
+                                     const PlanInfeasibility::Release &b) {
+    return betterPlan(a.plan, b.plan);
+  });
+
+  const MemoryBreakdown &m = pinned.memory;
+  std::string breakdown =
+      llvm::formatv("parameters {0:F2}, gradients {1:F2}, optimizer states "
+                    "{2:F2}, activations {3:F2}, communication {4:F2}, other "
+                    "{5:F2} GiB",
+                    m.parameters / kGiB, m.gradients / kGiB,
+                    m.optimizerStates / kGiB, m.activations / kGiB,
+                    m.communication / kGiB, m.other / kGiB)
+          .str();
+  if (inf.pins.empty()) {
+    inf.message =
+        llvm::formatv("the model fits on no plan for this cluster: the "
+                      "smallest plan ({0}) needs {1:F2} GiB per GPU but {2} "
+                      "has {3:F1} GiB ({4}); use more or larger GPUs, a "
+                      "smaller batch, or --mode infer",
+                      planSummary(pinned), m.total() / kGiB,
+                      cluster.device.name, cluster.device.memoryGiB, breakdown)
+            .str();
+    return inf;
+  }
+  std::string pins;
+  for (auto [name, value] : inf.pins)
+    pins += (pins.empty() ? "--" : " --") + name + "=" + value;
+  inf.message =
+      llvm::formatv("the model fits on no plan with the pins {0}: the "
+                    "smallest ({1}) needs {2:F2} GiB per GPU but {3} has "
+                    "{4:F1} GiB, "
+                    "{5:F2} GiB ({6} bytes) over ({7})",
+                    pins, planSummary(pinned), m.total() / kGiB,
+                    cluster.device.name, cluster.device.memoryGiB,
+                    inf.bytesOver / kGiB, int64_t(std::ceil(inf.bytesOver)),
+                    breakdown)
+          .str();
+  if (inf.releases.empty()) {
+    inf.message += "; no plan fits even without the pins: use more or larger "
+                   "GPUs or a smaller batch";
+    if (request.mode == PlanMode::Training)
+      inf.message += ", or --mode infer";
+    return inf;
+  }
+  for (auto [i, release] : llvm::enumerate(inf.releases)) {
+    const PlanCandidate &c = release.plan;
+    if (i == 0)
+      inf.message +=
+          llvm::formatv("; change {0}: the nearest plan that fits, with {1} "
+                        "released, is {2}, predicted {3} per step in {4:F2} "
+                        "GiB per GPU",
+                        pinFlags(inf, release.pins),
+                        release.pins.size() == 1 ? "it" : "them",
+                        planSummary(c), formatSeconds(c.stepSeconds),
+                        c.memory.total() / kGiB)
+              .str();
+    else
+      inf.message += llvm::formatv("; or change {0} ({1}, {2} per step)",
+                                   pinFlags(inf, release.pins), planSummary(c),
+                                   formatSeconds(c.stepSeconds))
+                         .str();
+  }
+  return inf;
+}
+
+/// The value of dimension `d` (compareDimensions' order) of `c`.
+std::string dimensionValue(int d, const PlanCandidate &c) {
+  switch (d) {
+  case 0:
+    return std::to_string(c.dp);
+  case 1:
+    return std::to_string(c.tp);
+  case 2:
+    return std::to_string(c.pp);
+  case 3:
+    return std::to_string(c.zeroStage);
+  case 4:
+    return std::to_string(c.microBatchSize);
+  default:
+    return recomputeName(c.recompute).str();
+  }
+}
+
+std::vector<DimensionComparison>
+Search::compareDimensions(const PlanCandidate &best,
+                          const std::vector<PlanCandidate> &all) {
+  static const char *const names[] = {"dp",   "tp",          "pp",
+                                      "zero", "micro-batch", "recompute"};
+  bool training = request.mode == PlanMode::Training;
+  std::vector<DimensionComparison> result;
+  for (int d = 0; d < 6; ++d) {
+    DimensionComparison cmp;
+    cmp.dimension = names[d];
+    cmp.chosen = dimensionValue(d, best);
+    PlanPins without = request.pins;
+    std::optional<int64_t> *size[] = {&without.dp, &without.tp, &without.pp,
+                                      nullptr, &without.microBatchSize};
+    if (d == 3) {
+      cmp.pinned = without.zeroStage.has_value();
+      without.zeroStage.reset();
+    } else if (d == 5) {
+      cmp.pinned = without.recompute.has_value();
+      without.recompute.reset();
+    } else {
+      cmp.pinned = size[d]->has_value();
+      size[d]->reset();
+    }
+    // A pinned dimension: the best plan without its pin.
+    std::vector<PlanCandidate> unpinned;
+    if (cmp.pinned) {
+      unpinned = enumerate(without);
+      llvm::stable_sort(unpinned, betterPlan);
+    }
+    for (const PlanCandidate &c : cmp.pinned ? unpinned : all)
+      if (dimensionValue(d, c) != cmp.chosen) {
+        cmp.runnerUp = c;
+        break;
+      }
+
+    if (!cmp.runnerUp) {
+      cmp.why = "the only value possible";
+      if (!training && (d == 3 || d == 5))
+        cmp.why += d == 3 ? " (inference keeps no gradients or optimizer "
+                            "states to shard)"
+                          : " (inference has no backward pass)";
+      else if (cluster.worldSize() == 1 && d < 3)
+        cmp.why += " (one rank)";
+      else
+        cmp.why += " for this model, batch, cluster and pins";
+      result.push_back(std::move(cmp));
+      continue;
+    }
+    const PlanCandidate &o = *cmp.runnerUp;
+    cmp.runnerUpValue = dimensionValue(d, o);
+    std::string head =
+        llvm::formatv("{0} {1}={2} (dp={3} tp={4} pp={5} zero {6} mb {7} "
+                      "recompute {8}): ",
+                      cmp.pinned ? "pinned; against the best plan without the "
+                                   "pin,"
+                                 : "over",
+                      cmp.dimension, cmp.runnerUpValue, o.dp, o.tp, o.pp,
+                      o.zeroStage, o.microBatchSize, recomputeName(o.recompute))
+            .str();
+    double change = best.stepSeconds / o.stepSeconds - 1;
+    cmp.stepTimeChange = change;
+    if (!o.fits) {
+      cmp.dominantTerm = "memory";
+      cmp.why = head + llvm::formatv("{0}={1} does not fit (needs {2:F1} GiB "
+                                     "per GPU, {3:F1} GiB available)",
+                                     cmp.dimension, cmp.runnerUpValue,
+                                     o.memory.total() / kGiB,
+                                     cluster.device.memoryGiB)
+                           .str();
+      result.push_back(std::move(cmp));
+      continue;
+    }
+    std::string times =
+        llvm::formatv("({0} vs {1} per step)", formatSeconds(best.stepSeconds),
+                      formatSeconds(o.stepSeconds))
+            .str();
+    if (!(std::fabs(change) > 1e-3)) {
+      cmp.dominantTerm = "tie";
+      bool smaller = best.memory.total() <= o.memory.total();
+      cmp.why = head + llvm::formatv("as fast (within 0.1%: {0} vs {1} per "
+                                     "step); the chosen plan needs {2} memory "
+                                     "per GPU ({3:F2} vs {4:F2} GiB)",
+                                     formatSeconds(best.stepSeconds),
+                                     formatSeconds(o.stepSeconds),
+                                     smaller ? "no more" : "more",
+                                     best.memory.total() / kGiB,
+                                     o.memory.total() / kGiB)
+                           .str();
+      result.push_back(std::move(cmp));
+      continue;
+    }
+    // The part of the step that moved the most in the direction the step
+    // moved.
+    bool faster = change < 0;
+    TermDifference term =
+        faster ? largestDifference(o, best) : largestDifference(best, o);
+    cmp.dominantTerm = term.term;
+    cmp.why = head + llvm::formatv("{0}{1:F1}% step time {2}, mostly {3} {4} "
+                                   "({0}{5})",
+                                   faster ? "-" : "+", std::fabs(change) * 100,
+                                   times, faster ? "less" : "more", term.term,
+                                   formatSeconds(term.delta))
+                         .str();
+    // Where tensor parallelism leaves a node, its collectives take the
+    // network instead of the node's link.
+    if (cmp.dominantTerm == "exposed communication") {
+      int64_t node = cluster.gpusPerNode;
+      const PlanCandidate &inside = faster ? best : o;
+      const PlanCandidate &across = faster ? o : best;
+      if (inside.tp <= node && across.tp > node) {
+        cmp.why += "; ";
+        if (inside.tp > 1)
+          cmp.why += llvm::formatv("tp={0}'s collectives stay inside a node "
+                                   "({1}), ",
+                                   inside.tp, cluster.intraNode.kind)
+                         .str();
+        cmp.why += llvm::formatv("tp={0}'s collectives cross nodes ({1})",
+                                 across.tp, cluster.interNode.kind)
+                       .str();
+      }
+    }
+    result.push_back(std::move(cmp));
+  }
+  return result;
 }
 
 void Search::explain(const PlanCandidate &best, PlanResult &result) {
@@ -754,8 +1098,82 @@ llvm::Expected<PlanResult> Search::run() {
                                *pins.dp * *pins.tp * *pins.pp, world)
                      .str());
 
+  std::vector<PlanCandidate> all = enumerate(pins);
+  if (all.empty())
+    return error(llvm::formatv(
+                     "no plan matches the request: the global batch {0} must "
+                     "divide among the data-parallel ranks, the world size {1} "
+                     "must factor as dp x tp x pp with the pins given",
+                     batch, world)
+                     .str());
+  int64_t candidates = all.size();
+  llvm::sort(all, betterPlan);
+  memoize = true;
+
+  PlanResult result;
+  result.best = all.front();
+  // Runner-ups: the best plan of each other grid shape first, so the list
+  // shows real alternatives rather than near-copies of the winner. A plan
+  // that does not fit has none (its report says what would fit).
+  int maxAlternatives = result.best.fits ? request.maxAlternatives : 0;
+  std::set<std::tuple<int64_t, int64_t, int64_t>> shapes = {
+      {result.best.dp, result.best.tp, result.best.pp}};
+  for (size_t i = 1;
+       i < all.size() && int(result.alternatives.size()) < maxAlternatives;
+       ++i) {
+    auto shape = std::make_tuple(all[i].dp, all[i].tp, all[i].pp);
+    if (!shapes.insert(shape).second)
+      continue;
+    PlanCandidate alt = all[i];
+    alt.whyNot = whyNot(alt, result.best, cluster);
+    result.alternatives.push_back(std::move(alt));
+  }
+  for (size_t i = 1;
+       i < all.size() && int(result.alternatives.size()) < maxAlternatives;
+       ++i) {
+    bool listed = false;
+    for (const PlanCandidate &a : result.alternatives)
+      listed |= a.dp == all[i].dp && a.tp == all[i].tp && a.pp == all[i].pp &&
+                a.zeroStage == all[i].zeroStage &&
+                a.microBatchSize == all[i].microBatchSize &&
+                a.recompute == all[i].recompute;
+    if (listed)
+      continue;
+    PlanCandidate alt = all[i];
+    alt.whyNot = whyNot(alt, result.best, cluster);
+    result.alternatives.push_back(std::move(alt));
+  }
+  explain(result.best, result);
+  result.best.collectives = collectiveVolume(result.best);
+  result.globalBatch = batch;
+  result.tokensPerStep = graph.tokensPerStep;
+  result.parameters = graph.parameterElements;
+  result.flopsPerStep = graph.forwardFlops * (training ? 3 : 1);
+  result.segments = graph.segments.size();
+  result.distinctSegments = graph.distinctSegments;
+  result.candidatesEvaluated = candidates;
+  // Nothing the pins allow fits: the error carries the smallest plan, what
+  // it lacks and what would fit, for the report.
+  if (!result.best.fits)
+    result.infeasible = infeasibility(result.best);
+  else if (request.compareDimensions)
+    result.dimensions = compareDimensions(result.best, all);
+  result.searchSeconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
+  if (result.infeasible)
+    return llvm::make_error<InfeasiblePlanError>(std::move(result));
+  return result;
+}
+
+std::vector<PlanCandidate> Search::enumerate(const PlanPins &pins) {
+  int64_t world = cluster.worldSize();
+  int64_t batch = graph.globalBatch;
+  bool training = request.mode == PlanMode::Training;
+  // Inference concatenates the parts' outputs: only a batch whose outputs
+  // lead with it can be cut (training returns the loss, summed over parts).
+  bool batchCuttable = training || graph.batchCutProblem.empty();
   std::vector<PlanCandidate> all;
-  int64_t evaluated = 0;
   for (int64_t tp : divisors(world)) {
     if (pins.tp && tp != *pins.tp)
       continue;
@@ -792,99 +1210,35 @@ llvm::Expected<PlanResult> Search::run() {
             if (pins.zeroStage && zero != *pins.zeroStage &&
                 !(dp == 1 && zero == 0))
               continue;
-            all.push_back(evaluate(dp, tp, pp, zero, mb, r));
-            ++evaluated;
+            if (!memoize) {
+              all.push_back(evaluate(dp, tp, pp, zero, mb, r));
+              continue;
+            }
+            auto key = std::make_tuple(tp, pp, zero, mb, int(r));
+            auto it = evaluated.find(key);
+            if (it == evaluated.end())
+              it = evaluated.emplace(key, evaluate(dp, tp, pp, zero, mb, r))
+                       .first;
+            all.push_back(it->second);
           }
         }
       }
     }
   }
-  if (all.empty())
-    return error(llvm::formatv(
-                     "no plan matches the request: the global batch {0} must "
-                     "divide among the data-parallel ranks, the world size {1} "
-                     "must factor as dp x tp x pp with the pins given",
-                     batch, world)
-                     .str());
-
-  auto better = [](const PlanCandidate &a, const PlanCandidate &b) {
-    if (a.fits != b.fits)
-      return a.fits;
-    if (!a.fits)
-      return a.memory.total() < b.memory.total();
-    if (a.stepSeconds != b.stepSeconds)
-      return a.stepSeconds < b.stepSeconds;
-    return a.memory.total() < b.memory.total();
-  };
-  llvm::sort(all, better);
-  if (!all.front().fits) {
-    const PlanCandidate &least = all.front();
-    const MemoryBreakdown &m = least.memory;
-    return error(
-        llvm::formatv(
-            "the model fits on no plan for this cluster: the smallest "
-            "plan (dp={0} tp={1} pp={2} zero={3} micro-batch {4}, "
-            "recompute {5}) needs {6:F2} GiB per GPU but {7} has "
-            "{8:F1} GiB (parameters {9:F2}, gradients {10:F2}, "
-            "optimizer states {11:F2}, activations {12:F2}, "
-            "communication {13:F2}, other {14:F2} GiB); use more or "
-            "larger GPUs, a smaller batch, or --mode infer",
-            least.dp, least.tp, least.pp, least.zeroStage, least.microBatchSize,
-            recomputeName(least.recompute), m.total() / kGiB,
-            cluster.device.name, cluster.device.memoryGiB, m.parameters / kGiB,
-            m.gradients / kGiB, m.optimizerStates / kGiB, m.activations / kGiB,
-            m.communication / kGiB, m.other / kGiB)
-            .str());
-  }
-
-  PlanResult result;
-  result.best = all.front();
-  // Runner-ups: the best plan of each other grid shape first, so the list
-  // shows real alternatives rather than near-copies of the winner.
-  std::set<std::tuple<int64_t, int64_t, int64_t>> shapes = {
-      {result.best.dp, result.best.tp, result.best.pp}};
-  for (size_t i = 1; i < all.size() &&
-                     int(result.alternatives.size()) < request.maxAlternatives;
-       ++i) {
-    auto shape = std::make_tuple(all[i].dp, all[i].tp, all[i].pp);
-    if (!shapes.insert(shape).second)
-      continue;
-    PlanCandidate alt = all[i];
-    alt.whyNot = whyNot(alt, result.best, cluster);
-    result.alternatives.push_back(std::move(alt));
-  }
-  for (size_t i = 1; i < all.size() &&
-                     int(result.alternatives.size()) < request.maxAlternatives;
-       ++i) {
-    bool listed = false;
-    for (const PlanCandidate &a : result.alternatives)
-      listed |= a.dp == all[i].dp && a.tp == all[i].tp && a.pp == all[i].pp &&
-                a.zeroStage == all[i].zeroStage &&
-                a.microBatchSize == all[i].microBatchSize &&
-                a.recompute == all[i].recompute;
-    if (listed)
-      continue;
-    PlanCandidate alt = all[i];
-    alt.whyNot = whyNot(alt, result.best, cluster);
-    result.alternatives.push_back(std::move(alt));
-  }
-  explain(result.best, result);
-  result.best.collectives = collectiveVolume(result.best);
-  result.globalBatch = batch;
-  result.tokensPerStep = graph.tokensPerStep;
-  result.parameters = graph.parameterElements;
-  result.flopsPerStep = graph.forwardFlops * (training ? 3 : 1);
-  result.segments = graph.segments.size();
-  result.distinctSegments = graph.distinctSegments;
-  result.candidatesEvaluated = evaluated;
-  result.searchSeconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-          .count();
-  return result;
+  return all;
 }
 
 } // namespace
 } // namespace plan
+
+char InfeasiblePlanError::ID = 0;
+
+void InfeasiblePlanError::log(llvm::raw_ostream &os) const {
+  if (planResult.infeasible)
+    os << planResult.infeasible->message;
+  else
+    os << "no plan fits in memory";
+}
 
 llvm::Expected<PlanResult> planProgram(func::FuncOp main,
                                        const PlanRequest &request) {

@@ -171,8 +171,9 @@ struct SegmentBoundary {
 struct Segment {
   int64_t first = 0, last = 0; ///< op indices, inclusive
   uint64_t signature = 0;
-  int64_t distinctId = 0;  ///< equal for identical (repeated) segments
-  int64_t layerIndex = -1; ///< index among the repeated segments, or -1
+  int64_t distinctId = 0; ///< equal for identical (repeated) segments
+  /// The model layer the segment belongs to (segmentLayers), or -1.
+  int64_t layerIndex = -1;
   double parameterElements = 0;
   int64_t onnxNodes = 0;
 };
@@ -194,6 +195,17 @@ struct ProgramGraph {
   double parameterBytes = 0;
   double forwardFlops = 0;
 };
+
+/// The model layer of each segment, from the segments' distinct ids in
+/// program order (-1: in no layer). A layer is one repeat of a block of
+/// segments that the model repeats back to back: the repeat covering the most
+/// segments is found first (the shortest block among equals; a transformer
+/// block of an attention and an MLP segment), then others in what is left (an
+/// encoder's and a decoder's stacks). Next to a repeat, segments that match
+/// the end of its block (before it) or the start (after it) form a layer of
+/// their own (a first or last block that differs in a segment). Layers are
+/// numbered in program order.
+std::vector<int64_t> segmentLayers(llvm::ArrayRef<int64_t> distinctIds);
 
 /// Builds the graph, the ops' sharding options and the segments of `main`.
 /// With `fusedAttention`, attention the backends fuse (the head dims it

@@ -113,6 +113,11 @@ static cl::opt<bool, true>
     explain("explain",
             cl::desc("Print each op's sharding decision with its cost"),
             cl::location(options.explain), cl::cat(category));
+static cl::opt<bool, true> explainPlan(
+    "explain-plan",
+    cl::desc("Print why each plan dimension (dp, tp, pp, ZeRO stage, "
+             "micro-batch size, recompute) beat its runner-up"),
+    cl::location(options.explainPlan), cl::cat(category));
 static cl::opt<std::string, true> outputDir("o", cl::desc("Artifact directory"),
                                             cl::value_desc("ARTIFACT_DIR"),
                                             cl::location(options.outputDir),

@@ -42,8 +42,9 @@ struct CompileOptions {
   bool fuseAttention = true;
   /// Pins.
   int64_t dp = 0, tp = 0, pp = 0, zero = -1, microBatchSize = 0;
-  /// Plan and report only; print each op's decision.
-  bool planOnly = false, explain = false;
+  /// Plan and report only; print each op's decision; print why each plan
+  /// dimension beat its runner-up (--explain-plan).
+  bool planOnly = false, explain = false, explainPlan = false;
   std::string reportJson, outputDir, dumpDir;
   /// Also write a Slurm batch script that runs the artifact on the plan's
   /// nodes and ranks (training: resumable, so a requeued job continues).

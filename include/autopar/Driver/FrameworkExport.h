@@ -50,7 +50,7 @@ FrameworkExport exportMegatron(const PlanResult &result,
 /// train_micro_batch_size_per_gpu, gradient_accumulation_steps,
 /// zero_optimization.stage, bf16 / fp16 {"enabled": true} per the precision,
 /// activation_checkpointing when the plan recomputes (number_checkpoints: the
-/// repeated segments of the most loaded stage), and a "_comment" that names
+/// model layers of the most loaded stage), and a "_comment" that names
 /// the plan. `userConfig`, the user's --train-config (DeepSpeed's
 /// schema), contributes its optimizer, scheduler and gradient_clipping, and
 /// its fp16 loss scaling when the plan is fp16; null when none was given.

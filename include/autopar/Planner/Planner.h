@@ -61,6 +61,9 @@ struct PlanRequest {
   /// Attention runs as fused FlashAttention kernels (autopar-compile's
   /// --fuse-attention): priced as one kernel, no S x S activation.
   bool fusedAttention = true;
+  /// Fill PlanResult::dimensions (`--explain-plan`). A pinned dimension is
+  /// compared by searching again without its pin.
+  bool compareDimensions = false;
 };
 
 struct MemoryBreakdown {
@@ -80,7 +83,10 @@ struct StepBreakdown {
 struct StagePlan {
   int64_t firstSegment = 0, lastSegment = 0; ///< inclusive
   int64_t onnxNodes = 0;
-  /// Layers (repeated segments) in the stage, as "first-last", for reports.
+  /// The model layers in the stage, as "first-last" (empty: none), for
+  /// reports. A layer is one repeat of the block of segments the model
+  /// repeats (a transformer block: its attention and its MLP segment); a
+  /// stage that starts or ends inside a layer counts it.
   std::string layers;
   double secondsPerMicroBatch = 0; ///< forward (+ backward when training)
   MemoryBreakdown memory;
@@ -146,6 +152,52 @@ struct OpDecision {
   double computeSeconds = 0, communicationSeconds = 0;
 };
 
+/// The chosen plan against the best plan with another value of one
+/// dimension (`--explain-plan`).
+struct DimensionComparison {
+  /// "dp", "tp", "pp", "zero", "micro-batch" or "recompute".
+  std::string dimension;
+  std::string chosen; ///< the chosen value, e.g. "8", "selective"
+  /// A pin fixed it; `runnerUp` is then the best plan without the pin.
+  bool pinned = false;
+  /// The best plan with another value; none when no other value is possible.
+  std::optional<PlanCandidate> runnerUp;
+  std::string runnerUpValue;
+  /// The chosen plan's step time over the runner-up's, minus 1 (-0.11: 11%
+  /// faster); 0 without a runner-up.
+  double stepTimeChange = 0;
+  /// What decides between them: "compute", "exposed communication",
+  /// "pipeline bubble", "optimizer", "memory" (one does not fit), "tie" or
+  /// "" (no runner-up).
+  std::string dominantTerm;
+  /// The sentence `--explain-plan` prints, e.g. "over tp=4 (...): -11.0%
+  /// step time (...), mostly less exposed communication (-1.2 ms); ...".
+  std::string why;
+};
+
+/// A plan whose pins cannot fit in memory, and what would (PlanResult's
+/// `infeasible`; InfeasiblePlanError).
+struct PlanInfeasibility {
+  double deviceMemoryBytes = 0;
+  /// The plan's memory per device beyond the device's.
+  double bytesOver = 0;
+  /// The pins given, as (flag name without "--", value), in flag order.
+  std::vector<std::pair<std::string, std::string>> pins;
+  /// A set of pins whose release lets a plan fit, with the fastest plan that
+  /// then fits.
+  struct Release {
+    std::vector<std::string> pins; ///< flag names without "--"
+    PlanCandidate plan;
+  };
+  /// Each smallest set of pins whose release lets a plan fit, the fastest
+  /// plan first (the nearest plan that fits). Empty when no pin was given or
+  /// nothing fits even without the pins.
+  std::vector<Release> releases;
+  /// The error message: the bytes over, the pins to change, the nearest plan
+  /// that fits.
+  std::string message;
+};
+
 struct PlanResult {
   PlanCandidate best;
   std::vector<PlanCandidate> alternatives;
@@ -159,6 +211,30 @@ struct PlanResult {
   double flopsPerStep = 0; ///< model FLOPs of one step (no recompute)
   int64_t segments = 0, distinctSegments = 0;
   int64_t candidatesEvaluated = 0;
+  /// Per dimension, the choice against its runner-up (when the request asks:
+  /// PlanRequest::compareDimensions).
+  std::vector<DimensionComparison> dimensions;
+  /// Set when `best` does not fit in memory (InfeasiblePlanError).
+  std::optional<PlanInfeasibility> infeasible;
+};
+
+/// planProgram's error when no plan the pins allow fits in memory: the
+/// message says by how much, which pins to change and the nearest plan that
+/// fits; the result is the plan of least memory under the pins
+/// (`best.fits` false, `infeasible` set), for the report.
+class InfeasiblePlanError : public llvm::ErrorInfo<InfeasiblePlanError> {
+public:
+  static char ID;
+  explicit InfeasiblePlanError(PlanResult result)
+      : planResult(std::move(result)) {}
+  const PlanResult &result() const { return planResult; }
+  void log(llvm::raw_ostream &os) const override;
+  std::error_code convertToErrorCode() const override {
+    return llvm::inconvertibleErrorCode();
+  }
+
+private:
+  PlanResult planResult;
 };
 
 /// The planning options as the tools spell them (`autopar-compile` flags,
@@ -175,8 +251,9 @@ struct PlanFlags {
 /// precision (default: the cluster's), the pins. Errors name the flag.
 llvm::Expected<PlanRequest> buildPlanRequest(const PlanFlags &flags);
 
-/// Plans `main`. Errors say why no plan exists (pins that cannot work, a
-/// model that fits nowhere with the smallest memory any plan needed, ...).
+/// Plans `main`. Errors say why no plan exists (pins that cannot work, ...);
+/// when no plan fits in memory the error is an InfeasiblePlanError, which
+/// carries the plan of least memory for the report.
 llvm::Expected<PlanResult> planProgram(mlir::func::FuncOp main,
                                        const PlanRequest &request);
 
@@ -192,6 +269,10 @@ void printPlanTable(llvm::raw_ostream &os, const PlanResult &result,
 
 /// Each op's sharding decision with its cost (`--explain`).
 void printPlanExplanation(llvm::raw_ostream &os, const PlanResult &result);
+
+/// Why each dimension of the plan won against its runner-up
+/// (`--explain-plan`; PlanResult::dimensions).
+void printPlanDimensions(llvm::raw_ostream &os, const PlanResult &result);
 
 /// The values of `main` that hold the batch in one of their dims, with that
 /// dim (the planner's batch analysis, PlanBatch.cpp): data parallelism
