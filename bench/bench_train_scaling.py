@@ -4,8 +4,9 @@
 The GPT of bench_train.py (2 layers, width 128, sequence 64, vocabulary 256) with a
 fixed global batch (strong scaling), AdamW with clipping, trained by
 `mpirun -np N autopar-run --train` for each plan family the runtime executes on CPU
-ranks: data parallelism with ZeRO 0, 1, 2 and 3 (`--zero`). For each:
-  - autopar-compile --mode train --cluster local:N --zero Z --report-json R: the plan's
+ranks: data parallelism with ZeRO 0, 1, 2 and 3 (`--zero`), and tensor parallelism
+(`--tp T`: N / T data-parallel replicas of tp groups of T). For each:
+  - autopar-compile --mode train --cluster local:N --zero Z (or --tp T) --report-json R: the plan's
     predicted step time and memory per rank (report "predicted");
   - the median step time over steps --warmup+1..--steps (rank 0's --metrics records)
     and the peak resident memory of the largest rank (os.wait4 on mpirun: the
@@ -20,7 +21,7 @@ speedup = one rank's step time / N ranks'; efficiency = speedup / N; pred/meas =
 predicted step time / the measured one.
 
   bench/bench_train_scaling.py --build-dir build
-  bench/bench_train_scaling.py --ranks 1,2,4,8 --zero 0,2,3 --steps 20
+  bench/bench_train_scaling.py --ranks 1,2,4,8 --zero 0,2,3 --tp 2,4 --steps 20
   bench/bench_train_scaling.py --write-results     # the current figures in bench/RESULTS.md
 
 This machine's cores are shared among the ranks (rows with more ranks than cores are
@@ -66,13 +67,17 @@ def prepare(args, batch):
     return work, config, shapes
 
 
-def bench_plan(work, config, shapes, n, zero, args):
-    tag = f"zero{zero}-{n}"
+def bench_plan(work, config, shapes, n, zero, args, tp=1):
+    """One plan: ZeRO stage `zero` over n data-parallel ranks, or (tp > 1) n / tp
+    replicas of tensor-parallel groups of tp."""
+    tag = f"zero{zero}-{n}" if tp == 1 else f"tp{tp}-{n}"
     art, report = os.path.join(work, tag), os.path.join(work, tag + "-report.json")
-    row = {"ranks": n, "zero": zero, "error": "", "oversubscribed": n > os.cpu_count()}
+    row = {"ranks": n, "zero": zero, "tp": tp, "error": "",
+           "oversubscribed": n > os.cpu_count()}
+    pin = ["--zero", str(zero)] if tp == 1 else ["--tp", str(tp)]
     cmd = [os.path.join(args.build_dir, "bin", "autopar-compile"), os.path.join(work, "model.onnx"),
            "--cluster", f"local:{n}", "--mode", "train", "--train-config", config, *shapes,
-           "--zero", str(zero), "--report-json", report, "-o", art]
+           *pin, "--report-json", report, "-o", art]
     row["compile_cmd"] = " ".join(shlex.quote(results.repo_path(c) if os.path.isabs(c) else c)
                                   for c in cmd)
     r = subprocess.run(cmd, capture_output=True, text=True)
@@ -117,6 +122,10 @@ def fmt(v, spec):
     return "-" if v is None else format(v, spec)
 
 
+def plan_name(r):
+    return f"dp ZeRO-{r['zero']}" if r.get("tp", 1) == 1 else f"tp {r['tp']}"
+
+
 def format_table(rows, markdown=False):
     head = ["ranks", "plan", "mesh", "measured ms", "predicted ms", "pred/meas", "speedup",
             "efficiency", "peak MB (largest rank)", "predicted MB", "loss first / last"]
@@ -128,7 +137,7 @@ def format_table(rows, markdown=False):
         meas, pred = r.get("measured_ms"), r.get("predicted_ms")
         losses = r.get("losses")
         body.append([str(r["ranks"]) + (" (oversubscribed)" if r["oversubscribed"] else ""),
-                     f"dp ZeRO-{r['zero']}", r.get("mesh", "-"), fmt(meas, ".2f"), fmt(pred, ".2f"),
+                     plan_name(r), r.get("mesh", "-"), fmt(meas, ".2f"), fmt(pred, ".2f"),
                      fmt(pred / meas if meas and pred else None, ".2f"), fmt(r.get("speedup"), ".2f"),
                      fmt(r.get("efficiency"), ".2f"), fmt(r.get("peak_mb"), ".0f"),
                      fmt(r.get("predicted_mb"), ".1f"),
@@ -145,6 +154,8 @@ def main(argv=None):
     p.add_argument("--work-dir", default=None, help="default BUILD_DIR/bench-train-scaling")
     p.add_argument("--ranks", default="1,2,4", help="rank counts (default %(default)s)")
     p.add_argument("--zero", default="0,1,2,3", help="ZeRO stages on more than one rank (default %(default)s)")
+    p.add_argument("--tp", default="2", help="tensor-parallel group sizes, each on the rank counts it "
+                   "divides (default %(default)s; '' for none)")
     p.add_argument("--batch", type=int, default=16, help="global batch, fixed (default %(default)s)")
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--warmup", type=int, default=3, help="leading steps left out of the median")
@@ -158,22 +169,25 @@ def main(argv=None):
         p.error("--warmup must be below --steps")
     ranks = [int(x) for x in args.ranks.split(",")]
     stages = [int(x) for x in args.zero.split(",")]
+    tps = [int(x) for x in args.tp.split(",") if x]
     for n in ranks:
         if args.batch % n:
             p.error(f"the global batch {args.batch} does not divide into {n} ranks")
 
     work, config, shapes = prepare(args, args.batch)
     rows, base = [], None
-    for n in ranks:
-        for zero in (stages if n > 1 else [0]):
-            row = bench_plan(work, config, shapes, n, zero, args)
-            if n == 1 and "measured_ms" in row:
-                base = row["measured_ms"]
-            if base and "measured_ms" in row:
-                row["speedup"] = base / row["measured_ms"]
-                row["efficiency"] = row["speedup"] / n
-            rows.append(row)
-            print(format_table([row]).splitlines()[-1], flush=True)
+    plans = [(n, zero, 1) for n in ranks for zero in (stages if n > 1 else [0])]
+    plans += [(n, 0, tp) for n in ranks for tp in tps if 1 < tp <= n and n % tp == 0]
+    plans.sort(key=lambda p: p[0])
+    for n, zero, tp in plans:
+        row = bench_plan(work, config, shapes, n, zero, args, tp)
+        if n == 1 and "measured_ms" in row:
+            base = row["measured_ms"]
+        if base and "measured_ms" in row:
+            row["speedup"] = base / row["measured_ms"]
+            row["efficiency"] = row["speedup"] / n
+        rows.append(row)
+        print(format_table([row]).splitlines()[-1], flush=True)
     print()
     print(f"# {results.machine_words()}; {bench_train.MODELS['gpt']['describe'].split(', batch')[0]}, "
           f"global batch {args.batch}; median of steps {args.warmup + 1}..{args.steps}")
@@ -192,7 +206,7 @@ def main(argv=None):
                 "maximum resident memory (runtime, MPI and code included); predicted MB = the "
                 "plan's memory per rank (training state and activations only)", "",
                 format_table(rows, markdown=True), ""]
-        body += [f"- {r['ranks']} ranks ZeRO-{r['zero']}: `{r['compile_cmd']}`" for r in rows]
+        body += [f"- {r['ranks']} ranks {plan_name(r)}: `{r['compile_cmd']}`" for r in rows]
         results.record("Training strong scaling on local ranks", "\n".join(body))
         print(f"recorded in {results.RESULTS}")
     return 1 if any(r["error"] for r in rows) else 0
