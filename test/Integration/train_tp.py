@@ -17,7 +17,8 @@ report's predicted ones, call for call and byte for byte (--check-comm).
 - mlp: a ReLU MLP wide enough for the planner to split (Megatron's column-
   then row-parallel pair), AdamW with clipping (the global norm sums the
   ranks' blocks) and a warmup-cosine schedule, tp on 2 and 4 ranks and
-  dp2 x tp2 on 4, shuffled;
+  dp2 x tp2 on 4, shuffled; each rank holds the parameters and optimizer
+  states the report's memory breakdown predicts, byte for byte;
 - gpt: embeddings, attention, LayerNorm, a GELU MLP and cross-entropy, tp on
   2 ranks with SGD with momentum and with AdamW, and dp2 x tp2 on 4; and with
   Dropout (masks by global element index: a loop whose position a body reads
@@ -31,6 +32,7 @@ Usage: train_tp.py BUILD_DIR WORK_DIR MPIRUN [MPIRUN_FLAG...]
 """
 import json
 import os
+import re
 import sys
 
 import numpy as np
@@ -84,6 +86,24 @@ def check_split(tag, art, errors):
               f"({', '.join(split[:4])}{', ...' if len(split) > 4 else ''})")
 
 
+def check_model_state(tag, art, stdout, errors):
+    """The parameters and optimizer states a rank holds (autopar-run's
+    'model state per rank' line) equal the plan report's memory breakdown,
+    byte for byte: the executed layout is Megatron's, as the model prices."""
+    with open(art + "-report.json") as f:
+        predicted = json.load(f)["predicted"]["memory_breakdown_bytes"]
+    held = re.search(r"model state per rank \(the largest\): parameters "
+                     r"(\d+) B, optimizer states (\d+) B", stdout)
+    want = (predicted["parameters"], predicted["optimizer_states"])
+    if not held or (int(held.group(1)), int(held.group(2))) != want:
+        errors.append(f"{tag}: model state per rank "
+                      f"{held.group(0) if held else '?'}; the report predicts "
+                      f"parameters {want[0]} B, optimizer states {want[1]} B")
+    else:
+        print(f"PASS {tag} model state: parameters {want[0]} B, optimizer "
+              f"states {want[1]} B per rank, as predicted")
+
+
 def main():
     build, work, launcher = sys.argv[1], sys.argv[2], sys.argv[3:]
     if not launcher:
@@ -104,9 +124,9 @@ def main():
             errors.append(f"mlp {tag}: the compiler did not report the "
                           f"tensor-parallel step:\n{result.stdout}")
         check_split(f"mlp {tag}", art, errors)
-        errors += compare(f"mlp {tag}", one[:2],
-                          mlp.train(tag, art, ranks, launcher, "--shuffle",
-                                    "3"))
+        result = mlp.train(tag, art, ranks, launcher, "--shuffle", "3")
+        errors += compare(f"mlp {tag}", one[:2], result)
+        check_model_state(f"mlp {tag}", art, result[2], errors)
 
     # GPT: 12 sequences, batches of 4.
     data = {"idx": torch.randint(0, WideGpt.vocab, (12, WideGpt.seq)),
