@@ -654,11 +654,39 @@ int CompileFlow::compileTrainingStep() {
   std::vector<TensorParallelSplit> splits;
   if (best.tp > 1) {
     writeIR("train-step-annotated.mlir", *module);
-    if (failed(partitionTrainingStep(*module, splits)))
-      return fail("partitioning the training step over " +
-                  llvm::Twine(best.tp) +
-                  " tensor-parallel ranks failed (see the diagnostics "
-                  "above; --dump-ir DIR writes train-step-annotated.mlir)");
+    // Every op that cannot be partitioned, once, with the ONNX node it
+    // comes from (the backward's ops carry their forward node's location).
+    std::vector<std::string> problems;
+    LogicalResult partitioned = success();
+    {
+      ScopedDiagnosticHandler collect(context.get(), [&](Diagnostic &diag) {
+        if (diag.getSeverity() != DiagnosticSeverity::Error)
+          return success();
+        std::string node;
+        diag.getLocation()->walk([&](Location loc) {
+          if (auto name = dyn_cast<NameLoc>(loc); name && node.empty())
+            node = name.getName().str();
+          return WalkResult::advance();
+        });
+        std::string problem =
+            diag.str() + (node.empty() ? "" : " (ONNX node '" + node + "')");
+        if (!llvm::is_contained(problems, problem))
+          problems.push_back(problem);
+        return success();
+      });
+      partitioned = partitionTrainingStep(*module, splits);
+    }
+    if (failed(partitioned)) {
+      std::string list;
+      for (const std::string &problem : problems)
+        list += "\n  " + problem;
+      return fail(
+          "--tp " + llvm::Twine(best.tp) + ": the training step of " +
+          o.modelPath +
+          " cannot be partitioned over tensor-parallel ranks yet:" + list +
+          "\ndrop --tp to train it data-parallel over the ranks "
+          "(--dump-ir DIR writes train-step-annotated.mlir)");
+    }
   }
   // What the step exchanges, exactly (the report's predicted collectives),
   // before the collectives become runtime calls.

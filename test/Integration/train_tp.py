@@ -24,6 +24,8 @@ report's predicted ones, call for call and byte for byte (--check-comm).
   Dropout (masks by global element index: a loop whose position a body reads
   is never split), tp2, dp2 x tp2, and dp2 x tp2 with 2 micro-batches per
   replica (the micro-batch loop unrolled before partitioning);
+- cnn: convolutions do not partition over tp yet: the error names every op
+  that cannot, with its ONNX node;
 - checkpoints: the GPT on 2 ranks stopped at step 3 and resumed under the
   same plan equals the uninterrupted run bitwise (each rank writes its
   blocks), and the checkpoint resumes on one rank to one rank's numbers.
@@ -60,6 +62,24 @@ class WideMlp(nn.Module):
 class WideGpt(Gpt):
     """gradcheck's GPT with room for the planner to split its heads and MLP."""
     vocab, width, heads, seq = 64, 32, 4, 8
+
+
+class WideCnn(nn.Module):
+    """Convolutions with BatchNorm and max pooling, wide enough to split."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 32, 3, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(32)
+        self.conv2 = nn.Conv2d(32, 64, 3, stride=2, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(64)
+        self.fc = nn.Linear(64, 10)
+
+    def forward(self, x, y):
+        h = F.relu(self.bn1(self.conv1(x)))
+        h = F.max_pool2d(h, 3, stride=2, padding=1)
+        h = F.relu(self.bn2(self.conv2(h)))
+        return F.cross_entropy(self.fc(h.mean((2, 3))), y)
 
 
 SGD = {"optimizer": {"type": "SGD", "params": {"lr": 0.1, "momentum": 0.9}},
@@ -210,6 +230,21 @@ def main():
                       drop.train("dp2xtp2-micro", art, 4, launcher, "--seed",
                                  "5"),
                       noise_only=key_bias)
+
+    # A convolutional model does not partition over tp yet: one error names
+    # every op that cannot, with its ONNX node, and says what to do.
+    cnn = Case(build, work, "cnn", WideCnn(),
+               {"x": torch.randn(8, 3, 16, 16), "y": torch.randint(0, 10, (8,))},
+               4, SGD)
+    result = cnn.compile("tp2", 2, "--tp", "2", expect_ok=False)[1]
+    want = ["cannot be partitioned over tensor-parallel ranks yet",
+            "(ONNX node '/conv2/Conv')", "drop --tp to train it data-parallel"]
+    if result.returncode == 0 or not all(w in result.stderr for w in want):
+        errors.append("cnn tp2: expected an error naming the ops that cannot "
+                      f"be partitioned, got exit {result.returncode}:\n"
+                      f"{result.stderr}")
+    else:
+        print("PASS cnn tp2 refused, naming the ONNX nodes")
 
     errors += Case.comm_errors
     if errors:
