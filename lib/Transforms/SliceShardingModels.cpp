@@ -24,7 +24,6 @@ using namespace mlir::shard;
 
 namespace {
 
-/// Whether `slice` takes dim `d` of its source whole.
 /// The default sharding option of `op`, with the splits of every dim that
 /// `splittable(d)` rejects dropped (those dims are gathered first).
 template <typename Splittable>
@@ -68,13 +67,30 @@ LocalSlice localSlice(SliceOp op, ArrayRef<int64_t> localShape, Whole whole,
   return local;
 }
 
+/// Whether slice-like `op` (extract or insert) covers dim `d` of `full`, the
+/// tensor it slices, entirely.
+template <typename SliceOp>
+bool coversWhole(SliceOp op, RankedTensorType full, int64_t d) {
+  return !full.isDynamicDim(d) && !op.isDynamicOffset(d) &&
+         !op.isDynamicSize(d) && !op.isDynamicStride(d) &&
+         op.getStaticOffset(d) == 0 &&
+         op.getStaticSize(d) == full.getDimSize(d) &&
+         op.getStaticStride(d) == 1;
+}
+
+/// Whether `slice` takes dim `d` of its source whole.
 bool takesWhole(tensor::ExtractSliceOp slice, int64_t d) {
-  RankedTensorType source = slice.getSourceType();
-  return !source.isDynamicDim(d) && !slice.isDynamicOffset(d) &&
-         !slice.isDynamicSize(d) && !slice.isDynamicStride(d) &&
-         slice.getStaticOffset(d) == 0 &&
-         slice.getStaticSize(d) == source.getDimSize(d) &&
-         slice.getStaticStride(d) == 1;
+  return coversWhole(slice, slice.getSourceType(), d);
+}
+
+/// The loops (the full tensor's dims) a rank-reducing slice keeps.
+SmallVector<AffineExpr>
+keptDims(int64_t loops, const llvm::SmallBitVector &dropped, MLIRContext *ctx) {
+  SmallVector<AffineExpr> kept;
+  for (int64_t d = 0; d < loops; ++d)
+    if (!dropped.test(d))
+      kept.push_back(getAffineDimExpr(d, ctx));
+  return kept;
 }
 
 struct ExtractSliceShardingModel
@@ -90,11 +106,7 @@ struct ExtractSliceShardingModel
     auto slice = cast<tensor::ExtractSliceOp>(op);
     MLIRContext *ctx = op->getContext();
     int64_t loops = slice.getSourceType().getRank();
-    llvm::SmallBitVector dropped = slice.getDroppedDims();
-    SmallVector<AffineExpr> kept;
-    for (int64_t d = 0; d < loops; ++d)
-      if (!dropped.test(d))
-        kept.push_back(getAffineDimExpr(d, ctx));
+    SmallVector<AffineExpr> kept = keptDims(loops, slice.getDroppedDims(), ctx);
     // The source, then the dynamic offsets, sizes and strides (scalars),
     // then the result.
     SmallVector<AffineMap> maps = {
@@ -143,12 +155,7 @@ struct ExtractSliceShardingModel
 
 /// Whether `insert` writes dim `d` of its destination whole.
 bool writesWhole(tensor::InsertSliceOp insert, int64_t d) {
-  RankedTensorType dest = insert.getDestType();
-  return !dest.isDynamicDim(d) && !insert.isDynamicOffset(d) &&
-         !insert.isDynamicSize(d) && !insert.isDynamicStride(d) &&
-         insert.getStaticOffset(d) == 0 &&
-         insert.getStaticSize(d) == dest.getDimSize(d) &&
-         insert.getStaticStride(d) == 1;
+  return coversWhole(insert, insert.getDestType(), d);
 }
 
 /// tensor.insert_slice (the adjoint of a slice: the QKV split's gradient
@@ -169,11 +176,8 @@ struct InsertSliceShardingModel
     auto insert = cast<tensor::InsertSliceOp>(op);
     MLIRContext *ctx = op->getContext();
     int64_t loops = insert.getDestType().getRank();
-    llvm::SmallBitVector dropped = insert.getDroppedDims();
-    SmallVector<AffineExpr> kept;
-    for (int64_t d = 0; d < loops; ++d)
-      if (!dropped.test(d))
-        kept.push_back(getAffineDimExpr(d, ctx));
+    SmallVector<AffineExpr> kept =
+        keptDims(loops, insert.getDroppedDims(), ctx);
     // The source, the destination, the dynamic offsets, sizes and strides
     // (scalars), then the result.
     AffineMap identity = AffineMap::getMultiDimIdentityMap(loops, ctx);
