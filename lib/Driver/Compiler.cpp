@@ -632,13 +632,7 @@ int CompileFlow::compileTrainingStep() {
   if (best.tp > 1) {
     // The forward is planned for one tp group of the cluster's devices.
     step.tensorParallel = best.tp;
-    PlanRequest group = request;
-    group.cluster.nodes = 1;
-    group.cluster.gpusPerNode = best.tp;
-    group.pins = {};
-    group.pins.dp = 1;
-    group.pins.tp = best.tp;
-    group.pins.pp = 1;
+    PlanRequest group = tensorParallelGroupRequest(request, best.tp);
     step.makePlanPass = [group] {
       return createAutoparPlanPass(group, [](const PlanResult &) {});
     };

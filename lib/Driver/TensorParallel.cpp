@@ -19,6 +19,26 @@
 using namespace mlir;
 namespace autopar {
 
+PlanRequest tensorParallelGroupRequest(const PlanRequest &request, int64_t tp) {
+  PlanRequest group = request;
+  group.cluster.nodes = 1;
+  group.cluster.gpusPerNode = tp;
+  group.pins = {};
+  group.pins.dp = 1;
+  group.pins.tp = tp;
+  group.pins.pp = 1;
+  return group;
+}
+
+std::unique_ptr<Pass> createLocalTensorParallelPlan(int64_t tp) {
+  AutoparPlanOptions plan;
+  plan.cluster = "local:" + std::to_string(tp);
+  plan.dp = 1;
+  plan.tp = tp;
+  plan.pp = 1;
+  return createAutoparPlan(plan);
+}
+
 void addTensorParallelAnnotation(OpPassManager &pm,
                                  std::unique_ptr<Pass> planPass) {
   // Attention's fused QKV projection is planned as the parts a tp split
@@ -59,12 +79,8 @@ void registerTensorParallelPipeline() {
       "partition and lower the collectives to runtime calls (what "
       "autopar-compile does for each replica or stage of a tp > 1 plan)",
       [](OpPassManager &pm, const TensorParallelPipelineOptions &options) {
-        AutoparPlanOptions plan;
-        plan.cluster = "local:" + std::to_string(options.tp);
-        plan.dp = 1;
-        plan.tp = options.tp;
-        plan.pp = 1;
-        addTensorParallelAnnotation(pm, createAutoparPlan(plan));
+        addTensorParallelAnnotation(pm,
+                                    createLocalTensorParallelPlan(options.tp));
         addTensorParallelPartitioning(pm);
         addCollectiveLowering(pm);
       });
@@ -76,13 +92,7 @@ LogicalResult partitionTensorParallel(
     std::vector<CollectiveVolume> *predicted,
     llvm::function_ref<void(llvm::StringRef, ModuleOp)> dumpIR) {
   // One tp group of the request's devices, every other dimension pinned.
-  PlanRequest group = request;
-  group.cluster.nodes = 1;
-  group.cluster.gpusPerNode = tp;
-  group.pins = {};
-  group.pins.dp = 1;
-  group.pins.tp = tp;
-  group.pins.pp = 1;
+  PlanRequest group = tensorParallelGroupRequest(request, tp);
 
   MLIRContext *ctx = module.getContext();
   auto annotate = PassManager::on<ModuleOp>(ctx);

@@ -18,7 +18,6 @@
 #include "autopar/Target/LoweringPasses.h"
 #include "autopar/Target/SharedLibrary.h"
 #include "autopar/Transforms/Passes.h"
-#include "autopar/Transforms/PlanAnnotate.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -55,16 +54,9 @@ void buildTrainingStepPipeline(OpPassManager &pm,
   // Megatron's conjugate collectives. Fused attention has no partitioning
   // rule yet: the group runs it unfused.
   if (tensorParallel) {
-    if (options.makePlanPass) {
-      pm.addPass(options.makePlanPass());
-    } else {
-      AutoparPlanOptions plan;
-      plan.cluster = "local:" + std::to_string(options.tensorParallel);
-      plan.dp = 1;
-      plan.tp = options.tensorParallel;
-      plan.pp = 1;
-      pm.addPass(createAutoparPlan(plan));
-    }
+    pm.addPass(options.makePlanPass
+                   ? options.makePlanPass()
+                   : createLocalTensorParallelPlan(options.tensorParallel));
     pm.addPass(createReplicateGraphIO());
   }
   if (options.fuseAttention && !tensorParallel) {

@@ -25,6 +25,14 @@
 
 namespace autopar {
 
+/// `request` narrowed to one tp group of its devices: `tp` devices on one
+/// node, every dimension pinned (dp = pp = 1).
+PlanRequest tensorParallelGroupRequest(const PlanRequest &request, int64_t tp);
+
+/// The `autopar-plan` pass for a tp group of `tp` CPU ranks (`local:tp`),
+/// for autopar-opt's pipelines.
+std::unique_ptr<mlir::Pass> createLocalTensorParallelPlan(int64_t tp);
+
 /// The passes that plan and annotate a program for a tp group:
 /// `autopar-expose-projection-parts`, `planPass` (an `autopar-plan`), and
 /// `autopar-replicate-graph-io`.
