@@ -172,6 +172,19 @@ def main():
                       gpt.train("dp2xtp2", art4, 4, launcher),
                       noise_only=key_bias)
 
+    # Evaluation takes whole parameters, which tp ranks do not hold: refused.
+    refused = run([*launcher, "-np", "2",
+                   os.path.join(build, "bin", "autopar-run"), art, "--train",
+                   "--data", gpt.data, "--steps", "1", "--eval-data",
+                   gpt.data], expect_ok=False)
+    if refused.returncode == 0 or "--eval-data: evaluating during a " \
+            "tensor-parallel run (2 ranks) is not supported yet" not in \
+            refused.stderr:
+        errors.append("gpt tp2 --eval-data: expected a refusal, got exit "
+                      f"{refused.returncode}:\n{refused.stderr}")
+    else:
+        print("PASS gpt tp2 --eval-data refused, saying why")
+
     # Checkpoints: the AdamW GPT stopped at step 3 and resumed under the same
     # plan is bitwise the uninterrupted run; every rank wrote its blocks.
     ckpt = os.path.join(gpt.dir, "tp2-ckpt")
@@ -234,7 +247,8 @@ def main():
     # A convolutional model does not partition over tp yet: one error names
     # every op that cannot, with its ONNX node, and says what to do.
     cnn = Case(build, work, "cnn", WideCnn(),
-               {"x": torch.randn(8, 3, 16, 16), "y": torch.randint(0, 10, (8,))},
+               {"x": torch.randn(8, 3, 16, 16),
+                "y": torch.randint(0, 10, (8,))},
                4, SGD)
     result = cnn.compile("tp2", 2, "--tp", "2", expect_ok=False)[1]
     want = ["cannot be partitioned over tensor-parallel ranks yet",
