@@ -82,7 +82,9 @@ LogicalResult verifyAutoparAttribute(function_ref<InFlightDiagnostic()> error,
       name == D::OptimizerStateAttrHelper::getNameStr() ||
       name == D::StateOfAttrHelper::getNameStr() ||
       name == D::MetricAttrHelper::getNameStr() ||
-      name == D::UpdateAttrHelper::getNameStr())
+      name == D::UpdateAttrHelper::getNameStr() ||
+      name == D::ResidualAttrHelper::getNameStr() ||
+      name == D::AccumulatorAttrHelper::getNameStr())
     return expect(isa<StringAttr>(value), "a string");
   if (name == D::StageAttrHelper::getNameStr() ||
       name == D::PeerStageAttrHelper::getNameStr() ||

@@ -3,6 +3,7 @@
 #include "autopar/Driver/Compiler.h"
 #include "autopar/Driver/FrameworkExport.h"
 #include "autopar/Driver/PipelineStages.h"
+#include "autopar/Driver/PipelineTraining.h"
 #include "autopar/Driver/TensorParallel.h"
 #include "autopar/Driver/TrainConfig.h"
 #include "autopar/Driver/TrainingStep.h"
@@ -69,11 +70,17 @@ private:
   /// Training: `--tp N` over every rank pins the plan to it, or says what
   /// is not built yet.
   int pinTensorParallelTraining();
+  /// Training: `--pp P` pins the plan to P pipeline stages of data-parallel
+  /// replicas, or says what is not built yet.
+  int pinPipelineTraining();
   /// Writes the plan report, if asked for, with what the flow adds.
   bool writeReport(const PlanResult &result, const PlanRequest &forRequest,
                    llvm::json::Object extra);
 
   int compileTrainingStep();
+  /// Training with pipeline stages: each stage's forward, backward and
+  /// step (PipelineTraining.h).
+  int compilePipelineTraining();
   int compileInference();
   /// --emit-sbatch: the batch script for the artifact just written.
   int writeSbatchScript();
@@ -110,6 +117,8 @@ private:
   bool dataParallelTraining = false;
   /// Training code for several CPU ranks: tensor parallelism over all.
   bool tensorParallelTraining = false;
+  /// Training code for several CPU ranks: pipeline stages of dp replicas.
+  bool pipelineTraining = false;
 
   // The model and its plan.
   std::unique_ptr<MLIRContext> context;
@@ -186,6 +195,7 @@ int CompileFlow::validateRequest() {
   flags.mode = planOptionSpelling(o.mode).str();
   flags.precision = precision;
   flags.recompute = planOptionSpelling(o.recompute).str();
+  flags.schedule = o.pipelineSchedule;
   flags.dp = o.dp;
   flags.tp = o.tp;
   flags.pp = o.pp;
@@ -210,7 +220,12 @@ int CompileFlow::validateRequest() {
                              {"--emit-gradients", o.emitGradients}})
     if (given && !training)
       return fail(llvm::Twine(flag) + " needs --mode train");
-  if (!o.planOnly && training && cluster.worldSize() != 1 && o.tp > 1) {
+  if (!o.planOnly && training && cluster.worldSize() != 1 && o.pp > 1) {
+    // Pipeline parallelism (docs/distributed-training.md, "Pipeline
+    // parallelism"), with data-parallel replicas of the pipeline.
+    if (int rc = pinPipelineTraining())
+      return rc;
+  } else if (!o.planOnly && training && cluster.worldSize() != 1 && o.tp > 1) {
     // Tensor parallelism over every rank (docs/distributed-training.md,
     // "Tensor parallelism"); combined with dp or pp it is being built.
     if (int rc = pinTensorParallelTraining())
@@ -377,6 +392,41 @@ int CompileFlow::pinTensorParallelTraining() {
   return 0;
 }
 
+int CompileFlow::pinPipelineTraining() {
+  const ClusterSpec &cluster = request.cluster;
+  int64_t world = cluster.worldSize();
+  auto refuse = [&](const llvm::Twine &what) {
+    return fail("--pp " + llvm::Twine(o.pp) + " --mode train on --cluster " +
+                o.cluster + ": " + what);
+  };
+  if (world % o.pp != 0 || (o.dp > 0 && o.dp * o.pp != world))
+    return refuse("pipeline-parallel training runs data-parallel replicas of "
+                  "the pipeline over all " +
+                  llvm::Twine(world) +
+                  " ranks: --pp must divide the rank count, with --dp the "
+                  "rest");
+  if (o.tp > 1)
+    return refuse("tensor parallelism within pipeline stages is being built "
+                  "(drop --tp, or --pp)");
+  if (gpu)
+    return refuse("pipeline-parallel training compiles for CPU ranks "
+                  "(local:N) so far; on GPUs training runs data-parallel "
+                  "(drop --pp)");
+  if (o.emitGradients)
+    return refuse("--emit-gradients returns one program's gradients; the "
+                  "stages of a pipeline each hold their own (drop one of the "
+                  "two)");
+  if (request.pins.zeroStage && *request.pins.zeroStage > 0)
+    return refuse("ZeRO within pipeline stages is being built (drop --zero "
+                  "and zero_optimization.stage)");
+  request.pins.dp = world / o.pp;
+  request.pins.tp = 1;
+  request.pins.pp = o.pp;
+  request.pins.zeroStage = 0;
+  pipelineTraining = true;
+  return 0;
+}
+
 int CompileFlow::pinTrainingMicroBatch() {
   // The micro-batch: the user's (--micro-batch-size, or the config's
   // train_micro_batch_size_per_gpu or gradient_accumulation_steps), else
@@ -396,7 +446,7 @@ int CompileFlow::pinTrainingMicroBatch() {
     dp = 1;
   else if (dataParallelTraining)
     dp = request.cluster.worldSize();
-  else if (tensorParallelTraining)
+  else if (tensorParallelTraining || pipelineTraining)
     dp = *request.pins.dp;
   // Tensor parallelism accumulates only the micro-batches the user asks for
   // (the partitioned step unrolls its micro-batch loop): by default each
@@ -545,6 +595,8 @@ int CompileFlow::compileTrainingStep() {
                 llvm::Twine(*trainConfig.trainBatchSize) +
                 " but the inputs' batch (--input-shape) is " +
                 llvm::Twine(plan->globalBatch));
+  if (plan->best.pp > 1)
+    return compilePipelineTraining();
   // On one rank the plan's micro-batches are accumulated in the step.
   const PlanCandidate &best = plan->best;
   int64_t microBatches = best.numMicroBatches;
@@ -734,6 +786,68 @@ int CompileFlow::compileTrainingStep() {
   if (!writeReport(*plan, request, std::move(extra)))
     return 1;
   llvm::outs() << "wrote " << o.outputDir << " (training step, compiled in "
+               << llvm::format("%.2f", elapsedSeconds()) << " s)\n";
+  return writeSbatchScript();
+}
+
+int CompileFlow::compilePipelineTraining() {
+  const PlanCandidate &best = plan->best;
+  llvm::outs() << "  pipeline      " << best.pp << " stages, "
+               << best.numMicroBatches << " micro-batches of "
+               << best.microBatchSize << " per step ("
+               << scheduleName(best.schedule) << ", recompute "
+               << (best.recompute == Recompute::Full ? "full" : "none")
+               << "): each stage runs its forward and backward per "
+                  "micro-batch, then its update\n";
+  if (best.dp > 1)
+    llvm::outs() << "  data parallel " << best.dp << " replicas of the "
+                 << "pipeline, " << plan->globalBatch / best.dp
+                 << " samples each: each stage's gradients are all-reduced "
+                    "over them before the update\n";
+  PipelineTrainingOptions options;
+  options.step.loss = o.loss;
+  options.step.freeze.assign(o.freeze.begin(), o.freeze.end());
+  options.step.config = trainConfig;
+  options.modelPath = o.modelPath;
+  options.importOptions = importOptions;
+  options.globalArguments = arguments;
+  options.globalBatch = plan->globalBatch;
+  auto stages = buildPipelineTraining(*context, best, options);
+  if (!stages)
+    return fail(llvm::toString(stages.takeError()));
+  // What the stages exchange, exactly (the report's predicted collectives),
+  // before the collectives become runtime calls.
+  llvm::json::Object collectives =
+      pipelineCollectives(*stages, best.numMicroBatches);
+  TrainingArtifactOptions artifact;
+  artifact.modelPath = o.modelPath;
+  artifact.outputDir = o.outputDir;
+  artifact.cluster = o.cluster;
+  artifact.targetCpu = o.targetCpu;
+  artifact.dumpDir = o.dumpDir;
+  artifact.globalBatch = plan->globalBatch;
+  artifact.microBatches = best.numMicroBatches;
+  artifact.dataParallel = best.dp;
+  artifact.config = trainConfig;
+  artifact.loss = o.loss;
+  artifact.importOptions = importOptions;
+  artifact.fuseAttention = o.fuseAttention;
+  std::string error;
+  auto trained = writePipelineTrainingArtifact(*stages, best, artifact, error);
+  if (failed(trained))
+    return fail(error);
+  llvm::outs() << llvm::formatv(
+      "  trained: {0} parameters ({1:F2} MiB) in {2} tensors\n",
+      trained->elements, trained->bytes / (1024.0 * 1024.0), trained->tensors);
+  llvm::json::Object extra;
+  extra["predicted_collectives"] = std::move(collectives);
+  extra["trainable_parameters"] =
+      llvm::json::Object{{"count", trained->elements},
+                         {"bytes", trained->bytes},
+                         {"tensors", trained->tensors}};
+  if (!writeReport(*plan, request, std::move(extra)))
+    return 1;
+  llvm::outs() << "wrote " << o.outputDir << " (pipeline training, compiled in "
                << llvm::format("%.2f", elapsedSeconds()) << " s)\n";
   return writeSbatchScript();
 }

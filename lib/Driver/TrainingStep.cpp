@@ -253,8 +253,9 @@ void countCollectives(Block &block, double times, ModuleOp module,
       name += (name.empty() ? "" : "x") +
               std::string(axis == 0   ? "dp"
                           : axis == 1 ? "tp"
+                          : axis == 2 ? "pp"
                                       : "axis") +
-              (axis > 1 ? std::to_string(axis) : "");
+              (axis > 2 ? std::to_string(axis) : "");
     }
     return std::pair{n, name.empty() ? std::string("dp") : name};
   };
@@ -290,6 +291,8 @@ void countCollectives(Block &block, double times, ModuleOp module,
     }
   }
 }
+
+} // namespace
 
 /// `main` returning only its result named `name`; false if it has none.
 bool keepOnlyResult(func::FuncOp main, llvm::StringRef name) {
@@ -338,9 +341,9 @@ LogicalResult markDataParallelInputs(std::vector<ArtifactArgument> &arguments,
 /// (autopar-apply-optimizer's zero-stage), and under ZeRO-3 of the
 /// parameters in \p blockParameters (`autopar.zero_blocks`); their updates
 /// are the same blocks.
-void markZeroShardedStates(std::vector<ArtifactArgument> &arguments,
-                           int64_t dataParallel,
-                           const llvm::StringSet<> &blockParameters) {
+static void markZeroShardedStates(std::vector<ArtifactArgument> &arguments,
+                                  int64_t dataParallel,
+                                  const llvm::StringSet<> &blockParameters) {
   if (dataParallel <= 1)
     return;
   llvm::StringMap<llvm::SmallVector<int64_t>> parameterShapes;
@@ -389,9 +392,10 @@ void markZeroShardedStates(std::vector<ArtifactArgument> &arguments,
 /// GPU) and writes `<name>.so` (and, on a GPU, its cubins) into the
 /// artifact's directory; returns the manifest's description of it.
 FailureOr<ArtifactProgram>
-lowerAndEmit(ModuleOp module, const TrainingArtifactOptions &o,
-             llvm::StringRef name, std::vector<ArtifactArgument> arguments,
-             const std::string &llvmIRPath, std::string &error) {
+lowerTrainingProgram(ModuleOp module, const TrainingArtifactOptions &o,
+                     llvm::StringRef name,
+                     std::vector<ArtifactArgument> arguments,
+                     const std::string &llvmIRPath, std::string &error) {
   if (o.gpu ? failed(lowerToLLVMForGpu(module, *o.gpu))
             : failed(lowerToLLVMForCpu(module, o.fuseAttention))) {
     error = "lowering the " +
@@ -421,6 +425,8 @@ lowerAndEmit(ModuleOp module, const TrainingArtifactOptions &o,
   return ArtifactProgram{name.str(), (name + ".so").str(), std::move(arguments),
                          std::move(deviceCode)};
 }
+
+namespace {
 
 /// The eval program: the model imported again with Dropout off and
 /// BatchNorm on its running statistics, returning only the loss, lowered
@@ -470,7 +476,8 @@ FailureOr<ArtifactProgram> buildEvalProgram(MLIRContext *context,
   }
   if (failed(markDataParallelInputs(*arguments, o.dataParallel, error)))
     return failure();
-  return lowerAndEmit(*eval, o, "eval", std::move(*arguments), "", error);
+  return lowerTrainingProgram(*eval, o, "eval", std::move(*arguments), "",
+                              error);
 }
 
 } // namespace
@@ -548,7 +555,7 @@ writeTrainingArtifact(ModuleOp module, const TrainingArtifactOptions &options,
   if (failed(markDataParallelInputs(*arguments, options.dataParallel, error)))
     return failure();
   markZeroShardedStates(*arguments, options.dataParallel, blockParameters);
-  auto step = lowerAndEmit(
+  auto step = lowerTrainingProgram(
       module, options, "stage0", std::move(*arguments),
       options.dumpDir.empty() ? "" : options.dumpDir + "/model.ll", error);
   if (failed(step))

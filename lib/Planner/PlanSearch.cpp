@@ -93,6 +93,15 @@ llvm::Expected<PlanRequest> buildPlanRequest(const PlanFlags &flags) {
                    " is not one of none, selective, full");
     request.pins.recompute = r;
   }
+  if (!flags.schedule.empty()) {
+    if (flags.schedule == scheduleName(PipelineSchedule::GPipe))
+      request.pins.schedule = PipelineSchedule::GPipe;
+    else if (flags.schedule == scheduleName(PipelineSchedule::OneFOneB))
+      request.pins.schedule = PipelineSchedule::OneFOneB;
+    else
+      return error("--pipeline-schedule " + flags.schedule +
+                   " is not one of gpipe, 1f1b");
+  }
   return request;
 }
 
@@ -361,7 +370,7 @@ PlanCandidate Search::evaluate(int64_t dp, int64_t tp, int64_t pp, int zero,
   c.microBatchSize = microBatch;
   c.numMicroBatches = graph.globalBatch / dp / microBatch;
   c.recompute = r;
-  c.schedule = PipelineSchedule::OneFOneB;
+  c.schedule = request.pins.schedule.value_or(PipelineSchedule::OneFOneB);
   bool training = request.mode == PlanMode::Training;
   const std::vector<SegmentCost> &segs = segmentCosts(tp, microBatch);
   const StageSplit &split = stages(tp, microBatch, r, pp);

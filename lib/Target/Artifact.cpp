@@ -40,6 +40,11 @@ collectArtifactArguments(func::FuncOp main) {
         return main.emitError("activation '")
                << arg.name << "' has no '" << attrs::kPeerStage << "'";
       arg.peerStage = peer.getInt();
+    } else if (!(arg.name = stringAttr(dict, attrs::kResidual)).empty()) {
+      arg.kind = ArtifactArgument::Kind::Residual;
+    } else if (!isResult &&
+               !(arg.name = stringAttr(dict, attrs::kAccumulator)).empty()) {
+      arg.kind = ArtifactArgument::Kind::Accumulator;
     } else if (isResult &&
                !(arg.name = stringAttr(dict, attrs::kMetric)).empty()) {
       arg.kind = ArtifactArgument::Kind::Metric;
@@ -71,6 +76,8 @@ collectArtifactArguments(func::FuncOp main) {
       arg.name = stringAttr(dict, attrs::kInput);
     }
     arg.dtype = stringAttr(dict, attrs::kDType);
+    if (arg.kind == ArtifactArgument::Kind::SampleOffset && arg.dtype.empty())
+      arg.dtype = "int64";
     auto tensor = dyn_cast<RankedTensorType>(type);
     if (arg.name.empty() || arg.dtype.empty() || !tensor ||
         !tensor.hasStaticShape())
@@ -113,6 +120,10 @@ static llvm::StringRef kindName(ArtifactArgument::Kind kind) {
     return "metric";
   case ArtifactArgument::Kind::Update:
     return "update";
+  case ArtifactArgument::Kind::Residual:
+    return "residual";
+  case ArtifactArgument::Kind::Accumulator:
+    return "accumulator";
   }
   return "";
 }
@@ -190,6 +201,10 @@ LogicalResult writeManifest(llvm::StringRef dir,
                              {"entry", "autopar_entry"}};
     if (!program.deviceCode.empty())
       entry["device_code"] = llvm::json::Array(program.deviceCode);
+    if (!program.phase.empty()) {
+      entry["phase"] = program.phase;
+      entry["stage"] = program.stage;
+    }
     // A program that no rank runs as its step (a training artifact's eval
     // program) lists its own arguments too.
     if (pipelined || topArguments)

@@ -12,6 +12,7 @@
 #include "autopar/Dialect/AutoparOps.h"
 #include "autopar/Planner/Planner.h"
 #include "autopar/Transforms/Autodiff.h"
+#include "autopar/Transforms/LossNormalisation.h"
 #include "autopar/Transforms/Passes.h"
 #include "autopar/Transforms/ZeroSharding.h"
 
@@ -92,19 +93,7 @@ LogicalResult checkDropoutsBatchFirst(func::FuncOp main, int64_t microBatches,
   return success(ok);
 }
 
-/// How a micro-batch's loss adds up to the big batch's.
-enum class LossKind {
-  /// loss = num / den with den independent of the parameters (a mean over
-  /// valid targets, weighted or not): the step's loss is sum(num) /
-  /// sum(den), each micro-batch computes num and its gradient.
-  Ratio,
-  /// loss = a sum: the step's loss is the sum of the micro-batches'.
-  Sum,
-  /// Anything else: the mean of the micro-batches' losses (DeepSpeed's
-  /// loss / gradient_accumulation_steps), the big batch's loss whenever
-  /// every micro-batch's loss is a mean over the same count.
-  Average,
-};
+using autopar::LossKind;
 
 /// True if `value` depends on no argument marked trainable (no gradient
 /// flows into it).
@@ -768,3 +757,25 @@ struct AccumulateGradientsPass
 };
 
 } // namespace
+
+autopar::LossParts autopar::analyseLoss(func::FuncOp func, Value loss,
+                                        ArrayRef<Value> trained) {
+  LossParts parts;
+  Value value = throughReshapes(loss);
+  if (auto scaling = value.getDefiningOp<linalg::GenericOp>();
+      scaling && scaling->hasAttr("autopar.loss_scaling"))
+    value = throughReshapes(scaling.getDpsInputOperand(0)->get());
+  auto op = value.getDefiningOp<linalg::GenericOp>();
+  if (isScalarDivision(op)) {
+    Value den = op.getDpsInputOperand(1)->get();
+    if (!autopar::findActiveValues(func, trained, den).contains(den)) {
+      parts.kind = LossKind::Ratio;
+      parts.numerator = op.getDpsInputOperand(0)->get();
+      parts.denominator = den;
+      return parts;
+    }
+  }
+  if (isSumReduction(op))
+    parts.kind = LossKind::Sum;
+  return parts;
+}

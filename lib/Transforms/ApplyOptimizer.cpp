@@ -461,6 +461,28 @@ struct ApplyOptimizerPass
           ValueRange{arith::ConstantIndexOp::create(b, u.loc, 0)});
       sumSq = sumSq ? u.add(sumSq, global) : global;
     }
+    if (pipelineStages > 1) {
+      // Pipeline stages each hold their own parameters: the global norm
+      // adds every stage's sum (axis 2 of @autopar_grid, dp x tp x pp).
+      auto grid = module.lookupSymbol<shard::GridOp>("autopar_grid");
+      if (!grid || grid.getShape().size() != 3 ||
+          grid.getShape()[2] != pipelineStages) {
+        module.emitError() << "autopar-apply-optimizer: pipeline-stages="
+                           << static_cast<int64_t>(pipelineStages)
+                           << " needs a grid @autopar_grid of shape dp x tp x "
+                           << static_cast<int64_t>(pipelineStages);
+        return signalPassFailure();
+      }
+      auto oneF32 = RankedTensorType::get({1}, f32);
+      Value partial =
+          tensor::FromElementsOp::create(b, u.loc, oneF32, ValueRange{sumSq});
+      Value reduced = shard::AllReduceOp::create(
+          b, u.loc, oneF32, "autopar_grid", ArrayRef<shard::GridAxis>{2},
+          partial, shard::ReductionKind::Sum);
+      sumSq = tensor::ExtractOp::create(
+          b, u.loc, reduced,
+          ValueRange{arith::ConstantIndexOp::create(b, u.loc, 0)});
+    }
     Value gradNorm = math::SqrtOp::create(b, u.loc, sumSq);
     if (scaling) {
       // An overflow: a gradient, hence the sum of squares, is inf or NaN.

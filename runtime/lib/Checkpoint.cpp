@@ -755,7 +755,9 @@ CheckpointInfo readCheckpoint(const std::string &stepDir,
       if (it == entries.end())
         throw Error(metadataPath + ": no tensor '" + tensor.name + "' (" +
                     tensor.kind + ") in the checkpoint");
-      restoreTensor(*it->second, tensor, metadataPath, files);
+      // A pipeline stage holds only its own part of the training state.
+      if (tensor.data)
+        restoreTensor(*it->second, tensor, metadataPath, files);
       info.bytesTotal += static_cast<uint64_t>(
           byteSize(tensor.dtype, tensor.shape, tensor.name));
     }

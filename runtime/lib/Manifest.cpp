@@ -259,11 +259,14 @@ constexpr ArgumentKind AllArgumentKinds[] = {
     ArgumentKind::Output,        ArgumentKind::ActivationIn,
     ArgumentKind::ActivationOut, ArgumentKind::OptimizerState,
     ArgumentKind::Step,          ArgumentKind::Seed,
-    ArgumentKind::Metric,        ArgumentKind::Update};
+    ArgumentKind::Metric,        ArgumentKind::Update,
+    ArgumentKind::SampleOffset,  ArgumentKind::Residual,
+    ArgumentKind::Accumulator};
 
 ArgumentDesc parseArgument(const ManifestReader &reader, const json &value,
                            const std::string &where, const GridVector &grid,
-                           const std::optional<PipelineDesc> &pipeline) {
+                           const std::optional<PipelineDesc> &pipeline,
+                           bool training) {
   if (!value.is_object())
     reader.fail(where,
                 "must be an object, got " + ManifestReader::describe(value));
@@ -320,9 +323,11 @@ ArgumentDesc parseArgument(const ManifestReader &reader, const json &value,
                                            arg.name + "' is of kind \"" + kind +
                                            "\"");
 
-  bool microBatched =
-      pipeline && pipeline->microBatches > 1 &&
-      (arg.kind == ArgumentKind::Input || arg.kind == ArgumentKind::Output);
+  // A training pipeline's outputs are the step's (the loss), not one per
+  // micro-batch.
+  bool microBatched = pipeline && pipeline->microBatches > 1 &&
+                      (arg.kind == ArgumentKind::Input ||
+                       (arg.kind == ArgumentKind::Output && !training));
   if (microBatched) {
     if (arg.shape.empty() || arg.shape[0] != pipeline->microBatchSize)
       reader.fail(where + ".shape",
@@ -387,12 +392,13 @@ ArgumentDesc parseArgument(const ManifestReader &reader, const json &value,
 std::vector<ArgumentDesc>
 parseArgumentList(const ManifestReader &reader, const json &list,
                   const std::string &where, const GridVector &grid,
-                  const std::optional<PipelineDesc> &pipeline) {
+                  const std::optional<PipelineDesc> &pipeline, bool training) {
   std::vector<ArgumentDesc> arguments;
   std::set<std::pair<ArgumentKind, std::string>> names;
   for (size_t i = 0; i < list.size(); ++i) {
     std::string at = where + "[" + std::to_string(i) + "]";
-    ArgumentDesc arg = parseArgument(reader, list[i], at, grid, pipeline);
+    ArgumentDesc arg =
+        parseArgument(reader, list[i], at, grid, pipeline, training);
     if (!names.insert({arg.kind, arg.name}).second)
       reader.fail(at + ".name", "repeats " +
                                     std::string(argumentKindName(arg.kind)) +
@@ -435,21 +441,28 @@ std::string describeArgument(const ArgumentDesc &arg) {
 /// Checks what the programs of a pipeline exchange: each stage receives from
 /// the previous one exactly what it sends, in the same order (the runtime
 /// sends and receives in argument order), and each graph output comes from
-/// one stage. \p where[p]: the key of program p's argument list.
+/// one stage. A training pipeline's forward programs send forward, its
+/// backward programs send the cotangents back to the previous stage, and its
+/// steps exchange nothing. \p where[p]: the key of program p's argument list.
 void checkPipeline(const ManifestReader &reader, const Manifest &manifest,
                    const std::vector<std::string> &where) {
-  std::vector<size_t> programOfStage(
-      static_cast<size_t>(manifest.pipeline->stages));
+  const int64_t stages = manifest.pipeline->stages;
+  bool training = std::any_of(
+      manifest.programs.begin(), manifest.programs.end(),
+      [](const ProgramDesc &program) { return !program.phase.empty(); });
+  std::vector<size_t> programOfStage(static_cast<size_t>(stages));
   std::map<std::string, size_t> outputProgram;
   for (size_t p = 0; p < manifest.programs.size(); ++p) {
     const ProgramDesc &program = manifest.programs[p];
     if (program.stage < 0)
       continue;
-    programOfStage[static_cast<size_t>(program.stage)] = p;
+    if (program.phase.empty())
+      programOfStage[static_cast<size_t>(program.stage)] = p;
+    bool backward = program.phase == "backward";
     for (size_t i = 0; i < program.arguments.size(); ++i) {
       const ArgumentDesc &arg = program.arguments[i];
       std::string at = where[p] + "[" + std::to_string(i) + "]";
-      if (arg.kind == ArgumentKind::Output) {
+      if (arg.kind == ArgumentKind::Output && !training) {
         auto [it, inserted] = outputProgram.emplace(arg.name, p);
         if (!inserted && manifest.programs[it->second].stage != program.stage)
           reader.fail(at, "is output '" + arg.name + "', which program '" +
@@ -459,22 +472,26 @@ void checkPipeline(const ManifestReader &reader, const Manifest &manifest,
       }
       if (!arg.isActivation())
         continue;
-      int64_t peer =
-          program.stage + (arg.kind == ArgumentKind::ActivationIn ? -1 : 1);
+      if (training && program.phase.empty())
+        reader.fail(at, "is " + describeArgument(arg) + " of program '" +
+                            program.name +
+                            "', a training pipeline's step, which exchanges "
+                            "no activations (its forward and backward do)");
+      bool in = arg.kind == ArgumentKind::ActivationIn;
+      int64_t peer = program.stage + ((in != backward) ? -1 : 1);
       if (arg.peerStage != peer)
         reader.fail(at + ".peer_stage",
                     "is " + std::to_string(arg.peerStage) + ", but program '" +
                         program.name + "' runs stage " +
-                        std::to_string(program.stage) + ", whose activations " +
-                        (arg.kind == ArgumentKind::ActivationIn ? "come from"
-                                                                : "go to") +
-                        " stage " + std::to_string(peer) +
-                        " (stages exchange activations with their neighbours "
-                        "only)");
+                        std::to_string(program.stage) + ", whose " +
+                        (backward ? "cotangents " : "activations ") +
+                        (in ? "come from" : "go to") + " stage " +
+                        std::to_string(peer) +
+                        " (stages exchange with their neighbours only)");
     }
   }
-  for (size_t s = 0; s + 1 < programOfStage.size(); ++s) {
-    size_t from = programOfStage[s], to = programOfStage[s + 1];
+  // What program `from` sends, program `to` receives, in order.
+  auto chain = [&](size_t from, size_t to, int64_t fromStage, int64_t toStage) {
     std::vector<size_t> sends, receives;
     for (size_t i = 0; i < manifest.programs[from].arguments.size(); ++i)
       if (manifest.programs[from].arguments[i].kind ==
@@ -489,7 +506,7 @@ void checkPipeline(const ManifestReader &reader, const Manifest &manifest,
             where[from] + "[" + std::to_string(sends[k]) + "]",
             "sends " +
                 describeArgument(manifest.programs[from].arguments[sends[k]]) +
-                " to stage " + std::to_string(s + 1) + ", but program '" +
+                " to stage " + std::to_string(toStage) + ", but program '" +
                 manifest.programs[to].name + "' receives only " +
                 std::to_string(receives.size()) + " activation(s)");
       const ArgumentDesc &received =
@@ -497,7 +514,7 @@ void checkPipeline(const ManifestReader &reader, const Manifest &manifest,
       std::string at = where[to] + "[" + std::to_string(receives[k]) + "]";
       if (k >= sends.size())
         reader.fail(at, "receives " + describeArgument(received) +
-                            " from stage " + std::to_string(s) +
+                            " from stage " + std::to_string(fromStage) +
                             ", but program '" + manifest.programs[from].name +
                             "' sends only " + std::to_string(sends.size()) +
                             " activation(s)");
@@ -507,9 +524,29 @@ void checkPipeline(const ManifestReader &reader, const Manifest &manifest,
         reader.fail(at, "receives " + describeArgument(received) +
                             " where program '" + manifest.programs[from].name +
                             "' sends " + describeArgument(sent) +
-                            " (a stage receives in order what the previous "
-                            "one sends)");
+                            " (a stage receives in order what its neighbour "
+                            "sends)");
     }
+  };
+  if (!training) {
+    for (int64_t s = 0; s + 1 < stages; ++s)
+      chain(programOfStage[static_cast<size_t>(s)],
+            programOfStage[static_cast<size_t>(s + 1)], s, s + 1);
+    return;
+  }
+  auto phaseIndex = [&](int64_t stage, const char *phase) {
+    for (size_t p = 0; p < manifest.programs.size(); ++p)
+      if (manifest.programs[p].stage == stage &&
+          manifest.programs[p].phase == phase)
+        return p;
+    reader.fail("programs", "has no " + std::string(phase) +
+                                " program for pipeline stage " +
+                                std::to_string(stage) +
+                                " (a training pipeline runs one per stage)");
+  };
+  for (int64_t s = 0; s + 1 < stages; ++s) {
+    chain(phaseIndex(s, "forward"), phaseIndex(s + 1, "forward"), s, s + 1);
+    chain(phaseIndex(s + 1, "backward"), phaseIndex(s, "backward"), s + 1, s);
   }
 }
 
@@ -565,8 +602,22 @@ std::string_view argumentKindName(ArgumentKind kind) {
     return "metric";
   case ArgumentKind::Update:
     return "update";
+  case ArgumentKind::SampleOffset:
+    return "sample_offset";
+  case ArgumentKind::Residual:
+    return "residual";
+  case ArgumentKind::Accumulator:
+    return "accumulator";
   }
   return "argument";
+}
+
+const ProgramDesc *Manifest::phaseProgram(int64_t stage,
+                                          std::string_view phase) const {
+  for (const ProgramDesc &program : programs)
+    if (program.stage == stage && program.phase == phase)
+      return &program;
+  return nullptr;
 }
 
 const ProgramDesc &Manifest::programForRank(int64_t rank) const {
@@ -687,14 +738,33 @@ Manifest parseManifest(std::string_view text, const std::string &path) {
     if (!programNames.insert(program.name).second)
       reader.fail(where + ".name",
                   "repeats program name '" + program.name + "'");
-    // With a pipeline, the ranks that run a program tell its stage.
+    // With a pipeline, the ranks that run a program tell its stage; a
+    // training pipeline's per-micro-batch programs say it themselves.
     program.stage = manifest.pipeline ? -1 : 0;
+    if (programs[i].contains("phase")) {
+      program.phase = reader.string(programs[i], where, "phase");
+      if (program.phase != "forward" && program.phase != "backward")
+        reader.fail(where + ".phase", "is \"" + program.phase +
+                                          "\", expected \"forward\" or "
+                                          "\"backward\"");
+      if (!manifest.pipeline || !manifest.training)
+        reader.fail(where + ".phase",
+                    "is only allowed in a training artifact with a "
+                    "\"pipeline\"");
+      program.stage = reader.integer(programs[i], where, "stage", 0);
+      if (program.stage >= manifest.pipeline->stages)
+        reader.fail(where + ".stage",
+                    "is " + std::to_string(program.stage) +
+                        ", but the pipeline has " +
+                        std::to_string(manifest.pipeline->stages) + " stages");
+    }
     argumentsKey.push_back("arguments");
     if (programs[i].contains("arguments")) {
       argumentsKey.back() = where + ".arguments";
       program.arguments = parseArgumentList(
           reader, reader.array(programs[i], where, "arguments"),
-          argumentsKey.back(), manifest.grid, manifest.pipeline);
+          argumentsKey.back(), manifest.grid, manifest.pipeline,
+          manifest.training.has_value());
     }
     manifest.programs.push_back(std::move(program));
   }
@@ -752,6 +822,13 @@ Manifest parseManifest(std::string_view text, const std::string &path) {
       int64_t stage = coords[static_cast<size_t>(GridAxis::PP)];
       for (ProgramDesc &desc : manifest.programs) {
         bool mine = desc.name == program;
+        if (mine && !desc.phase.empty())
+          reader.fail(where + ".program",
+                      "is '" + program + "', a " + desc.phase +
+                          " program, which ranks run per micro-batch beside "
+                          "their step, not as it");
+        if (!desc.phase.empty())
+          continue;
         if (mine && desc.stage >= 0 && desc.stage != stage)
           reader.fail(where + ".program",
                       "is '" + program + "' on pipeline stage " +
@@ -783,9 +860,9 @@ Manifest parseManifest(std::string_view text, const std::string &path) {
       std::all_of(argumentsKey.begin(), argumentsKey.end(),
                   [](const std::string &key) { return key != "arguments"; });
   if (!allOwn || root.contains("arguments"))
-    manifest.arguments =
-        parseArgumentList(reader, reader.array(root, "", "arguments"),
-                          "arguments", manifest.grid, manifest.pipeline);
+    manifest.arguments = parseArgumentList(
+        reader, reader.array(root, "", "arguments"), "arguments", manifest.grid,
+        manifest.pipeline, manifest.training.has_value());
   for (size_t p = 0; p < manifest.programs.size(); ++p)
     if (argumentsKey[p] == "arguments")
       manifest.programs[p].arguments = manifest.arguments;

@@ -183,8 +183,10 @@ void Session::load() {
   for (const ArgumentDesc &arg : program.arguments)
     microBatchBytes.push_back(blockBytes(arg));
   args = bases;
-  // Inference: forward steps only, in which GPipe and 1F1B agree.
-  if (const std::optional<PipelineDesc> &pipeline = manifest.pipeline)
+  // Inference: forward steps only, in which GPipe and 1F1B agree. A
+  // training pipeline's step runs once (its trainer runs the micro-batches).
+  const std::optional<PipelineDesc> &pipeline = manifest.pipeline;
+  if (pipeline && !manifest.isPipelineTraining())
     schedule =
         pipelineSchedule(pipeline->schedule, pipeline->stages, program.stage,
                          pipeline->microBatches, /*withBackward=*/false);
@@ -380,6 +382,13 @@ void Session::runStep(Communicator &comm, bool copyOutputs) {
   deviceBackend->synchronize();
   if (copyOutputs)
     copyOutputsToHost();
+}
+
+void Session::call() {
+  if (deviceBackend)
+    throw Error(manifest.path + ": a training pipeline's programs run on CPU "
+                                "ranks so far");
+  program->run(args.data());
 }
 
 void Session::copyOutputsToHost() {

@@ -1,6 +1,7 @@
 //===- Training.cpp - autopar-run --train (a CPU or GPU, or dp CPU ranks) -===//
 
 #include "autopar/runtime/Training.h"
+#include "autopar/runtime/PipelineTraining.h"
 
 #include "autopar/runtime/Checkpoint.h"
 #include "autopar/runtime/DataLoader.h"
@@ -37,6 +38,22 @@ size_t findIndex(const Session &session, ArgumentKind kind,
               "' (recompile it with autopar-compile --mode train)");
 }
 
+/// The arguments that describe the run's training state: the session's, or
+/// in a training pipeline those of every stage's step, in stage order, so
+/// that every rank lists the same tensors (each holding its stage's).
+std::vector<ArgumentDesc> stateArguments(const Session &session) {
+  const Manifest &manifest = session.getManifest();
+  if (!manifest.isPipelineTraining())
+    return session.getArguments();
+  std::vector<ArgumentDesc> all;
+  for (int64_t stage = 0; stage < manifest.pipeline->stages; ++stage)
+    for (const ProgramDesc &program : manifest.programs)
+      if (program.stage == stage && program.phase.empty())
+        all.insert(all.end(), program.arguments.begin(),
+                   program.arguments.end());
+  return all;
+}
+
 /// The training state of \p session, pointing at host memory holding its
 /// current values (on a GPU, copied from the device: call again after each
 /// step; after changing them, call commitState). A split argument (ZeRO's
@@ -45,12 +62,19 @@ size_t findIndex(const Session &session, ArgumentKind kind,
 std::vector<CheckpointTensor> currentState(Session &session,
                                            const Communicator &comm) {
   const std::vector<ArgumentDesc> &args = session.getArguments();
-  std::vector<CheckpointTensor> tensors = trainingStateTensors(args);
+  bool pipeline = session.getManifest().isPipelineTraining();
+  std::vector<CheckpointTensor> tensors =
+      trainingStateTensors(stateArguments(session));
   for (CheckpointTensor &tensor : tensors) {
     std::optional<size_t> index =
         session.findArgument(ArgumentKind::Parameter, tensor.name);
     if (!index)
       index = session.findArgument(ArgumentKind::OptimizerState, tensor.name);
+    if (!index) {
+      // Another pipeline stage's.
+      tensor.write = false;
+      continue;
+    }
     tensor.data = session.readArgument(*index);
     const ArgumentDesc &arg = args[*index];
     std::optional<CommScope> splitScope;
@@ -60,8 +84,10 @@ std::vector<CheckpointTensor> currentState(Session &session,
       tensor.blockCount = comm.scopeSize(*splitScope);
       tensor.blockIndex = comm.scopeRank(*splitScope);
     }
+    // Each pipeline stage holds its own tensors: their stage writes them.
     for (CommScope scope : {CommScope::DP, CommScope::TP, CommScope::PP})
-      if (scope != splitScope && comm.scopeRank(scope) != 0)
+      if (scope != splitScope && comm.scopeRank(scope) != 0 &&
+          !(pipeline && scope == CommScope::PP))
         tensor.write = false;
   }
   return tensors;
@@ -167,8 +193,9 @@ Restored resume(Session &session, const Communicator &comm,
     return {};
   }
   const Manifest &manifest = session.getManifest();
-  CheckpointInfo info = readCheckpoint(
-      *stepDir, modelHash(session.getArguments()), currentState(session, comm));
+  CheckpointInfo info =
+      readCheckpoint(*stepDir, modelHash(stateArguments(session)),
+                     currentState(session, comm));
   commitState(session);
   if (info.shuffleSeed != options.shuffleSeed)
     throw Error("--resume: " + *stepDir + " was written with " +
@@ -297,7 +324,7 @@ CheckpointInfo checkpointInfo(Session &session, const TrainOptions &options,
   std::error_code error;
   info.dataDir = std::filesystem::absolute(data.directory(), error).string();
   info.samplesPerEpoch = data.samples();
-  info.modelHash = modelHash(session.getArguments());
+  info.modelHash = modelHash(stateArguments(session));
   info.model = manifest.model;
   info.modelSha256 = manifest.modelSha256;
   info.cluster = manifest.cluster;
@@ -393,12 +420,26 @@ int64_t runTraining(Session &session, Communicator &comm,
   // every batch (the step's all-reduces give every replica the same loss,
   // gradients and update), or tensor-parallel ranks, each holding blocks of
   // the parameters and optimizer states and reading the whole batch.
-  // Pipeline stages are being built.
-  if (comm.scopeSize(CommScope::PP) != 1)
+  // Pipeline stages: each runs its forwards and backwards over the
+  // micro-batches (PipelineTraining.h), then its step.
+  std::unique_ptr<PipelineTrainer> pipeline;
+  if (manifest.isPipelineTraining()) {
+    if (options.evalDataDir)
+      throw Error("--eval-data: evaluating during a pipeline-parallel run is "
+                  "not supported yet; evaluate the saved parameters "
+                  "(--outputs) or train without --pp");
+    if (options.saveOnnx)
+      throw Error("--save-onnx: the stages of a pipeline-parallel run each "
+                  "hold their own parameters; writing one model from them "
+                  "is not supported yet (use --outputs, or autopar-ckpt "
+                  "consolidate on a checkpoint)");
+    pipeline = std::make_unique<PipelineTrainer>(session);
+  } else if (comm.scopeSize(CommScope::PP) != 1) {
     throw Error("--train: " + manifest.path + " splits the step over " +
                 std::to_string(comm.scopeSize(CommScope::PP)) +
-                " pipeline stages; training runs data- or tensor-parallel "
-                "ranks only so far");
+                " pipeline stages but has no forward and backward program "
+                "per stage; recompile it with autopar-compile --mode train");
+  }
   if (comm.scopeSize(CommScope::TP) > 1 && options.evalDataDir)
     throw Error("--eval-data: evaluating during a tensor-parallel run (" +
                 std::to_string(comm.scopeSize(CommScope::TP)) +
@@ -523,10 +564,13 @@ int64_t runTraining(Session &session, Communicator &comm,
     inputBuffers.push_back(session.argumentData(index));
 
   std::optional<uint64_t> randomSeed;
-  if (seedArg) {
+  if (seedArg || (pipeline && pipeline->hasSeed())) {
     randomSeed = start.randomSeed.value_or(options.seed);
-    *static_cast<int64_t *>(session.argumentData(*seedArg)) =
-        static_cast<int64_t>(*randomSeed);
+    if (seedArg)
+      *static_cast<int64_t *>(session.argumentData(*seedArg)) =
+          static_cast<int64_t>(*randomSeed);
+    if (pipeline)
+      pipeline->setSeed(static_cast<int64_t>(*randomSeed));
     progress.message("autopar-run: dropout masks from seed " +
                      std::to_string(*randomSeed));
   }
@@ -540,6 +584,8 @@ int64_t runTraining(Session &session, Communicator &comm,
     *static_cast<int64_t *>(session.argumentData(step)) = s + 1;
     Clock::time_point begin = Clock::now();
     injectTestFault(hostComm, s + 1);
+    if (pipeline)
+      pipeline->runMicroBatches(comm);
     session.runStep(comm);
     double seconds =
         std::chrono::duration<double>(Clock::now() - begin).count();
@@ -646,10 +692,26 @@ int64_t runTraining(Session &session, Communicator &comm,
 
   // The parameters' whole values on the first rank (ZeRO-3's are blocks).
   std::map<size_t, std::vector<char>> wholes;
-  if (options.saveOnnx || options.outputsDir)
+  if ((options.saveOnnx || options.outputsDir) && !pipeline)
     for (size_t i = 0; i < args.size(); ++i)
       if (args[i].kind == ArgumentKind::Parameter)
         wholes[i] = wholeParameter(session, hostComm, i);
+  // A pipeline's stages hold their own parameters: the first replica of
+  // each writes them.
+  bool writesParameters = pipeline ? comm.scopeRank(CommScope::DP) == 0 &&
+                                         comm.scopeRank(CommScope::TP) == 0
+                                   : leader;
+  if (options.outputsDir && writesParameters && pipeline) {
+    for (size_t i = 0; i < args.size(); ++i)
+      if (args[i].kind == ArgumentKind::Parameter)
+        writeNpy(*options.outputsDir + "/" + tensorFileName(args[i].name),
+                 args[i].dtype, args[i].shape, session.readArgument(i));
+    if (leader)
+      std::printf("autopar-run: wrote the trained parameters to %s (each "
+                  "pipeline stage its own)\n",
+                  options.outputsDir->c_str());
+    return taken;
+  }
   if (!leader)
     return taken;
   auto globalShape = [&](size_t i) {

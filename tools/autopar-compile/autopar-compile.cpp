@@ -102,6 +102,12 @@ static cl::opt<PlanRecomputeOption, true>
                          clEnumValN(PlanRecomputeOption::Full, "full",
                                     "every layer's forward")),
               cl::location(options.recompute), cl::cat(category));
+static cl::opt<std::string, true> pipelineSchedule(
+    "pipeline-schedule",
+    cl::desc("Pin the pipeline schedule: gpipe (every forward, then every "
+             "backward) or 1f1b (the default, Megatron's)"),
+    cl::value_desc("gpipe|1f1b"), cl::location(options.pipelineSchedule),
+    cl::cat(category));
 static cl::opt<bool, true>
     planOnly("plan-only", cl::desc("Plan and report; no code generation"),
              cl::location(options.planOnly), cl::cat(category));

@@ -78,6 +78,16 @@ inline constexpr llvm::StringLiteral kSeed =
 /// Internal to the step: autopar-accumulate-gradients replaces it.
 inline constexpr llvm::StringLiteral kSampleOffset =
     AutoparDialect::SampleOffsetAttrHelper::getNameStr();
+/// Pipeline-parallel training: a forward value a stage's backward reads
+/// (the forward's result, the backward's argument), kept per micro-batch by
+/// the runtime; its name, unique in the stage.
+inline constexpr llvm::StringLiteral kResidual =
+    AutoparDialect::ResidualAttrHelper::getNameStr();
+/// Pipeline-parallel training: an argument holding a sum over the step's
+/// micro-batches (a gradient, the loss); its name. A result marked
+/// `autopar.update` with that name is its next value.
+inline constexpr llvm::StringLiteral kAccumulator =
+    AutoparDialect::AccumulatorAttrHelper::getNameStr();
 /// A scalar metric result: its name ("lr", "grad_norm").
 inline constexpr llvm::StringLiteral kMetric =
     AutoparDialect::MetricAttrHelper::getNameStr();

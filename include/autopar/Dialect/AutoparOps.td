@@ -61,6 +61,11 @@ def Autopar_Dialect : Dialect {
     // ZeRO-3 (autopar-accumulate-gradients): a parameter argument that is
     // one of this many blocks along dim 0.
     "::mlir::IntegerAttr":$zero_blocks,
+    // Pipeline-parallel training (lib/Driver/PipelineTraining.cpp): a
+    // forward value the stage's backward reads, kept per micro-batch; a
+    // sum over the micro-batches (the step's gradients and loss).
+    "::mlir::StringAttr":$residual,
+    "::mlir::StringAttr":$accumulator,
     // Markers of later passes.
     "::mlir::UnitAttr":$projection_parts,
     "::mlir::ArrayAttr":$arg_shapes,

@@ -32,6 +32,8 @@ struct CompileOptions {
   PlanModeOption mode = PlanModeOption::Infer;
   PlanPrecisionOption precision = PlanPrecisionOption::Auto;
   PlanRecomputeOption recompute = PlanRecomputeOption::Auto;
+  /// --pipeline-schedule: "gpipe" or "1f1b" (empty: 1F1B).
+  std::string pipelineSchedule;
   /// --mode train: the loss output, the DeepSpeed-style config, frozen
   /// parameter globs, and whether to stop after the gradients.
   std::string loss, trainConfigPath;

@@ -13,8 +13,10 @@
 
 #include "autopar/Driver/TrainConfig.h"
 #include "autopar/Import/OnnxImporter.h"
+#include "autopar/Target/Artifact.h"
 #include "autopar/Target/GpuCodegen.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/PassManager.h"
 
@@ -157,6 +159,25 @@ llvm::FailureOr<TrainedSummary>
 writeTrainingArtifact(mlir::ModuleOp module,
                       const TrainingArtifactOptions &options,
                       std::string &error);
+
+/// `main` returning only its result named `name`; false if it has none.
+bool keepOnlyResult(mlir::func::FuncOp main, llvm::StringRef name);
+
+/// Data parallelism: marks every input of `arguments` as cut along its
+/// leading dim over `dataParallel` ranks (an input without one is an
+/// error).
+mlir::LogicalResult
+markDataParallelInputs(std::vector<ArtifactArgument> &arguments,
+                       int64_t dataParallel, std::string &error);
+
+/// Lowers a training artifact's program `module` for the target of `o` (one
+/// CPU rank or one GPU) and writes `<name>.so` (and, on a GPU, its cubins)
+/// into the artifact's directory; returns the manifest's description of it.
+mlir::FailureOr<ArtifactProgram>
+lowerTrainingProgram(mlir::ModuleOp module, const TrainingArtifactOptions &o,
+                     llvm::StringRef name,
+                     std::vector<ArtifactArgument> arguments,
+                     const std::string &llvmIRPath, std::string &error);
 
 } // namespace autopar
 

@@ -44,6 +44,8 @@ struct PlanPins {
   std::optional<int> zeroStage;
   std::optional<int64_t> microBatchSize;
   std::optional<Recompute> recompute;
+  /// The pipeline schedule (default 1F1B, Megatron's).
+  std::optional<PipelineSchedule> schedule;
 };
 
 struct PlanRequest {
@@ -244,6 +246,8 @@ struct PlanFlags {
   std::string mode = "infer";
   std::string precision;
   std::string recompute;
+  /// "gpipe" or "1f1b"; empty: 1F1B.
+  std::string schedule;
   int64_t dp = 0, tp = 0, pp = 0, zero = -1, microBatchSize = 0;
 };
 

@@ -34,11 +34,18 @@ struct ArtifactArgument {
     OptimizerState,
     Step,
     Seed,
-    /// Internal to a training step before autopar-accumulate-gradients
-    /// (attrs::kSampleOffset); never in an artifact's manifest.
+    /// The index of the call's first sample in the global batch
+    /// (attrs::kSampleOffset): internal to a training step, except in a
+    /// pipeline stage's forward, whose runtime passes it per micro-batch.
     SampleOffset,
     Metric,
-    Update
+    Update,
+    /// Pipeline-parallel training: a forward value a stage's backward
+    /// reads (attrs::kResidual), kept per micro-batch.
+    Residual,
+    /// Pipeline-parallel training: a sum over the step's micro-batches
+    /// (attrs::kAccumulator).
+    Accumulator
   };
   Kind kind;
   std::string name;
@@ -101,6 +108,11 @@ struct ArtifactProgram {
   /// GPU programs: the kernel objects (cubins) written next to the library,
   /// relative to the artifact directory.
   std::vector<std::string> deviceCode;
+  /// Pipeline-parallel training: "forward" or "backward" for the programs
+  /// a stage's ranks run per micro-batch, with that `stage`; empty for a
+  /// program ranks run as their step.
+  std::string phase;
+  int64_t stage = 0;
 };
 
 /// How a pipeline plan runs its stages (docs/design/artifact.md).

@@ -595,6 +595,12 @@ def ApplyOptimizer : Pass<"autopar-apply-optimizer", "mlir::ModuleOp"> {
     the blocks' sums of squares over the replicas (one all-reduce) to the
     replicated gradients'. Other parameters are updated whole, as without
     ZeRO.
+
+    With `pipeline-stages` P > 1 (pipeline-parallel training,
+    docs/distributed-training.md), @main is one stage's step and holds that
+    stage's parameters only: the sum of squares is all-reduced over axis 2
+    of `@autopar_grid` (dp x tp x P) before the square root, so that every
+    stage clips by the global norm.
   }];
   let options = [
     Option<"optimizer", "optimizer", "autopar::OptimizerKind",
@@ -662,6 +668,10 @@ def ApplyOptimizer : Pass<"autopar-apply-optimizer", "mlir::ModuleOp"> {
     Option<"dataParallel", "data-parallel", "int64_t", "1",
            "Data-parallel replicas (axis 0 of @autopar_grid) ZeRO shards "
            "over">,
+    Option<"pipelineStages", "pipeline-stages", "int64_t", "1",
+           "Pipeline stages (axis 2 of @autopar_grid, dp x tp x pp), each "
+           "updating its own parameters: the global norm's sum of squares "
+           "is all-reduced over them">,
   ];
   let dependentDialects = ["mlir::linalg::LinalgDialect",
                            "mlir::arith::ArithDialect",

@@ -250,6 +250,56 @@ void Communicator::recv(void *buffer, int64_t count, DType dtype, int64_t peer,
   doRecv(buffer, count, dtype, peer, scope);
 }
 
+void Communicator::exchange(const std::vector<Message> &sends,
+                            const std::vector<Message> &receives,
+                            CommScope scope) {
+  if (sends.empty() && receives.empty())
+    return;
+  double sent = 0, received = 0;
+  for (const Message &m : sends) {
+    checkCount("send", m.count);
+    checkPeer("send", m.peer, scope, /*allowSelf=*/false);
+    sent += double(m.count) * double(dtypeSize(m.dtype));
+  }
+  for (const Message &m : receives) {
+    checkCount("recv", m.count);
+    checkPeer("recv", m.peer, scope, /*allowSelf=*/false);
+    received += double(m.count) * double(dtypeSize(m.dtype));
+  }
+  auto start = std::chrono::steady_clock::now();
+  {
+    Watchdog::Scope guard(
+        watchdog, watchdog ? "exchange " + describeScope(scope) : std::string(),
+        /*waiting=*/true);
+    beforeCall();
+    start = std::chrono::steady_clock::now();
+    doExchange(sends, receives, scope);
+  }
+  double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
+  // Each message is a call; the wall time goes to the sends, or to the
+  // receives when nothing is sent.
+  auto &row = stats[static_cast<size_t>(scope)];
+  CommCounter &send = row[static_cast<size_t>(CommOp::Send)];
+  CommCounter &recv = row[static_cast<size_t>(CommOp::Recv)];
+  send.calls += static_cast<int64_t>(sends.size());
+  send.busBytes += sent;
+  recv.calls += static_cast<int64_t>(receives.size());
+  recv.busBytes += received;
+  if (!timesItself())
+    (sends.empty() ? recv : send).seconds += seconds;
+}
+
+void Communicator::doExchange(const std::vector<Message> &,
+                              const std::vector<Message> &, CommScope scope) {
+  throw Error("this communicator cannot exchange point-to-point messages "
+              "both ways at once (" +
+              describeScope(scope) +
+              "), which a pipeline-parallel training step needs; it runs on "
+              "MPI ranks");
+}
+
 void Communicator::scatter(const void *in, void *out, int64_t countPerRank,
                            DType dtype, int64_t root, CommScope scope) {
   checkCount("scatter", countPerRank);

@@ -291,6 +291,36 @@ void MpiCommunicator::doRecv(void *buffer, int64_t count, DType dtype,
   });
 }
 
+void MpiCommunicator::doExchange(const std::vector<Message> &sends,
+                                 const std::vector<Message> &receives,
+                                 CommScope scope) {
+  std::vector<MPI_Request> requests;
+  MPI_Comm comm = (*comms)[scope];
+  for (const Message &m : receives) {
+    size_t es = dtypeSize(m.dtype);
+    forEachPiece(
+        m.count, maxElementsPerCall(), [&](int64_t offset, int length) {
+          requests.emplace_back();
+          check(MPI_Irecv(at(m.buffer, offset, es), length, mpiType(m.dtype),
+                          static_cast<int>(m.peer), 0, comm, &requests.back()),
+                "MPI_Irecv");
+        });
+  }
+  for (const Message &m : sends) {
+    size_t es = dtypeSize(m.dtype);
+    forEachPiece(
+        m.count, maxElementsPerCall(), [&](int64_t offset, int length) {
+          requests.emplace_back();
+          check(MPI_Isend(at(m.buffer, offset, es), length, mpiType(m.dtype),
+                          static_cast<int>(m.peer), 0, comm, &requests.back()),
+                "MPI_Isend");
+        });
+  }
+  check(MPI_Waitall(static_cast<int>(requests.size()), requests.data(),
+                    MPI_STATUSES_IGNORE),
+        "MPI_Waitall");
+}
+
 void MpiCommunicator::doAllGather(const void *in, void *out,
                                   int64_t countPerRank, DType dtype,
                                   CommScope scope) {

@@ -48,6 +48,9 @@ struct CheckpointTensor {
   Shape shape;
   /// Dense row-major memory of what this rank holds (the whole tensor, or
   /// its block): read when saving, written when loading.
+  /// Null for a tensor this rank does not hold (another pipeline stage's):
+  /// listed so that every rank describes the same training state, never
+  /// written or read by this rank.
   void *data = nullptr;
   /// When the rank holds one block of the tensor (an argument split over a
   /// grid axis, such as ZeRO's optimizer states): `data` is block

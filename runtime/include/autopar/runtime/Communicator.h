@@ -136,6 +136,21 @@ public:
             CommScope scope);
   void recv(void *buffer, int64_t count, DType dtype, int64_t peer,
             CommScope scope);
+  /// One message of exchange(): \p count elements at \p buffer, to or from
+  /// scope rank \p peer.
+  struct Message {
+    void *buffer = nullptr;
+    int64_t count = 0;
+    DType dtype = DType::Float32;
+    int64_t peer = 0;
+  };
+  /// Sends every one of \p sends and receives every one of \p receives,
+  /// all started before any is waited for (Megatron's batched p2p), so that
+  /// two neighbours that send to each other, as the stages of a 1F1B
+  /// pipeline do in its steady state, cannot deadlock. Counted as one send
+  /// or recv per message. Implementations without it throw.
+  void exchange(const std::vector<Message> &sends,
+                const std::vector<Message> &receives, CommScope scope);
   /// Block r of root's \p in (n blocks, read on root only) goes to scope rank
   /// r's \p out.
   void scatter(const void *in, void *out, int64_t countPerRank, DType dtype,
@@ -193,6 +208,11 @@ protected:
                       CommScope scope) = 0;
   virtual void doScatter(const void *in, void *out, int64_t countPerRank,
                          DType dtype, int64_t root, CommScope scope) = 0;
+  /// exchange(); the default throws (a communicator without non-blocking
+  /// point-to-point messages).
+  virtual void doExchange(const std::vector<Message> &sends,
+                          const std::vector<Message> &receives,
+                          CommScope scope);
   virtual void doGather(const void *in, void *out, int64_t countPerRank,
                         DType dtype, int64_t root, CommScope scope) = 0;
 

@@ -40,7 +40,14 @@ enum class ArgumentKind {
   Step,
   Seed,
   Metric,
-  Update
+  Update,
+  /// Pipeline-parallel training (docs/design/training-artifact.md): the
+  /// index of the micro-batch's first sample in the global batch (int64
+  /// scalar; Dropout's masks), a forward value its stage's backward reads
+  /// (kept per micro-batch), and a sum over the step's micro-batches.
+  SampleOffset,
+  Residual,
+  Accumulator
 };
 
 /// "parameter", "input", "output", "activation_in" or "activation_out".
@@ -118,6 +125,10 @@ struct ProgramDesc {
   /// The pipeline stage whose ranks run it: their pp coordinate (0 without
   /// a pipeline; -1 if no rank runs it).
   int64_t stage = 0;
+  /// Pipeline-parallel training: "forward" or "backward" for the programs a
+  /// stage runs once per micro-batch (the `stage` key gives its stage; no
+  /// rank runs it as its step); empty otherwise.
+  std::string phase;
 };
 
 /// What kind of machine an artifact runs on.
@@ -208,6 +219,14 @@ struct Manifest {
 
   /// The program rank \p rank runs (rank must be in [0, worldSize)).
   const ProgramDesc &programForRank(int64_t rank) const;
+  /// Pipeline-parallel training: stage \p stage's program of \p phase
+  /// ("forward", "backward"), or null.
+  const ProgramDesc *phaseProgram(int64_t stage, std::string_view phase) const;
+  /// Whether the ranks train a pipeline: each stage runs a forward and a
+  /// backward program per micro-batch, then its step.
+  bool isPipelineTraining() const {
+    return training && pipeline && phaseProgram(0, "forward");
+  }
 };
 
 /// Parses and validates manifest text. \p path is used only in messages.

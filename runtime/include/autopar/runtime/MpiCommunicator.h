@@ -65,6 +65,9 @@ public:
 
 protected:
   AUTOPAR_COMMUNICATOR_OPERATIONS
+  void doExchange(const std::vector<Message> &sends,
+                  const std::vector<Message> &receives,
+                  CommScope scope) override;
 
 private:
   struct Comms;

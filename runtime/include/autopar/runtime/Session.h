@@ -90,6 +90,11 @@ public:
   /// (a language model's logits) would otherwise time the PCIe copy.
   void runStep(Communicator &comm, bool copyOutputs = true);
 
+  /// Runs the entry once on the arguments as they are bound (bindArgument),
+  /// without the micro-batch walk and the exchanges of runStep: a training
+  /// pipeline's forward and backward, whose trainer (PipelineTraining.h)
+  /// moves their data. CPU sessions only.
+  void call();
   /// On a GPU, copies every output from the device to its host buffer (after
   /// the last runStep's work, which runStep waited for). Nothing on a CPU.
   void copyOutputsToHost();

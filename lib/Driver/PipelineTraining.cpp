@@ -1,0 +1,1168 @@
+//===- PipelineTraining.cpp - The programs of a pipeline training plan ----===//
+//
+// See PipelineTraining.h. The model is imported for one micro-batch, its
+// forward cut into stages as for inference (`autopar-split-pipeline-stages`),
+// and each stage differentiated on its own: the stage's "loss" is the sum
+// of its outputs times their cotangents (the last stage's is the model's
+// loss), so `buildGradients` gives the stage's vector-Jacobian product. The
+// differentiated stage is then cut in two by what depends on the
+// cotangents: the ops the forward outputs need are the forward program,
+// the rest the backward; the forward values the backward reads are
+// residuals the runtime keeps per micro-batch. Recompute `full` instead
+// clones into the backward every forward op it needs, so that only the
+// stage's inputs are kept.
+//
+//===----------------------------------------------------------------------===//
+
+#include "autopar/Driver/PipelineTraining.h"
+
+#include "autopar/Conversion/Passes.h"
+#include "autopar/Dialect/Attributes.h"
+#include "autopar/Import/WeightLocator.h"
+#include "autopar/Target/Artifact.h"
+#include "autopar/Target/LoweringPasses.h"
+#include "autopar/Transforms/Autodiff.h"
+#include "autopar/Transforms/LossNormalisation.h"
+#include "autopar/Transforms/Passes.h"
+#include "autopar/Transforms/PlanAnnotate.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Linalg/Transforms/Transforms.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+#include "mlir/Transforms/Passes.h"
+#include "mlir/Transforms/RegionUtils.h"
+#include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/GlobPattern.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <map>
+
+using namespace mlir;
+
+namespace autopar {
+namespace {
+
+llvm::Error error(const llvm::Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+}
+
+/// NumPy's name of an element type, for the manifest.
+std::string dtypeOf(Type type) {
+  type = getElementTypeOrSelf(type);
+  if (type.isF32())
+    return "float32";
+  if (type.isF64())
+    return "float64";
+  if (type.isF16())
+    return "float16";
+  if (type.isBF16())
+    return "bfloat16";
+  if (type.isInteger(1))
+    return "bool";
+  return "int" + std::to_string(type.getIntOrFloatBitWidth());
+}
+
+bool isFloatTensor(Type type) {
+  auto tensor = dyn_cast<RankedTensorType>(type);
+  return tensor && isa<FloatType>(tensor.getElementType());
+}
+
+/// The ops of a block that \p roots need, through operands and the values
+/// their regions capture, among those \p allowed admits; the values they
+/// read from elsewhere (arguments, ops not admitted) go to \p external.
+void collectSlice(ArrayRef<Value> roots,
+                  llvm::function_ref<bool(Operation *)> allowed,
+                  llvm::DenseSet<Operation *> &ops,
+                  llvm::SetVector<Value> &external) {
+  SmallVector<Value> work(roots.begin(), roots.end());
+  while (!work.empty()) {
+    Value v = work.pop_back_val();
+    Operation *def = v.getDefiningOp();
+    if (!def || !allowed(def)) {
+      external.insert(v);
+      continue;
+    }
+    if (!ops.insert(def).second)
+      continue;
+    llvm::SetVector<Value> read(def->operand_begin(), def->operand_end());
+    getUsedValuesDefinedAbove(def->getRegions(), read);
+    work.append(read.begin(), read.end());
+  }
+}
+
+/// Constants, empty tensors and fills of constants: cheaper to make again
+/// in the backward than to keep per micro-batch.
+bool isRecomputedAnyway(Operation *op) {
+  if (!isMemoryEffectFree(op) || op->getNumRegions() > 0 ||
+      op->getNumResults() == 0)
+    return isa<linalg::FillOp>(op) &&
+           llvm::all_of(op->getOperands(), [](Value v) {
+             Operation *def = v.getDefiningOp();
+             return def && isRecomputedAnyway(def);
+           });
+  return op->getNumOperands() == 0;
+}
+
+/// `a + b`, elementwise, for tensors of one type.
+Value addTensors(OpBuilder &b, Location loc, Value a, Value c) {
+  auto type = cast<RankedTensorType>(a.getType());
+  Value init =
+      tensor::EmptyOp::create(b, loc, type.getShape(), type.getElementType());
+  AffineMap id = b.getMultiDimIdentityMap(type.getRank());
+  return linalg::GenericOp::create(
+             b, loc, TypeRange{type}, ValueRange{a, c}, ValueRange{init},
+             ArrayRef<AffineMap>{id, id, id},
+             SmallVector<utils::IteratorType>(type.getRank(),
+                                              utils::IteratorType::parallel),
+             [](OpBuilder &nb, Location nl, ValueRange args) {
+               linalg::YieldOp::create(
+                   nb, nl,
+                   ValueRange{arith::AddFOp::create(nb, nl, args[0], args[1])});
+             })
+      .getResult(0);
+}
+
+/// `sum(a * c)` over every element, as a rank-0 tensor.
+Value dotProduct(OpBuilder &b, Location loc, Value a, Value c) {
+  auto type = cast<RankedTensorType>(a.getType());
+  Type element = type.getElementType();
+  auto scalar = RankedTensorType::get({}, element);
+  Value zero = arith::ConstantOp::create(b, loc, b.getZeroAttr(element));
+  Value init =
+      linalg::FillOp::create(b, loc, zero,
+                             ValueRange{tensor::EmptyOp::create(
+                                 b, loc, ArrayRef<int64_t>{}, element)})
+          .getResult(0);
+  AffineMap id = b.getMultiDimIdentityMap(type.getRank());
+  AffineMap toScalar = AffineMap::get(type.getRank(), 0, {}, b.getContext());
+  return linalg::GenericOp::create(
+             b, loc, TypeRange{scalar}, ValueRange{a, c}, ValueRange{init},
+             ArrayRef<AffineMap>{id, id, toScalar},
+             SmallVector<utils::IteratorType>(type.getRank(),
+                                              utils::IteratorType::reduction),
+             [](OpBuilder &nb, Location nl, ValueRange args) {
+               Value product = arith::MulFOp::create(nb, nl, args[0], args[1]);
+               linalg::YieldOp::create(
+                   nb, nl,
+                   ValueRange{arith::AddFOp::create(nb, nl, args[2], product)});
+             })
+      .getResult(0);
+}
+
+/// A rank-0 view of a single-element tensor.
+Value asScalar(OpBuilder &b, Location loc, Value v) {
+  auto type = cast<RankedTensorType>(v.getType());
+  if (type.getRank() == 0)
+    return v;
+  return tensor::CollapseShapeOp::create(
+      b, loc, RankedTensorType::get({}, type.getElementType()), v,
+      ArrayRef<ReassociationIndices>{});
+}
+
+/// One argument or result of a program being cut out of a stage.
+struct Port {
+  Value value;
+  DictionaryAttr attrs;
+};
+
+/// A program made of the ops \p ops of \p body (in block order): its
+/// arguments stand for \p args, it returns \p results, and then, for each
+/// of \p accumulated, an accumulator argument plus the value (named by the
+/// accumulator's name).
+void emitProgram(ModuleOp module, Location loc, Block &body,
+                 const llvm::DenseSet<Operation *> &ops, ArrayRef<Port> args,
+                 ArrayRef<Port> results,
+                 ArrayRef<std::pair<Value, std::string>> accumulated) {
+  MLIRContext *ctx = module.getContext();
+  Builder attrs(ctx);
+  SmallVector<Type> argTypes;
+  SmallVector<DictionaryAttr> argAttrs;
+  for (const Port &p : args) {
+    argTypes.push_back(p.value.getType());
+    argAttrs.push_back(p.attrs);
+  }
+  for (auto &[value, name] : accumulated) {
+    argTypes.push_back(value.getType());
+    argAttrs.push_back(attrs.getDictionaryAttr(
+        {attrs.getNamedAttr(attrs::kAccumulator, attrs.getStringAttr(name)),
+         attrs.getNamedAttr(attrs::kDType,
+                            attrs.getStringAttr(dtypeOf(value.getType())))}));
+  }
+  OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
+  auto fn = func::FuncOp::create(b, loc, "main",
+                                 FunctionType::get(ctx, argTypes, {}));
+  Block *entry = fn.addEntryBlock();
+  IRMapping map;
+  for (auto [port, arg] : llvm::zip(args, entry->getArguments()))
+    map.map(port.value, arg);
+  OpBuilder fb = OpBuilder::atBlockEnd(entry);
+  for (Operation &op : body.without_terminator())
+    if (ops.contains(&op))
+      fb.clone(op, map);
+  SmallVector<Value> returned;
+  SmallVector<DictionaryAttr> resultAttrs;
+  llvm::DenseSet<Value> seen;
+  for (const Port &p : results) {
+    Value v = map.lookup(p.value);
+    // An argument returned, or a value returned twice, is copied: each
+    // result gets a buffer of its own (bufferization's out-params).
+    if (isa<BlockArgument>(v) || !seen.insert(v).second) {
+      auto type = cast<RankedTensorType>(v.getType());
+      Value init = tensor::EmptyOp::create(fb, loc, type.getShape(),
+                                           type.getElementType());
+      v = linalg::CopyOp::create(fb, loc, v, init).getResult(0);
+    }
+    returned.push_back(v);
+    resultAttrs.push_back(p.attrs);
+  }
+  for (auto [k, entryValue] : llvm::enumerate(accumulated)) {
+    auto &[value, name] = entryValue;
+    Value sum = addTensors(fb, loc, entry->getArgument(args.size() + k),
+                           map.lookup(value));
+    returned.push_back(sum);
+    resultAttrs.push_back(attrs.getDictionaryAttr(
+        {attrs.getNamedAttr(attrs::kUpdate, attrs.getStringAttr(name)),
+         attrs.getNamedAttr(attrs::kDType,
+                            attrs.getStringAttr(dtypeOf(value.getType())))}));
+  }
+  func::ReturnOp::create(fb, loc, returned);
+  fn.setType(FunctionType::get(ctx, argTypes, ValueRange(returned).getTypes()));
+  fn.setAllArgAttrs(argAttrs);
+  fn.setAllResultAttrs(resultAttrs);
+}
+
+/// The accumulator names of the loss's sums.
+constexpr llvm::StringLiteral kLossSum = "loss.sum";
+constexpr llvm::StringLiteral kLossDenominator = "loss.denominator";
+
+/// The accumulator of a parameter's gradient.
+std::string gradientAccumulator(llvm::StringRef parameter) {
+  return (parameter + ".grad").str();
+}
+
+/// What the stages agree on: the loss, how it normalises, what is trained.
+struct StepFacts {
+  std::string lossName;
+  LossKind kind = LossKind::Average;
+  /// Trained parameters, in the order of the forward's arguments.
+  llvm::StringSet<> trained;
+};
+
+/// Cuts stage module \p stage (from autopar-split-pipeline-stages) into its
+/// forward and backward programs.
+llvm::Error cutStage(ModuleOp stage, int64_t k, int64_t numStages,
+                     const StepFacts &facts, Recompute recompute,
+                     PipelineTrainingStage &out) {
+  MLIRContext *ctx = stage.getContext();
+  Builder attrs(ctx);
+  auto f = stage.lookupSymbol<func::FuncOp>("main");
+  Block &body = f.getBody().front();
+  auto ret = cast<func::ReturnOp>(body.getTerminator());
+  Location loc = f.getLoc();
+  bool last = k == numStages - 1;
+
+  // The stage's outputs: activations for the next stage, or the loss.
+  SmallVector<Port> forwardResults;
+  SmallVector<std::pair<Value, std::string>> forwardSums;
+  Value loss;
+  for (unsigned j = 0; j < f.getNumResults(); ++j) {
+    Value v = ret.getOperand(j);
+    if (f.getResultAttr(j, attrs::kActivationOut)) {
+      forwardResults.push_back({v, f.getResultAttrDict(j)});
+      continue;
+    }
+    auto name = f.getResultAttrOfType<StringAttr>(j, attrs::kOutput);
+    if (name && name.getValue() == facts.lossName)
+      loss = v;
+    else if (name && name.getValue() == kLossDenominator)
+      forwardSums.push_back({v, kLossDenominator.str()});
+  }
+  if (last && !loss)
+    return error("internal error: the last pipeline stage does not return "
+                 "the loss '" +
+                 facts.lossName + "'");
+  if (loss)
+    forwardSums.insert(forwardSums.begin(), {loss, kLossSum.str()});
+
+  // The stage's "loss": its outputs times their cotangents (new arguments,
+  // received from the next stage), or the model's loss.
+  OpBuilder b(ret);
+  SmallVector<Port> cotangentsIn;
+  Value stageLoss = loss;
+  if (!last) {
+    for (const Port &p : forwardResults) {
+      if (!isFloatTensor(p.value.getType()))
+        continue;
+      auto name = p.attrs.getAs<StringAttr>(attrs::kActivationOut);
+      DictionaryAttr dict = attrs.getDictionaryAttr(
+          {attrs.getNamedAttr(attrs::kActivationIn,
+                              attrs.getStringAttr(name.getValue() + ".grad")),
+           attrs.getNamedAttr(attrs::kDType,
+                              attrs.getStringAttr(dtypeOf(p.value.getType()))),
+           attrs.getNamedAttr(attrs::kPeerStage,
+                              attrs.getI64IntegerAttr(k + 1))});
+      unsigned position = f.getNumArguments();
+      if (failed(f.insertArgument(position, p.value.getType(), dict, loc)))
+        return error("internal error: cannot add a cotangent argument");
+      BlockArgument cot = f.getArgument(position);
+      cotangentsIn.push_back({cot, dict});
+      Value term = dotProduct(b, loc, p.value, cot);
+      if (stageLoss &&
+          cast<RankedTensorType>(stageLoss.getType()).getElementType() !=
+              cast<RankedTensorType>(term.getType()).getElementType())
+        return error("pipeline stage " + llvm::Twine(k) +
+                     " sends activations of several float types; pipeline "
+                     "training needs one");
+      stageLoss = stageLoss ? addTensors(b, loc, stageLoss, term) : term;
+    }
+    if (!stageLoss)
+      return error("pipeline stage " + llvm::Twine(k) +
+                   " sends no float activation to the next stage, so no "
+                   "gradient reaches its parameters");
+  }
+
+  auto isCotangent = [&](Value v) {
+    return llvm::any_of(cotangentsIn,
+                        [&](const Port &p) { return p.value == v; });
+  };
+  // What the stage differentiates: its trained parameters and its float
+  // inputs from the previous stage.
+  SmallVector<Value> wrt;
+  SmallVector<std::string> gradientNames;
+  SmallVector<Port> cotangentsOut;
+  for (BlockArgument arg : f.getArguments()) {
+    unsigned i = arg.getArgNumber();
+    if (auto name = f.getArgAttrOfType<StringAttr>(i, attrs::kParameter)) {
+      if (!facts.trained.contains(name.getValue()))
+        continue;
+      f.setArgAttr(i, attrs::kTrainable, attrs.getUnitAttr());
+      wrt.push_back(arg);
+      gradientNames.push_back(name.getValue().str());
+    }
+  }
+  size_t numParameters = wrt.size();
+  for (BlockArgument arg : f.getArguments()) {
+    unsigned i = arg.getArgNumber();
+    auto name = f.getArgAttrOfType<StringAttr>(i, attrs::kActivationIn);
+    if (!name || !isFloatTensor(arg.getType()) || isCotangent(arg))
+      continue;
+    wrt.push_back(arg);
+    gradientNames.push_back(name.getValue().str());
+  }
+  auto gradients = buildGradients(f, asScalar(b, loc, stageLoss), wrt);
+  if (failed(gradients))
+    return error("differentiating pipeline stage " + llvm::Twine(k) +
+                 " failed (see the diagnostics above)");
+  // Every value the cut needs, as results, so that the cleanup keeps them.
+  SmallVector<Value> kept;
+  for (const Port &p : forwardResults)
+    kept.push_back(p.value);
+  for (auto &[value, name] : forwardSums)
+    kept.push_back(value);
+  llvm::append_range(kept, *gradients);
+  {
+    // As autopar-differentiate: the adjoints' operands their bodies do not
+    // read are dropped, so that the backward keeps no more residuals than
+    // it reads.
+    func::ReturnOp::create(b, loc, kept);
+    ret.erase();
+    f.setType(FunctionType::get(ctx, f.getArgumentTypes(),
+                                ValueRange(kept).getTypes()));
+    f.setAllResultAttrs(ArrayRef<DictionaryAttr>{});
+    RewritePatternSet patterns(ctx);
+    linalg::populateEraseUnusedOperandsAndResultsPatterns(patterns);
+    if (failed(applyPatternsGreedily(f, std::move(patterns))))
+      return error("internal error: cleaning up pipeline stage " +
+                   llvm::Twine(k) + "'s backward failed");
+    ret = cast<func::ReturnOp>(body.getTerminator());
+    size_t j = 0;
+    for (Port &p : forwardResults)
+      p.value = ret.getOperand(j++);
+    for (auto &[value, name] : forwardSums)
+      value = ret.getOperand(j++);
+    for (Value &g : *gradients)
+      g = ret.getOperand(j++);
+  }
+
+  // The forward: what its outputs need.
+  SmallVector<Value> forwardRoots;
+  for (const Port &p : forwardResults)
+    forwardRoots.push_back(p.value);
+  for (auto &[value, name] : forwardSums)
+    forwardRoots.push_back(value);
+  llvm::DenseSet<Operation *> forwardOps;
+  llvm::SetVector<Value> forwardReads;
+  collectSlice(
+      forwardRoots, [](Operation *) { return true; }, forwardOps, forwardReads);
+
+  SmallVector<Port> backwardResults;
+  SmallVector<std::pair<Value, std::string>> gradientSums;
+  for (auto [j, g] : llvm::enumerate(*gradients)) {
+    if (j < numParameters) {
+      gradientSums.push_back({g, gradientAccumulator(gradientNames[j])});
+      continue;
+    }
+    BlockArgument input = cast<BlockArgument>(wrt[j]);
+    backwardResults.push_back(
+        {g, attrs.getDictionaryAttr(
+                {attrs.getNamedAttr(
+                     attrs::kActivationOut,
+                     attrs.getStringAttr(gradientNames[j] + ".grad")),
+                 attrs.getNamedAttr(attrs::kDType,
+                                    attrs.getStringAttr(dtypeOf(g.getType()))),
+                 attrs.getNamedAttr(
+                     attrs::kPeerStage,
+                     f.getArgAttr(input.getArgNumber(), attrs::kPeerStage))})});
+  }
+
+  // The backward: what its results need, apart from the forward's ops
+  // (recompute none) or with them (full).
+  SmallVector<Value> backwardRoots;
+  for (const Port &p : backwardResults)
+    backwardRoots.push_back(p.value);
+  for (auto &[value, name] : gradientSums)
+    backwardRoots.push_back(value);
+  llvm::DenseSet<Operation *> backwardOps;
+  llvm::SetVector<Value> backwardReads;
+  collectSlice(
+      backwardRoots,
+      [&](Operation *op) {
+        return recompute == Recompute::Full || !forwardOps.contains(op) ||
+               isRecomputedAnyway(op);
+      },
+      backwardOps, backwardReads);
+
+  // The values the backward reads that are neither shared (parameters, the
+  // seed) nor received (cotangents) are residuals: the forward returns them
+  // and the runtime keeps them per micro-batch.
+  auto isShared = [&](Value v) {
+    auto arg = dyn_cast<BlockArgument>(v);
+    return arg && arg.getOwner() == &body &&
+           (f.getArgAttr(arg.getArgNumber(), attrs::kParameter) ||
+            f.getArgAttr(arg.getArgNumber(), attrs::kSeed));
+  };
+  SmallVector<Port> backwardArgs, residualResults;
+  for (Value v : backwardReads) {
+    if (isShared(v)) {
+      backwardArgs.push_back(
+          {v, f.getArgAttrDict(cast<BlockArgument>(v).getArgNumber())});
+      continue;
+    }
+    if (isCotangent(v))
+      continue;
+    std::string name = "residual." + std::to_string(residualResults.size());
+    DictionaryAttr dict = attrs.getDictionaryAttr(
+        {attrs.getNamedAttr(attrs::kResidual, attrs.getStringAttr(name)),
+         attrs.getNamedAttr(attrs::kDType,
+                            attrs.getStringAttr(dtypeOf(v.getType())))});
+    residualResults.push_back({v, dict});
+    backwardArgs.push_back({v, dict});
+  }
+  backwardArgs.append(cotangentsIn.begin(), cotangentsIn.end());
+
+  // The forward reads its arguments, and those the residuals are.
+  for (const Port &p : residualResults)
+    if (isa<BlockArgument>(p.value))
+      forwardReads.insert(p.value);
+  SmallVector<Port> forwardArgs;
+  for (BlockArgument arg : f.getArguments())
+    if (forwardReads.contains(arg))
+      forwardArgs.push_back({arg, f.getArgAttrDict(arg.getArgNumber())});
+  for (Value v : forwardReads)
+    if (!isa<BlockArgument>(v) || cast<BlockArgument>(v).getOwner() != &body)
+      return error("internal error: pipeline stage " + llvm::Twine(k) +
+                   "'s forward reads a value it does not compute");
+  SmallVector<Port> allForwardResults(forwardResults);
+  allForwardResults.append(residualResults.begin(), residualResults.end());
+
+  auto makeModule = [&](llvm::StringRef phase) {
+    auto module =
+        ModuleOp::create(loc, ("stage" + llvm::Twine(k) + "." + phase).str());
+    OpBuilder mb = OpBuilder::atBlockEnd(module.getBody());
+    // Declarations and grids the stage's ops refer to.
+    for (Operation &op : stage.getOps())
+      if (&op != f.getOperation())
+        mb.clone(op);
+    return module;
+  };
+  out.forward = makeModule("forward");
+  emitProgram(*out.forward, loc, body, forwardOps, forwardArgs,
+              allForwardResults, forwardSums);
+  out.backward = makeModule("backward");
+  emitProgram(*out.backward, loc, body, backwardOps, backwardArgs,
+              backwardResults, gradientSums);
+  return llvm::Error::success();
+}
+
+/// The stage's step: the sums over the micro-batches (accumulators) and the
+/// replicas normalised as one call on the whole batch, then the optimizer.
+llvm::Error buildStep(MLIRContext &context, PipelineTrainingStage &stage,
+                      int64_t k, const PlanCandidate &plan,
+                      const StepFacts &facts,
+                      const PipelineTrainingOptions &options,
+                      const llvm::StringSet<> &heldByAStage,
+                      OwningOpRef<ModuleOp> &out) {
+  Builder attrs(&context);
+  Location loc = UnknownLoc::get(&context);
+  auto backward = stage.backward->lookupSymbol<func::FuncOp>("main");
+  auto forward = stage.forward->lookupSymbol<func::FuncOp>("main");
+  OwningOpRef<ModuleOp> module =
+      ModuleOp::create(loc, "stage" + std::to_string(k));
+  OpBuilder b = OpBuilder::atBlockEnd(module->getBody());
+  shard::GridOp::create(b, loc, "autopar_grid",
+                        ArrayRef<int64_t>{plan.dp, 1, plan.pp});
+
+  // Arguments: the trained parameters (from the backward's accumulators),
+  // their sums, the loss's sums, and the data (which the forward reads;
+  // listed here so that the step's loader fills them).
+  SmallVector<Type> types;
+  SmallVector<DictionaryAttr> argAttrs;
+  SmallVector<std::pair<std::string, Type>> trained;
+  for (unsigned i = 0; i < backward.getNumArguments(); ++i) {
+    auto name = backward.getArgAttrOfType<StringAttr>(i, attrs::kAccumulator);
+    if (!name)
+      continue;
+    std::string parameter =
+        name.getValue().drop_back(llvm::StringRef(".grad").size()).str();
+    Type type = backward.getArgument(i).getType();
+    trained.push_back({parameter, type});
+  }
+  // The parameters' own attributes, from the stage's programs.
+  auto parameterAttrs = [&](llvm::StringRef name) -> DictionaryAttr {
+    for (func::FuncOp fn : {backward, forward})
+      for (unsigned i = 0; i < fn.getNumArguments(); ++i)
+        if (auto p = fn.getArgAttrOfType<StringAttr>(i, attrs::kParameter);
+            p && p.getValue() == name)
+          return fn.getArgAttrDict(i);
+    return {};
+  };
+  for (auto &[name, type] : trained) {
+    types.push_back(type);
+    argAttrs.push_back(parameterAttrs(name));
+  }
+  // The stage's other parameters (frozen ones, buffers such as a causal
+  // mask) and, on stage 0, those no stage reads: not read by the step, but
+  // the stage's state, which it saves and writes out.
+  auto typeOf = [&](llvm::StringRef dtype,
+                    ArrayRef<int64_t> shape) -> RankedTensorType {
+    Type element =
+        dtype == "float32"    ? Type(b.getF32Type())
+        : dtype == "float64"  ? Type(b.getF64Type())
+        : dtype == "float16"  ? Type(b.getF16Type())
+        : dtype == "bfloat16" ? Type(b.getBF16Type())
+        : dtype == "bool"     ? Type(b.getI1Type())
+        : dtype.starts_with("int")
+            ? Type(b.getIntegerType(std::stoi(dtype.drop_front(3).str())))
+        : dtype.starts_with("uint")
+            ? Type(b.getIntegerType(std::stoi(dtype.drop_front(4).str())))
+            : Type(b.getF32Type());
+    return RankedTensorType::get(shape, element);
+  };
+  llvm::StringSet<> listed;
+  for (auto &[name, type] : trained)
+    listed.insert(name);
+  for (func::FuncOp fn : {forward, backward})
+    for (unsigned i = 0; i < fn.getNumArguments(); ++i)
+      if (auto p = fn.getArgAttrOfType<StringAttr>(i, attrs::kParameter);
+          p && listed.insert(p.getValue()).second) {
+        types.push_back(fn.getArgument(i).getType());
+        argAttrs.push_back(fn.getArgAttrDict(i));
+      }
+  if (k == 0)
+    for (const ArtifactArgument &arg : options.globalArguments)
+      if (arg.kind == ArtifactArgument::Kind::Parameter &&
+          !heldByAStage.contains(arg.name) && listed.insert(arg.name).second) {
+        types.push_back(typeOf(arg.dtype, arg.shape));
+        argAttrs.push_back(attrs.getDictionaryAttr(
+            {attrs.getNamedAttr(attrs::kParameter,
+                                attrs.getStringAttr(arg.name)),
+             attrs.getNamedAttr(attrs::kDType,
+                                attrs.getStringAttr(arg.dtype))}));
+      }
+  size_t numParameters = types.size();
+  for (auto &[name, type] : trained) {
+    types.push_back(type);
+    argAttrs.push_back(attrs.getDictionaryAttr(
+        {attrs.getNamedAttr(attrs::kAccumulator,
+                            attrs.getStringAttr(gradientAccumulator(name))),
+         attrs.getNamedAttr(attrs::kDType,
+                            attrs.getStringAttr(dtypeOf(type)))}));
+  }
+  bool last = k == plan.pp - 1;
+  auto f32Scalar = RankedTensorType::get({}, b.getF32Type());
+  SmallVector<std::string> lossSums;
+  if (last) {
+    lossSums.push_back(kLossSum.str());
+    if (facts.kind == LossKind::Ratio)
+      lossSums.push_back(kLossDenominator.str());
+  }
+  for (const std::string &name : lossSums) {
+    types.push_back(f32Scalar);
+    argAttrs.push_back(attrs.getDictionaryAttr(
+        {attrs.getNamedAttr(attrs::kAccumulator, attrs.getStringAttr(name)),
+         attrs.getNamedAttr(attrs::kDType, attrs.getStringAttr("float32"))}));
+  }
+  // As every program of a pipeline, one micro-batch per call: the rank
+  // holds its micro-batches one after the other (the forward reads block
+  // m), though the step's code does not read them.
+  for (const ArtifactArgument &arg : options.globalArguments) {
+    if (arg.kind != ArtifactArgument::Kind::Input)
+      continue;
+    SmallVector<int64_t> shape(arg.shape);
+    shape[0] = plan.microBatchSize;
+    types.push_back(typeOf(arg.dtype, shape));
+    argAttrs.push_back(attrs.getDictionaryAttr(
+        {attrs.getNamedAttr(attrs::kInput, attrs.getStringAttr(arg.name)),
+         attrs.getNamedAttr(attrs::kDType, attrs.getStringAttr(arg.dtype))}));
+  }
+  auto main = func::FuncOp::create(b, loc, "main",
+                                   FunctionType::get(&context, types, {}));
+  main.setAllArgAttrs(argAttrs);
+  Block *entry = main.addEntryBlock();
+  b.setInsertionPointToStart(entry);
+  size_t n = trained.size();
+
+  // The loss's sums: every stage learns them from the last (one all-reduce
+  // over pp of [sum, denominator], the others adding zeros), then over dp.
+  auto f32 = b.getF32Type();
+  auto pair = RankedTensorType::get({2}, f32);
+  Value zero = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0.0f));
+  Value sum = zero, den = zero;
+  if (last) {
+    sum = tensor::ExtractOp::create(
+        b, loc, entry->getArgument(numParameters + n), ValueRange{});
+    if (facts.kind == LossKind::Ratio)
+      den = tensor::ExtractOp::create(
+          b, loc, entry->getArgument(numParameters + n + 1), ValueRange{});
+  }
+  Value sums =
+      tensor::FromElementsOp::create(b, loc, pair, ValueRange{sum, den});
+  if (plan.pp > 1)
+    sums = shard::AllReduceOp::create(b, loc, pair, "autopar_grid",
+                                      ArrayRef<shard::GridAxis>{2}, sums,
+                                      shard::ReductionKind::Sum);
+  SmallVector<Value> gradients;
+  for (size_t i = 0; i < n; ++i)
+    gradients.push_back(entry->getArgument(numParameters + i));
+  if (plan.dp > 1) {
+    sums = shard::AllReduceOp::create(b, loc, pair, "autopar_grid",
+                                      ArrayRef<shard::GridAxis>{0}, sums,
+                                      shard::ReductionKind::Sum);
+    for (Value &g : gradients)
+      g = shard::AllReduceOp::create(b, loc, g.getType(), "autopar_grid",
+                                     ArrayRef<shard::GridAxis>{0}, g,
+                                     shard::ReductionKind::Sum);
+  }
+  auto element = [&](int64_t i) -> Value {
+    return tensor::ExtractOp::create(
+        b, loc, sums, ValueRange{arith::ConstantIndexOp::create(b, loc, i)});
+  };
+  // The normaliser: sum(den) for a ratio, the number of calls for a mean.
+  Value scale;
+  if (facts.kind == LossKind::Ratio)
+    scale = arith::DivFOp::create(
+        b, loc, arith::ConstantOp::create(b, loc, b.getF32FloatAttr(1.0f)),
+        element(1));
+  else if (facts.kind == LossKind::Average)
+    scale = arith::ConstantOp::create(
+        b, loc,
+        b.getF32FloatAttr(1.0f / float(plan.numMicroBatches * plan.dp)));
+  auto scaled = [&](Value t) -> Value {
+    if (!scale)
+      return t;
+    auto type = cast<RankedTensorType>(t.getType());
+    Value s = scale;
+    if (type.getElementType() != f32)
+      s = arith::TruncFOp::create(b, loc, type.getElementType(), s);
+    Value init =
+        tensor::EmptyOp::create(b, loc, type.getShape(), type.getElementType());
+    AffineMap id = b.getMultiDimIdentityMap(type.getRank());
+    return linalg::GenericOp::create(
+               b, loc, TypeRange{type}, ValueRange{t}, ValueRange{init},
+               ArrayRef<AffineMap>{id, id},
+               SmallVector<utils::IteratorType>(type.getRank(),
+                                                utils::IteratorType::parallel),
+               [&](OpBuilder &nb, Location nl, ValueRange args) {
+                 linalg::YieldOp::create(
+                     nb, nl,
+                     ValueRange{arith::MulFOp::create(nb, nl, args[0], s)});
+               })
+        .getResult(0);
+  };
+  Value lossValue =
+      tensor::FromElementsOp::create(b, loc, f32Scalar, ValueRange{element(0)});
+  SmallVector<Value> results{scaled(lossValue)};
+  SmallVector<DictionaryAttr> resultAttrs{attrs.getDictionaryAttr(
+      {attrs.getNamedAttr(attrs::kOutput, attrs.getStringAttr(facts.lossName)),
+       attrs.getNamedAttr(attrs::kDType, attrs.getStringAttr("float32"))})};
+  for (auto [i, g] : llvm::enumerate(gradients)) {
+    results.push_back(scaled(g));
+    const std::string &name = trained[i].first;
+    SmallVector<NamedAttribute> dict{
+        attrs.getNamedAttr(attrs::kGradient, attrs.getStringAttr(name)),
+        attrs.getNamedAttr(attrs::kOutput,
+                           attrs.getStringAttr(name + ".grad"))};
+    if (Attribute dtype = argAttrs[i].get(attrs::kDType))
+      dict.push_back(attrs.getNamedAttr(attrs::kDType, dtype));
+    resultAttrs.push_back(attrs.getDictionaryAttr(dict));
+  }
+  func::ReturnOp::create(b, loc, results);
+  main.setType(
+      FunctionType::get(&context, types, ValueRange(results).getTypes()));
+  main.setAllResultAttrs(resultAttrs);
+  if (n == 0)
+    return error("pipeline stage " + llvm::Twine(k) +
+                 " trains no parameter; choose fewer stages (--pp)");
+
+  const TrainConfig &c = options.step.config;
+  ApplyOptimizerOptions o;
+  o.optimizer = c.optimizer;
+  o.lr = c.lr;
+  o.momentum = c.momentum;
+  o.dampening = c.dampening;
+  o.nesterov = c.nesterov;
+  o.weightDecay = c.weightDecay;
+  o.beta1 = c.beta1;
+  o.beta2 = c.beta2;
+  o.eps = c.eps;
+  o.clip = c.gradientClipping;
+  o.schedule = c.schedule;
+  o.warmupType = c.warmupType;
+  o.warmupMinLr = c.warmupMinLr;
+  o.warmupMaxLr = c.warmupMaxLr;
+  o.warmupSteps = c.warmupSteps;
+  o.totalSteps = c.totalSteps;
+  o.warmupMinRatio = c.warmupMinRatio;
+  o.cosMinRatio = c.cosMinRatio;
+  o.pipelineStages = plan.pp;
+  auto pm = PassManager::on<ModuleOp>(&context);
+  applyPassManagerCLOptionsIfAny(pm);
+  pm.addPass(createApplyOptimizer(o));
+  if (failed(pm.run(*module)))
+    return error("adding the optimizer to pipeline stage " + llvm::Twine(k) +
+                 " failed (see the diagnostics above)");
+  out = std::move(module);
+  return llvm::Error::success();
+}
+
+} // namespace
+
+llvm::Expected<std::vector<PipelineTrainingStage>>
+buildPipelineTraining(MLIRContext &context, const PlanCandidate &plan,
+                      const PipelineTrainingOptions &options) {
+  const TrainingStepOptions &step = options.step;
+  if (plan.tp > 1 || plan.zeroStage > 0)
+    return error("pipeline-parallel training runs with --tp 1 and ZeRO 0 so "
+                 "far (the plan has tp " +
+                 llvm::Twine(plan.tp) + ", ZeRO-" +
+                 llvm::Twine(plan.zeroStage) + ")");
+  if (plan.recompute == Recompute::Selective)
+    return error("recompute selective under pipeline parallelism is being "
+                 "built; use --recompute none or full");
+  if (step.config.precision == "fp16")
+    return error("fp16 loss scaling under pipeline parallelism is being "
+                 "built; train in fp32 or bf16");
+  int64_t microBatch = plan.microBatchSize;
+  if (microBatch * plan.numMicroBatches * plan.dp != options.globalBatch)
+    return error(llvm::Twine(plan.dp) + " replicas of " +
+                 llvm::Twine(plan.numMicroBatches) + " micro-batches of " +
+                 llvm::Twine(microBatch) + " do not make the global batch " +
+                 llvm::Twine(options.globalBatch));
+
+  // The model for one micro-batch.
+  ImportOptions perMicroBatch = options.importOptions;
+  perMicroBatch.batchRatio = options.globalBatch / microBatch;
+  perMicroBatch.trainingStateUpdates = true;
+  for (const ArtifactArgument &arg : options.globalArguments) {
+    if (arg.kind != ArtifactArgument::Kind::Input)
+      continue;
+    if (arg.shape.empty() || arg.shape[0] != options.globalBatch)
+      return error("input '" + arg.name + "' does not have the global batch (" +
+                   llvm::Twine(options.globalBatch) +
+                   ") as its leading dim, so it cannot be cut into "
+                   "micro-batches for the pipeline");
+    SmallVector<int64_t> shape(arg.shape);
+    shape[0] = microBatch;
+    perMicroBatch.inputShapes[arg.name] = shape;
+  }
+  OwningOpRef<ModuleOp> module =
+      importOnnxFile(&context, options.modelPath, perMicroBatch);
+  if (!module)
+    return error("importing " + options.modelPath + " for a micro-batch of " +
+                 llvm::Twine(microBatch) +
+                 " failed (see the diagnostics above)");
+  {
+    auto pm = PassManager::on<ModuleOp>(&context);
+    applyPassManagerCLOptionsIfAny(pm);
+    pm.addNestedPass<func::FuncOp>(createSinkMergingReshapes());
+    if (failed(pm.run(*module)))
+      return error("preparing " + options.modelPath +
+                   " for pipeline stages failed (see the diagnostics above)");
+  }
+  auto main = module->lookupSymbol<func::FuncOp>("main");
+  for (unsigned j = 0; j < main.getNumResults(); ++j)
+    if (main.getResultAttr(j, attrs::kUpdate))
+      return error(options.modelPath +
+                   " updates state in its forward (BatchNorm's running "
+                   "statistics), which pipeline-parallel training does not "
+                   "carry between micro-batches yet; train it without --pp");
+
+  // The stages of the forward, as the planner placed them; the loss the
+  // importer or autopar-add-cross-entropy-loss adds goes with its inputs.
+  if (llvm::Error err = assignPipelineStages(main, plan))
+    return std::move(err);
+  std::string lossName = step.loss;
+  if (std::string output = crossEntropyOutput(step.loss); !output.empty()) {
+    auto pm = PassManager::on<ModuleOp>(&context);
+    AddCrossEntropyLossOptions addLoss;
+    addLoss.output = output;
+    pm.addPass(createAddCrossEntropyLoss(addLoss));
+    if (failed(pm.run(*module)))
+      return error("adding the loss failed (see the diagnostics above)");
+    lossName = "loss";
+  }
+  main = module->lookupSymbol<func::FuncOp>("main");
+  if (lossName.empty()) {
+    SmallVector<std::string> scalars;
+    for (unsigned j = 0; j < main.getNumResults(); ++j) {
+      auto type = dyn_cast<RankedTensorType>(main.getResultTypes()[j]);
+      auto name = main.getResultAttrOfType<StringAttr>(j, attrs::kOutput);
+      if (type && name && isa<FloatType>(type.getElementType()) &&
+          type.getNumElements() == 1)
+        scalars.push_back(name.getValue().str());
+    }
+    if (scalars.size() != 1)
+      return error("pipeline training needs one loss: name it with --loss "
+                   "NAME (the float scalar outputs are " +
+                   llvm::Twine(scalars.size()) + ")");
+    lossName = scalars.front();
+  }
+  if (!keepOnlyResult(main, lossName))
+    return error("--loss " + lossName +
+                 ": the model has no output of that name");
+  // What is trained, as one rank trains it, and how the loss adds up.
+  StepFacts facts;
+  facts.lossName = lossName;
+  auto ret = cast<func::ReturnOp>(main.getBody().front().getTerminator());
+  Value loss = ret.getOperand(0);
+  {
+    SmallVector<llvm::GlobPattern> globs;
+    for (const std::string &glob : step.freeze) {
+      auto pattern = llvm::GlobPattern::create(glob);
+      if (!pattern)
+        return error("--freeze " + glob + ": " +
+                     llvm::toString(pattern.takeError()));
+      globs.push_back(std::move(*pattern));
+    }
+    SmallVector<Value> candidates;
+    for (BlockArgument arg : main.getArguments()) {
+      auto name = main.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                    attrs::kParameter);
+      if (!name || !isFloatTensor(arg.getType()) ||
+          llvm::any_of(globs, [&](const llvm::GlobPattern &g) {
+            return g.match(name.getValue());
+          }))
+        continue;
+      candidates.push_back(arg);
+    }
+    llvm::DenseSet<Value> active = findActiveValues(main, candidates, loss);
+    SmallVector<Value> trainedValues;
+    for (Value arg : candidates)
+      if (active.contains(arg)) {
+        trainedValues.push_back(arg);
+        facts.trained.insert(
+            main.getArgAttrOfType<StringAttr>(
+                    cast<BlockArgument>(arg).getArgNumber(), attrs::kParameter)
+                .getValue());
+      }
+    if (trainedValues.empty())
+      return error("the loss '" + lossName +
+                   "' does not depend on any float parameter, so there is "
+                   "nothing to train");
+    LossParts parts = analyseLoss(main, loss, trainedValues);
+    facts.kind = parts.kind;
+    if (parts.kind == LossKind::Ratio) {
+      // The stages compute the numerator and the denominator; the step
+      // divides their sums.
+      OpBuilder b(ret);
+      Value num = asScalar(b, ret.getLoc(), parts.numerator);
+      Value den = asScalar(b, ret.getLoc(), parts.denominator);
+      Builder a(&context);
+      func::ReturnOp::create(b, ret.getLoc(), ValueRange{num, den});
+      DictionaryAttr lossAttrs = main.getResultAttrDict(0);
+      ret.erase();
+      main.setType(FunctionType::get(&context, main.getArgumentTypes(),
+                                     {num.getType(), den.getType()}));
+      main.setAllResultAttrs(ArrayRef<DictionaryAttr>{
+          lossAttrs,
+          a.getDictionaryAttr(
+              {a.getNamedAttr(attrs::kOutput,
+                              a.getStringAttr(kLossDenominator)),
+               a.getNamedAttr(attrs::kDType, a.getStringAttr("float32"))})});
+    } else if (cast<RankedTensorType>(loss.getType()).getRank() > 0) {
+      OpBuilder b(ret);
+      ret->setOperand(0, asScalar(b, ret.getLoc(), loss));
+      main.setType(FunctionType::get(&context, main.getArgumentTypes(),
+                                     ret->getOperandTypes()));
+    }
+  }
+
+  // Ops added after the planner placed the stages (the loss, its parts)
+  // go with their operands.
+  for (Operation &op : main.getBody().front().without_terminator()) {
+    if (op.hasAttr(attrs::kStage) || op.getNumOperands() == 0)
+      continue;
+    int64_t stage = 0;
+    for (Value v : op.getOperands())
+      if (Operation *def = v.getDefiningOp())
+        if (auto s = def->getAttrOfType<IntegerAttr>(attrs::kStage))
+          stage = std::max(stage, s.getInt());
+    op.setAttr(attrs::kStage,
+               IntegerAttr::get(IntegerType::get(&context, 64), stage));
+  }
+
+  {
+    auto pm = PassManager::on<ModuleOp>(&context);
+    applyPassManagerCLOptionsIfAny(pm);
+    pm.addPass(createSplitPipelineStages());
+    if (failed(pm.run(*module)))
+      return error("splitting " + options.modelPath +
+                   " into pipeline stages failed (see the diagnostics above)");
+  }
+  SmallVector<ModuleOp> stageModules(module->getOps<ModuleOp>());
+  if (int64_t(stageModules.size()) != plan.pp)
+    return error("the plan has " + llvm::Twine(plan.pp) +
+                 " pipeline stages, but its ops cover " +
+                 llvm::Twine(stageModules.size()));
+  // The loss must come out of the last stage: a stage after it would hold
+  // nothing the loss depends on.
+  for (auto [k, stage] : llvm::enumerate(stageModules)) {
+    auto f = stage.lookupSymbol<func::FuncOp>("main");
+    for (unsigned j = 0; j < f.getNumResults(); ++j)
+      if (auto name = f.getResultAttrOfType<StringAttr>(j, attrs::kOutput);
+          name && name.getValue() == lossName && int64_t(k) != plan.pp - 1)
+        return error("pipeline stage " + llvm::Twine(k) +
+                     " computes the loss, but the plan has " +
+                     llvm::Twine(plan.pp) +
+                     " stages: the stages after it would hold nothing the "
+                     "loss depends on, so they would train nothing; choose "
+                     "fewer stages (--pp " +
+                     llvm::Twine(k + 1) + " or fewer)");
+  }
+  // A parameter two stages read (tied embeddings) would be trained twice.
+  std::map<std::string, int64_t> firstStage;
+  for (auto [k, stage] : llvm::enumerate(stageModules)) {
+    auto f = stage.lookupSymbol<func::FuncOp>("main");
+    for (unsigned i = 0; i < f.getNumArguments(); ++i)
+      if (auto name = f.getArgAttrOfType<StringAttr>(i, attrs::kParameter)) {
+        auto [it, inserted] =
+            firstStage.try_emplace(name.getValue().str(), int64_t(k));
+        if (!inserted && facts.trained.contains(name.getValue()))
+          return error("parameter '" + name.getValue() +
+                       "' is read by pipeline stages " +
+                       llvm::Twine(it->second) + " and " + llvm::Twine(k) +
+                       " (tied weights); pipeline-parallel training does not "
+                       "share a trained parameter between stages yet: "
+                       "choose another --pp or train without it");
+      }
+  }
+
+  std::vector<PipelineTrainingStage> stages(plan.pp);
+  for (auto [k, stage] : llvm::enumerate(stageModules))
+    if (llvm::Error err =
+            cutStage(stage, k, plan.pp, facts, plan.recompute, stages[k]))
+      return std::move(err);
+  llvm::StringSet<> heldByAStage;
+  for (auto &[name, stage] : firstStage)
+    heldByAStage.insert(name);
+  for (int64_t k = 0; k < plan.pp; ++k)
+    if (llvm::Error err = buildStep(context, stages[k], k, plan, facts, options,
+                                    heldByAStage, stages[k].step))
+      return std::move(err);
+  return stages;
+}
+
+llvm::json::Object
+pipelineCollectives(std::vector<PipelineTrainingStage> &stages,
+                    int64_t microBatches) {
+  // {axis: {op: (calls, bus bytes)}}, the largest over the stages.
+  std::map<std::string, std::map<std::string, std::pair<double, double>>> most;
+  for (PipelineTrainingStage &stage : stages) {
+    std::map<std::string, std::map<std::string, std::pair<double, double>>>
+        mine;
+    llvm::json::Object step = stepCollectives(*stage.step);
+    for (auto &[axis, ops] : step)
+      for (auto &[op, counts] : *ops.getAsObject()) {
+        const llvm::json::Object *c = counts.getAsObject();
+        mine[axis.str()][op.str()] = {*c->getNumber("calls"),
+                                      *c->getNumber("bus_bytes")};
+      }
+    // Each micro-batch's activations and cotangents, one call per tensor.
+    for (ModuleOp program : {*stage.forward, *stage.backward}) {
+      auto main = program.lookupSymbol<func::FuncOp>("main");
+      auto count = [&](Type type, const char *op) {
+        auto tensor = cast<RankedTensorType>(type);
+        auto &[calls, bytes] = mine["pp"][op];
+        calls += double(microBatches);
+        bytes += double(microBatches) * double(tensor.getNumElements()) *
+                 double(tensor.getElementTypeBitWidth() / 8);
+      };
+      for (unsigned i = 0; i < main.getNumArguments(); ++i)
+        if (main.getArgAttr(i, attrs::kActivationIn))
+          count(main.getArgumentTypes()[i], "recv");
+      for (unsigned j = 0; j < main.getNumResults(); ++j)
+        if (main.getResultAttr(j, attrs::kActivationOut))
+          count(main.getResultTypes()[j], "send");
+    }
+    for (auto &[axis, ops] : mine)
+      for (auto &[op, counts] : ops) {
+        auto &best = most[axis][op];
+        best.first = std::max(best.first, counts.first);
+        best.second = std::max(best.second, counts.second);
+      }
+  }
+  llvm::json::Object axes;
+  for (auto &[axis, byOp] : most) {
+    llvm::json::Object ops;
+    for (auto &[name, counts] : byOp)
+      ops[name] = llvm::json::Object{{"calls", counts.first},
+                                     {"bus_bytes", counts.second}};
+    axes[axis] = std::move(ops);
+  }
+  return axes;
+}
+
+llvm::FailureOr<TrainedSummary> writePipelineTrainingArtifact(
+    std::vector<PipelineTrainingStage> &stages, const PlanCandidate &plan,
+    const TrainingArtifactOptions &options, std::string &error) {
+  auto fail = [&](const llvm::Twine &message) {
+    error = message.str();
+    return failure();
+  };
+  auto weights = locateInitializers(options.modelPath);
+  if (!weights)
+    return fail(llvm::toString(weights.takeError()));
+  if (std::error_code ec = llvm::sys::fs::create_directories(options.outputDir))
+    return fail("cannot create " + options.outputDir + ": " + ec.message());
+
+  ArtifactDescription description;
+  std::vector<ArtifactProgram> phases;
+  TrainedSummary trained;
+  for (auto [k, stage] : llvm::enumerate(stages)) {
+    std::string name = "stage" + std::to_string(k);
+    MLIRContext *context = stage.step->getContext();
+    if (plan.dp > 1 || plan.pp > 1) {
+      auto lower = PassManager::on<ModuleOp>(context);
+      applyPassManagerCLOptionsIfAny(lower);
+      lower.addPass(createLowerCollectivesToRuntime());
+      lower.addPass(mlir::createCanonicalizerPass());
+      lower.addPass(mlir::createCSEPass());
+      if (failed(lower.run(*stage.step)))
+        return fail("lowering the collectives of pipeline stage " +
+                    llvm::Twine(k) + " failed (see the diagnostics above)");
+    }
+    struct Part {
+      ModuleOp module;
+      std::string name, phase;
+    };
+    for (Part part : {Part{*stage.step, name, ""},
+                      Part{*stage.forward, name + ".forward", "forward"},
+                      Part{*stage.backward, name + ".backward", "backward"}}) {
+      if (!options.dumpDir.empty()) {
+        std::error_code ec;
+        llvm::raw_fd_ostream os(
+            options.dumpDir + "/train-" + part.name + ".mlir", ec);
+        if (!ec)
+          part.module.print(os);
+      }
+      auto main = part.module.lookupSymbol<func::FuncOp>("main");
+      auto arguments = collectArtifactArguments(main);
+      if (failed(arguments))
+        return fail("pipeline stage " + llvm::Twine(k) + "'s " +
+                    (part.phase.empty() ? std::string("step") : part.phase) +
+                    " lacks the importer's attributes");
+      // The data: the global batch, cut over the replicas.
+      for (ArtifactArgument &arg : *arguments) {
+        if (arg.kind != ArtifactArgument::Kind::Input || arg.shape.empty())
+          continue;
+        arg.globalShape.assign(arg.shape.begin(), arg.shape.end());
+        arg.globalShape[0] = options.globalBatch;
+        if (plan.dp > 1) {
+          arg.splitDim = 0;
+          arg.splitAxis = "dp";
+        }
+      }
+      if (part.phase.empty()) {
+        for (const ArtifactArgument &arg : *arguments) {
+          if (arg.kind != ArtifactArgument::Kind::Parameter || !arg.trainable)
+            continue;
+          int64_t elements = 1;
+          for (int64_t d : arg.shape)
+            elements *= d;
+          ++trained.tensors;
+          trained.elements += elements;
+          trained.bytes += elements * (arg.dtype == "float64"   ? 8
+                                       : arg.dtype == "float32" ? 4
+                                                                : 2);
+        }
+      }
+      auto program = lowerTrainingProgram(part.module, options, part.name,
+                                          std::move(*arguments), "", error);
+      if (failed(program))
+        return failure();
+      program->phase = part.phase;
+      program->stage = int64_t(k);
+      if (part.phase.empty())
+        description.programs.push_back(std::move(*program));
+      else
+        phases.push_back(std::move(*program));
+    }
+  }
+  for (ArtifactProgram &program : phases)
+    description.programs.push_back(std::move(program));
+
+  llvm::SmallString<256> absModel(options.modelPath);
+  llvm::sys::fs::make_absolute(absModel);
+  description.modelPath = std::string(absModel);
+  description.cluster = options.cluster;
+  description.worldSize = plan.dp * plan.pp;
+  description.dp = plan.dp;
+  description.pp = plan.pp;
+  description.pipeline =
+      ArtifactPipeline{plan.numMicroBatches, plan.microBatchSize,
+                       scheduleName(plan.schedule).str()};
+  ArtifactTraining t;
+  t.loss = options.loss;
+  for (const ArtifactArgument &arg : description.programs[0].arguments)
+    if (arg.kind == ArtifactArgument::Kind::Output)
+      t.loss = arg.name;
+  t.globalBatch = options.globalBatch;
+  for (const ArtifactArgument &arg : description.programs[0].arguments)
+    if (arg.kind == ArtifactArgument::Kind::Input && arg.shape.size() == 2 &&
+        arg.dtype.rfind("int", 0) == 0) {
+      t.tokensPerSample = arg.shape[1];
+      break;
+    }
+  t.optimizer = options.config.optimizerJson();
+  t.scheduler = options.config.schedulerJson();
+  t.gradientClipping = options.config.gradientClipping;
+  t.precision =
+      options.config.precision.empty() ? "fp32" : options.config.precision;
+  t.microBatches = plan.numMicroBatches;
+  description.training = std::move(t);
+  if (failed(writeManifest(options.outputDir, std::move(description), *weights,
+                           error)))
+    return failure();
+  return trained;
+}
+
+} // namespace autopar
