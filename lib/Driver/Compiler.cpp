@@ -235,14 +235,6 @@ int CompileFlow::validateRequest() {
     // tensor parallelism over all ranks, so far: the plan is pinned to it
     // (docs/distributed-training.md). On GPUs the step's collectives go to
     // the NCCL backend.
-    if (o.pp > 1)
-      return fail("--pp " + llvm::Twine(o.pp) +
-                  " --mode train: training on several ranks executes "
-                  "data parallelism (with ZeRO 0 to 3), or tensor "
-                  "parallelism over all ranks (--tp " +
-                  llvm::Twine(cluster.worldSize()) +
-                  "), so far; pipeline parallelism is being built. Use "
-                  "--plan-only to plan and report it");
     if (o.dp > 0 && o.dp != cluster.worldSize())
       return fail("--dp " + llvm::Twine(o.dp) + " --mode train on --cluster " +
                   o.cluster +
@@ -367,13 +359,12 @@ int CompileFlow::pinTensorParallelTraining() {
     return fail("--tp " + llvm::Twine(o.tp) + " --mode train on --cluster " +
                 o.cluster + ": " + what);
   };
-  if (world % o.tp != 0 || (o.dp > 0 && o.dp * o.tp != world) || o.pp > 1)
+  if (world % o.tp != 0 || (o.dp > 0 && o.dp * o.tp != world))
     return refuse("tensor-parallel training runs data-parallel replicas of "
                   "tensor-parallel groups over all " +
                   llvm::Twine(world) +
                   " ranks so far: --tp must divide the rank count, with "
-                  "--dp the rest and --pp 1 (pipeline parallelism is being "
-                  "built)");
+                  "--dp the rest");
   if (gpu)
     return refuse("tensor-parallel training compiles for CPU ranks "
                   "(local:N) so far; on GPUs training runs data-parallel "

@@ -450,6 +450,137 @@ TEST(ManifestTest, ParsesPipelines) {
   EXPECT_EQ(parsed.programs[0].arguments[0].globalShape, (Shape{16, 8}));
 }
 
+/// A pipeline-parallel training artifact (docs/design/training-artifact.md):
+/// 2 stages, 2 micro-batches of 1; each stage's ranks run its step, and its
+/// forward and backward per micro-batch.
+json trainingPipelineManifest() {
+  return json::parse(R"({
+    "format": "autopar-artifact", "version": 1, "model": "/abs/m.onnx",
+    "cluster": "local:2", "world_size": 2, "mode": "train",
+    "training": { "loss": "loss", "global_batch": 2 },
+    "grid": { "dp": 1, "tp": 1, "pp": 2 },
+    "pipeline": { "stages": 2, "micro_batches": 2, "micro_batch_size": 1,
+                  "schedule": "gpipe" },
+    "programs": [
+      { "name": "stage0", "library": "stage0.so", "entry": "autopar_entry",
+        "arguments": [
+          { "kind": "parameter", "name": "w", "dtype": "float32", "shape": [4],
+            "trainable": true,
+            "source": { "file": "model.onnx", "offset": 0, "length": 16 } },
+          { "kind": "accumulator", "name": "w.grad", "dtype": "float32",
+            "shape": [4] },
+          { "kind": "input", "name": "x", "dtype": "float32", "shape": [1, 4],
+            "global_shape": [2, 4] },
+          { "kind": "output", "name": "loss", "dtype": "float32", "shape": [] },
+          { "kind": "update", "name": "w.next", "updates": "w",
+            "dtype": "float32", "shape": [4] } ] },
+      { "name": "stage1", "library": "stage1.so", "entry": "autopar_entry",
+        "arguments": [
+          { "kind": "accumulator", "name": "loss.sum", "dtype": "float32",
+            "shape": [] },
+          { "kind": "output", "name": "loss", "dtype": "float32", "shape": [] } ] },
+      { "name": "stage0.forward", "library": "f0.so", "entry": "autopar_entry",
+        "phase": "forward", "stage": 0,
+        "arguments": [
+          { "kind": "input", "name": "x", "dtype": "float32", "shape": [1, 4],
+            "global_shape": [2, 4] },
+          { "kind": "activation_out", "name": "h", "dtype": "float32",
+            "shape": [1, 4], "peer_stage": 1 },
+          { "kind": "residual", "name": "residual.0", "dtype": "float32",
+            "shape": [1, 4] } ] },
+      { "name": "stage0.backward", "library": "b0.so", "entry": "autopar_entry",
+        "phase": "backward", "stage": 0,
+        "arguments": [
+          { "kind": "residual", "name": "residual.0", "dtype": "float32",
+            "shape": [1, 4] },
+          { "kind": "activation_in", "name": "h.grad", "dtype": "float32",
+            "shape": [1, 4], "peer_stage": 1 } ] },
+      { "name": "stage1.forward", "library": "f1.so", "entry": "autopar_entry",
+        "phase": "forward", "stage": 1,
+        "arguments": [
+          { "kind": "activation_in", "name": "h", "dtype": "float32",
+            "shape": [1, 4], "peer_stage": 0 },
+          { "kind": "sample_offset", "name": "sample_offset", "dtype": "int64",
+            "shape": [] } ] },
+      { "name": "stage1.backward", "library": "b1.so", "entry": "autopar_entry",
+        "phase": "backward", "stage": 1,
+        "arguments": [
+          { "kind": "activation_out", "name": "h.grad", "dtype": "float32",
+            "shape": [1, 4], "peer_stage": 0 } ] } ],
+    "ranks": [
+      { "rank": 0, "program": "stage0", "coords": { "dp": 0, "tp": 0, "pp": 0 } },
+      { "rank": 1, "program": "stage1", "coords": { "dp": 0, "tp": 0, "pp": 1 } } ]
+  })");
+}
+
+TEST(ManifestTest, ParsesTrainingPipelines) {
+  Manifest parsed = parseManifest(trainingPipelineManifest().dump(), Path);
+  EXPECT_TRUE(parsed.isPipelineTraining());
+  EXPECT_EQ(parsed.programForRank(1).name, "stage1");
+  EXPECT_EQ(parsed.programs[1].stage, 1);
+  const ProgramDesc *forward = parsed.phaseProgram(1, "forward");
+  ASSERT_NE(forward, nullptr);
+  EXPECT_EQ(forward->name, "stage1.forward");
+  EXPECT_EQ(forward->arguments[1].kind, ArgumentKind::SampleOffset);
+  const ProgramDesc *backward = parsed.phaseProgram(0, "backward");
+  ASSERT_NE(backward, nullptr);
+  EXPECT_EQ(backward->arguments[0].kind, ArgumentKind::Residual);
+  EXPECT_EQ(backward->arguments[1].peerStage, 1);
+  EXPECT_EQ(parsed.programs[0].arguments[1].kind, ArgumentKind::Accumulator);
+  // The step's loss is one per step, not one per micro-batch; its inputs
+  // hold every micro-batch.
+  EXPECT_EQ(parsed.programs[0].arguments[3].rankShape, Shape{});
+  EXPECT_EQ(parsed.programs[0].arguments[2].rankShape, (Shape{2, 4}));
+  EXPECT_EQ(parsed.phaseProgram(2, "forward"), nullptr);
+  EXPECT_FALSE(
+      parseManifest(pipelineManifest().dump(), Path).isPipelineTraining());
+}
+
+TEST(ManifestTest, ReportsBadTrainingPipelines) {
+  struct Case {
+    const char *pointer;
+    json value;
+    const char *expected;
+  } cases[] = {
+      {"/programs/2/phase", "sideways",
+       "'programs[2].phase' is \"sideways\", expected \"forward\" or "
+       "\"backward\""},
+      {"/programs/2/stage", 2,
+       "'programs[2].stage' is 2, but the pipeline has 2 stages"},
+      {"/ranks/1/program", "stage1.forward",
+       "'ranks[1].program' is 'stage1.forward', a forward program, which "
+       "ranks run per micro-batch beside their step, not as it"},
+      // A backward's cotangents come from the next stage.
+      {"/programs/3/arguments/1/peer_stage", 0,
+       "'programs[3].arguments[1].peer_stage' is 0, but program "
+       "'stage0.backward' runs stage 0, whose cotangents come from stage 1"},
+      {"/programs/5/arguments/0/name", "g",
+       "'programs[3].arguments[1]' receives activation_in 'h.grad' (float32 "
+       "[1, 4]) where program 'stage1.backward' sends activation_out 'g'"},
+  };
+  for (const Case &c : cases) {
+    json manifest = trainingPipelineManifest();
+    manifest[json::json_pointer(c.pointer)] = c.value;
+    SCOPED_TRACE(c.pointer);
+    expectError(manifest, c.expected);
+  }
+  json manifest = trainingPipelineManifest();
+  manifest["programs"].erase(4);
+  expectError(manifest,
+              "'programs' has no forward program for pipeline stage 1");
+  // A step exchanges nothing; a phase needs a training pipeline.
+  manifest = trainingPipelineManifest();
+  manifest["programs"][1]["arguments"].push_back(
+      manifest["programs"][4]["arguments"][0]);
+  expectError(manifest, "'programs[1].arguments[2]' is activation_in 'h' "
+                        "(float32 [1, 4]) of program 'stage1', a training "
+                        "pipeline's step, which exchanges no activations");
+  manifest = pipelineManifest();
+  manifest["programs"][0]["phase"] = "forward";
+  expectError(manifest, "'programs[0].phase' is only allowed in a training "
+                        "artifact with a \"pipeline\"");
+}
+
 TEST(ManifestTest, ReportsBadPipelines) {
   struct Case {
     const char *pointer;
@@ -495,8 +626,8 @@ TEST(ManifestTest, ReportsBadPipelines) {
        "'programs[1].arguments[2].kind' is \"weights\", expected "
        "\"parameter\", \"input\", \"output\", \"activation_in\", "
        "\"activation_out\", \"optimizer_state\", \"step\", \"seed\", "
-       "\"metric\" or "
-       "\"update\""},
+       "\"metric\", \"update\", \"sample_offset\", \"residual\" or "
+       "\"accumulator\""},
       {"/ranks/1/program", "stage1",
        "'ranks[1].program' is 'stage1', but another rank of pipeline stage 0 "
        "runs 'stage0' (each stage has one program)"},
