@@ -4,7 +4,18 @@
 1. Scale: GPT-style models (bench/gen_gpt_onnx.py, weights never written) planned for
    training with `autopar-compile --plan-only` on A100 clusters of growing size; prints
    the search time the planner reports and the wall time of the whole command.
-2. Published: the 1-trillion-parameter GPT of Narayanan et al., "Efficient Large-Scale
+2. Published tables: every row of Megatron-LM's two published weak-scaling tables, planned
+   for training on the cluster of that row (the search time each takes, the plan and its
+   predicted step time):
+   - A100 (2021): Narayanan et al., SC'21, Table 1 (the Megatron-LM README's
+     images/cases_april2021.png until July 2024): GPT 1.7B on 32 A100-80GB ... 1T on
+     3072, sequence 2048, vocabulary 51200;
+   - H100 (2024): the Megatron-LM README's images/model_table.png (commit 937571c,
+     July 2024): GPT 1.7B on 48 H100 ... 462B on 6144, sequence 4096, vocabulary 131072.
+   --save FILE writes each row's plan and predicted step time; --compare FILE fails when
+   a row's predicted step time is worse than the saved one (a search change must not
+   make a plan worse).
+3. Published run: the 1-trillion-parameter GPT of Narayanan et al., "Efficient Large-Scale
    Language Model Training on GPU Clusters Using Megatron-LM" (SC'21): 128 layers,
    hidden 25600, 160 heads, sequence 2048, batch 3072 on 3072 A100-80GB (384 DGX A100
    nodes), tp=8, pp=64, reported at 502 petaFLOP/s aggregate. Their FLOP count per
@@ -14,6 +25,8 @@
    and of its own automatic plan.
 
 Usage: bench/bench_planner.py [--build-dir build] [--work-dir DIR] [--write-results]
+                              [--only scale,tables,published] [--repeat N]
+                              [--save FILE] [--compare FILE]
 
 The generated models and reports go to --work-dir (default BUILD_DIR/bench-planner);
 --write-results makes the tables the current planner figures in bench/RESULTS.md.
@@ -51,24 +64,156 @@ def plan(compile_bin, model, cluster, shape, extra=()):
     return data, wall, " ".join(results.repo_path(c) if os.path.isabs(c) else c for c in cmd)
 
 
+def covered(report):
+    """"N (M priced)": the plans the search covered, and those it priced (the
+    others a lower bound showed could not be chosen or reported)."""
+    search = report["search"]
+    total = search["candidates_evaluated"]
+    return f"{total} ({total - search.get('candidates_pruned', 0)} priced)"
+
+
+# Megatron-LM's published weak-scaling tables: (name, heads, hidden, layers, tp, pp, GPUs,
+# batch, per-GPU teraFLOP/s), as published.
+A100_2021 = [  # sequence 2048, vocabulary 51200, DGX A100 80GB (8 GPUs a node)
+    ("1.7B", 24, 2304, 24, 1, 1, 32, 512, 137),
+    ("3.6B", 32, 3072, 30, 2, 1, 64, 512, 138),
+    ("7.5B", 32, 4096, 36, 4, 1, 128, 512, 142),
+    ("18B", 48, 6144, 40, 8, 1, 256, 1024, 135),
+    ("39B", 64, 8192, 48, 8, 2, 512, 1536, 138),
+    ("76B", 80, 10240, 60, 8, 4, 1024, 1792, 140),
+    ("145B", 96, 12288, 80, 8, 8, 1536, 2304, 148),
+    ("310B", 128, 16384, 96, 8, 16, 1920, 2160, 155),
+    ("530B", 128, 20480, 105, 8, 35, 2520, 2520, 163),
+    ("1T", 160, 25600, 128, 8, 64, 3072, 3072, 163),
+]
+H100_2024 = [  # sequence 4096, vocabulary 131072, DGX H100 (8 GPUs a node)
+    ("1.7B", 16, 2048, 24, 1, 1, 48, 192, 408.8),
+    ("7.1B", 32, 4096, 30, 2, 1, 96, 192, 465.9),
+    ("16B", 48, 6144, 32, 4, 1, 192, 192, 489.1),
+    ("32B", 56, 7168, 48, 8, 1, 384, 192, 459.6),
+    ("70B", 64, 8192, 84, 8, 2, 768, 384, 419.7),
+    ("119B", 80, 10240, 92, 8, 4, 1536, 768, 420.5),
+    ("177B", 96, 12288, 96, 8, 6, 2304, 1152, 432.8),
+    ("314B", 128, 16384, 96, 8, 8, 3072, 1536, 474.4),
+    ("462B", 144, 18432, 112, 8, 16, 6144, 3072, 459.9),
+]
+TABLES = [("A100 (2021)", "dgx-a100-80gb", 2048, 51200, A100_2021),
+          ("H100 (2024)", "dgx-h100", 4096, 131072, H100_2024)]
+
+
+def published_tables(compile_bin, work, out, repeat, saved):
+    """Plans every row of both tables; returns {row key: figures} and the rows whose
+    predicted step time is worse than `saved`'s."""
+    rows, worse = {}, []
+    out("#### Search time on Megatron-LM's published tables (training, bf16)")
+    out("")
+    out(f"Each row planned {repeat} time(s); search s is the planner's own time "
+        "(graph analysis and search), the median and the slowest run.")
+    out("")
+    out("| table | model | cluster | GPUs | batch | published dp/tp/pp | autopar plan: dp/tp/pp, "
+        "ZeRO, micro-batch, recompute | predicted step s | plans covered (priced) | search s (median) | search s (max) |")
+    out("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for title, preset, seq, vocab, table in TABLES:
+        for name, heads, hidden, layers, tp, pp, gpus, batch, _ in table:
+            tag = title.split()[0].lower()
+            model = os.path.join(work, f"megatron-{tag}-{name}.onnx")
+            if not os.path.exists(model):
+                gpt_onnx.main(["--layers", str(layers), "--hidden", str(hidden),
+                               "--heads", str(heads), "--vocab", str(vocab), "--seq",
+                               str(seq), "-o", model, "--no-check"])
+            cluster = f"{preset}:{gpus // 8}"
+            times, data = [], None
+            for _ in range(repeat):
+                data, _, _ = plan(compile_bin, model, cluster, f"{batch}x{seq}")
+                if data is None:
+                    break
+                times.append(data["search_time_s"])
+            key = f"{tag} {name}"
+            published = f"{gpus // tp // pp}/{tp}/{pp}"
+            if data is None:
+                out(f"| {title} | {name} | {cluster} | {gpus} | {batch} | {published} | "
+                    "fits nowhere | | | | |")
+                rows[key] = None
+                continue
+            times.sort()
+            m = data["mesh"]
+            step = data["predicted"]["step_time_s"]
+            auto = (f"{m['dp']}/{m['tp']}/{m['pp']}, {data['zero_stage']}, "
+                    f"{data['micro_batch_size']}, {data['recompute']}")
+            rows[key] = {"step_time_s": step, "plan": auto,
+                         "search_time_s": times[len(times) // 2],
+                         "search_time_max_s": times[-1]}
+            mark = ""
+            if saved is not None:
+                before = (saved.get(key) or {}).get("step_time_s")
+                if before is not None and step > before * (1 + 1e-9):
+                    worse.append(f"{key}: {step:.6f} s, was {before:.6f} s "
+                                 f"({saved[key]['plan']})")
+                    mark = " (worse)"
+            out(f"| {title} | {name} | {cluster} | {gpus} | {batch} | {published} | "
+                f"{auto} | {step:.3f}{mark} | "
+                f"{covered(data)} | {times[len(times) // 2]:.3f} | "
+                f"{times[-1]:.3f} |")
+    return rows, worse
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--build-dir", default=os.path.join(ROOT, "build"))
     p.add_argument("--work-dir", default=None, help="models and reports (default BUILD_DIR/bench-planner)")
     p.add_argument("--write-results", action="store_true")
+    p.add_argument("--only", default="scale,tables,published",
+                   help="comma-separated sections: scale, tables, published (default all)")
+    p.add_argument("--repeat", type=int, default=3,
+                   help="plans per table row (search time: median and max; default 3)")
+    p.add_argument("--save", help="write the table rows' plans and step times (JSON)")
+    p.add_argument("--compare", help="fail when a table row's predicted step time is "
+                                     "worse than in this --save file")
     args = p.parse_args()
+    sections = set(args.only.split(","))
     compile_bin = os.path.join(args.build_dir, "bin", "autopar-compile")
     work = os.path.abspath(args.work_dir or os.path.join(args.build_dir, "bench-planner"))
     os.makedirs(work, exist_ok=True)
     lines = []
 
     def out(s=""):
-        print(s)
+        print(s, flush=True)
         lines.append(s)
 
+    worse = []
+    if "tables" in sections:
+        saved = None
+        if args.compare:
+            with open(args.compare) as f:
+                saved = json.load(f)
+        rows, worse = published_tables(compile_bin, work, out, max(1, args.repeat), saved)
+        if args.save:
+            with open(args.save, "w") as f:
+                json.dump(rows, f, indent=1)
+        out("")
+
+    if "scale" in sections:
+        scale(compile_bin, work, out)
+        out("")
+    if "published" in sections:
+        published_run(compile_bin, work, out)
+
+    if args.write_results:
+        cmd = "bench/bench_planner.py --write-results"
+        if args.work_dir:
+            cmd += f" --work-dir {results.repo_path(args.work_dir)}"
+        results.record("Planner", f"- machine: {results.machine_words()}\n"
+                       f"- commit: {results.git_commit()}\n- command: `{cmd}`\n\n" + "\n".join(lines))
+        print(f"recorded in {results.RESULTS}")
+    if worse:
+        sys.exit("predicted step time worse than in " + args.compare + ":\n  " +
+                 "\n  ".join(worse))
+
+
+def scale(compile_bin, work, out):
     out("#### Planning time (training, bf16, sequence 2048, hidden 25600, 160 heads)")
     out("")
-    out("| layers | parameters | cluster | GPUs | plans evaluated | search s | command wall s |")
+    out("| layers | parameters | cluster | GPUs | plans covered (priced) | search s | command wall s |")
     out("| --- | --- | --- | --- | --- | --- | --- |")
     for layers in (32, 64, 128):
         model = os.path.join(work, f"gpt-{layers}l.onnx")
@@ -82,10 +227,12 @@ def main():
                     f"(smallest plan needs {need}) | | {wall:.3f} |")
                 continue
             out(f"| {layers} | {data['parameters'] / 1e9:.0f}B | dgx-a100-80gb:{nodes} | "
-                f"{nodes * 8} | {data['search']['candidates_evaluated']} | "
+                f"{nodes * 8} | {covered(data)} | "
                 f"{data['search_time_s']:.3f} | {wall:.3f} |")
 
-    out("")
+
+
+def published_run(compile_bin, work, out):
     out("#### Predicted vs published: 1T GPT on 3072 A100-80GB (Megatron-LM, SC'21)")
     out("")
     model = os.path.join(work, "gpt-1t.onnx")
@@ -108,13 +255,6 @@ def main():
         f"{at / measured:.2f}x the published measurement), search {auto['search_time_s']:.2f} s")
     out(f"- commands: `{cmd_pinned}` and `{cmd_auto}`")
 
-    if args.write_results:
-        cmd = "bench/bench_planner.py --write-results"
-        if args.work_dir:
-            cmd += f" --work-dir {results.repo_path(args.work_dir)}"
-        results.record("Planner", f"- machine: {results.machine_words()}\n"
-                       f"- commit: {results.git_commit()}\n- command: `{cmd}`\n\n" + "\n".join(lines))
-        print(f"recorded in {results.RESULTS}")
 
 if __name__ == "__main__":
     main()

@@ -157,7 +157,8 @@ llvm::json::Value planReportJson(const PlanResult &result,
        llvm::json::Object{
            {"segments", result.segments},
            {"distinct_segments", result.distinctSegments},
-           {"candidates_evaluated", result.candidatesEvaluated}}},
+           {"candidates_evaluated", result.candidatesEvaluated},
+           {"candidates_pruned", result.candidatesPruned}}},
       {"alternatives", std::move(alternatives)}};
   if (result.infeasible)
     report["infeasible"] = infeasibleJson(*result.infeasible, best);

@@ -1,11 +1,14 @@
 //===- PlanSearch.cpp - Grid shapes, ZeRO, micro-batches, stages ----------===//
 //
 // Enumerates every (dp, tp, pp) grid that uses the cluster, every ZeRO stage,
-// micro-batch size and recomputation mode the pins allow; for each, stage
-// boundaries come from a balanced partition of the segments, and the plan's
-// step time and peak memory from the cost model. Segment solutions are
-// computed once per (distinct segment, tp) and re-evaluated per micro-batch
-// size; stage partitions are cached per (tp, micro-batch, recompute, pp).
+// micro-batch size and recomputation mode the pins allow, and prices them in
+// increasing order of a lower bound, skipping those the bound shows cannot be
+// chosen or reported (PlanNeed). A priced plan's stage boundaries are the
+// best split of the segments (bestStageSplit, PlanStages.cpp, started from a
+// balanced partition), and its step time and peak memory come from the cost
+// model. Segment solutions are computed once per (distinct segment, tp) and
+// re-evaluated per micro-batch size; balanced partitions are cached per (tp,
+// micro-batch, recompute, pp). docs/planner.md says why the search is exact.
 //
 //===----------------------------------------------------------------------===//
 
@@ -129,6 +132,33 @@ std::vector<int64_t> divisors(int64_t n) {
   return d;
 }
 
+/// One point of the search space but the stage boundaries: a grid shape,
+/// a ZeRO stage, a micro-batch size and a recomputation mode.
+struct PlanKey {
+  int64_t dp = 1, tp = 1, pp = 1;
+  int zero = 0;
+  int64_t microBatch = 1;
+  Recompute recompute = Recompute::None;
+};
+
+/// Which of the plans enumerate() covers its caller needs, so that the
+/// others may be skipped once a lower bound shows they cannot be among them.
+/// Each rule names a key -- a dimension (kDimensionDp...), the grid shape or
+/// nothing -- and keeps the best fitting plan of each of the `keep` best
+/// values of that key: a plan is needed when some rule could still rank it
+/// there. Without rules every plan is priced.
+struct PlanNeed {
+  static constexpr int kShape = 6, kAny = 7;
+  struct Rule {
+    int key; ///< a dimension (compareDimensions' order), kShape or kAny
+    int keep;
+  };
+  std::vector<Rule> rules;
+  /// Plans whose dimension `skipDimension` has `skipValue` are not wanted.
+  int skipDimension = -1;
+  int64_t skipValue = 0;
+};
+
 /// The planner's state for one request.
 class Search {
 public:
@@ -136,11 +166,32 @@ public:
       : graph(graph), request(request), cluster(request.cluster) {}
 
   llvm::Expected<PlanResult> run();
+  /// The plan `key` with the stages `ranges`, priced (PinnedPlanPricer).
+  PlanCandidate pricePinned(const PlanKey &key, StageRanges ranges) {
+    fixChainMicroBatches(request.pins);
+    if (ranges.empty())
+      ranges.push_back({0, int64_t(graph.segments.size()) - 1});
+    return evaluate(key, ranges);
+  }
 
 private:
   struct StageSplit {
     std::vector<std::pair<int64_t, int64_t>> ranges; // segment ranges
     std::vector<double> seconds;                     // per micro-batch
+  };
+  /// What one plan's stages are priced with.
+  struct PlanPricing {
+    PlanKey key;
+    int64_t numMicroBatches = 1;
+    CostContext ctx;
+    std::vector<int64_t> inFlight; ///< micro-batches in flight per stage
+  };
+  /// Per (tp, micro-batch), what the lower bounds read.
+  struct CostSummary {
+    double seconds[3] = {0, 0, 0}; ///< per Recompute mode, all segments
+    double longest[3] = {0, 0, 0}; ///< the longest segment
+    double params = 0;             ///< parameter elements per rank
+    double boundaryBytes = 0;      ///< the largest activation handed on
   };
 
   GroupPlacement tpPlacement(int64_t tp) const {
@@ -173,12 +224,31 @@ private:
   double segmentSeconds(const SegmentCost &c, Recompute r) const;
   const StageSplit &stages(int64_t tp, int64_t microBatch, Recompute r,
                            int64_t pp);
-  PlanCandidate evaluate(int64_t dp, int64_t tp, int64_t pp, int zero,
-                         int64_t microBatch, Recompute r);
-  /// Every plan `pins` and the request allow, evaluated. Once `memoize` is
-  /// set (after the search proper), evaluations are kept and reused by
-  /// later calls with other pins.
-  std::vector<PlanCandidate> enumerate(const PlanPins &pins);
+  const CostSummary &summary(int64_t tp, int64_t microBatch);
+  /// Every plan `pins` and the request allow, in enumeration order.
+  std::vector<PlanKey> legalPlans(const PlanPins &pins) const;
+  /// The micro-batch each tp's shardings are solved at (segmentCosts): the
+  /// first plan with that tp in enumeration order under `pins`.
+  void fixChainMicroBatches(const PlanPins &pins);
+  PlanPricing pricing(const PlanKey &key);
+  /// Each segment's part of a stage's cost under `key`.
+  std::vector<StageTotals> segmentTotals(const PlanKey &key);
+  /// The stage `stage` holding `totals`: its step-time parts and memory
+  /// (with the breakdown when asked).
+  StagePrice priceStage(const PlanPricing &pricing, const StageTotals &totals,
+                        int64_t stage,
+                        MemoryBreakdown *breakdown = nullptr) const;
+  /// No split of `key` into stages gives a shorter step than this.
+  double lowerBound(const PlanKey &key);
+  /// The plan `key` with the stages `ranges`, priced.
+  PlanCandidate evaluate(const PlanKey &key, const StageRanges &ranges);
+  /// The plan `key` with its best stages (bestStageSplit), priced.
+  PlanCandidate price(const PlanKey &key);
+  /// The plans `pins` and the request allow that `need` needs, priced, in
+  /// enumeration order; the others are counted in `lastPruned`. Every
+  /// priced plan is kept and reused by later calls with other pins.
+  std::vector<PlanCandidate> enumerate(const PlanPins &pins,
+                                       const PlanNeed &need);
   void explain(const PlanCandidate &best, PlanResult &result);
   std::vector<CollectiveVolume> collectiveVolume(const PlanCandidate &c);
   /// Why `pinned` (the plan of least memory under the request's pins) does
@@ -195,13 +265,15 @@ private:
   const ClusterSpec &cluster;
   /// Per tp, the chosen boundaries and options of every segment.
   std::map<int64_t, std::vector<SegmentCost>> chains;
+  std::map<int64_t, int64_t> chainMicroBatch;
   std::map<std::pair<int64_t, int64_t>, std::vector<SegmentCost>> costs;
+  std::map<std::pair<int64_t, int64_t>, CostSummary> summaries;
   std::map<std::tuple<int64_t, int64_t, int, int64_t>, StageSplit> splits;
-  /// Evaluated plans by (tp, pp, ZeRO stage, micro-batch, recompute), for
-  /// the searches with pins released that explain a plan.
-  bool memoize = false;
+  /// Priced plans by (tp, pp, ZeRO stage, micro-batch, recompute), for the
+  /// searches with pins released that explain a plan.
   std::map<std::tuple<int64_t, int64_t, int, int64_t, int>, PlanCandidate>
       evaluated;
+  int64_t lastEnumerated = 0, lastPruned = 0;
 };
 
 /// The sharding of every op for `tp`: each segment is solved exactly for
@@ -271,16 +343,22 @@ const std::vector<SegmentCost> &Search::segmentCosts(int64_t tp,
   auto it = costs.find(key);
   if (it != costs.end())
     return it->second;
-  CostContext ctx = context(tp, microBatch);
-  // The shardings are chosen once per tp; other micro-batch sizes re-cost
-  // the same choices (cheap), as the batch scales compute and
-  // communication alike.
+  // The shardings are chosen once per tp, at the micro-batch of the first
+  // plan with that tp in enumeration order (fixChainMicroBatches); other
+  // micro-batch sizes re-cost the same choices (cheap), as the batch scales
+  // compute and communication alike.
   auto chain = chains.find(tp);
   if (chain == chains.end()) {
-    std::vector<SegmentCost> solved = solveChain(tp, ctx);
-    chains[tp] = solved;
-    return costs[key] = std::move(solved);
+    auto at = chainMicroBatch.find(tp);
+    int64_t solvedAt = at != chainMicroBatch.end() ? at->second : microBatch;
+    chainMicroBatch[tp] = solvedAt;
+    std::vector<SegmentCost> solved = solveChain(tp, context(tp, solvedAt));
+    chain = chains.emplace(tp, solved).first;
+    costs[{tp, solvedAt}] = std::move(solved);
+    if (solvedAt == microBatch)
+      return costs[key];
   }
+  CostContext ctx = context(tp, microBatch);
   std::vector<SegmentCost> result;
   std::map<std::pair<int64_t, SegmentBoundary>, SegmentCost> evaluated;
   for (auto [k, seg] : llvm::enumerate(graph.segments)) {
@@ -360,57 +438,235 @@ const Search::StageSplit &Search::stages(int64_t tp, int64_t microBatch,
   return splits[key] = std::move(split);
 }
 
-PlanCandidate Search::evaluate(int64_t dp, int64_t tp, int64_t pp, int zero,
-                               int64_t microBatch, Recompute r) {
-  PlanCandidate c;
-  c.dp = dp;
-  c.tp = tp;
-  c.pp = pp;
-  c.zeroStage = zero;
-  c.microBatchSize = microBatch;
-  c.numMicroBatches = graph.globalBatch / dp / microBatch;
-  c.recompute = r;
-  c.schedule = request.pins.schedule.value_or(PipelineSchedule::OneFOneB);
+const Search::CostSummary &Search::summary(int64_t tp, int64_t microBatch) {
+  auto key = std::make_pair(tp, microBatch);
+  auto it = summaries.find(key);
+  if (it != summaries.end())
+    return it->second;
+  CostSummary s;
+  for (const SegmentCost &c : segmentCosts(tp, microBatch)) {
+    for (int r = 0; r < 3; ++r) {
+      double t = segmentSeconds(c, Recompute(r));
+      s.seconds[r] += t;
+      s.longest[r] = std::max(s.longest[r], t);
+    }
+    s.params += c.parameterElementsPerRank;
+    s.boundaryBytes = std::max(
+        s.boundaryBytes, c.savedActivationBytes[int(Recompute::Full)]);
+  }
+  return summaries[key] = s;
+}
+
+Search::PlanPricing Search::pricing(const PlanKey &key) {
+  PlanPricing p;
+  p.key = key;
+  p.numMicroBatches = graph.globalBatch / key.dp / key.microBatch;
+  p.ctx = context(key.tp, key.microBatch);
+  for (int64_t s = 0; s < key.pp; ++s)
+    p.inFlight.push_back(microBatchesInFlight(PipelineSchedule::OneFOneB,
+                                              key.pp, s, p.numMicroBatches));
+  return p;
+}
+
+std::vector<StageTotals> Search::segmentTotals(const PlanKey &key) {
+  const std::vector<SegmentCost> &segs =
+      segmentCosts(key.tp, key.microBatch);
   bool training = request.mode == PlanMode::Training;
-  const std::vector<SegmentCost> &segs = segmentCosts(tp, microBatch);
-  const StageSplit &split = stages(tp, microBatch, r, pp);
-  CostContext ctx = context(tp, microBatch);
+  bool zero3 = training && key.dp > 1 && key.zero == 3;
+  double elementBytes = request.precision == Precision::FP32 ? 4 : 2;
+  GroupPlacement dpGroup = dpPlacement(key.dp, key.tp);
+  auto t = [&](Collective k, double b) {
+    return collectiveTime(cluster, k, b, dpGroup).seconds;
+  };
+  int r = int(key.recompute);
+  std::vector<StageTotals> totals(segs.size());
+  for (auto [i, c] : llvm::enumerate(segs)) {
+    StageTotals &s = totals[i];
+    s.seconds = segmentSeconds(c, key.recompute);
+    s.params = c.parameterElementsPerRank;
+    s.tpGradBytes = c.tpGradientSyncBytes;
+    s.saved = c.savedActivationBytes[r];
+    s.backward = c.backwardCompute;
+    s.peakLive = c.peakLiveBytes;
+    s.message = c.largestMessageBytes;
+    // ZeRO-3 keeps only its shard of parameters and gradients, so every
+    // layer's parameters are gathered before its forward and again before
+    // its backward, and its gradients reduce-scattered after it, in every
+    // micro-batch: each prefetched while the layer before computes, so
+    // only what a layer's compute cannot hide is exposed, and every
+    // collective pays its latency.
+    double bytes = c.parameterElementsPerRank * elementBytes;
+    if (zero3 && bytes > 0) {
+      double gather = t(Collective::AllGather, bytes);
+      s.zero3PerMicroBatch =
+          std::max(0.0, gather - c.forwardCompute) +
+          std::max(0.0, gather + t(Collective::ReduceScatter, bytes) -
+                            c.backwardCompute - c.recomputeCompute[r]);
+      s.largestLayerBytes = bytes;
+    }
+  }
+  return totals;
+}
+
+StagePrice Search::priceStage(const PlanPricing &pricing,
+                              const StageTotals &totals, int64_t stage,
+                              MemoryBreakdown *breakdown) const {
+  const PlanKey &key = pricing.key;
+  StagePrice price;
+  MemoryBreakdown m;
+  m.other = runtimeReservedBytes(cluster);
+  m.communication = 2 * totals.message;
+  if (request.mode == PlanMode::Training) {
+    TrainingStateBytes state = trainingStateBytes(
+        totals.params, request.precision, key.dp, key.zero);
+    m.parameters = state.parameters;
+    m.gradients = state.gradients;
+    m.optimizerStates = state.optimizerStates;
+    m.activations = totals.saved * pricing.inFlight[stage];
+    // Gradients are reduced over dp: ZeRO 0 all-reduces them once per
+    // step, ZeRO 1-2 reduce-scatter them and all-gather the updated
+    // parameters; all overlapped with the last micro-batch's backward.
+    // ZeRO-3's collectives are per layer and micro-batch (segmentTotals).
+    double elementBytes = request.precision == Precision::FP32 ? 4 : 2;
+    double gradBytes = totals.params * elementBytes;
+    GroupPlacement dpGroup = dpPlacement(key.dp, key.tp);
+    double dpComm = 0;
+    if (key.dp > 1) {
+      auto t = [&](Collective k, double b) {
+        return collectiveTime(cluster, k, b, dpGroup).seconds;
+      };
+      if (key.zero == 0) {
+        dpComm = t(Collective::AllReduce, gradBytes);
+      } else if (key.zero == 1) {
+        // DeepSpeed's stage 1 as autopar executes it: the whole gradient
+        // all-reduced, the updated blocks all-gathered.
+        dpComm = t(Collective::AllReduce, gradBytes) +
+                 t(Collective::AllGather, gradBytes);
+        m.communication += gradBytes / key.dp; // bucket
+      } else if (key.zero == 2) {
+        dpComm = t(Collective::ReduceScatter, gradBytes) +
+                 t(Collective::AllGather, gradBytes);
+        m.communication += gradBytes / key.dp; // bucket
+      } else {
+        price.zero3Exposed =
+            totals.zero3PerMicroBatch * pricing.numMicroBatches;
+        // The layer in use and the one being prefetched, gathered whole.
+        m.communication += 2 * totals.largestLayerBytes;
+      }
+    }
+    if (key.tp > 1 && totals.tpGradBytes > 0)
+      dpComm += collectiveTime(cluster, Collective::AllReduce,
+                               totals.tpGradBytes, tpPlacement(key.tp))
+                    .seconds;
+    // Overlapped with the last micro-batch's backward pass.
+    price.dpExposed = std::max(0.0, dpComm - totals.backward);
+    double owned = totals.params / (key.zero >= 1 ? key.dp : 1);
+    price.optimizer = optimizerSeconds(pricing.ctx, owned);
+  } else {
+    m.parameters = inferenceParameterBytes(totals.params, request.precision);
+    m.activations = totals.peakLive;
+  }
+  price.memory = m.total();
+  if (breakdown)
+    *breakdown = m;
+  return price;
+}
+
+double Search::lowerBound(const PlanKey &key) {
+  const CostSummary &s = summary(key.tp, key.microBatch);
+  int r = int(key.recompute);
+  int64_t m = graph.globalBatch / key.dp / key.microBatch;
+  // The pipeline: every stage's seconds once and the slowest m - 1 more
+  // times; the slowest no faster than an even share or the longest segment.
+  double slowest = std::max(s.longest[r], s.seconds[r] / double(key.pp));
+  double bound = s.seconds[r] + double(m - 1) * slowest;
+  if (key.pp > 1) {
+    GroupPlacement pair;
+    pair.size = 2;
+    pair.ranksPerNode = key.dp * key.tp < cluster.gpusPerNode ? 2 : 1;
+    bound += 2 * (key.pp - 1) *
+             collectiveTime(cluster, Collective::SendRecv, s.boundaryBytes,
+                            pair)
+                 .seconds;
+  }
+  // The optimizer step of the stage with the most parameters, at least an
+  // even share of them.
+  if (request.mode == PlanMode::Training)
+    bound += optimizerSeconds(context(key.tp, key.microBatch),
+                              s.params / double(key.pp) /
+                                  double(key.zero >= 1 ? key.dp : 1));
+  // Sums in another order round differently.
+  return bound * (1 - 1e-9);
+}
+
+PlanCandidate Search::price(const PlanKey &key) {
+  if (key.pp == 1)
+    return evaluate(key, {{0, int64_t(graph.segments.size()) - 1}});
+  const StageSplit &balanced =
+      stages(key.tp, key.microBatch, key.recompute, key.pp);
+  StageSplitProblem problem;
+  problem.segments = segmentTotals(key);
+  problem.stages = key.pp;
+  problem.microBatches = graph.globalBatch / key.dp / key.microBatch;
+  problem.memoryCap = cluster.device.memoryGiB * kGiB;
+  PlanPricing p = pricing(key);
+  problem.price = [&](const StageTotals &totals, int64_t stage) {
+    return priceStage(p, totals, stage);
+  };
+  bool training = request.mode == PlanMode::Training;
+  problem.optimizerSeconds = [&](double params) {
+    return training ? optimizerSeconds(
+                          p.ctx, params / (key.zero >= 1 ? key.dp : 1))
+                    : 0.0;
+  };
+  return evaluate(key, bestStageSplit(problem, balanced.ranges).ranges);
+}
+
+PlanCandidate Search::evaluate(const PlanKey &key, const StageRanges &ranges) {
+  PlanCandidate c;
+  c.dp = key.dp;
+  c.tp = key.tp;
+  c.pp = key.pp;
+  c.zeroStage = key.zero;
+  c.microBatchSize = key.microBatch;
+  c.numMicroBatches = graph.globalBatch / key.dp / key.microBatch;
+  c.recompute = key.recompute;
+  c.schedule = request.pins.schedule.value_or(PipelineSchedule::OneFOneB);
+  Recompute r = key.recompute;
+  int64_t pp = key.pp;
+  bool training = request.mode == PlanMode::Training;
+  const std::vector<SegmentCost> &segs =
+      segmentCosts(key.tp, key.microBatch);
+  std::vector<StageTotals> totals = segmentTotals(key);
+  PlanPricing pricing = this->pricing(key);
 
   // Pipeline boundaries: the activation handed on, point to point. Stages
   // are dp*tp ranks apart, so they cross nodes once dp*tp fills a node.
   double p2p = 0;
   if (pp > 1) {
     double bytes = 0;
-    for (const auto &range : split.ranges)
+    for (const auto &range : ranges)
       for (int64_t i = range.first; i <= range.second; ++i)
         bytes =
             std::max(bytes, segs[i].savedActivationBytes[int(Recompute::Full)]);
     GroupPlacement pair;
     pair.size = 2;
-    pair.ranksPerNode = dp * tp < cluster.gpusPerNode ? 2 : 1;
+    pair.ranksPerNode = key.dp * key.tp < cluster.gpusPerNode ? 2 : 1;
     p2p = collectiveTime(cluster, Collective::SendRecv, bytes, pair).seconds;
   }
-  PipelineTime pipe =
-      pipelineTime(split.seconds, c.numMicroBatches, p2p, c.schedule);
 
   // Memory and data-parallel synchronization per stage; the most loaded
   // stage is reported.
+  std::vector<double> seconds;
   double worstMemory = -1, dpExposed = 0, zero3Exposed = 0, optimizer = 0;
-  for (int64_t s = 0; s < int64_t(split.ranges.size()); ++s) {
+  for (int64_t s = 0; s < int64_t(ranges.size()); ++s) {
     StagePlan stage;
-    stage.firstSegment = split.ranges[s].first;
-    stage.lastSegment = split.ranges[s].second;
-    stage.secondsPerMicroBatch = split.seconds[s];
-    double params = 0, saved = 0, peakLive = 0, message = 0, lastBackward = 0,
-           tpGradBytes = 0;
+    stage.firstSegment = ranges[s].first;
+    stage.lastSegment = ranges[s].second;
+    StageTotals t;
     int64_t firstLayer = -1, lastLayer = -1;
     for (int64_t i = stage.firstSegment; i <= stage.lastSegment; ++i) {
-      params += segs[i].parameterElementsPerRank;
-      tpGradBytes += segs[i].tpGradientSyncBytes;
-      saved += segs[i].savedActivationBytes[int(r)];
-      peakLive = std::max(peakLive, segs[i].peakLiveBytes);
-      message = std::max(message, segs[i].largestMessageBytes);
-      lastBackward += segs[i].backwardCompute;
+      t.add(totals[i]);
       stage.onnxNodes += graph.segments[i].onnxNodes;
       int64_t layer = graph.segments[i].layerIndex;
       if (layer >= 0) {
@@ -423,88 +679,24 @@ PlanCandidate Search::evaluate(int64_t dp, int64_t tp, int64_t pp, int zero,
       // Not formatv: this runs for every stage of every candidate.
       stage.layers =
           std::to_string(firstLayer) + "-" + std::to_string(lastLayer);
-    MemoryBreakdown &m = stage.memory;
-    m.other = runtimeReservedBytes(cluster);
-    m.communication = 2 * message;
-    double dpComm = 0;
-    if (training) {
-      TrainingStateBytes state =
-          trainingStateBytes(params, request.precision, dp, zero);
-      m.parameters = state.parameters;
-      m.gradients = state.gradients;
-      m.optimizerStates = state.optimizerStates;
-      m.activations =
-          saved * microBatchesInFlight(c.schedule, pp, s, c.numMicroBatches);
-      // Gradients are reduced over dp: ZeRO 0 all-reduces them once per
-      // step, ZeRO 1-2 reduce-scatter them and all-gather the updated
-      // parameters; all overlapped with the last micro-batch's backward.
-      // ZeRO-3 keeps only its shard of parameters and gradients, so every
-      // layer's parameters are gathered before its forward and again before
-      // its backward, and its gradients reduce-scattered after it, in every
-      // micro-batch: each prefetched while the layer before computes, so
-      // only what a layer's compute cannot hide is exposed, and every
-      // collective pays its latency.
-      double elementBytes = request.precision == Precision::FP32 ? 4 : 2;
-      double gradBytes = params * elementBytes;
-      GroupPlacement dpGroup = dpPlacement(dp, tp);
-      if (dp > 1) {
-        auto t = [&](Collective k, double b) {
-          return collectiveTime(cluster, k, b, dpGroup).seconds;
-        };
-        if (zero == 0) {
-          dpComm = t(Collective::AllReduce, gradBytes);
-        } else if (zero == 1) {
-          // DeepSpeed's stage 1 as autopar executes it: the whole gradient
-          // all-reduced, the updated blocks all-gathered.
-          dpComm = t(Collective::AllReduce, gradBytes) +
-                   t(Collective::AllGather, gradBytes);
-          m.communication += gradBytes / dp; // bucket
-        } else if (zero == 2) {
-          dpComm = t(Collective::ReduceScatter, gradBytes) +
-                   t(Collective::AllGather, gradBytes);
-          m.communication += gradBytes / dp; // bucket
-        } else {
-          double perMicroBatch = 0, largestLayer = 0;
-          for (int64_t i = stage.firstSegment; i <= stage.lastSegment; ++i) {
-            double bytes = segs[i].parameterElementsPerRank * elementBytes;
-            if (bytes <= 0)
-              continue;
-            double gather = t(Collective::AllGather, bytes);
-            perMicroBatch +=
-                std::max(0.0, gather - segs[i].forwardCompute) +
-                std::max(0.0, gather + t(Collective::ReduceScatter, bytes) -
-                                  segs[i].backwardCompute -
-                                  segs[i].recomputeCompute[int(r)]);
-            largestLayer = std::max(largestLayer, bytes);
-          }
-          zero3Exposed =
-              std::max(zero3Exposed, perMicroBatch * c.numMicroBatches);
-          // The layer in use and the one being prefetched, gathered whole.
-          m.communication += 2 * largestLayer;
-        }
-      }
-      if (tp > 1 && tpGradBytes > 0)
-        dpComm += collectiveTime(cluster, Collective::AllReduce, tpGradBytes,
-                                 tpPlacement(tp))
-                      .seconds;
-      // Overlapped with the last micro-batch's backward pass.
-      dpExposed = std::max(dpExposed, std::max(0.0, dpComm - lastBackward));
-      double owned = params / (zero >= 1 ? dp : 1);
-      optimizer = std::max(optimizer, optimizerSeconds(ctx, owned));
-    } else {
-      m.parameters = inferenceParameterBytes(params, request.precision);
-      m.activations = peakLive;
-    }
-    if (m.total() > worstMemory) {
-      worstMemory = m.total();
-      c.memory = m;
+    stage.secondsPerMicroBatch = t.seconds;
+    seconds.push_back(t.seconds);
+    StagePrice price = priceStage(pricing, t, s, &stage.memory);
+    dpExposed = std::max(dpExposed, price.dpExposed);
+    zero3Exposed = std::max(zero3Exposed, price.zero3Exposed);
+    optimizer = std::max(optimizer, price.optimizer);
+    if (stage.memory.total() > worstMemory) {
+      worstMemory = stage.memory.total();
+      c.memory = stage.memory;
     }
     c.stages.push_back(std::move(stage));
   }
+  PipelineTime pipe =
+      pipelineTime(seconds, c.numMicroBatches, p2p, c.schedule);
 
   c.time.bubble = pipe.bubbleSeconds;
   double perMicroBatchComm = 0, perMicroBatchCompute = 0;
-  for (const auto &range : split.ranges) {
+  for (const auto &range : ranges) {
     double comm = 0, comp = 0;
     for (int64_t i = range.first; i <= range.second; ++i) {
       comm += segs[i].forwardComm + (training ? segs[i].backwardComm : 0);
@@ -531,7 +723,6 @@ PlanCandidate Search::evaluate(int64_t dp, int64_t tp, int64_t pp, int zero,
   c.tflopsPerGpu = modelFlops / c.stepSeconds / cluster.worldSize() / 1e12;
   double peak = cluster.device.peakFlops(request.precision);
   c.mfu = peak > 0 ? c.tflopsPerGpu * 1e12 / peak : 0;
-  (void)ctx;
   return c;
 }
 
@@ -563,7 +754,9 @@ namespace {
 std::vector<CollectiveVolume> Search::collectiveVolume(const PlanCandidate &c) {
   bool training = request.mode == PlanMode::Training;
   const std::vector<SegmentCost> &segs = segmentCosts(c.tp, c.microBatchSize);
-  const StageSplit &split = stages(c.tp, c.microBatchSize, c.recompute, c.pp);
+  StageRanges ranges;
+  for (const StagePlan &stage : c.stages)
+    ranges.push_back({stage.firstSegment, stage.lastSegment});
   std::vector<CollectiveVolume> busiest;
   auto keep = [&](llvm::StringRef axis, llvm::StringRef op, double calls,
                   double busBytes) {
@@ -576,8 +769,8 @@ std::vector<CollectiveVolume> Search::collectiveVolume(const PlanCandidate &c) {
            t.bytes[k] * busBandwidthFactor(Collective(k), n));
   };
   double elementBytes = request.precision == Precision::FP32 ? 4 : 2;
-  for (int64_t s = 0; s < int64_t(split.ranges.size()); ++s) {
-    auto [first, last] = split.ranges[s];
+  for (int64_t s = 0; s < int64_t(ranges.size()); ++s) {
+    auto [first, last] = ranges[s];
     CollectiveTally tp, dp;
     double params = 0, tpGradBytes = 0;
     for (int64_t i = first; i <= last; ++i) {
@@ -621,7 +814,7 @@ std::vector<CollectiveVolume> Search::collectiveVolume(const PlanCandidate &c) {
     // micro-batch (and its gradient back when training).
     if (c.pp > 1) {
       auto boundary = [&](int64_t stage) {
-        int64_t lastSegment = split.ranges[stage].second;
+        int64_t lastSegment = ranges[stage].second;
         return segs[lastSegment].savedActivationBytes[int(Recompute::Full)];
       };
       double m = double(c.numMicroBatches);
@@ -785,7 +978,9 @@ PlanInfeasibility Search::infeasibility(const PlanCandidate &pinned) {
         if ((mask >> i) & 1)
           names.push_back(inf.pins[i].first);
       std::optional<PlanCandidate> fastest;
-      for (PlanCandidate &c : enumerate(releasePins(request.pins, names)))
+      PlanNeed onlyTheBest{{{PlanNeed::kAny, 1}}};
+      for (PlanCandidate &c :
+           enumerate(releasePins(request.pins, names), onlyTheBest))
         if (c.fits && (!fastest || betterPlan(c, *fastest)))
           fastest = std::move(c);
       if (fastest)
@@ -875,6 +1070,25 @@ std::string dimensionValue(int d, const PlanCandidate &c) {
   }
 }
 
+/// The value of dimension `d` (compareDimensions' order) of `c`, as a
+/// number (PlanNeed's keys).
+int64_t dimensionNumber(int d, const PlanCandidate &c) {
+  switch (d) {
+  case 0:
+    return c.dp;
+  case 1:
+    return c.tp;
+  case 2:
+    return c.pp;
+  case 3:
+    return c.zeroStage;
+  case 4:
+    return c.microBatchSize;
+  default:
+    return int64_t(c.recompute);
+  }
+}
+
 std::vector<DimensionComparison>
 Search::compareDimensions(const PlanCandidate &best,
                           const std::vector<PlanCandidate> &all) {
@@ -902,7 +1116,9 @@ Search::compareDimensions(const PlanCandidate &best,
     // A pinned dimension: the best plan without its pin.
     std::vector<PlanCandidate> unpinned;
     if (cmp.pinned) {
-      unpinned = enumerate(without);
+      // Only plans with another value are wanted, and only the best of them.
+      PlanNeed other{{{PlanNeed::kAny, 1}}, d, dimensionNumber(d, best)};
+      unpinned = enumerate(without, other);
       llvm::stable_sort(unpinned, betterPlan);
     }
     for (const PlanCandidate &c : cmp.pinned ? unpinned : all)
@@ -1107,7 +1323,23 @@ llvm::Expected<PlanResult> Search::run() {
                                *pins.dp * *pins.tp * *pins.pp, world)
                      .str());
 
-  std::vector<PlanCandidate> all = enumerate(pins);
+  // The plans the report needs: the best of each of the best grid shapes
+  // (the runner-ups) and, for --explain-plan, the best of the two best
+  // values of each dimension the pins leave free (its runner-up).
+  PlanNeed need;
+  need.rules.push_back({PlanNeed::kShape, std::max(1, request.maxAlternatives + 1)});
+  if (request.compareDimensions) {
+    std::optional<int64_t> sizes[] = {pins.dp, pins.tp, pins.pp};
+    for (int d = 0; d < 6; ++d) {
+      bool pinned = d < 3   ? sizes[d].has_value()
+                    : d == 3 ? pins.zeroStage.has_value()
+                    : d == 4 ? pins.microBatchSize.has_value()
+                             : pins.recompute.has_value();
+      if (!pinned)
+        need.rules.push_back({d, 2});
+    }
+  }
+  std::vector<PlanCandidate> all = enumerate(pins, need);
   if (all.empty())
     return error(llvm::formatv(
                      "no plan matches the request: the global batch {0} must "
@@ -1115,9 +1347,8 @@ llvm::Expected<PlanResult> Search::run() {
                      "must factor as dp x tp x pp with the pins given",
                      batch, world)
                      .str());
-  int64_t candidates = all.size();
+  int64_t candidates = lastEnumerated, pruned = lastPruned;
   llvm::sort(all, betterPlan);
-  memoize = true;
 
   PlanResult result;
   result.best = all.front();
@@ -1161,6 +1392,7 @@ llvm::Expected<PlanResult> Search::run() {
   result.segments = graph.segments.size();
   result.distinctSegments = graph.distinctSegments;
   result.candidatesEvaluated = candidates;
+  result.candidatesPruned = pruned;
   // Nothing the pins allow fits: the error carries the smallest plan, what
   // it lacks and what would fit, for the report.
   if (!result.best.fits)
@@ -1175,14 +1407,14 @@ llvm::Expected<PlanResult> Search::run() {
   return result;
 }
 
-std::vector<PlanCandidate> Search::enumerate(const PlanPins &pins) {
+std::vector<PlanKey> Search::legalPlans(const PlanPins &pins) const {
   int64_t world = cluster.worldSize();
   int64_t batch = graph.globalBatch;
   bool training = request.mode == PlanMode::Training;
   // Inference concatenates the parts' outputs: only a batch whose outputs
   // lead with it can be cut (training returns the loss, summed over parts).
   bool batchCuttable = training || graph.batchCutProblem.empty();
-  std::vector<PlanCandidate> all;
+  std::vector<PlanKey> keys;
   for (int64_t tp : divisors(world)) {
     if (pins.tp && tp != *pins.tp)
       continue;
@@ -1219,25 +1451,147 @@ std::vector<PlanCandidate> Search::enumerate(const PlanPins &pins) {
             if (pins.zeroStage && zero != *pins.zeroStage &&
                 !(dp == 1 && zero == 0))
               continue;
-            if (!memoize) {
-              all.push_back(evaluate(dp, tp, pp, zero, mb, r));
-              continue;
-            }
-            auto key = std::make_tuple(tp, pp, zero, mb, int(r));
-            auto it = evaluated.find(key);
-            if (it == evaluated.end())
-              it = evaluated.emplace(key, evaluate(dp, tp, pp, zero, mb, r))
-                       .first;
-            all.push_back(it->second);
+            keys.push_back({dp, tp, pp, zero, mb, r});
           }
         }
       }
     }
   }
+  return keys;
+}
+
+void Search::fixChainMicroBatches(const PlanPins &pins) {
+  for (const PlanKey &key : legalPlans(pins))
+    chainMicroBatch.try_emplace(key.tp, key.microBatch);
+}
+
+namespace {
+
+/// The value of PlanNeed key `key` (a dimension, the grid shape or
+/// nothing) of `k`.
+int64_t needKey(int key, const PlanKey &k, int64_t world) {
+  switch (key) {
+  case 0:
+    return k.dp;
+  case 1:
+    return k.tp;
+  case 2:
+    return k.pp;
+  case 3:
+    return k.zero;
+  case 4:
+    return k.microBatch;
+  case 5:
+    return int64_t(k.recompute);
+  case PlanNeed::kShape:
+    return (k.dp * (world + 1) + k.tp) * (world + 1) + k.pp;
+  default:
+    return 0;
+  }
+}
+
+/// The best fitting step time of each value of one PlanNeed rule's key, and
+/// the `keep`-th best of them: plans whose lower bound exceeds it cannot be
+/// among those the rule keeps.
+struct RuleState {
+  PlanNeed::Rule rule;
+  std::map<int64_t, double> best;
+  double threshold = std::numeric_limits<double>::infinity();
+
+  void add(int64_t value, double step) {
+    auto [it, inserted] = best.try_emplace(value, step);
+    if (!inserted) {
+      if (step >= it->second)
+        return;
+      it->second = step;
+    }
+    if (int64_t(best.size()) < rule.keep)
+      return;
+    std::vector<double> steps;
+    for (auto [v, t] : best)
+      steps.push_back(t);
+    std::nth_element(steps.begin(), steps.begin() + (rule.keep - 1),
+                     steps.end());
+    threshold = steps[rule.keep - 1];
+  }
+};
+
+} // namespace
+
+std::vector<PlanCandidate> Search::enumerate(const PlanPins &pins,
+                                             const PlanNeed &need) {
+  int64_t world = cluster.worldSize();
+  fixChainMicroBatches(pins);
+  std::vector<PlanKey> keys = legalPlans(pins);
+  if (need.skipDimension >= 0)
+    llvm::erase_if(keys, [&](const PlanKey &k) {
+      return needKey(need.skipDimension, k, world) == need.skipValue;
+    });
+  lastEnumerated = keys.size();
+  lastPruned = 0;
+  // Best first: the plans of least lower bound are priced first, so that the
+  // bounds of the rules fall fast; once a plan's bound exceeds every rule's,
+  // so do those of every plan after it.
+  std::vector<double> bounds(keys.size());
+  bool prune = !need.rules.empty();
+  for (auto [i, k] : llvm::enumerate(keys))
+    bounds[i] = prune ? lowerBound(k) : 0;
+  std::vector<size_t> order(keys.size());
+  for (size_t i = 0; i < order.size(); ++i)
+    order[i] = i;
+  llvm::stable_sort(order,
+                    [&](size_t a, size_t b) { return bounds[a] < bounds[b]; });
+  std::vector<RuleState> rules;
+  for (const PlanNeed::Rule &rule : need.rules)
+    rules.push_back({rule});
+  std::vector<std::pair<size_t, PlanCandidate>> priced;
+  for (auto [n, i] : llvm::enumerate(order)) {
+    if (prune && llvm::all_of(rules, [&](const RuleState &r) {
+          return bounds[i] > r.threshold;
+        })) {
+      lastPruned = keys.size() - n;
+      break;
+    }
+    const PlanKey &k = keys[i];
+    auto memoKey = std::make_tuple(k.tp, k.pp, k.zero, k.microBatch,
+                                   int(k.recompute));
+    auto it = evaluated.find(memoKey);
+    if (it == evaluated.end())
+      it = evaluated.emplace(memoKey, price(k)).first;
+    const PlanCandidate &c = it->second;
+    if (c.fits)
+      for (RuleState &r : rules)
+        r.add(needKey(r.rule.key, k, world), c.stepSeconds);
+    priced.push_back({i, c});
+  }
+  // In enumeration order: ties between plans keep the order they had.
+  llvm::sort(priced, [](const auto &a, const auto &b) {
+    return a.first < b.first;
+  });
+  std::vector<PlanCandidate> all;
+  for (auto &[i, c] : priced)
+    all.push_back(std::move(c));
   return all;
 }
 
 } // namespace
+
+struct PinnedPlanPricer::Impl {
+  Search search;
+};
+
+PinnedPlanPricer::PinnedPlanPricer(const ProgramGraph &graph,
+                                   const PlanRequest &request)
+    : impl(new Impl{Search(graph, request)}) {}
+
+PinnedPlanPricer::~PinnedPlanPricer() = default;
+
+PlanCandidate PinnedPlanPricer::price(const PinnedPlan &plan) {
+  PlanKey key{plan.dp, plan.tp, plan.pp, plan.zeroStage, plan.microBatchSize,
+              plan.recompute};
+  return impl->search.pricePinned(key, plan.stages);
+}
+
 } // namespace plan
 
 char InfeasiblePlanError::ID = 0;

@@ -12,6 +12,9 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/SmallVector.h"
 
+#include <algorithm>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -310,6 +313,116 @@ double opComputeSeconds(const ProgramGraph &graph, const PlanOp &op,
 /// and (training) backward.
 double reshardSeconds(TensorSharding from, TensorSharding to, double bytes,
                       const CostContext &ctx, bool backward);
+
+//===----------------------------------------------------------------------===//
+// Pipeline stages (PlanStages.cpp)
+//===----------------------------------------------------------------------===//
+
+/// What a pipeline stage's cost depends on, summed (or, for the largest
+/// ones, maximized) over its segments. One segment's own figures are a
+/// StageTotals too; a stage is the add() of its segments in order.
+struct StageTotals {
+  double seconds = 0;     ///< forward (+ backward, recompute) per micro-batch
+  double params = 0;      ///< parameter elements per rank
+  double tpGradBytes = 0; ///< gradients all-reduced over tp once per step
+  double saved = 0;       ///< activation bytes kept per micro-batch
+  double backward = 0;    ///< backward compute per micro-batch
+  /// ZeRO-3's exposed gathers and reduce-scatters per micro-batch.
+  double zero3PerMicroBatch = 0;
+  double peakLive = 0, message = 0, largestLayerBytes = 0; ///< largest
+  void add(const StageTotals &o) {
+    seconds += o.seconds;
+    params += o.params;
+    tpGradBytes += o.tpGradBytes;
+    saved += o.saved;
+    backward += o.backward;
+    zero3PerMicroBatch += o.zero3PerMicroBatch;
+    peakLive = std::max(peakLive, o.peakLive);
+    message = std::max(message, o.message);
+    largestLayerBytes = std::max(largestLayerBytes, o.largestLayerBytes);
+  }
+};
+
+/// The parts of the step time a stage decides (the step takes the largest of
+/// each over the stages) and the stage's memory per device.
+struct StagePrice {
+  double dpExposed = 0;    ///< gradient synchronization not hidden
+  double zero3Exposed = 0; ///< ZeRO-3's per-layer collectives not hidden
+  double optimizer = 0;    ///< the optimizer step
+  double memory = 0;       ///< bytes per device
+};
+
+/// Cutting a chain of segments into pipeline stages. For `stages` stages,
+/// each a contiguous, non-empty range of segments, the step time is
+///   sum_s T_s + (m - 1) max_s T_s + max_s dpExposed_s + max_s zero3Exposed_s
+///   + max_s optimizer_s  (+ point-to-point terms no cut changes),
+/// with T_s the stage's seconds per micro-batch; a split fits when every
+/// stage's memory is at most `memoryCap`.
+struct StageSplitProblem {
+  std::vector<StageTotals> segments;
+  int64_t stages = 1;
+  int64_t microBatches = 1;
+  double memoryCap = 0;
+  /// Prices stage `stage` (0-based) holding `totals`. Each part must not
+  /// decrease when a segment is added to the stage, and zero3Exposed must be
+  /// microBatches x totals.zero3PerMicroBatch (the lower bounds use both).
+  std::function<StagePrice(const StageTotals &totals, int64_t stage)> price;
+  /// The optimizer time of a stage holding `params` parameter elements
+  /// (StagePrice::optimizer), non-decreasing in `params`; for bounds.
+  std::function<double(double params)> optimizerSeconds;
+};
+
+/// Inclusive segment ranges, one per stage.
+using StageRanges = std::vector<std::pair<int64_t, int64_t>>;
+
+struct StageSplitChoice {
+  StageRanges ranges;
+  bool fits = false;
+  /// (m - 1) max T + max dpExposed + max zero3Exposed + max optimizer: the
+  /// step time less what every split shares.
+  double objective = 0;
+  double memory = 0; ///< of the most loaded stage
+};
+
+/// The split of least step time among those that fit, exactly: `incumbent` (any split, e.g. the balanced one) bounds a dynamic
+/// program over (stage, last segment) that keeps, per state, the splits of
+/// the prefix no other beats on every max the step time takes (slowest
+/// stage, exposed communication, optimizer, memory), and drops those whose
+/// lower bound (the rest of the chain spread evenly over the stages left)
+/// cannot beat the incumbent. When no split fits, `incumbent`.
+StageSplitChoice bestStageSplit(const StageSplitProblem &problem,
+                                const StageRanges &incumbent);
+
+/// The price of `ranges` under `problem` (fits, objective, memory).
+StageSplitChoice priceStageSplit(const StageSplitProblem &problem,
+                                 const StageRanges &ranges);
+
+//===----------------------------------------------------------------------===//
+// Pricing fully pinned plans (tests: brute force over the joint space)
+//===----------------------------------------------------------------------===//
+
+/// Every choice of a plan fixed, the stage boundaries included.
+struct PinnedPlan {
+  int64_t dp = 1, tp = 1, pp = 1;
+  int zeroStage = 0;
+  int64_t microBatchSize = 1;
+  Recompute recompute = Recompute::None;
+  StageRanges stages; ///< empty: one stage of every segment
+};
+
+/// Prices pinned plans exactly as the search prices its candidates (the same
+/// segment shardings, the same step time and memory), so that a brute force
+/// over every plan can check what the search returns.
+class PinnedPlanPricer {
+public:
+  PinnedPlanPricer(const ProgramGraph &graph, const PlanRequest &request);
+  ~PinnedPlanPricer();
+  PlanCandidate price(const PinnedPlan &plan);
+
+private:
+  struct Impl;
+  std::unique_ptr<Impl> impl;
+};
 
 } // namespace autopar::plan
 

@@ -212,7 +212,11 @@ struct PlanResult {
   double parameters = 0;   ///< model parameters
   double flopsPerStep = 0; ///< model FLOPs of one step (no recompute)
   int64_t segments = 0, distinctSegments = 0;
+  /// Plans the search covered (every one the pins allow, but the stage
+  /// boundaries) and, of them, those never priced because a lower bound
+  /// showed they could not be chosen or reported (docs/planner.md).
   int64_t candidatesEvaluated = 0;
+  int64_t candidatesPruned = 0;
   /// Per dimension, the choice against its runner-up (when the request asks:
   /// PlanRequest::compareDimensions).
   std::vector<DimensionComparison> dimensions;

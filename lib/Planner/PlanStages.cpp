@@ -1,0 +1,245 @@
+//===- PlanStages.cpp - Exact pipeline stage boundaries -------------------===//
+//
+// bestStageSplit (PlannerImpl.h): the contiguous split of the segments into
+// pipeline stages that gives the least step time among those that fit.
+//
+// The step time takes the slowest stage times (m - 1) plus the largest, over
+// the stages, of the exposed gradient synchronization, of ZeRO-3's exposed
+// collectives and of the optimizer step; each stage must fit in memory. A
+// balanced partition (least slowest stage) need not be the best: it may not
+// fit where another does, or put more parameters (a slower optimizer step,
+// more to synchronize) in one stage than another split of the same slowest
+// stage. So the split is searched exactly:
+//
+//   - a dynamic program over (stage k, last segment i of stage k) whose value
+//     is the set of splits of the prefix that no other beats on all five maxes
+//     the step time and the memory take (slowest stage, dp exposure, ZeRO-3
+//     exposure, optimizer, memory): every max only grows as stages are added,
+//     so a split of the prefix beaten on all five cannot end a better whole;
+//   - pruned by an incumbent (the balanced split, or the first split that fits
+//     when it does not): a partial split whose lower bound -- its maxes so far
+//     against the rest of the chain spread evenly over the stages left (its
+//     seconds, ZeRO-3 exposure and parameters; a stage is never shorter than
+//     its longest segment) -- exceeds the incumbent's step is dropped, and a
+//     stage stops growing once it alone is over (its memory, or its own
+//     slowest-stage, ZeRO-3 and optimizer terms). With many micro-batches the
+//     slowest stage dominates and only cuts within a few segments of the
+//     balanced ones survive.
+//
+//===----------------------------------------------------------------------===//
+
+#include "PlannerImpl.h"
+
+#include "llvm/ADT/STLExtras.h"
+
+#include <cmath>
+#include <limits>
+#include <optional>
+
+namespace autopar::plan {
+
+namespace {
+
+/// The maxes over a split's stages that the step time and memory take.
+struct Maxes {
+  double seconds = 0, dpExposed = 0, zero3Exposed = 0, optimizer = 0,
+         memory = 0;
+
+  void include(const StageTotals &t, const StagePrice &p) {
+    seconds = std::max(seconds, t.seconds);
+    dpExposed = std::max(dpExposed, p.dpExposed);
+    zero3Exposed = std::max(zero3Exposed, p.zero3Exposed);
+    optimizer = std::max(optimizer, p.optimizer);
+    memory = std::max(memory, p.memory);
+  }
+  bool dominates(const Maxes &o) const {
+    return seconds <= o.seconds && dpExposed <= o.dpExposed &&
+           zero3Exposed <= o.zero3Exposed && optimizer <= o.optimizer &&
+           memory <= o.memory;
+  }
+};
+
+double objectiveOf(const Maxes &x, int64_t microBatches) {
+  return double(microBatches - 1) * x.seconds + x.dpExposed + x.zero3Exposed +
+         x.optimizer;
+}
+
+/// The split that puts as many segments in each stage as fit in `cap`
+/// (leaving one for each stage after it), or nullopt when none fits: memory
+/// only grows as a stage takes segments, so if any split fits, this one does.
+std::optional<StageRanges> fillWithin(const StageSplitProblem &problem,
+                                      double cap) {
+  int64_t n = problem.segments.size(), p = problem.stages;
+  StageRanges ranges;
+  int64_t first = 0;
+  for (int64_t s = 0; s < p; ++s) {
+    int64_t last = s == p - 1 ? n - 1 : n - (p - s);
+    StageTotals t;
+    int64_t end = -1;
+    for (int64_t i = first; i <= last; ++i) {
+      t.add(problem.segments[i]);
+      if (problem.price(t, s).memory > cap)
+        break;
+      end = i;
+    }
+    if (end < first || (s == p - 1 && end != n - 1))
+      return std::nullopt;
+    ranges.push_back({first, end});
+    first = end + 1;
+  }
+  return ranges;
+}
+
+} // namespace
+
+StageSplitChoice priceStageSplit(const StageSplitProblem &problem,
+                                 const StageRanges &ranges) {
+  Maxes x;
+  for (auto [s, range] : llvm::enumerate(ranges)) {
+    StageTotals t;
+    for (int64_t i = range.first; i <= range.second; ++i)
+      t.add(problem.segments[i]);
+    x.include(t, problem.price(t, s));
+  }
+  StageSplitChoice c;
+  c.ranges = ranges;
+  c.fits = x.memory <= problem.memoryCap;
+  c.objective = objectiveOf(x, problem.microBatches);
+  c.memory = x.memory;
+  return c;
+}
+
+StageSplitChoice bestStageSplit(const StageSplitProblem &problem,
+                                const StageRanges &incumbent) {
+  int64_t n = problem.segments.size(), p = problem.stages;
+  int64_t m = problem.microBatches;
+  StageSplitChoice best = priceStageSplit(problem, incumbent);
+  // One stage, or one segment per stage: a single split.
+  if (p <= 1 || p >= n)
+    return best;
+  if (!best.fits) {
+    std::optional<StageRanges> fitted = fillWithin(problem, problem.memoryCap);
+    if (!fitted)
+      return best; // no split fits
+    best = priceStageSplit(problem, *fitted);
+  }
+
+  // The rest of the chain from segment i on, for the lower bounds.
+  std::vector<double> restSeconds(n + 1, 0), restLongest(n + 1, 0),
+      restParams(n + 1, 0), restZero3(n + 1, 0);
+  for (int64_t i = n - 1; i >= 0; --i) {
+    const StageTotals &t = problem.segments[i];
+    restSeconds[i] = restSeconds[i + 1] + t.seconds;
+    restLongest[i] = std::max(restLongest[i + 1], t.seconds);
+    restParams[i] = restParams[i + 1] + t.params;
+    restZero3[i] = restZero3[i + 1] + t.zero3PerMicroBatch;
+  }
+  // The least step a split can reach from `x` over stages 0..k ending at
+  // segment i: the stages left share the rest of the chain, so the largest
+  // of them is at least its average (and its longest segment).
+  auto lowerBound = [&](const Maxes &x, int64_t i, int64_t k) {
+    int64_t left = p - 1 - k;
+    if (left == 0)
+      return objectiveOf(x, m);
+    double l = double(left);
+    double seconds = std::max({x.seconds, restSeconds[i + 1] / l,
+                               restLongest[i + 1]});
+    double zero3 = std::max(x.zero3Exposed, double(m) * restZero3[i + 1] / l);
+    double optimizer =
+        std::max(x.optimizer, problem.optimizerSeconds(restParams[i + 1] / l));
+    return double(m - 1) * seconds + x.dpExposed + zero3 + optimizer;
+  };
+  double bound = best.objective + 1e-12 * std::fabs(best.objective);
+  if (lowerBound(Maxes(), -1, -1) >= best.objective)
+    return best; // the incumbent meets the bound: nothing is better
+
+  struct Entry {
+    Maxes x;
+    int64_t previousEnd;  ///< last segment of the stage before
+    int previousEntry;    ///< its entry in that position's front
+  };
+  // fronts[k][i - k]: the splits of segments 0..i into stages 0..k that no
+  // other beats on every max. Stage k ends between k and n - p + k.
+  int64_t width = n - p + 1;
+  std::vector<std::vector<std::vector<Entry>>> fronts(
+      p, std::vector<std::vector<Entry>>(width));
+  auto insert = [](std::vector<Entry> &front, const Entry &e) {
+    for (const Entry &o : front)
+      if (o.x.dominates(e.x))
+        return;
+    llvm::erase_if(front, [&](const Entry &o) { return e.x.dominates(o.x); });
+    front.push_back(e);
+  };
+  // The stage's own terms, each non-decreasing as it takes segments: once
+  // they alone exceed the bound, longer stages do too.
+  auto stageOver = [&](const StageTotals &t, const StagePrice &price) {
+    return price.memory > problem.memoryCap ||
+           double(m - 1) * t.seconds + price.zero3Exposed + price.optimizer >
+               bound;
+  };
+
+  {
+    StageTotals t;
+    for (int64_t i = 0; i <= n - p; ++i) {
+      t.add(problem.segments[i]);
+      StagePrice price = problem.price(t, 0);
+      if (stageOver(t, price))
+        break;
+      Maxes x;
+      x.include(t, price);
+      if (lowerBound(x, i, 0) <= bound)
+        insert(fronts[0][i], {x, -1, -1});
+    }
+  }
+  for (int64_t k = 1; k < p; ++k) {
+    int64_t lastEnd = k == p - 1 ? n - 1 : n - p + k;
+    for (int64_t j = k - 1; j <= n - p + k - 1; ++j) {
+      const std::vector<Entry> &before = fronts[k - 1][j - (k - 1)];
+      if (before.empty())
+        continue;
+      StageTotals t;
+      for (int64_t i = j + 1; i <= lastEnd; ++i) {
+        t.add(problem.segments[i]);
+        StagePrice price = problem.price(t, k);
+        if (stageOver(t, price))
+          break;
+        if (k == p - 1 && i != n - 1)
+          continue; // the last stage takes every segment left
+        for (auto [q, e] : llvm::enumerate(before)) {
+          Maxes x = e.x;
+          x.include(t, price);
+          if (lowerBound(x, i, k) <= bound)
+            insert(fronts[k][i - k], {x, j, int(q)});
+        }
+      }
+    }
+    // The previous layer is no longer needed but for the way back.
+  }
+
+  const std::vector<Entry> &last = fronts[p - 1][n - 1 - (p - 1)];
+  int chosen = -1;
+  double chosenObjective = best.objective, chosenMemory = best.memory;
+  for (auto [q, e] : llvm::enumerate(last)) {
+    double objective = objectiveOf(e.x, m);
+    if (objective < chosenObjective ||
+        (objective == chosenObjective && e.x.memory < chosenMemory)) {
+      chosen = int(q);
+      chosenObjective = objective;
+      chosenMemory = e.x.memory;
+    }
+  }
+  if (chosen < 0)
+    return best;
+  StageRanges ranges(p);
+  int64_t end = n - 1;
+  int entry = chosen;
+  for (int64_t k = p - 1; k >= 0; --k) {
+    const Entry &e = fronts[k][end - k][entry];
+    ranges[k] = {e.previousEnd + 1, end};
+    end = e.previousEnd;
+    entry = e.previousEntry;
+  }
+  return priceStageSplit(problem, ranges);
+}
+
+} // namespace autopar::plan
