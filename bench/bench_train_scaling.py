@@ -4,9 +4,11 @@
 The GPT of bench_train.py (2 layers, width 128, sequence 64, vocabulary 256) with a
 fixed global batch (strong scaling), AdamW with clipping, trained by
 `mpirun -np N autopar-run --train` for each plan family the runtime executes on CPU
-ranks: data parallelism with ZeRO 0, 1, 2 and 3 (`--zero`), and tensor parallelism
-(`--tp T`: N / T data-parallel replicas of tp groups of T). For each:
-  - autopar-compile --mode train --cluster local:N --zero Z (or --tp T) --report-json R: the plan's
+ranks: data parallelism with ZeRO 0, 1, 2 and 3 (`--zero`), tensor parallelism
+(`--tp T`: N / T data-parallel replicas of tp groups of T) and pipeline parallelism
+(`--pp P`: N / P replicas of a pipeline of P stages, the micro-batches the planner's).
+For each:
+  - autopar-compile --mode train --cluster local:N --zero Z (or --tp T, --pp P) --report-json R: the plan's
     predicted step time and memory per rank (report "predicted");
   - the median step time over steps --warmup+1..--steps (rank 0's --metrics records)
     and the peak resident memory of the largest rank (os.wait4 on mpirun: the
@@ -21,7 +23,7 @@ speedup = one rank's step time / N ranks'; efficiency = speedup / N; pred/meas =
 predicted step time / the measured one.
 
   bench/bench_train_scaling.py --build-dir build
-  bench/bench_train_scaling.py --ranks 1,2,4,8 --zero 0,2,3 --tp 2,4 --steps 20
+  bench/bench_train_scaling.py --ranks 1,2,4,8 --zero 0,2,3 --tp 2,4 --pp 2,4 --steps 20
   bench/bench_train_scaling.py --write-results     # the current figures in bench/RESULTS.md
 
 This machine's cores are shared among the ranks (rows with more ranks than cores are
@@ -67,14 +69,15 @@ def prepare(args, batch):
     return work, config, shapes
 
 
-def bench_plan(work, config, shapes, n, zero, args, tp=1):
+def bench_plan(work, config, shapes, n, zero, args, tp=1, pp=1):
     """One plan: ZeRO stage `zero` over n data-parallel ranks, or (tp > 1) n / tp
-    replicas of tensor-parallel groups of tp."""
-    tag = f"zero{zero}-{n}" if tp == 1 else f"tp{tp}-{n}"
+    replicas of tensor-parallel groups of tp, or (pp > 1) n / pp replicas of a
+    pipeline of pp stages."""
+    tag = f"tp{tp}-{n}" if tp > 1 else f"pp{pp}-{n}" if pp > 1 else f"zero{zero}-{n}"
     art, report = os.path.join(work, tag), os.path.join(work, tag + "-report.json")
-    row = {"ranks": n, "zero": zero, "tp": tp, "error": "",
+    row = {"ranks": n, "zero": zero, "tp": tp, "pp": pp, "error": "",
            "oversubscribed": n > os.cpu_count()}
-    pin = ["--zero", str(zero)] if tp == 1 else ["--tp", str(tp)]
+    pin = ["--tp", str(tp)] if tp > 1 else ["--pp", str(pp)] if pp > 1 else ["--zero", str(zero)]
     cmd = [os.path.join(args.build_dir, "bin", "autopar-compile"), os.path.join(work, "model.onnx"),
            "--cluster", f"local:{n}", "--mode", "train", "--train-config", config, *shapes,
            *pin, "--report-json", report, "-o", art]
@@ -123,7 +126,11 @@ def fmt(v, spec):
 
 
 def plan_name(r):
-    return f"dp ZeRO-{r['zero']}" if r.get("tp", 1) == 1 else f"tp {r['tp']}"
+    if r.get("tp", 1) > 1:
+        return f"tp {r['tp']}"
+    if r.get("pp", 1) > 1:
+        return f"pp {r['pp']}"
+    return f"dp ZeRO-{r['zero']}"
 
 
 def format_table(rows, markdown=False):
@@ -156,6 +163,8 @@ def main(argv=None):
     p.add_argument("--zero", default="0,1,2,3", help="ZeRO stages on more than one rank (default %(default)s)")
     p.add_argument("--tp", default="2", help="tensor-parallel group sizes, each on the rank counts it "
                    "divides (default %(default)s; '' for none)")
+    p.add_argument("--pp", default="2", help="pipeline stages, each on the rank counts it divides "
+                   "(default %(default)s; empty: none)")
     p.add_argument("--batch", type=int, default=16, help="global batch, fixed (default %(default)s)")
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--warmup", type=int, default=3, help="leading steps left out of the median")
@@ -170,17 +179,19 @@ def main(argv=None):
     ranks = [int(x) for x in args.ranks.split(",")]
     stages = [int(x) for x in args.zero.split(",")]
     tps = [int(x) for x in args.tp.split(",") if x]
+    pps = [int(x) for x in args.pp.split(",") if x]
     for n in ranks:
         if args.batch % n:
             p.error(f"the global batch {args.batch} does not divide into {n} ranks")
 
     work, config, shapes = prepare(args, args.batch)
     rows, base = [], None
-    plans = [(n, zero, 1) for n in ranks for zero in (stages if n > 1 else [0])]
-    plans += [(n, 0, tp) for n in ranks for tp in tps if 1 < tp <= n and n % tp == 0]
+    plans = [(n, zero, 1, 1) for n in ranks for zero in (stages if n > 1 else [0])]
+    plans += [(n, 0, tp, 1) for n in ranks for tp in tps if 1 < tp <= n and n % tp == 0]
+    plans += [(n, 0, 1, pp) for n in ranks for pp in pps if 1 < pp <= n and n % pp == 0]
     plans.sort(key=lambda p: p[0])
-    for n, zero, tp in plans:
-        row = bench_plan(work, config, shapes, n, zero, args, tp)
+    for n, zero, tp, pp in plans:
+        row = bench_plan(work, config, shapes, n, zero, args, tp, pp)
         if n == 1 and "measured_ms" in row:
             base = row["measured_ms"]
         if base and "measured_ms" in row:

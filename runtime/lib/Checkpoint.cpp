@@ -428,25 +428,40 @@ trainingStateTensors(const std::vector<ArgumentDesc> &arguments) {
   return tensors;
 }
 
-std::string modelHash(const std::vector<ArgumentDesc> &arguments) {
-  std::ostringstream text;
-  for (const CheckpointTensor &tensor : trainingStateTensors(arguments))
-    text << tensor.kind << ' ' << tensor.name << ' ' << tensor.of << ' '
+std::string modelHash(const std::vector<ArgumentDesc> &arguments,
+                      bool inArgumentOrder) {
+  std::vector<std::string> lines;
+  for (const CheckpointTensor &tensor : trainingStateTensors(arguments)) {
+    std::ostringstream line;
+    line << tensor.kind << ' ' << tensor.name << ' ' << tensor.of << ' '
          << dtypeName(tensor.dtype) << ' ' << formatShape(tensor.shape) << '\n';
+    lines.push_back(line.str());
+  }
+  size_t stateLines = lines.size();
   for (const ArgumentDesc &arg : arguments)
     if (arg.kind == ArgumentKind::Parameter &&
         !std::any_of(arguments.begin(), arguments.end(),
                      [&](const ArgumentDesc &other) {
                        return other.kind == ArgumentKind::Update &&
                               other.updates == arg.name;
-                     }))
-      text << "frozen " << arg.name << ' ' << dtypeName(arg.dtype) << ' '
+                     })) {
+      std::ostringstream line;
+      line << "frozen " << arg.name << ' ' << dtypeName(arg.dtype) << ' '
            << formatShape(arg.globalShape) << '\n';
-  uint64_t hash = 0xcbf29ce484222325ull; // FNV-1a 64.
-  for (unsigned char c : text.str()) {
-    hash ^= c;
-    hash *= 0x100000001b3ull;
+      lines.push_back(line.str());
+    }
+  // The order of the arguments is the plan's (a pipeline lists its stages'
+  // in turn): sorted, the hash is the model's.
+  if (!inArgumentOrder) {
+    std::sort(lines.begin(), lines.begin() + stateLines);
+    std::sort(lines.begin() + stateLines, lines.end());
   }
+  uint64_t hash = 0xcbf29ce484222325ull; // FNV-1a 64.
+  for (const std::string &line : lines)
+    for (unsigned char c : line) {
+      hash ^= c;
+      hash *= 0x100000001b3ull;
+    }
   return "fnv1a64:" + hex64(hash);
 }
 
@@ -687,7 +702,8 @@ std::optional<std::string> findLatestCheckpoint(const std::string &dir) {
 
 CheckpointInfo readCheckpoint(const std::string &stepDir,
                               const std::string &expectedModelHash,
-                              const std::vector<CheckpointTensor> &tensors) {
+                              const std::vector<CheckpointTensor> &tensors,
+                              const std::string &alsoAccepted) {
   std::string metadataPath = stepDir + "/" + MetadataFile;
   std::ifstream file(metadataPath);
   if (!file)
@@ -713,7 +729,8 @@ CheckpointInfo readCheckpoint(const std::string &stepDir,
     info.model = meta.value("model", "");
     info.modelSha256 = meta.value("model_sha256", "");
     info.modelHash = field(meta, "model_hash", metadataPath).get<std::string>();
-    if (info.modelHash != expectedModelHash)
+    if (info.modelHash != expectedModelHash &&
+        (alsoAccepted.empty() || info.modelHash != alsoAccepted))
       throw Error(stepDir + " is a checkpoint of another model (model '" +
                   info.model + "', model hash " + info.modelHash +
                   "; this artifact's is " + expectedModelHash +

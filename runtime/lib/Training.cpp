@@ -193,9 +193,9 @@ Restored resume(Session &session, const Communicator &comm,
     return {};
   }
   const Manifest &manifest = session.getManifest();
-  CheckpointInfo info =
-      readCheckpoint(*stepDir, modelHash(stateArguments(session)),
-                     currentState(session, comm));
+  CheckpointInfo info = readCheckpoint(
+      *stepDir, modelHash(stateArguments(session)), currentState(session, comm),
+      modelHash(session.getArguments(), /*inArgumentOrder=*/true));
   commitState(session);
   if (info.shuffleSeed != options.shuffleSeed)
     throw Error("--resume: " + *stepDir + " was written with " +

@@ -26,7 +26,7 @@ for call and byte for byte (--check-comm):
   each micro-batch's forward is told its first sample);
 - checkpoints: the GPT on pp2 stopped at step 3 and resumed under the same
   plan equals the uninterrupted run bitwise (each stage writes its
-  parameters);
+  parameters); the checkpoint resumes on one rank, and one rank's on pp2;
 - refusals: a model with BatchNorm (its running statistics), --tp with --pp,
   --save-onnx and --eval-data, each an error saying what to do.
 
@@ -133,6 +133,24 @@ def main():
                       f"{'equal' if same else 'differ'}")
     else:
         print("PASS gpt pp2 resumed at step 3: bitwise the uninterrupted run")
+    # The same checkpoint on one rank (each stage wrote its own tensors), and
+    # one rank's checkpoint on the pipeline: the model hash is the plan's
+    # neither way.
+    run(["sh", "-c", f"echo step-00000003 > {ckpt}/latest"])
+    single = gpt.train("pp2-on-local1", os.path.join(gpt.dir, "local1-art"),
+                       1, launcher, "--checkpoint-dir", ckpt, "--resume")
+    errors += compare("gpt pp2 checkpoint resumed on one rank",
+                      (one[0][3:], one[1]), single, noise_only=key_bias)
+    ckpt1 = os.path.join(gpt.dir, "local1-ckpt")
+    run(["rm", "-rf", ckpt1])
+    gpt.train("local1-saved", os.path.join(gpt.dir, "local1-art"), 1,
+              launcher, "--checkpoint-dir", ckpt1, "--checkpoint-every", "3")
+    run(["sh", "-c", f"echo step-00000003 > {ckpt1}/latest"])
+    errors += compare("gpt one rank's checkpoint resumed on pp2",
+                      (one[0][3:], one[1]),
+                      gpt.train("local1-on-pp2", art, 2, launcher,
+                                "--checkpoint-dir", ckpt1, "--resume"),
+                      noise_only=key_bias)
 
     # What a pipeline run cannot do yet is refused, saying what to do.
     for flag, want in (("--save-onnx", "--save-onnx: the stages of a "

@@ -103,8 +103,11 @@ trainingStateTensors(const std::vector<ArgumentDesc> &arguments);
 /// FNV-1a hash of the name, kind, dtype and shape of every
 /// trainingStateTensors() entry and of every frozen parameter. The plan,
 /// the batch size and the data do not enter it, so any plan of the same
-/// model can resume a checkpoint.
-std::string modelHash(const std::vector<ArgumentDesc> &arguments);
+/// model can resume a checkpoint: the entries are hashed in sorted order.
+/// \p inArgumentOrder hashes them in the order of \p arguments instead, as
+/// checkpoints written before 2026-11-26 did (resume accepts those too).
+std::string modelHash(const std::vector<ArgumentDesc> &arguments,
+                      bool inArgumentOrder = false);
 
 /// "step-00000042".
 std::string checkpointStepName(int64_t step);
@@ -176,9 +179,12 @@ std::optional<std::string> findLatestCheckpoint(const std::string &dir);
 /// not a checkpoint's, the model hash differs from \p expectedModelHash, a
 /// tensor is missing or has another kind, dtype or shape, or a chunk is out of
 /// range, truncated or fails its CRC-32.
+/// \p alsoAccepted, if not empty, is another model hash to accept (the
+/// same model's hash as older builds wrote it).
 CheckpointInfo readCheckpoint(const std::string &stepDir,
                               const std::string &expectedModelHash,
-                              const std::vector<CheckpointTensor> &tensors);
+                              const std::vector<CheckpointTensor> &tensors,
+                              const std::string &alsoAccepted = "");
 
 /// Deletes the complete step directories of \p dir but the newest \p keep
 /// (never the one `latest` names), and leftover `step-N.tmp` directories of
