@@ -787,7 +787,7 @@ int CompileFlow::compilePipelineTraining() {
                << best.numMicroBatches << " micro-batches of "
                << best.microBatchSize << " per step ("
                << scheduleName(best.schedule) << ", recompute "
-               << (best.recompute == Recompute::Full ? "full" : "none")
+               << recomputeName(best.recompute)
                << "): each stage runs its forward and backward per "
                   "micro-batch, then its update\n";
   if (best.dp > 1)

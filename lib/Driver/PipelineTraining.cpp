@@ -112,6 +112,47 @@ bool isRecomputedAnyway(Operation *op) {
   return op->getNumOperands() == 0;
 }
 
+/// Selective recomputation (Korthikanti et al.; the planner's model):
+/// memory-bound ops are recomputed in the backward, GEMM and convolution
+/// outputs are kept. Ops without regions (reshapes, slices, casts) count as
+/// memory-bound too.
+bool isSelectivelyRecomputed(Operation *op) {
+  if (!isMemoryEffectFree(op))
+    return false;
+  if (auto linalgOp = dyn_cast<linalg::LinalgOp>(op))
+    return !linalg::isaContractionOpInterface(linalgOp) &&
+           !linalg::isaConvolutionOpInterface(linalgOp);
+  // autopar.attention and other ops of autopar's dialect are compute-bound.
+  return op->getNumRegions() == 0 &&
+         op->getDialect()->getNamespace() != "autopar";
+}
+
+/// The ops that depend on the run's random seed (training-mode Dropout's
+/// masks), which selective recomputation does not recompute (TRAINING.md:
+/// never random ops), though autopar's counter-based masks would come out
+/// the same.
+llvm::DenseSet<Operation *> opsReadingTheSeed(func::FuncOp f) {
+  llvm::DenseSet<Operation *> random;
+  SmallVector<Value> work;
+  for (BlockArgument arg : f.getArguments())
+    if (f.getArgAttr(arg.getArgNumber(), attrs::kSeed))
+      work.push_back(arg);
+  while (!work.empty()) {
+    Value v = work.pop_back_val();
+    for (Operation *user : v.getUsers()) {
+      Operation *top = f.getBody().front().findAncestorOpInBlock(*user);
+      if (!top || !random.insert(top).second)
+        continue;
+      // Only through the mask's own scalar and integer arithmetic: the
+      // masked float values are ordinary.
+      for (Value r : top->getResults())
+        if (!isFloatTensor(r.getType()))
+          work.push_back(r);
+    }
+  }
+  return random;
+}
+
 /// `a + b`, elementwise, for tensors of one type.
 Value addTensors(OpBuilder &b, Location loc, Value a, Value c) {
   auto type = cast<RankedTensorType>(a.getType());
@@ -425,7 +466,9 @@ llvm::Error cutStage(ModuleOp stage, int64_t k, int64_t numStages,
   }
 
   // The backward: what its results need, apart from the forward's ops
-  // (recompute none) or with them (full).
+  // (recompute none), with the memory-bound ones (selective) or with all of
+  // them (full).
+  llvm::DenseSet<Operation *> randomOps = opsReadingTheSeed(f);
   SmallVector<Value> backwardRoots;
   for (const Port &p : backwardResults)
     backwardRoots.push_back(p.value);
@@ -437,7 +480,9 @@ llvm::Error cutStage(ModuleOp stage, int64_t k, int64_t numStages,
       backwardRoots,
       [&](Operation *op) {
         return recompute == Recompute::Full || !forwardOps.contains(op) ||
-               isRecomputedAnyway(op);
+               isRecomputedAnyway(op) ||
+               (recompute == Recompute::Selective &&
+                isSelectivelyRecomputed(op) && !randomOps.contains(op));
       },
       backwardOps, backwardReads);
 
@@ -765,9 +810,6 @@ buildPipelineTraining(MLIRContext &context, const PlanCandidate &plan,
                  "far (the plan has tp " +
                  llvm::Twine(plan.tp) + ", ZeRO-" +
                  llvm::Twine(plan.zeroStage) + ")");
-  if (plan.recompute == Recompute::Selective)
-    return error("recompute selective under pipeline parallelism is being "
-                 "built; use --recompute none or full");
   if (step.config.precision == "fp16")
     return error("fp16 loss scaling under pipeline parallelism is being "
                  "built; train in fp32 or bf16");

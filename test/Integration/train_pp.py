@@ -19,11 +19,12 @@ collectives each rank ran to equal the plan report's predicted ones, call
 for call and byte for byte (--check-comm):
 
 - mlp: pp2 with 1F1B and with GPipe, 4 micro-batches; pp2 with recompute
-  full; dp2 x pp2 on 4 ranks; pp4 is refused when a stage would train
+  full and selective; dp2 x pp2 on 4 ranks; pp4 is refused when a stage would train
   nothing;
 - gpt: embeddings, attention, LayerNorm, a GELU MLP and cross-entropy, pp2
   with AdamW, dp2 x pp2, and with Dropout (masks by global sample index:
-  each micro-batch's forward is told its first sample);
+  each micro-batch's forward is told its first sample), also with recompute
+  selective;
 - checkpoints: the GPT on pp2 stopped at step 3 and resumed under the same
   plan equals the uninterrupted run bitwise (each stage writes its
   parameters); the checkpoint resumes on one rank, and one rank's on pp2;
@@ -87,6 +88,7 @@ def main():
             ("pp2", 2, 2, ()),
             ("pp2-gpipe", 2, 2, ("--pipeline-schedule", "gpipe")),
             ("pp2-recompute", 2, 2, ("--recompute", "full")),
+            ("pp2-selective", 2, 2, ("--recompute", "selective")),
             ("dp2xpp2", 4, 2, ())):
         art = compile_pp(mlp, tag, ranks, pp, errors, *flags, config=micro)
         errors += compare(f"mlp {tag}", one[:2],
@@ -178,6 +180,14 @@ def main():
     art = compile_pp(drop, "pp2", 2, 2, errors, config=micro)
     errors += compare("gpt (Dropout) pp2", one[:2],
                       drop.train("pp2", art, 2, launcher, "--seed", "5"),
+                      noise_only=key_bias)
+    # Selective recomputation recomputes the memory-bound ops (LayerNorm,
+    # GELU, the softmax chain) in the backward, but not the masks.
+    art = compile_pp(drop, "pp2-selective", 2, 2, errors, "--recompute",
+                     "selective", config=micro)
+    errors += compare("gpt (Dropout) pp2 recompute selective", one[:2],
+                      drop.train("pp2-selective", art, 2, launcher, "--seed",
+                                 "5"),
                       noise_only=key_bias)
 
     # Refusals at compile time.
