@@ -407,13 +407,16 @@ int CompileFlow::pinPipelineTraining() {
     return refuse("--emit-gradients returns one program's gradients; the "
                   "stages of a pipeline each hold their own (drop one of the "
                   "two)");
-  if (request.pins.zeroStage && *request.pins.zeroStage > 0)
-    return refuse("ZeRO within pipeline stages is being built (drop --zero "
-                  "and zero_optimization.stage)");
+  if (request.pins.zeroStage && *request.pins.zeroStage > 1)
+    return refuse("ZeRO-" + llvm::Twine(*request.pins.zeroStage) +
+                  " within pipeline stages is being built (DeepSpeed's "
+                  "pipeline engine takes ZeRO-1 only too); use --zero 0 or 1");
   request.pins.dp = world / o.pp;
   request.pins.tp = 1;
   request.pins.pp = o.pp;
-  request.pins.zeroStage = 0;
+  // ZeRO-1 when pinned (--zero 1 or zero_optimization.stage), else none.
+  if (!request.pins.zeroStage)
+    request.pins.zeroStage = 0;
   pipelineTraining = true;
   return 0;
 }

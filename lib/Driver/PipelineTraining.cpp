@@ -789,6 +789,10 @@ llvm::Error buildStep(MLIRContext &context, PipelineTrainingStage &stage,
   o.warmupMinRatio = c.warmupMinRatio;
   o.cosMinRatio = c.cosMinRatio;
   o.pipelineStages = plan.pp;
+  // ZeRO-1 (DeepSpeed's pipeline engine's only stage): the stage's replicas
+  // each update a block of its optimizer states and gather the parameters.
+  o.zeroStage = plan.zeroStage;
+  o.dataParallel = plan.dp;
   auto pm = PassManager::on<ModuleOp>(&context);
   applyPassManagerCLOptionsIfAny(pm);
   pm.addPass(createApplyOptimizer(o));
@@ -805,9 +809,9 @@ llvm::Expected<std::vector<PipelineTrainingStage>>
 buildPipelineTraining(MLIRContext &context, const PlanCandidate &plan,
                       const PipelineTrainingOptions &options) {
   const TrainingStepOptions &step = options.step;
-  if (plan.tp > 1 || plan.zeroStage > 0)
-    return error("pipeline-parallel training runs with --tp 1 and ZeRO 0 so "
-                 "far (the plan has tp " +
+  if (plan.tp > 1 || plan.zeroStage > 1)
+    return error("pipeline-parallel training runs with --tp 1 and ZeRO 0 or 1 "
+                 "so far (the plan has tp " +
                  llvm::Twine(plan.tp) + ", ZeRO-" +
                  llvm::Twine(plan.zeroStage) + ")");
   if (step.config.precision == "fp16")
@@ -1144,6 +1148,8 @@ llvm::FailureOr<TrainedSummary> writePipelineTrainingArtifact(
         }
       }
       if (part.phase.empty()) {
+        if (plan.zeroStage > 0)
+          markZeroShardedStates(*arguments, plan.dp, {});
         for (const ArtifactArgument &arg : *arguments) {
           if (arg.kind != ArtifactArgument::Kind::Parameter || !arg.trainable)
             continue;

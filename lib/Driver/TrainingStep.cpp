@@ -341,9 +341,9 @@ LogicalResult markDataParallelInputs(std::vector<ArtifactArgument> &arguments,
 /// (autopar-apply-optimizer's zero-stage), and under ZeRO-3 of the
 /// parameters in \p blockParameters (`autopar.zero_blocks`); their updates
 /// are the same blocks.
-static void markZeroShardedStates(std::vector<ArtifactArgument> &arguments,
-                                  int64_t dataParallel,
-                                  const llvm::StringSet<> &blockParameters) {
+void markZeroShardedStates(std::vector<ArtifactArgument> &arguments,
+                           int64_t dataParallel,
+                           const llvm::StringSet<> &blockParameters) {
   if (dataParallel <= 1)
     return;
   llvm::StringMap<llvm::SmallVector<int64_t>> parameterShapes;

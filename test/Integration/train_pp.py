@@ -19,7 +19,9 @@ collectives each rank ran to equal the plan report's predicted ones, call
 for call and byte for byte (--check-comm):
 
 - mlp: pp2 with 1F1B and with GPipe, 4 micro-batches; pp2 with recompute
-  full and selective; dp2 x pp2 on 4 ranks; pp4 is refused when a stage would train
+  full and selective; dp2 x pp2 on 4 ranks, also with ZeRO-1 (each
+  replica updates a block of its stage's optimizer states); each rank holds
+  the parameters and optimizer states the report predicts; pp4 is refused when a stage would train
   nothing;
 - gpt: embeddings, attention, LayerNorm, a GELU MLP and cross-entropy, pp2
   with AdamW, dp2 x pp2, and with Dropout (masks by global sample index:
@@ -42,7 +44,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from train_dp import CONFIG, Case, compare, run  # noqa: E402
-from train_tp import WideCnn, WideGpt, WideMlp  # noqa: E402
+from train_tp import WideCnn, WideGpt, WideMlp, check_model_state  # noqa: E402
 
 
 def pipeline_config(base, batch, micro_batch):
@@ -89,11 +91,12 @@ def main():
             ("pp2-gpipe", 2, 2, ("--pipeline-schedule", "gpipe")),
             ("pp2-recompute", 2, 2, ("--recompute", "full")),
             ("pp2-selective", 2, 2, ("--recompute", "selective")),
-            ("dp2xpp2", 4, 2, ())):
+            ("dp2xpp2", 4, 2, ()),
+            ("dp2xpp2-zero1", 4, 2, ("--zero", "1"))):
         art = compile_pp(mlp, tag, ranks, pp, errors, *flags, config=micro)
-        errors += compare(f"mlp {tag}", one[:2],
-                          mlp.train(tag, art, ranks, launcher, "--shuffle",
-                                    "3"))
+        result = mlp.train(tag, art, ranks, launcher, "--shuffle", "3")
+        errors += compare(f"mlp {tag}", one[:2], result)
+        check_model_state(f"mlp {tag}", art, result[2], errors)
 
     # GPT: 12 sequences, batches of 4 in 4 micro-batches of 1.
     data = {"idx": torch.randint(0, WideGpt.vocab, (12, WideGpt.seq)),

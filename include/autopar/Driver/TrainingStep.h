@@ -19,6 +19,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/PassManager.h"
+#include "llvm/ADT/StringSet.h"
 
 #include <functional>
 #include <memory>
@@ -169,6 +170,13 @@ bool keepOnlyResult(mlir::func::FuncOp main, llvm::StringRef name);
 mlir::LogicalResult
 markDataParallelInputs(std::vector<ArtifactArgument> &arguments,
                        int64_t dataParallel, std::string &error);
+
+/// ZeRO: marks each optimizer state of `arguments` that is a block (dim 0)
+/// of its parameter as split over dp into `dataParallel` blocks, and under
+/// ZeRO-3 the parameters in `blockParameters` too; their updates alike.
+void markZeroShardedStates(std::vector<ArtifactArgument> &arguments,
+                           int64_t dataParallel,
+                           const llvm::StringSet<> &blockParameters);
 
 /// Lowers a training artifact's program `module` for the target of `o` (one
 /// CPU rank or one GPU) and writes `<name>.so` (and, on a GPU, its cubins)
