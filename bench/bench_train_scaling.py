@@ -77,7 +77,8 @@ def bench_plan(work, config, shapes, n, zero, args, tp=1, pp=1):
     art, report = os.path.join(work, tag), os.path.join(work, tag + "-report.json")
     row = {"ranks": n, "zero": zero, "tp": tp, "pp": pp, "error": "",
            "oversubscribed": n > os.cpu_count()}
-    pin = ["--tp", str(tp)] if tp > 1 else ["--pp", str(pp)] if pp > 1 else ["--zero", str(zero)]
+    pin = (["--tp", str(tp)] if tp > 1 else ["--pp", str(pp)] if pp > 1
+           else ["--dp", str(n), "--zero", str(zero)] if n > 1 else ["--zero", str(zero)])
     cmd = [os.path.join(args.build_dir, "bin", "autopar-compile"), os.path.join(work, "model.onnx"),
            "--cluster", f"local:{n}", "--mode", "train", "--train-config", config, *shapes,
            *pin, "--report-json", report, "-o", art]

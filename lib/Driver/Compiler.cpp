@@ -119,6 +119,9 @@ private:
   bool tensorParallelTraining = false;
   /// Training code for several CPU ranks: pipeline stages of dp replicas.
   bool pipelineTraining = false;
+  /// Training on several CPU ranks without --dp, --tp or --pp: the search
+  /// chooses between pure dp and pipelines of dp replicas.
+  bool automaticPipeline = false;
 
   // The model and its plan.
   std::unique_ptr<MLIRContext> context;
@@ -231,19 +234,26 @@ int CompileFlow::validateRequest() {
     if (int rc = pinTensorParallelTraining())
       return rc;
   } else if (!o.planOnly && training && cluster.worldSize() != 1) {
-    // Distributed training executes data parallelism (ZeRO 0-3), or pinned
-    // tensor parallelism over all ranks, so far: the plan is pinned to it
-    // (docs/distributed-training.md). On GPUs the step's collectives go to
-    // the NCCL backend.
+    // Distributed training: the search chooses among the plans the
+    // executor runs (docs/distributed-training.md): data parallelism (ZeRO
+    // 0-3) and, on CPU ranks, pipelines of data-parallel replicas (ZeRO 0
+    // or 1); tensor parallelism only when pinned (--tp). On GPUs the step's
+    // collectives go to the NCCL backend.
     if (o.dp > 0 && o.dp != cluster.worldSize())
       return fail("--dp " + llvm::Twine(o.dp) + " --mode train on --cluster " +
                   o.cluster +
-                  ": training on several ranks executes pure "
-                  "data parallelism so far, over all " +
-                  llvm::Twine(cluster.worldSize()) + " ranks");
-    request.pins.dp = cluster.worldSize();
+                  ": training on several ranks executes data parallelism "
+                  "over all " +
+                  llvm::Twine(cluster.worldSize()) +
+                  " ranks, or --tp or --pp with --dp the rest");
     request.pins.tp = 1;
-    request.pins.pp = 1;
+    if (o.dp > 0 || gpu || o.emitGradients) {
+      request.pins.dp = cluster.worldSize();
+      request.pins.pp = 1;
+    } else {
+      request.maxZeroWithPipeline = 1;
+      automaticPipeline = true;
+    }
     // Every ZeRO stage runs: the search picks one unless --zero or
     // zero_optimization.stage pinned it (buildPlanRequest). The gradients
     // --emit-gradients returns are whole: no ZeRO.
@@ -438,7 +448,7 @@ int CompileFlow::pinTrainingMicroBatch() {
   std::optional<int64_t> dp;
   if (request.cluster.worldSize() == 1)
     dp = 1;
-  else if (dataParallelTraining)
+  else if (dataParallelTraining && !automaticPipeline)
     dp = request.cluster.worldSize();
   else if (tensorParallelTraining || pipelineTraining)
     dp = *request.pins.dp;
@@ -497,6 +507,10 @@ int CompileFlow::pinTrainingMicroBatch() {
   for (unsigned i = 0; i < main.getNumResults(); ++i)
     updatesState |= bool(main.getResultAttr(i, attrs::kUpdate));
   request.wholeReplicaBatch = updatesState;
+  // A pipeline does not carry state between micro-batches yet: a model
+  // that updates state trains data-parallel.
+  if (automaticPipeline && updatesState)
+    request.pins.pp = 1;
   return 0;
 }
 
@@ -807,6 +821,24 @@ int CompileFlow::compilePipelineTraining() {
   options.globalArguments = arguments;
   options.globalBatch = plan->globalBatch;
   auto stages = buildPipelineTraining(*context, best, options);
+  if (!stages && automaticPipeline) {
+    // The search's pipeline cannot run this model (a stage that trains
+    // nothing, tied weights across stages, ...): the best plan without
+    // one does.
+    std::string reason = llvm::toString(stages.takeError());
+    llvm::outs() << "  note: the plan's pipeline cannot be trained (" << reason
+                 << "); training the best plan without pipeline stages\n";
+    PlanRequest withoutPipeline = request;
+    withoutPipeline.pins.pp = 1;
+    auto main = module->lookupSymbol<func::FuncOp>("main");
+    auto replanned = planProgram(main, withoutPipeline);
+    if (!replanned)
+      return fail(llvm::toString(replanned.takeError()));
+    request = std::move(withoutPipeline);
+    plan = std::move(*replanned);
+    printPlanTable(llvm::outs(), *plan, request);
+    return compileTrainingStep();
+  }
   if (!stages)
     return fail(llvm::toString(stages.takeError()));
   // What the stages exchange, exactly (the report's predicted collectives),

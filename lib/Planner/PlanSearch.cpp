@@ -451,8 +451,8 @@ const Search::CostSummary &Search::summary(int64_t tp, int64_t microBatch) {
       s.longest[r] = std::max(s.longest[r], t);
     }
     s.params += c.parameterElementsPerRank;
-    s.boundaryBytes = std::max(
-        s.boundaryBytes, c.savedActivationBytes[int(Recompute::Full)]);
+    s.boundaryBytes =
+        std::max(s.boundaryBytes, c.savedActivationBytes[int(Recompute::Full)]);
   }
   return summaries[key] = s;
 }
@@ -469,8 +469,7 @@ Search::PlanPricing Search::pricing(const PlanKey &key) {
 }
 
 std::vector<StageTotals> Search::segmentTotals(const PlanKey &key) {
-  const std::vector<SegmentCost> &segs =
-      segmentCosts(key.tp, key.microBatch);
+  const std::vector<SegmentCost> &segs = segmentCosts(key.tp, key.microBatch);
   bool training = request.mode == PlanMode::Training;
   bool zero3 = training && key.dp > 1 && key.zero == 3;
   double elementBytes = request.precision == Precision::FP32 ? 4 : 2;
@@ -517,8 +516,8 @@ StagePrice Search::priceStage(const PlanPricing &pricing,
   m.other = runtimeReservedBytes(cluster);
   m.communication = 2 * totals.message;
   if (request.mode == PlanMode::Training) {
-    TrainingStateBytes state = trainingStateBytes(
-        totals.params, request.precision, key.dp, key.zero);
+    TrainingStateBytes state =
+        trainingStateBytes(totals.params, request.precision, key.dp, key.zero);
     m.parameters = state.parameters;
     m.gradients = state.gradients;
     m.optimizerStates = state.optimizerStates;
@@ -584,10 +583,10 @@ double Search::lowerBound(const PlanKey &key) {
     GroupPlacement pair;
     pair.size = 2;
     pair.ranksPerNode = key.dp * key.tp < cluster.gpusPerNode ? 2 : 1;
-    bound += 2 * (key.pp - 1) *
-             collectiveTime(cluster, Collective::SendRecv, s.boundaryBytes,
-                            pair)
-                 .seconds;
+    bound +=
+        2 * (key.pp - 1) *
+        collectiveTime(cluster, Collective::SendRecv, s.boundaryBytes, pair)
+            .seconds;
   }
   // The optimizer step of the stage with the most parameters, at least an
   // even share of them.
@@ -615,9 +614,9 @@ PlanCandidate Search::price(const PlanKey &key) {
   };
   bool training = request.mode == PlanMode::Training;
   problem.optimizerSeconds = [&](double params) {
-    return training ? optimizerSeconds(
-                          p.ctx, params / (key.zero >= 1 ? key.dp : 1))
-                    : 0.0;
+    return training
+               ? optimizerSeconds(p.ctx, params / (key.zero >= 1 ? key.dp : 1))
+               : 0.0;
   };
   return evaluate(key, bestStageSplit(problem, balanced.ranges).ranges);
 }
@@ -635,8 +634,7 @@ PlanCandidate Search::evaluate(const PlanKey &key, const StageRanges &ranges) {
   Recompute r = key.recompute;
   int64_t pp = key.pp;
   bool training = request.mode == PlanMode::Training;
-  const std::vector<SegmentCost> &segs =
-      segmentCosts(key.tp, key.microBatch);
+  const std::vector<SegmentCost> &segs = segmentCosts(key.tp, key.microBatch);
   std::vector<StageTotals> totals = segmentTotals(key);
   PlanPricing pricing = this->pricing(key);
 
@@ -691,8 +689,7 @@ PlanCandidate Search::evaluate(const PlanKey &key, const StageRanges &ranges) {
     }
     c.stages.push_back(std::move(stage));
   }
-  PipelineTime pipe =
-      pipelineTime(seconds, c.numMicroBatches, p2p, c.schedule);
+  PipelineTime pipe = pipelineTime(seconds, c.numMicroBatches, p2p, c.schedule);
 
   c.time.bubble = pipe.bubbleSeconds;
   double perMicroBatchComm = 0, perMicroBatchCompute = 0;
@@ -1327,11 +1324,12 @@ llvm::Expected<PlanResult> Search::run() {
   // (the runner-ups) and, for --explain-plan, the best of the two best
   // values of each dimension the pins leave free (its runner-up).
   PlanNeed need;
-  need.rules.push_back({PlanNeed::kShape, std::max(1, request.maxAlternatives + 1)});
+  need.rules.push_back(
+      {PlanNeed::kShape, std::max(1, request.maxAlternatives + 1)});
   if (request.compareDimensions) {
     std::optional<int64_t> sizes[] = {pins.dp, pins.tp, pins.pp};
     for (int d = 0; d < 6; ++d) {
-      bool pinned = d < 3   ? sizes[d].has_value()
+      bool pinned = d < 3    ? sizes[d].has_value()
                     : d == 3 ? pins.zeroStage.has_value()
                     : d == 4 ? pins.microBatchSize.has_value()
                              : pins.recompute.has_value();
@@ -1451,6 +1449,9 @@ std::vector<PlanKey> Search::legalPlans(const PlanPins &pins) const {
             if (pins.zeroStage && zero != *pins.zeroStage &&
                 !(dp == 1 && zero == 0))
               continue;
+            if (training && pp > 1 && request.maxZeroWithPipeline &&
+                zero > *request.maxZeroWithPipeline)
+              continue;
             keys.push_back({dp, tp, pp, zero, mb, r});
           }
         }
@@ -1553,8 +1554,8 @@ std::vector<PlanCandidate> Search::enumerate(const PlanPins &pins,
       break;
     }
     const PlanKey &k = keys[i];
-    auto memoKey = std::make_tuple(k.tp, k.pp, k.zero, k.microBatch,
-                                   int(k.recompute));
+    auto memoKey =
+        std::make_tuple(k.tp, k.pp, k.zero, k.microBatch, int(k.recompute));
     auto it = evaluated.find(memoKey);
     if (it == evaluated.end())
       it = evaluated.emplace(memoKey, price(k)).first;
@@ -1565,9 +1566,8 @@ std::vector<PlanCandidate> Search::enumerate(const PlanPins &pins,
     priced.push_back({i, c});
   }
   // In enumeration order: ties between plans keep the order they had.
-  llvm::sort(priced, [](const auto &a, const auto &b) {
-    return a.first < b.first;
-  });
+  llvm::sort(priced,
+             [](const auto &a, const auto &b) { return a.first < b.first; });
   std::vector<PlanCandidate> all;
   for (auto &[i, c] : priced)
     all.push_back(std::move(c));
@@ -1587,8 +1587,9 @@ PinnedPlanPricer::PinnedPlanPricer(const ProgramGraph &graph,
 PinnedPlanPricer::~PinnedPlanPricer() = default;
 
 PlanCandidate PinnedPlanPricer::price(const PinnedPlan &plan) {
-  PlanKey key{plan.dp, plan.tp, plan.pp, plan.zeroStage, plan.microBatchSize,
-              plan.recompute};
+  PlanKey key{
+      plan.dp,       plan.tp, plan.pp, plan.zeroStage, plan.microBatchSize,
+      plan.recompute};
   return impl->search.pricePinned(key, plan.stages);
 }
 

@@ -113,8 +113,15 @@ class Case:
         with open(self.config, "w") as f:
             json.dump({**config, "train_batch_size": batch}, f)
 
-    def compile(self, tag, ranks, *flags, config=None, expect_ok=True):
+    def compile(self, tag, ranks, *flags, config=None, expect_ok=True,
+                automatic=False):
+        """Data parallelism over the ranks unless flags pin --dp, --tp or
+        --pp, or `automatic` leaves the plan to the search (which may choose
+        pipeline stages)."""
         art = os.path.join(self.dir, tag + "-art")
+        if ranks > 1 and not automatic and not any(
+                f in flags for f in ("--dp", "--tp", "--pp")):
+            flags = ("--dp", str(ranks), *flags)
         result = run([os.path.join(self.build, "bin", "autopar-compile"),
                       self.onnx, "--cluster", f"local:{ranks}", "--mode",
                       "train", "--train-config", config or self.config,
@@ -531,7 +538,8 @@ def main():
          "only too); use --zero 0 or 1"),
         ("--dp 1", gpt.compile("dp1", 2, "--dp", "1", expect_ok=False)[1],
          "--dp 1 --mode train on --cluster local:2: training on several ranks "
-         "executes pure data parallelism so far, over all 2 ranks"),
+         "executes data parallelism over all 2 ranks, or --tp or --pp with "
+         "--dp the rest"),
         ("--eval-data", run([*launcher, "-np", "2",
                              os.path.join(build, "bin", "autopar-run"),
                              os.path.join(gpt.dir, "local2-art"), "--train",

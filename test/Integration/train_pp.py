@@ -27,6 +27,8 @@ for call and byte for byte (--check-comm):
   with AdamW, dp2 x pp2, and with Dropout (masks by global sample index:
   each micro-batch's forward is told its first sample), also with recompute
   selective;
+- the automatic plan (no --dp, --tp or --pp) for the GPT on 2 and 4 ranks,
+  whichever family the search picks;
 - checkpoints: the GPT on pp2 stopped at step 3 and resumed under the same
   plan equals the uninterrupted run bitwise (each stage writes its
   parameters); the checkpoint resumes on one rank, and one rank's on pp2;
@@ -119,6 +121,20 @@ def main():
     errors += compare("gpt dp2xpp2", one[:2],
                       gpt.train("dp2xpp2", art4, 4, launcher),
                       noise_only=key_bias)
+
+    # The automatic plan: without --dp, --tp or --pp the search chooses
+    # between data parallelism and pipelines of replicas (ZeRO 0 or 1 with
+    # a pipeline); whatever it picks trains to one rank's numbers.
+    for ranks in (2, 4):
+        art_auto, result = gpt.compile(f"auto{ranks}", ranks, config=micro,
+                                       automatic=True)
+        mesh = next((line.split("mesh", 1)[1].strip()
+                     for line in result.stdout.splitlines()
+                     if line.strip().startswith("mesh")), "?")
+        errors += compare(f"gpt automatic plan on {ranks} ranks ({mesh})",
+                          one[:2],
+                          gpt.train(f"auto{ranks}", art_auto, ranks, launcher),
+                          noise_only=key_bias)
 
     # Checkpoints: stopped at step 3 and resumed under the same plan, the
     # run is bitwise the uninterrupted one; each stage wrote its own part.
