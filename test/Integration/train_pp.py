@@ -27,6 +27,8 @@ for call and byte for byte (--check-comm):
   with AdamW, dp2 x pp2, and with Dropout (masks by global sample index:
   each micro-batch's forward is told its first sample), also with recompute
   selective;
+- faults: a rank of a dp2 x pp2 run killed or hung at step 4 ends every
+  rank within the timeout, and the last checkpoint resumes bitwise;
 - the automatic plan (no --dp, --tp or --pp) for the GPT on 2 and 4 ranks,
   whichever family the search picks;
 - checkpoints: the GPT on pp2 stopped at step 3 and resumed under the same
@@ -45,7 +47,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from train_dp import CONFIG, Case, compare, run  # noqa: E402
+from train_dp import CONFIG, Case, check_faults, compare, run  # noqa: E402
 from train_tp import WideCnn, WideGpt, WideMlp, check_model_state  # noqa: E402
 
 
@@ -99,6 +101,12 @@ def main():
         result = mlp.train(tag, art, ranks, launcher, "--shuffle", "3")
         errors += compare(f"mlp {tag}", one[:2], result)
         check_model_state(f"mlp {tag}", art, result[2], errors)
+        if tag == "dp2xpp2":
+            four = art, result
+    # Faults: a rank of the 4 killed, or hung, at step 4 ends every rank
+    # within the timeout (the exchanges of the stages wait under the
+    # watchdog too), and the checkpoint of step 2 resumes bitwise.
+    errors += check_faults(mlp, four[0], four[1], launcher)
 
     # GPT: 12 sequences, batches of 4 in 4 micro-batches of 1.
     data = {"idx": torch.randint(0, WideGpt.vocab, (12, WideGpt.seq)),
