@@ -94,6 +94,7 @@ LogicalResult verifyAutoparAttribute(function_ref<InFlightDiagnostic()> error,
       name == D::StepAttrHelper::getNameStr() ||
       name == D::SeedAttrHelper::getNameStr() ||
       name == D::SampleOffsetAttrHelper::getNameStr() ||
+      name == D::RecomputedAttrHelper::getNameStr() ||
       name == D::LossScalingAttrHelper::getNameStr() ||
       name == D::ProjectionPartsAttrHelper::getNameStr())
     return expect(isa<UnitAttr>(value), "a unit attribute");

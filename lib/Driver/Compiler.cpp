@@ -385,10 +385,14 @@ int CompileFlow::pinTensorParallelTraining() {
   if (request.pins.zeroStage && *request.pins.zeroStage > 0)
     return refuse("ZeRO under tensor parallelism is being built (drop --zero "
                   "and zero_optimization.stage)");
+  if (request.pins.recompute && *request.pins.recompute != Recompute::None)
+    return refuse("recomputation under tensor parallelism is being built "
+                  "(drop --recompute, or --tp)");
   request.pins.dp = world / o.tp;
   request.pins.tp = o.tp;
   request.pins.pp = 1;
   request.pins.zeroStage = 0;
+  request.pins.recompute = Recompute::None;
   tensorParallelTraining = true;
   return 0;
 }
@@ -678,6 +682,7 @@ int CompileFlow::compileTrainingStep() {
   step.freeze.assign(o.freeze.begin(), o.freeze.end());
   step.emitGradients = o.emitGradients;
   step.microBatches = microBatches;
+  step.recompute = recomputeName(best.recompute).str();
   step.dataParallel = best.dp;
   step.zeroStage = best.zeroStage;
   step.config = trainConfig;

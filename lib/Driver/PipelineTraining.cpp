@@ -25,6 +25,7 @@
 #include "autopar/Transforms/LossNormalisation.h"
 #include "autopar/Transforms/Passes.h"
 #include "autopar/Transforms/PlanAnnotate.h"
+#include "autopar/Transforms/Recompute.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -97,60 +98,6 @@ void collectSlice(ArrayRef<Value> roots,
     getUsedValuesDefinedAbove(def->getRegions(), read);
     work.append(read.begin(), read.end());
   }
-}
-
-/// Constants, empty tensors and fills of constants: cheaper to make again
-/// in the backward than to keep per micro-batch.
-bool isRecomputedAnyway(Operation *op) {
-  if (!isMemoryEffectFree(op) || op->getNumRegions() > 0 ||
-      op->getNumResults() == 0)
-    return isa<linalg::FillOp>(op) &&
-           llvm::all_of(op->getOperands(), [](Value v) {
-             Operation *def = v.getDefiningOp();
-             return def && isRecomputedAnyway(def);
-           });
-  return op->getNumOperands() == 0;
-}
-
-/// Selective recomputation (Korthikanti et al.; the planner's model):
-/// memory-bound ops are recomputed in the backward, GEMM and convolution
-/// outputs are kept. Ops without regions (reshapes, slices, casts) count as
-/// memory-bound too.
-bool isSelectivelyRecomputed(Operation *op) {
-  if (!isMemoryEffectFree(op))
-    return false;
-  if (auto linalgOp = dyn_cast<linalg::LinalgOp>(op))
-    return !linalg::isaContractionOpInterface(linalgOp) &&
-           !linalg::isaConvolutionOpInterface(linalgOp);
-  // autopar.attention and other ops of autopar's dialect are compute-bound.
-  return op->getNumRegions() == 0 &&
-         op->getDialect()->getNamespace() != "autopar";
-}
-
-/// The ops that depend on the run's random seed (training-mode Dropout's
-/// masks), which selective recomputation does not recompute (TRAINING.md:
-/// never random ops), though autopar's counter-based masks would come out
-/// the same.
-llvm::DenseSet<Operation *> opsReadingTheSeed(func::FuncOp f) {
-  llvm::DenseSet<Operation *> random;
-  SmallVector<Value> work;
-  for (BlockArgument arg : f.getArguments())
-    if (f.getArgAttr(arg.getArgNumber(), attrs::kSeed))
-      work.push_back(arg);
-  while (!work.empty()) {
-    Value v = work.pop_back_val();
-    for (Operation *user : v.getUsers()) {
-      Operation *top = f.getBody().front().findAncestorOpInBlock(*user);
-      if (!top || !random.insert(top).second)
-        continue;
-      // Only through the mask's own scalar and integer arithmetic: the
-      // masked float values are ordinary.
-      for (Value r : top->getResults())
-        if (!isFloatTensor(r.getType()))
-          work.push_back(r);
-    }
-  }
-  return random;
 }
 
 /// `a + b`, elementwise, for tensors of one type.

@@ -83,6 +83,13 @@ void buildTrainingStepPipeline(OpPassManager &pm,
     differentiate.dynamicLossScale = scaling.staticScale == 0;
   }
   pm.addPass(createDifferentiate(differentiate));
+  if (options.recompute != "none") {
+    // Before the micro-batch loop and ZeRO-3's gathers, which read the
+    // forward and the backward apart.
+    RematerializeOptions remat;
+    remat.mode = options.recompute;
+    pm.addPass(createRematerialize(remat));
+  }
   {
     // Also with one call per step: it sets Dropout's sample offset.
     AccumulateGradientsOptions accumulate;

@@ -487,6 +487,18 @@ def main():
         errors += compare(f"gpt dp2 ZeRO-{zero}", one[:2],
                           gpt.train(f"zero{zero}-local2", art, 2, launcher),
                           noise_only={"qkv.bias": key_bias})
+    # Recomputation (autopar-rematerialize): the backward computes forward
+    # values again; the numbers do not change. ZeRO-3 gathers the
+    # recomputed GEMMs' weights in the backward.
+    for mode, zero in (("selective", 0), ("full", 3)):
+        art, result = gpt.compile(f"recompute-{mode}", 2, "--recompute",
+                                  mode, "--zero", str(zero))
+        if f"recompute {mode}" not in result.stdout:
+            errors.append(f"gpt dp2 recompute {mode}: not in the plan:\n"
+                          f"{result.stdout}")
+        errors += compare(f"gpt dp2 ZeRO-{zero} recompute {mode}", one[:2],
+                          gpt.train(f"recompute-{mode}", art, 2, launcher),
+                          noise_only={"qkv.bias": key_bias})
 
     # GPT with Dropout: masks by global sample index, so two replicas (and
     # their micro-batches) draw the masks one rank draws for the batch.

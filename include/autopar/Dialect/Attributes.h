@@ -88,6 +88,10 @@ inline constexpr llvm::StringLiteral kResidual =
 /// `autopar.update` with that name is its next value.
 inline constexpr llvm::StringLiteral kAccumulator =
     AutoparDialect::AccumulatorAttrHelper::getNameStr();
+/// autopar-rematerialize: an op the backward recomputes (a clone of a
+/// forward op; unit), kept apart from it by CSE.
+inline constexpr llvm::StringLiteral kRecomputed =
+    AutoparDialect::RecomputedAttrHelper::getNameStr();
 /// A scalar metric result: its name ("lr", "grad_norm").
 inline constexpr llvm::StringLiteral kMetric =
     AutoparDialect::MetricAttrHelper::getNameStr();

@@ -66,6 +66,8 @@ def Autopar_Dialect : Dialect {
     // sum over the micro-batches (the step's gradients and loss).
     "::mlir::StringAttr":$residual,
     "::mlir::StringAttr":$accumulator,
+    // autopar-rematerialize: a forward op's clone in the backward.
+    "::mlir::UnitAttr":$recomputed,
     // Markers of later passes.
     "::mlir::UnitAttr":$projection_parts,
     "::mlir::ArrayAttr":$arg_shapes,

@@ -72,6 +72,9 @@ struct TrainingStepOptions {
   /// as their parameters. The step is left annotated, for
   /// addTensorParallelPartitioning (TensorParallel.h).
   int64_t tensorParallel = 1;
+  /// The plan's recomputation (autopar-rematerialize's mode): "none",
+  /// "selective" or "full".
+  std::string recompute = "none";
   /// The `autopar-plan` pass for the group; null: planned as `local:N`.
   std::function<std::unique_ptr<mlir::Pass>()> makePlanPass;
 };

@@ -461,6 +461,38 @@ def Differentiate : Pass<"autopar-differentiate", "mlir::ModuleOp"> {
 }
 
 
+def Rematerialize : Pass<"autopar-rematerialize", "mlir::ModuleOp"> {
+  let summary = "Recompute forward values in the backward of a "
+                "differentiated @main";
+  let description = [{
+    Recomputation as rematerialisation in the IR (TRAINING.md; the plan's
+    `recompute`). Runs right after `autopar-differentiate`, whose backward
+    follows the op that makes the returned loss. Each forward value the
+    backward reads and `mode` recomputes is computed again, by a clone of
+    its op (and of the recomputed ops it reads) placed before the first
+    backward op that reads it, and every backward use reads the clone; the
+    forward's value then dies in the forward. Clones carry
+    `autopar.recomputed`, so that CSE does not merge them back.
+
+    - `selective` (Korthikanti et al.; the planner's model): memory-bound
+      ops (elementwise ops, normalisations, softmax, reshapes) are
+      recomputed; GEMM and convolution outputs, and ops that read the random
+      seed (Dropout's masks), are kept.
+    - `full`: every forward op the backward reads is recomputed, from the
+      program's arguments (a pipeline stage's inputs).
+    - `none`: nothing changes.
+
+    Only values the trained parameters flow into are recomputed: labels,
+    masks and a mean's count of valid targets (which
+    `autopar-accumulate-gradients` replaces by one in the backward) are
+    kept, and constants and empty tensors are never cloned.
+  }];
+  let options = [
+    Option<"mode", "mode", "std::string", "\"none\"",
+           "none, selective or full">,
+  ];
+}
+
 def AccumulateGradients
     : Pass<"autopar-accumulate-gradients", "mlir::ModuleOp"> {
   let summary = "One training step over several micro-batches: sum their "

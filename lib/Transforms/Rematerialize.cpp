@@ -1,0 +1,145 @@
+//===- Rematerialize.cpp - Recompute forward values in the backward -------===//
+//
+// See Passes.td. A differentiated @main reads forward values in its
+// backward; each is live from the forward to the backward. Cloning the ops
+// that compute them right before their first backward use makes the
+// forward's own values die in the forward: the backward recomputes them
+// (Megatron's recomputation, as rematerialisation in the IR).
+//
+//===----------------------------------------------------------------------===//
+
+#include "autopar/Dialect/Attributes.h"
+#include "autopar/Transforms/Passes.h"
+#include "autopar/Transforms/Recompute.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "mlir/Transforms/RegionUtils.h"
+
+#include <functional>
+
+namespace autopar {
+#define GEN_PASS_DEF_REMATERIALIZE
+#include "autopar/Transforms/Passes.h.inc"
+} // namespace autopar
+
+using namespace mlir;
+
+namespace {
+
+struct RematerializePass : autopar::impl::RematerializeBase<RematerializePass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (mode != "none" && mode != "selective" && mode != "full") {
+      module.emitError() << "autopar-rematerialize: mode must be none, "
+                            "selective or full, not '"
+                         << mode << "'";
+      return signalPassFailure();
+    }
+    if (mode == "none")
+      return;
+    auto main = module.lookupSymbol<func::FuncOp>("main");
+    if (!main || main.isExternal()) {
+      module.emitError("autopar-rematerialize: no func.func @main");
+      return signalPassFailure();
+    }
+    if (main.getNumResults() == 0 ||
+        main.getResultAttr(0, autopar::attrs::kGradient)) {
+      main.emitError("autopar-rematerialize: @main must be differentiated "
+                     "first (autopar-differentiate): its first result is the "
+                     "loss");
+      return signalPassFailure();
+    }
+    Block &body = main.getBody().front();
+    auto ret = cast<func::ReturnOp>(body.getTerminator());
+    // The backward (autopar-differentiate appends it) follows the op that
+    // makes the returned loss.
+    Operation *forwardEnd = ret.getOperand(0).getDefiningOp();
+    if (!forwardEnd || forwardEnd->getBlock() != &body)
+      return;
+    llvm::DenseSet<Operation *> forward;
+    for (Operation &op : body) {
+      forward.insert(&op);
+      if (&op == forwardEnd)
+        break;
+    }
+    llvm::DenseSet<Operation *> random = autopar::opsReadingTheSeed(main);
+    // Only what the trained parameters flow into: the rest (labels, masks,
+    // a mean's count of valid targets, which autopar-accumulate-gradients
+    // replaces by one) stays as it is, and costs no more to keep.
+    llvm::DenseSet<Value> trained;
+    for (BlockArgument arg : main.getArguments())
+      if (main.getArgAttr(arg.getArgNumber(), autopar::attrs::kTrainable))
+        trained.insert(arg);
+    llvm::DenseSet<Operation *> active;
+    for (Operation &op : body) {
+      if (!forward.contains(&op))
+        break;
+      llvm::SetVector<Value> read(op.operand_begin(), op.operand_end());
+      getUsedValuesDefinedAbove(op.getRegions(), read);
+      if (llvm::any_of(read, [&](Value v) { return trained.contains(v); })) {
+        active.insert(&op);
+        for (Value r : op.getResults())
+          trained.insert(r);
+      }
+    }
+    bool full = mode == "full";
+    auto recomputed = [&](Operation *op) {
+      if (!op || !active.contains(op) || op->getNumOperands() == 0 ||
+          !isMemoryEffectFree(op))
+        return false;
+      return full ||
+             (autopar::isSelectivelyRecomputed(op) && !random.contains(op));
+    };
+
+    // Each recomputed value, once, before the first backward op reading it.
+    llvm::DenseMap<Value, Value> clones;
+    Builder attrs(&getContext());
+    std::function<Value(Value, Operation *)> cloneBefore =
+        [&](Value v, Operation *user) -> Value {
+      if (Value known = clones.lookup(v))
+        return known;
+      Operation *def = v.getDefiningOp();
+      OpBuilder b(user);
+      IRMapping map;
+      // Its recomputed operands first, and the values its regions capture.
+      llvm::SetVector<Value> read(def->operand_begin(), def->operand_end());
+      getUsedValuesDefinedAbove(def->getRegions(), read);
+      for (Value operand : read)
+        if (recomputed(operand.getDefiningOp()))
+          map.map(operand, cloneBefore(operand, user));
+      Operation *clone = b.clone(*def, map);
+      // Distinct from the forward's op, so that CSE does not merge them
+      // back.
+      clone->setAttr(autopar::attrs::kRecomputed, attrs.getUnitAttr());
+      for (auto [from, to] : llvm::zip(def->getResults(), clone->getResults()))
+        clones[from] = to;
+      return clones.lookup(v);
+    };
+    SmallVector<Operation *> backward;
+    for (Operation &op : body)
+      if (!forward.contains(&op) && &op != ret.getOperation())
+        backward.push_back(&op);
+    int64_t count = 0;
+    for (Operation *op : backward) {
+      SmallVector<OpOperand *> uses;
+      op->walk([&](Operation *inner) {
+        for (OpOperand &use : inner->getOpOperands())
+          if (Operation *def = use.get().getDefiningOp();
+              def && def->getBlock() == &body && recomputed(def))
+            uses.push_back(&use);
+      });
+      for (OpOperand *use : uses) {
+        bool fresh = !clones.count(use->get());
+        use->set(cloneBefore(use->get(), op));
+        count += fresh;
+      }
+    }
+    (void)count;
+  }
+};
+
+} // namespace

@@ -1,0 +1,94 @@
+// autopar-rematerialize: the backward of a differentiated @main recomputes
+// the forward values the mode says, from clones placed before their first
+// backward use; the forward's own values are then read by the forward only.
+// RUN: autopar-opt %s -split-input-file -autopar-rematerialize="mode=selective" | FileCheck %s --check-prefix=SELECTIVE
+// RUN: autopar-opt %s -split-input-file -autopar-rematerialize="mode=full" | FileCheck %s --check-prefix=FULL
+// RUN: autopar-opt %s -split-input-file -autopar-rematerialize="mode=none" | FileCheck %s --check-prefix=NONE
+// RUN: not autopar-opt %s -split-input-file -autopar-rematerialize="mode=most" 2>&1 | FileCheck %s --check-prefix=MODE
+
+#map = affine_map<(d0, d1) -> (d0, d1)>
+#scalar = affine_map<(d0, d1) -> ()>
+// A GEMM, a ReLU of it, a sum as the loss; the backward reads the ReLU's
+// input (a GEMM output) and its output.
+// SELECTIVE-LABEL: func.func @main
+// SELECTIVE: %[[MM:.*]] = linalg.matmul
+// SELECTIVE: %[[RELU:.*]] = linalg.generic {{.*}} ins(%[[MM]] : tensor<2x2xf32>)
+// SELECTIVE: %[[LOSS:.*]] = linalg.generic {{.*}} ins(%[[RELU]] : tensor<2x2xf32>)
+// The backward: the ReLU again (memory-bound), the GEMM's output kept.
+// SELECTIVE: %[[AGAIN:.*]] = linalg.generic {{.*}} ins(%[[MM]] : tensor<2x2xf32>) {{.*}}{autopar.recomputed}
+// SELECTIVE-NOT: linalg.matmul
+// SELECTIVE: linalg.generic {{.*}} ins(%[[AGAIN]], %[[MM]] : tensor<2x2xf32>, tensor<2x2xf32>)
+// SELECTIVE: return %[[LOSS]]
+
+// Full: the GEMM is recomputed too, and the ReLU from it.
+// FULL-LABEL: func.func @main
+// FULL: %[[MM:.*]] = linalg.matmul ins
+// FULL: %[[MM2:.*]] = linalg.matmul {autopar.recomputed} ins
+// FULL: %[[RELU2:.*]] = linalg.generic {{.*}} ins(%[[MM2]] : tensor<2x2xf32>)
+// FULL: linalg.generic {{.*}} ins(%[[RELU2]], %[[MM2]] : tensor<2x2xf32>, tensor<2x2xf32>)
+
+// NONE-LABEL: func.func @main
+// NONE-NOT: autopar.recomputed
+// MODE: autopar-rematerialize: mode must be none, selective or full, not 'most'
+func.func @main(%w: tensor<2x2xf32> {autopar.parameter = "w", autopar.trainable}, %x: tensor<2x2xf32> {autopar.input = "x"})
+    -> (tensor<f32> {autopar.output = "loss"}, tensor<2x2xf32> {autopar.gradient = "w"}) {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<2x2xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<2x2xf32>) -> tensor<2x2xf32>
+  %mm = linalg.matmul ins(%x, %w : tensor<2x2xf32>, tensor<2x2xf32>) outs(%z : tensor<2x2xf32>) -> tensor<2x2xf32>
+  %relu = linalg.generic {indexing_maps = [#map, #map], iterator_types = ["parallel", "parallel"]} ins(%mm : tensor<2x2xf32>) outs(%e : tensor<2x2xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %m = arith.maximumf %a, %zero : f32
+    linalg.yield %m : f32
+  } -> tensor<2x2xf32>
+  %s0 = tensor.empty() : tensor<f32>
+  %s = linalg.fill ins(%zero : f32) outs(%s0 : tensor<f32>) -> tensor<f32>
+  %loss = linalg.generic {indexing_maps = [#map, #scalar], iterator_types = ["reduction", "reduction"]} ins(%relu : tensor<2x2xf32>) outs(%s : tensor<f32>) {
+  ^bb0(%a: f32, %o: f32):
+    %p = arith.addf %a, %o : f32
+    linalg.yield %p : f32
+  } -> tensor<f32>
+  // The backward: d relu = (relu > 0) where mm is read too.
+  %g = linalg.generic {indexing_maps = [#map, #map, #map], iterator_types = ["parallel", "parallel"]} ins(%relu, %mm : tensor<2x2xf32>, tensor<2x2xf32>) outs(%e : tensor<2x2xf32>) {
+  ^bb0(%r: f32, %v: f32, %o: f32):
+    %c = arith.cmpf ogt, %r, %zero : f32
+    %one = arith.constant 1.0 : f32
+    %d = arith.select %c, %one, %zero : f32
+    %dv = arith.mulf %d, %v : f32
+    linalg.yield %dv : f32
+  } -> tensor<2x2xf32>
+  return %loss, %g : tensor<f32>, tensor<2x2xf32>
+}
+
+// -----
+
+#map = affine_map<(d0) -> (d0)>
+// A value the trained parameter does not flow into (a scale computed from
+// the input, as a mean's count of valid targets) is kept: only %wx, which
+// w flows into, is recomputed.
+// FULL-LABEL: func.func @main
+// FULL: %[[SCALE:.*]] = linalg.generic {{.*}} ins(%arg1 : tensor<4xf32>)
+// FULL: %[[WX:.*]] = linalg.generic {{.*}} ins(%arg0, %arg1 : tensor<4xf32>, tensor<4xf32>)
+// FULL: %[[WX2:.*]] = linalg.generic {{.*}} ins(%arg0, %arg1 : tensor<4xf32>, tensor<4xf32>) {{.*}}{autopar.recomputed}
+// FULL-NOT: autopar.recomputed
+// FULL: ins(%[[WX2]], %[[SCALE]] : tensor<4xf32>, tensor<4xf32>)
+func.func @main(%w: tensor<4xf32> {autopar.parameter = "w", autopar.trainable}, %x: tensor<4xf32> {autopar.input = "x"})
+    -> (tensor<4xf32> {autopar.output = "loss"}, tensor<4xf32> {autopar.gradient = "w"}) {
+  %e = tensor.empty() : tensor<4xf32>
+  %scale = linalg.generic {indexing_maps = [#map, #map], iterator_types = ["parallel"]} ins(%x : tensor<4xf32>) outs(%e : tensor<4xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %m = arith.mulf %a, %a : f32
+    linalg.yield %m : f32
+  } -> tensor<4xf32>
+  %wx = linalg.generic {indexing_maps = [#map, #map, #map], iterator_types = ["parallel"]} ins(%w, %x : tensor<4xf32>, tensor<4xf32>) outs(%e : tensor<4xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %m = arith.mulf %a, %b : f32
+    linalg.yield %m : f32
+  } -> tensor<4xf32>
+  %g = linalg.generic {indexing_maps = [#map, #map, #map], iterator_types = ["parallel"]} ins(%wx, %scale : tensor<4xf32>, tensor<4xf32>) outs(%e : tensor<4xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %m = arith.divf %a, %b : f32
+    linalg.yield %m : f32
+  } -> tensor<4xf32>
+  return %wx, %g : tensor<4xf32>, tensor<4xf32>
+}
