@@ -838,7 +838,10 @@ int CompileFlow::compilePipelineTraining() {
     auto main = module->lookupSymbol<func::FuncOp>("main");
     auto replanned = planProgram(main, withoutPipeline);
     if (!replanned)
-      return fail(llvm::toString(replanned.takeError()));
+      return fail("the plan's " + llvm::Twine(best.pp) +
+                  " pipeline stages cannot be trained (" + reason +
+                  "), and without pipeline stages: " +
+                  llvm::toString(replanned.takeError()));
     request = std::move(withoutPipeline);
     plan = std::move(*replanned);
     printPlanTable(llvm::outs(), *plan, request);
