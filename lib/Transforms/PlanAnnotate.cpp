@@ -88,7 +88,6 @@ void annotateModuleWithPlan(ModuleOp module, const PlanResult &result) {
   MLIRContext *ctx = module.getContext();
   ctx->getOrLoadDialect<shard::ShardDialect>();
   OpBuilder b(ctx);
-  b.setInsertionPointToStart(module.getBody());
   // A program of one data-parallel replica may already reduce over the
   // replicas on axis 0 (BatchNorm's shared statistics): the grid keeps that
   // axis's size when the plan is the replica's own (dp = 1).
@@ -98,6 +97,9 @@ void annotateModuleWithPlan(ModuleOp module, const PlanResult &result) {
       dpAxis = existing.getShape().front();
     existing.erase();
   }
+  // After the erase: an insertion point before the old grid (the module's
+  // first op) would dangle.
+  b.setInsertionPointToStart(module.getBody());
   shard::GridOp::create(b, module.getLoc(), kGridName,
                         ArrayRef<int64_t>{dpAxis, best.tp});
   module->setAttr(
