@@ -22,6 +22,23 @@ using namespace autopar;
 
 #include "autopar/Dialect/AutoparDialect.cpp.inc"
 
+std::optional<std::string> autopar::dtypeAttrName(Type type) {
+  if (type.isF32())
+    return "float32";
+  if (type.isF64())
+    return "float64";
+  if (type.isF16())
+    return "float16";
+  if (type.isBF16())
+    return "bfloat16";
+  if (type.isInteger(1))
+    return "bool";
+  for (unsigned bits : {8u, 16u, 32u, 64u})
+    if (type.isInteger(bits))
+      return "int" + std::to_string(bits);
+  return std::nullopt;
+}
+
 namespace {
 
 /// autopar's ops are pure (or destination-passing) computations: a call of a

@@ -56,20 +56,9 @@ llvm::Error error(const llvm::Twine &message) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
 }
 
-/// NumPy's name of an element type, for the manifest.
+/// NumPy's name of a value's element type, for the manifest.
 std::string dtypeOf(Type type) {
-  type = getElementTypeOrSelf(type);
-  if (type.isF32())
-    return "float32";
-  if (type.isF64())
-    return "float64";
-  if (type.isF16())
-    return "float16";
-  if (type.isBF16())
-    return "bfloat16";
-  if (type.isInteger(1))
-    return "bool";
-  return "int" + std::to_string(type.getIntOrFloatBitWidth());
+  return dtypeAttrName(getElementTypeOrSelf(type)).value_or("float32");
 }
 
 bool isFloatTensor(Type type) {
@@ -715,26 +704,7 @@ llvm::Error buildStep(MLIRContext &context, PipelineTrainingStage &stage,
     return error("pipeline stage " + llvm::Twine(k) +
                  " trains no parameter; choose fewer stages (--pp)");
 
-  const TrainConfig &c = options.step.config;
-  ApplyOptimizerOptions o;
-  o.optimizer = c.optimizer;
-  o.lr = c.lr;
-  o.momentum = c.momentum;
-  o.dampening = c.dampening;
-  o.nesterov = c.nesterov;
-  o.weightDecay = c.weightDecay;
-  o.beta1 = c.beta1;
-  o.beta2 = c.beta2;
-  o.eps = c.eps;
-  o.clip = c.gradientClipping;
-  o.schedule = c.schedule;
-  o.warmupType = c.warmupType;
-  o.warmupMinLr = c.warmupMinLr;
-  o.warmupMaxLr = c.warmupMaxLr;
-  o.warmupSteps = c.warmupSteps;
-  o.totalSteps = c.totalSteps;
-  o.warmupMinRatio = c.warmupMinRatio;
-  o.cosMinRatio = c.cosMinRatio;
+  ApplyOptimizerOptions o = optimizerOptions(options.step.config);
   o.pipelineStages = plan.pp;
   // ZeRO-1 (DeepSpeed's pipeline engine's only stage): the stage's replicas
   // each update a block of its optimizer states and gather the parameters.

@@ -39,6 +39,29 @@ using namespace mlir;
 
 namespace autopar {
 
+ApplyOptimizerOptions optimizerOptions(const TrainConfig &c) {
+  ApplyOptimizerOptions o;
+  o.optimizer = c.optimizer;
+  o.lr = c.lr;
+  o.momentum = c.momentum;
+  o.dampening = c.dampening;
+  o.nesterov = c.nesterov;
+  o.weightDecay = c.weightDecay;
+  o.beta1 = c.beta1;
+  o.beta2 = c.beta2;
+  o.eps = c.eps;
+  o.clip = c.gradientClipping;
+  o.schedule = c.schedule;
+  o.warmupType = c.warmupType;
+  o.warmupMinLr = c.warmupMinLr;
+  o.warmupMaxLr = c.warmupMaxLr;
+  o.warmupSteps = c.warmupSteps;
+  o.totalSteps = c.totalSteps;
+  o.warmupMinRatio = c.warmupMinRatio;
+  o.cosMinRatio = c.cosMinRatio;
+  return o;
+}
+
 std::string crossEntropyOutput(llvm::StringRef loss) {
   return loss.starts_with("cross-entropy:")
              ? loss.drop_front(llvm::StringRef("cross-entropy:").size()).str()
@@ -116,26 +139,7 @@ void buildTrainingStepPipeline(OpPassManager &pm,
     pm.addNestedPass<func::FuncOp>(createMixedPrecision(mixed));
   }
   if (!options.emitGradients) {
-    const TrainConfig &c = options.config;
-    ApplyOptimizerOptions o;
-    o.optimizer = c.optimizer;
-    o.lr = c.lr;
-    o.momentum = c.momentum;
-    o.dampening = c.dampening;
-    o.nesterov = c.nesterov;
-    o.weightDecay = c.weightDecay;
-    o.beta1 = c.beta1;
-    o.beta2 = c.beta2;
-    o.eps = c.eps;
-    o.clip = c.gradientClipping;
-    o.schedule = c.schedule;
-    o.warmupType = c.warmupType;
-    o.warmupMinLr = c.warmupMinLr;
-    o.warmupMaxLr = c.warmupMaxLr;
-    o.warmupSteps = c.warmupSteps;
-    o.totalSteps = c.totalSteps;
-    o.warmupMinRatio = c.warmupMinRatio;
-    o.cosMinRatio = c.cosMinRatio;
+    ApplyOptimizerOptions o = optimizerOptions(options.config);
     o.lossScale = differentiate.lossScale;
     o.dynamicLossScale = differentiate.dynamicLossScale;
     o.lossScaleWindow = scaling.window;

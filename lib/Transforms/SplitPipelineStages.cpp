@@ -32,25 +32,6 @@ bool isRematerializable(Operation *op) {
          op->getNumResults() > 0 && isMemoryEffectFree(op);
 }
 
-/// NumPy's name of an activation's element type, for the manifest. MLIR
-/// integers are signless; only their size matters for sending them.
-std::optional<std::string> dtypeName(Type type) {
-  if (type.isF32())
-    return "float32";
-  if (type.isF64())
-    return "float64";
-  if (type.isF16())
-    return "float16";
-  if (type.isBF16())
-    return "bfloat16";
-  if (type.isInteger(1))
-    return "bool";
-  for (unsigned bits : {8u, 16u, 32u, 64u})
-    if (type.isInteger(bits))
-      return "int" + std::to_string(bits);
-  return std::nullopt;
-}
-
 /// The ONNX node name a value's location carries, if any.
 std::string nodeName(Location loc) {
   std::string name;
@@ -148,7 +129,8 @@ FailureOr<StageSplit> analyze(func::FuncOp main) {
       if (last == lastReader.end() || last->second == from)
         continue;
       auto type = dyn_cast<RankedTensorType>(result.getType());
-      if (!type || !type.hasStaticShape() || !dtypeName(type.getElementType()))
+      if (!type || !type.hasStaticShape() ||
+          !autopar::dtypeAttrName(type.getElementType()))
         return op.emitError(kPassName)
                << ": a value of type " << result.getType()
                << " is needed in stage " << last->second
@@ -175,7 +157,8 @@ DictionaryAttr activationAttrs(Builder &b, llvm::StringRef kind,
   Type element = cast<RankedTensorType>(type).getElementType();
   return b.getDictionaryAttr(
       {b.getNamedAttr(kind, b.getStringAttr(name)),
-       b.getNamedAttr(attrs::kDType, b.getStringAttr(*dtypeName(element))),
+       b.getNamedAttr(attrs::kDType,
+                      b.getStringAttr(*autopar::dtypeAttrName(element))),
        b.getNamedAttr(attrs::kPeerStage, b.getI64IntegerAttr(peer))});
 }
 

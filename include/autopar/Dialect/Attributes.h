@@ -14,6 +14,9 @@
 
 #include <string>
 
+#include <optional>
+#include <string>
+
 namespace autopar {
 
 /// Attribute names the importer (and the passes noted) put on `@main`, its
@@ -109,6 +112,11 @@ inline constexpr llvm::StringLiteral kZeroBlocks =
 inline constexpr llvm::StringLiteral kPlan =
     AutoparDialect::PlanAttrHelper::getNameStr();
 } // namespace attrs
+
+/// The `autopar.dtype` of an element type: NumPy's name ("float32",
+/// "bfloat16", "bool", "int64", ...), as manifests write it. MLIR integers
+/// are signless: a signless integer is named as signed. None for other types.
+std::optional<std::string> dtypeAttrName(mlir::Type elementType);
 
 /// The ONNX node an op was imported from (its NameLoc), or "".
 std::string onnxNodeName(mlir::Operation *op);

@@ -15,6 +15,7 @@
 #include "autopar/Import/OnnxImporter.h"
 #include "autopar/Target/Artifact.h"
 #include "autopar/Target/GpuCodegen.h"
+#include "autopar/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -163,6 +164,11 @@ llvm::FailureOr<TrainedSummary>
 writeTrainingArtifact(mlir::ModuleOp module,
                       const TrainingArtifactOptions &options,
                       std::string &error);
+
+/// The optimizer, clipping and schedule of `config` as
+/// autopar-apply-optimizer's options (loss scaling, ZeRO and pipeline
+/// stages left at their defaults).
+ApplyOptimizerOptions optimizerOptions(const TrainConfig &config);
 
 /// `main` returning only its result named `name`; false if it has none.
 bool keepOnlyResult(mlir::func::FuncOp main, llvm::StringRef name);
