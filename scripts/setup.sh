@@ -20,6 +20,9 @@ APT_PACKAGES=(
   # munge for its authentication; slurm-wlm-basic-plugins holds the PMIx plugin
   # (srun --mpi=pmix) that Open MPI needs under srun.
   slurm-wlm slurm-wlm-basic-plugins munge
+  # clang and libFuzzer/AddressSanitizer, for the fuzz targets (scripts/fuzz.sh,
+  # docs/fuzzing.md); the normal build uses the toolchain above.
+  clang-22 libclang-rt-22-dev
   # Unit tests; JSON for the runtime's manifest reader.
   libgtest-dev googletest nlohmann-json3-dev
   # Python side: model export with PyTorch, numpy for .npy, onnx for checks; venv,

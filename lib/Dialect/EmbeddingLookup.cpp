@@ -94,7 +94,7 @@ std::optional<autopar::EmbeddingLookup>
 autopar::matchEmbeddingLookup(Operation *op) {
   if (auto embedding = dyn_cast<EmbeddingOp>(op))
     return EmbeddingLookup{embedding.getTable(), embedding.getIds(),
-                           embedding.getNumRows()};
+                           static_cast<int64_t>(embedding.getNumRows())};
   if (auto generic = dyn_cast<linalg::GenericOp>(op))
     return matchGatherGeneric(generic);
   return std::nullopt;

@@ -134,6 +134,24 @@ int64_t getNumElements(llvm::ArrayRef<int64_t> shape) {
   return n;
 }
 
+LogicalResult checkTensorDims(llvm::ArrayRef<int64_t> shape,
+                              std::string &error) {
+  constexpr int64_t kMaxElements = int64_t(1) << 59; // Times 8 bytes < 2^62.
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0) {
+      error = "has a negative dimension " + std::to_string(d);
+      return failure();
+    }
+    if (d != 0 && n > kMaxElements / d) {
+      error = "has more elements than autopar can address";
+      return failure();
+    }
+    n *= d;
+  }
+  return success();
+}
+
 int64_t ConstTensor::numElements() const { return getNumElements(shape); }
 
 ConstTensor ConstTensor::zeros(OnnxDType dtype, llvm::ArrayRef<int64_t> shape) {
@@ -261,19 +279,28 @@ LogicalResult readTensorProto(const onnx::TensorProto &tensor,
             ", which autopar does not support";
     return failure();
   }
-  result = ConstTensor::zeros(tensor.data_type(), shape);
-  int64_t n = result.numElements();
+  // The dims come from the file: check them, and that the data is there,
+  // before allocating room for the elements they announce.
+  if (failed(checkTensorDims(shape, error)))
+    return failure();
+  int64_t n = getNumElements(shape);
+  int64_t bytes = n * static_cast<int64_t>(dtypeSize(tensor.data_type()));
 
   if (tensor.data_location() == onnx::TensorProto_DataLocation_EXTERNAL) {
     std::string location;
     int64_t offset = 0, length = -1;
     for (const auto &entry : tensor.external_data()) {
+      int64_t *number = entry.key() == "offset"   ? &offset
+                        : entry.key() == "length" ? &length
+                                                  : nullptr;
       if (entry.key() == "location")
         location = entry.value();
-      else if (entry.key() == "offset")
-        offset = std::stoll(entry.value());
-      else if (entry.key() == "length")
-        length = std::stoll(entry.value());
+      else if (number && (llvm::StringRef(entry.value()).getAsInteger(10, *number) ||
+                          *number < 0)) {
+        error = "has external data with an invalid " + entry.key() + " '" +
+                entry.value() + "'";
+        return failure();
+      }
     }
     llvm::SmallString<256> path(modelDir);
     llvm::sys::path::append(path, location);
@@ -285,16 +312,59 @@ LogicalResult readTensorProto(const onnx::TensorProto &tensor,
       return failure();
     }
     if (length < 0)
-      length = n * dtypeSize(result.dtype);
-    if (offset + length > static_cast<int64_t>((*buffer)->getBufferSize())) {
+      length = bytes;
+    int64_t fileSize = static_cast<int64_t>((*buffer)->getBufferSize());
+    if (offset > fileSize || length > fileSize - offset) {
       error = "has external data past the end of '" + std::string(path) + "'";
       return failure();
     }
+    if (length != bytes) {
+      error = "has " + std::to_string(length) + " bytes of external data, "
+              "expected " + std::to_string(bytes) + " for " +
+              std::to_string(n) + " " + dtypeName(tensor.data_type()) +
+              " elements";
+      return failure();
+    }
+    result = ConstTensor::zeros(tensor.data_type(), shape);
     return decodeRaw((*buffer)->getBuffer().substr(offset, length), result,
                      error);
   }
-  if (tensor.has_raw_data())
+  if (tensor.has_raw_data()) {
+    if (static_cast<int64_t>(tensor.raw_data().size()) != bytes) {
+      error = "holds " + std::to_string(tensor.raw_data().size()) +
+              " bytes, expected " + std::to_string(bytes) + " for " +
+              std::to_string(n) + " " + dtypeName(tensor.data_type()) +
+              " elements";
+      return failure();
+    }
+    result = ConstTensor::zeros(tensor.data_type(), shape);
     return decodeRaw(tensor.raw_data(), result, error);
+  }
+  int64_t count;
+  switch (tensor.data_type()) {
+  case onnx::TensorProto_DataType_FLOAT:
+    count = tensor.float_data_size();
+    break;
+  case onnx::TensorProto_DataType_DOUBLE:
+    count = tensor.double_data_size();
+    break;
+  case onnx::TensorProto_DataType_INT64:
+    count = tensor.int64_data_size();
+    break;
+  case onnx::TensorProto_DataType_UINT32:
+  case onnx::TensorProto_DataType_UINT64:
+    count = tensor.uint64_data_size();
+    break;
+  default:
+    count = tensor.int32_data_size();
+    break;
+  }
+  if (count != n) {
+    error = "holds " + std::to_string(count) + " values, expected " +
+            std::to_string(n);
+    return failure();
+  }
+  result = ConstTensor::zeros(tensor.data_type(), shape);
 
   auto checkCount = [&](int64_t count) -> LogicalResult {
     if (count == n)

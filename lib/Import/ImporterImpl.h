@@ -309,6 +309,12 @@ inline mlir::Type getElementTypeOf(mlir::Value v) {
   return llvm::cast<mlir::RankedTensorType>(v.getType()).getElementType();
 }
 int64_t getNumElements(llvm::ArrayRef<int64_t> shape);
+/// Checks the dims a file gives a tensor (an initializer, a Constant, a .npy
+/// header): none negative, and at most 2^62 elements of up to 8 bytes in
+/// all, so that element counts and byte sizes cannot overflow. Sets `error`
+/// (a phrase such as "has a negative dimension -3") on failure.
+llvm::LogicalResult checkTensorDims(llvm::ArrayRef<int64_t> shape,
+                                    std::string &error);
 
 //===----------------------------------------------------------------------===//
 // Reductions shared by the reduction, normalization and pooling converters

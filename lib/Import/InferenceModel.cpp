@@ -37,11 +37,14 @@ LogicalResult inlineExternalData(onnx::TensorProto &tensor, StringRef modelDir,
   for (const auto &entry : tensor.external_data()) {
     if (entry.key() == "location")
       location = entry.value();
-    else if (entry.key() == "offset")
-      offset = std::stoull(entry.value());
-    else if (entry.key() == "length") {
-      length = std::stoull(entry.value());
-      hasLength = true;
+    else if (entry.key() == "offset" || entry.key() == "length") {
+      uint64_t &number = entry.key() == "offset" ? offset : length;
+      if (StringRef(entry.value()).getAsInteger(10, number)) {
+        error = "initializer '" + tensor.name() + "': its external data " +
+                entry.key() + " '" + entry.value() + "' is not a number";
+        return failure();
+      }
+      hasLength |= entry.key() == "length";
     }
   }
   SmallString<256> path(modelDir);
@@ -56,7 +59,8 @@ LogicalResult inlineExternalData(onnx::TensorProto &tensor, StringRef modelDir,
     return failure();
   }
   StringRef bytes = (*buffer)->getBuffer();
-  if (offset > bytes.size() || (hasLength && offset + length > bytes.size())) {
+  if (offset > bytes.size() ||
+      (hasLength && length > bytes.size() - offset)) {
     error = "initializer '" + tensor.name() + "': its external data lies " +
             "past the end of " + std::string(path);
     return failure();

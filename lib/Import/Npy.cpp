@@ -81,8 +81,13 @@ LogicalResult readNpyFile(llvm::StringRef path, ConstTensor &result,
     return failure();
   }
   llvm::StringRef header = data.substr(headerStart, headerLen);
+  // Each value must be there and quoted or parenthesized as numpy writes it.
   llvm::StringRef descr = headerValue(header, "descr");
-  descr = descr.drop_front().take_until([](char c) { return c == '\''; });
+  if (!descr.consume_front("'") || descr.find('\'') == llvm::StringRef::npos) {
+    error = path.str() + " has a malformed .npy header (no 'descr' string)";
+    return failure();
+  }
+  descr = descr.take_until([](char c) { return c == '\''; });
   OnnxDType dtype = dtypeOfDescr(descr);
   if (dtype == onnx::TensorProto_DataType_UNDEFINED) {
     error = path.str() + " has dtype '" + descr.str() +
@@ -94,8 +99,12 @@ LogicalResult readNpyFile(llvm::StringRef path, ConstTensor &result,
     return failure();
   }
   llvm::StringRef shapeText = headerValue(header, "shape");
-  shapeText =
-      shapeText.drop_front().take_until([](char c) { return c == ')'; });
+  if (!shapeText.consume_front("(") ||
+      shapeText.find(')') == llvm::StringRef::npos) {
+    error = path.str() + " has a malformed .npy header (no 'shape' tuple)";
+    return failure();
+  }
+  shapeText = shapeText.take_until([](char c) { return c == ')'; });
   llvm::SmallVector<llvm::StringRef> parts;
   shapeText.split(parts, ',', -1, /*KeepEmpty=*/false);
   llvm::SmallVector<int64_t> shape;
@@ -107,8 +116,23 @@ LogicalResult readNpyFile(llvm::StringRef path, ConstTensor &result,
     }
     shape.push_back(d);
   }
+  // Check the shape against the data present before allocating for it.
+  std::string dimsError;
+  if (failed(checkTensorDims(shape, dimsError))) {
+    error = path.str() + " " + dimsError;
+    return failure();
+  }
+  int64_t bytes = getNumElements(shape) * dtypeSize(dtype);
+  llvm::StringRef raw = data.substr(headerStart + headerLen);
+  if (static_cast<int64_t>(raw.size()) != bytes) {
+    error = path.str() + " holds " + std::to_string(raw.size()) +
+            " bytes of data, but its header announces " +
+            std::to_string(bytes) + " (" + descr.str() + ", " +
+            std::to_string(getNumElements(shape)) + " elements)";
+    return failure();
+  }
   result = ConstTensor::zeros(dtype, shape);
-  return decodeRawTensor(data.substr(headerStart + headerLen), result, error);
+  return decodeRawTensor(raw, result, error);
 }
 
 } // namespace autopar::import

@@ -213,7 +213,9 @@ LogicalResult GraphImporter::declareArguments(func::FuncOp func) {
       continue;
     const onnx::TensorProto &t = node.attribute(0).t();
     llvm::SmallVector<int64_t> shape(t.dims().begin(), t.dims().end());
-    if (!isFloatDType(t.data_type()) || !getElementType(ctx, t.data_type()) ||
+    std::string dimsError; // Reported by the Constant converter.
+    if (failed(checkTensorDims(shape, dimsError)) ||
+        !isFloatDType(t.data_type()) || !getElementType(ctx, t.data_type()) ||
         getNumElements(shape) <= options.maxFoldedInitializerElements ||
         t.data_location() == onnx::TensorProto_DataLocation_EXTERNAL)
       continue;
@@ -231,6 +233,10 @@ LogicalResult GraphImporter::declareArguments(func::FuncOp func) {
              << ", which autopar does not support (supported: float32, "
                 "float64, float16, bfloat16, int8-64, uint8-64, bool)";
     llvm::SmallVector<int64_t> shape(init.dims().begin(), init.dims().end());
+    std::string dimsError;
+    if (failed(checkTensorDims(shape, dimsError)))
+      return emitModelError("initializer '") << init.name() << "' "
+                                             << dimsError;
     // Small integer initializers are shape data: read them now so shape
     // computations fold. Weights (floats) are never read.
     if (!isFloatDType(dtype) &&
@@ -379,14 +385,22 @@ LogicalResult GraphImporter::checkArity(const onnx::NodeProto &node) {
   // must have: converters may then read them without checking (a missing
   // required input would otherwise be an out-of-range access).
   // Past the newest opset this ONNX library knows (opset 18's Reduce* and
-  // Pad take one more input), the converters check for themselves.
+  // Pad take one more, optional, input), and for an op the model's opset
+  // predates (Mod, from opset 10, in an opset 9 model), the newest schema
+  // this library has is checked, and only for the inputs it requires: newer
+  // versions of an op add optional inputs, not required ones.
   const auto &versions =
       onnx::OpSchemaRegistry::DomainToVersionRange::Instance().Map();
   auto known = versions.find(onnx::ONNX_DOMAIN);
-  if (known == versions.end() || opset > known->second.second)
+  if (known == versions.end())
     return success();
+  int newest = known->second.second;
   const onnx::OpSchema *schema =
-      onnx::OpSchemaRegistry::Schema(node.op_type(), opset, "");
+      opset <= newest ? onnx::OpSchemaRegistry::Schema(node.op_type(), opset, "")
+                      : nullptr;
+  bool exact = schema != nullptr;
+  if (!schema)
+    schema = onnx::OpSchemaRegistry::Schema(node.op_type(), newest, "");
   if (!schema)
     return success();
   llvm::SmallVector<std::string> missing;
@@ -412,10 +426,12 @@ LogicalResult GraphImporter::checkArity(const onnx::NodeProto &node) {
            << ": missing required input" << (missing.size() > 1 ? "s " : " ")
            << llvm::join(missing, ", ") << " (" << signature() << ")";
   if (node.input_size() < schema->min_input() ||
-      node.input_size() > schema->max_input())
+      (exact && node.input_size() > schema->max_input()))
     return emitModelError(currentNode)
            << ": " << node.input_size() << " inputs (" << signature() << ": "
            << schema->min_input() << " to " << schema->max_input() << ")";
+  if (!exact)
+    return success();
   if (node.output_size() < schema->min_output() ||
       node.output_size() > schema->max_output())
     return emitModelError(currentNode)

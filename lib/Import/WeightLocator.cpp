@@ -173,12 +173,17 @@ bool parseTensor(WireReader r, TensorInfo &t) {
         auto [vb, ve] = entry.bytes();
         (f2 == 1 ? key : value).assign(vb, ve);
       }
+      // A malformed number makes the tensor, and so the model, corrupt.
       if (key == "location")
         t.location = value;
-      else if (key == "offset")
-        t.extOffset = std::stoll(value);
-      else if (key == "length")
-        t.extLength = std::stoll(value);
+      else if (key == "offset" &&
+               (StringRef(value).getAsInteger(10, t.extOffset) ||
+                t.extOffset < 0))
+        return false;
+      else if (key == "length" &&
+               (StringRef(value).getAsInteger(10, t.extLength) ||
+                t.extLength < 0))
+        return false;
     } else if (field == 14 && wt == 0) {
       t.external = r.varint() == 1;
     } else {

@@ -634,7 +634,9 @@ Manifest parseManifest(std::string_view text, const std::string &path) {
   json root;
   try {
     root = json::parse(text);
-  } catch (const json::parse_error &error) {
+  } catch (const json::exception &error) {
+    // parse_error, and out_of_range for a number too large for a double
+    // (1e400).
     throw Error(path + ": invalid JSON: " + error.what());
   }
   if (!root.is_object())

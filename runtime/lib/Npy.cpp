@@ -241,6 +241,13 @@ NpyLayout readNpyLayout(const std::string &path) {
   if (!readExactly(prefix + 8, lengthBytes))
     throw Error(path + ": truncated .npy header");
   size_t headerLength = readLittleEndian(prefix + 8, lengthBytes);
+  // The length is the file's word: check it against the file's size before
+  // allocating for it.
+  if (static_cast<int64_t>(MagicSize + 2 + lengthBytes + headerLength) >
+      fileSize)
+    throw Error(path + ": truncated .npy header (" +
+                std::to_string(headerLength) + " bytes announced, the file has " +
+                std::to_string(fileSize) + ")");
   std::string headerText(headerLength, '\0');
   if (!readExactly(headerText.data(), headerLength))
     throw Error(path + ": truncated .npy header (" +

@@ -690,6 +690,26 @@ TEST(ManifestTest, ReportsInvalidJson) {
             std::string::npos);
 }
 
+// Found by autopar-fuzz-manifest (Inputs/fuzz/manifest-number-overflow.json):
+// a number too large for a double ("tp": 1e3004) made nlohmann::json throw
+// out_of_range, not parse_error, which escaped parseManifest and aborted
+// autopar-run.
+TEST(ManifestTest, ReportsNumbersTooLargeForADouble) {
+  for (std::string text :
+       {readFile(AUTOPAR_RUNTIME_TEST_INPUTS
+                     "/fuzz/manifest-number-overflow.json"),
+        std::string("{\"format\": \"autopar-artifact\", \"version\": 1e400}")}) {
+    std::string message = "(no error)";
+    try {
+      parseManifest(text, Path);
+    } catch (const Error &error) {
+      message = error.what();
+    }
+    EXPECT_EQ(message.rfind(Path + ": invalid JSON: ", 0), 0u) << message;
+    EXPECT_NE(message.find("number overflow"), std::string::npos) << message;
+  }
+}
+
 TEST(ManifestTest, ReadsFilesAndReportsMissingOnes) {
   TempDir dir;
   writeFile(dir.file("manifest.json"), exampleManifest().dump(2));

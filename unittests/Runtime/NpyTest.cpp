@@ -179,6 +179,19 @@ TEST(NpyTest, ReportsBadFiles) {
             std::string::npos);
 }
 
+// Found by autopar-fuzz-npy (Inputs/fuzz/npy-header-length-4gib.npy): a
+// 41-byte version 2 file whose header length says 4 GiB; the reader
+// allocated the header before reading it, and ran out of memory.
+TEST(NpyTest, ChecksTheHeaderLengthAgainstTheFileSize) {
+  std::string path =
+      AUTOPAR_RUNTIME_TEST_INPUTS "/fuzz/npy-header-length-4gib.npy";
+  std::string message = readError(path);
+  EXPECT_NE(message.find(path + ": truncated .npy header (4283339636 bytes "
+                                "announced, the file has 41)"),
+            std::string::npos)
+      << message;
+}
+
 TEST(NpyTest, WriteToMissingDirectoryFails) {
   TempDir dir;
   float value = 1;
