@@ -1105,23 +1105,8 @@ llvm::FailureOr<TrainedSummary> writePipelineTrainingArtifact(
   description.pipeline =
       ArtifactPipeline{plan.numMicroBatches, plan.microBatchSize,
                        scheduleName(plan.schedule).str()};
-  ArtifactTraining t;
-  t.loss = options.loss;
-  for (const ArtifactArgument &arg : description.programs[0].arguments)
-    if (arg.kind == ArtifactArgument::Kind::Output)
-      t.loss = arg.name;
-  t.globalBatch = options.globalBatch;
-  for (const ArtifactArgument &arg : description.programs[0].arguments)
-    if (arg.kind == ArtifactArgument::Kind::Input && arg.shape.size() == 2 &&
-        arg.dtype.rfind("int", 0) == 0) {
-      t.tokensPerSample = arg.shape[1];
-      break;
-    }
-  t.optimizer = options.config.optimizerJson();
-  t.scheduler = options.config.schedulerJson();
-  t.gradientClipping = options.config.gradientClipping;
-  t.precision =
-      options.config.precision.empty() ? "fp32" : options.config.precision;
+  ArtifactTraining t =
+      trainingDescription(description.programs[0].arguments, options);
   t.microBatches = plan.numMicroBatches;
   description.training = std::move(t);
   if (failed(writeManifest(options.outputDir, std::move(description), *weights,

@@ -39,6 +39,31 @@ using namespace mlir;
 
 namespace autopar {
 
+ArtifactTraining trainingDescription(llvm::ArrayRef<ArtifactArgument> step,
+                                     const TrainingArtifactOptions &options) {
+  ArtifactTraining t;
+  t.loss = options.loss;
+  for (const ArtifactArgument &arg : step)
+    if (arg.kind == ArtifactArgument::Kind::Output)
+      t.loss = arg.name;
+  t.globalBatch = options.globalBatch;
+  // Sequence models (integer [batch, seq] inputs such as token ids): tokens
+  // per sample for the throughput line.
+  for (const ArtifactArgument &arg : step)
+    if (arg.kind == ArtifactArgument::Kind::Input && arg.shape.size() == 2 &&
+        arg.dtype.rfind("int", 0) == 0) {
+      t.tokensPerSample = arg.shape[1];
+      break;
+    }
+  t.optimizer = options.config.optimizerJson();
+  t.scheduler = options.config.schedulerJson();
+  t.gradientClipping = options.config.gradientClipping;
+  t.precision =
+      options.config.precision.empty() ? "fp32" : options.config.precision;
+  t.microBatches = options.microBatches;
+  return t;
+}
+
 ApplyOptimizerOptions optimizerOptions(const TrainConfig &c) {
   ApplyOptimizerOptions o;
   o.optimizer = c.optimizer;
@@ -592,27 +617,9 @@ writeTrainingArtifact(ModuleOp module, const TrainingArtifactOptions &options,
   description.dp = options.dataParallel;
   description.tp = options.tensorParallel;
   if (options.withOptimizer) {
-    ArtifactTraining t;
     const std::vector<ArtifactArgument> &args =
         description.programs[0].arguments;
-    for (const ArtifactArgument &arg : args)
-      if (arg.kind == ArtifactArgument::Kind::Output)
-        t.loss = arg.name;
-    t.globalBatch = options.globalBatch;
-    // Sequence models (integer [batch, seq] inputs such as token ids):
-    // tokens per sample for the throughput line.
-    for (const ArtifactArgument &arg : args)
-      if (arg.kind == ArtifactArgument::Kind::Input && arg.shape.size() == 2 &&
-          arg.dtype.rfind("int", 0) == 0) {
-        t.tokensPerSample = arg.shape[1];
-        break;
-      }
-    t.optimizer = options.config.optimizerJson();
-    t.scheduler = options.config.schedulerJson();
-    t.gradientClipping = options.config.gradientClipping;
-    t.precision =
-        options.config.precision.empty() ? "fp32" : options.config.precision;
-    t.microBatches = options.microBatches;
+    ArtifactTraining t = trainingDescription(args, options);
     if (options.config.precision == "fp16") {
       const LossScaling &ls = options.config.lossScaling;
       t.lossScaling = llvm::json::Object{

@@ -165,6 +165,13 @@ writeTrainingArtifact(mlir::ModuleOp module,
                       const TrainingArtifactOptions &options,
                       std::string &error);
 
+/// The manifest's `training` key of an artifact whose ranks run the step
+/// program with arguments `step` (the loss, the batch, tokens per sample,
+/// the configuration); fp16's loss scaling, the eval program and the
+/// inference template are the caller's.
+ArtifactTraining trainingDescription(llvm::ArrayRef<ArtifactArgument> step,
+                                     const TrainingArtifactOptions &options);
+
 /// The optimizer, clipping and schedule of `config` as
 /// autopar-apply-optimizer's options (loss scaling, ZeRO and pipeline
 /// stages left at their defaults).
