@@ -423,13 +423,15 @@ llvm::Error cutStage(ModuleOp stage, int64_t k, int64_t numStages,
       backwardOps, backwardReads);
 
   // The values the backward reads that are neither shared (parameters, the
-  // seed) nor received (cotangents) are residuals: the forward returns them
-  // and the runtime keeps them per micro-batch.
+  // seed, the step: the runtime binds them to the step's) nor received
+  // (cotangents) are residuals: the forward returns them and the runtime keeps
+  // them per micro-batch.
   auto isShared = [&](Value v) {
     auto arg = dyn_cast<BlockArgument>(v);
     return arg && arg.getOwner() == &body &&
            (f.getArgAttr(arg.getArgNumber(), attrs::kParameter) ||
-            f.getArgAttr(arg.getArgNumber(), attrs::kSeed));
+            f.getArgAttr(arg.getArgNumber(), attrs::kSeed) ||
+            f.getArgAttr(arg.getArgNumber(), attrs::kStep));
   };
   SmallVector<Port> backwardArgs, residualResults;
   for (Value v : backwardReads) {
@@ -957,18 +959,10 @@ buildPipelineTraining(MLIRContext &context, const PlanCandidate &plan,
 llvm::json::Object
 pipelineCollectives(std::vector<PipelineTrainingStage> &stages,
                     int64_t microBatches) {
-  // {axis: {op: (calls, bus bytes)}}, the largest over the stages.
-  std::map<std::string, std::map<std::string, std::pair<double, double>>> most;
+  // The largest over the stages, count by count.
+  CollectiveTally most;
   for (PipelineTrainingStage &stage : stages) {
-    std::map<std::string, std::map<std::string, std::pair<double, double>>>
-        mine;
-    llvm::json::Object step = stepCollectives(*stage.step);
-    for (auto &[axis, ops] : step)
-      for (auto &[op, counts] : *ops.getAsObject()) {
-        const llvm::json::Object *c = counts.getAsObject();
-        mine[axis.str()][op.str()] = {*c->getNumber("calls"),
-                                      *c->getNumber("bus_bytes")};
-      }
+    CollectiveTally mine = stepCollectiveTally(*stage.step);
     // Each micro-batch's activations and cotangents, one call per tensor.
     for (ModuleOp program : {*stage.forward, *stage.backward}) {
       auto main = program.lookupSymbol<func::FuncOp>("main");
@@ -993,15 +987,7 @@ pipelineCollectives(std::vector<PipelineTrainingStage> &stages,
         best.second = std::max(best.second, counts.second);
       }
   }
-  llvm::json::Object axes;
-  for (auto &[axis, byOp] : most) {
-    llvm::json::Object ops;
-    for (auto &[name, counts] : byOp)
-      ops[name] = llvm::json::Object{{"calls", counts.first},
-                                     {"bus_bytes", counts.second}};
-    axes[axis] = std::move(ops);
-  }
-  return axes;
+  return collectivesJson(most);
 }
 
 llvm::FailureOr<TrainedSummary> writePipelineTrainingArtifact(

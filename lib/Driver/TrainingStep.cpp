@@ -264,10 +264,6 @@ void registerTrainingStepPipeline() {
 
 namespace {
 
-/// What the step's collectives move: {axis name: {op: (calls, bus bytes)}}.
-using CollectiveTally =
-    std::map<std::string, std::map<std::string, std::pair<double, double>>>;
-
 /// Adds to `tally` the collectives of `block`, each counted `times`. An op
 /// over axis 0 of @autopar_grid (dp x tp) is counted under "dp", over axis 1
 /// under "tp".
@@ -518,10 +514,14 @@ FailureOr<ArtifactProgram> buildEvalProgram(MLIRContext *context,
 
 } // namespace
 
-llvm::json::Object stepCollectives(ModuleOp module) {
+CollectiveTally stepCollectiveTally(ModuleOp module) {
   CollectiveTally tally;
   if (auto main = module.lookupSymbol<func::FuncOp>("main"))
     countCollectives(main.getBody().front(), 1, module, tally);
+  return tally;
+}
+
+llvm::json::Object collectivesJson(const CollectiveTally &tally) {
   llvm::json::Object axes;
   for (auto &[axis, byOp] : tally) {
     llvm::json::Object ops;
@@ -531,6 +531,10 @@ llvm::json::Object stepCollectives(ModuleOp module) {
     axes[axis] = std::move(ops);
   }
   return axes;
+}
+
+llvm::json::Object stepCollectives(ModuleOp module) {
+  return collectivesJson(stepCollectiveTally(module));
 }
 
 llvm::FailureOr<TrainedSummary>

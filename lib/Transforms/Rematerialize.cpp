@@ -123,7 +123,6 @@ struct RematerializePass : autopar::impl::RematerializeBase<RematerializePass> {
     for (Operation &op : body)
       if (!forward.contains(&op) && &op != ret.getOperation())
         backward.push_back(&op);
-    int64_t count = 0;
     for (Operation *op : backward) {
       SmallVector<OpOperand *> uses;
       op->walk([&](Operation *inner) {
@@ -132,13 +131,9 @@ struct RematerializePass : autopar::impl::RematerializeBase<RematerializePass> {
               def && def->getBlock() == &body && recomputed(def))
             uses.push_back(&use);
       });
-      for (OpOperand *use : uses) {
-        bool fresh = !clones.count(use->get());
+      for (OpOperand *use : uses)
         use->set(cloneBefore(use->get(), op));
-        count += fresh;
-      }
     }
-    (void)count;
   }
 };
 

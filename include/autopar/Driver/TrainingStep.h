@@ -23,6 +23,7 @@
 #include "llvm/ADT/StringSet.h"
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -151,6 +152,17 @@ struct TrainingArtifactOptions {
 /// {"calls", "bus_bytes"}}}, bus bytes as the runtime counts them
 /// (Communicator.h). Run before the collectives are lowered.
 llvm::json::Object stepCollectives(mlir::ModuleOp module);
+
+/// What a program's collectives move: {axis name: {op: (calls, bus
+/// bytes)}}.
+using CollectiveTally =
+    std::map<std::string, std::map<std::string, std::pair<double, double>>>;
+
+/// stepCollectives before it becomes JSON.
+CollectiveTally stepCollectiveTally(mlir::ModuleOp module);
+
+/// A tally as the report's `predicted_collectives`.
+llvm::json::Object collectivesJson(const CollectiveTally &tally);
 
 struct TrainedSummary {
   int64_t tensors = 0, elements = 0, bytes = 0;
