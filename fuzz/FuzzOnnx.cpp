@@ -3,10 +3,10 @@
 // Feeds each input to the importer as a binary .onnx file, as autopar-compile
 // and autopar-opt do, then verifies, prints and re-parses the module (what
 // autopar-opt does with it). The weight locator, which autopar-compile runs on
-// the same file to find the parameters' bytes, reads it too. Diagnostics are the expected outcome for bad
-// input and are swallowed; a crash, a sanitizer report, a leak or a timeout
-// is a bug. Set AUTOPAR_FUZZ_VERBOSE=1 to print the diagnostics (useful when
-// replaying one input).
+// the same file to find the parameters' bytes, reads it too. Diagnostics are
+// the expected outcome for bad input and are swallowed; a crash, a sanitizer
+// report, a leak or a timeout is a bug. Set AUTOPAR_FUZZ_VERBOSE=1 to print the
+// diagnostics (useful when replaying one input).
 //
 //===----------------------------------------------------------------------===//
 
@@ -60,7 +60,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     // The importer produced invalid IR: autopar-opt reports it, but passes
     // run on it could crash. Not a crash here; shown when verbose.
     if (verbose())
-      llvm::errs() << "autopar-fuzz-onnx: the imported module does not verify\n";
+      llvm::errs()
+          << "autopar-fuzz-onnx: the imported module does not verify\n";
     return 0;
   }
   std::string text;

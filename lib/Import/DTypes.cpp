@@ -295,8 +295,9 @@ LogicalResult readTensorProto(const onnx::TensorProto &tensor,
                                                   : nullptr;
       if (entry.key() == "location")
         location = entry.value();
-      else if (number && (llvm::StringRef(entry.value()).getAsInteger(10, *number) ||
-                          *number < 0)) {
+      else if (number &&
+               (llvm::StringRef(entry.value()).getAsInteger(10, *number) ||
+                *number < 0)) {
         error = "has external data with an invalid " + entry.key() + " '" +
                 entry.value() + "'";
         return failure();
@@ -319,10 +320,11 @@ LogicalResult readTensorProto(const onnx::TensorProto &tensor,
       return failure();
     }
     if (length != bytes) {
-      error = "has " + std::to_string(length) + " bytes of external data, "
-              "expected " + std::to_string(bytes) + " for " +
-              std::to_string(n) + " " + dtypeName(tensor.data_type()) +
-              " elements";
+      error = "has " + std::to_string(length) +
+              " bytes of external data, "
+              "expected " +
+              std::to_string(bytes) + " for " + std::to_string(n) + " " +
+              dtypeName(tensor.data_type()) + " elements";
       return failure();
     }
     result = ConstTensor::zeros(tensor.data_type(), shape);

@@ -59,8 +59,7 @@ LogicalResult inlineExternalData(onnx::TensorProto &tensor, StringRef modelDir,
     return failure();
   }
   StringRef bytes = (*buffer)->getBuffer();
-  if (offset > bytes.size() ||
-      (hasLength && length > bytes.size() - offset)) {
+  if (offset > bytes.size() || (hasLength && length > bytes.size() - offset)) {
     error = "initializer '" + tensor.name() + "': its external data lies " +
             "past the end of " + std::string(path);
     return failure();

@@ -235,8 +235,8 @@ LogicalResult GraphImporter::declareArguments(func::FuncOp func) {
     llvm::SmallVector<int64_t> shape(init.dims().begin(), init.dims().end());
     std::string dimsError;
     if (failed(checkTensorDims(shape, dimsError)))
-      return emitModelError("initializer '") << init.name() << "' "
-                                             << dimsError;
+      return emitModelError("initializer '")
+             << init.name() << "' " << dimsError;
     // Small integer initializers are shape data: read them now so shape
     // computations fold. Weights (floats) are never read.
     if (!isFloatDType(dtype) &&
@@ -396,8 +396,9 @@ LogicalResult GraphImporter::checkArity(const onnx::NodeProto &node) {
     return success();
   int newest = known->second.second;
   const onnx::OpSchema *schema =
-      opset <= newest ? onnx::OpSchemaRegistry::Schema(node.op_type(), opset, "")
-                      : nullptr;
+      opset <= newest
+          ? onnx::OpSchemaRegistry::Schema(node.op_type(), opset, "")
+          : nullptr;
   bool exact = schema != nullptr;
   if (!schema)
     schema = onnx::OpSchemaRegistry::Schema(node.op_type(), newest, "");

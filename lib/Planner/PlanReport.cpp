@@ -154,11 +154,10 @@ llvm::json::Value planReportJson(const PlanResult &result,
       {"predicted_collectives", collectivesJson(best)},
       {"search_time_s", result.searchSeconds},
       {"search",
-       llvm::json::Object{
-           {"segments", result.segments},
-           {"distinct_segments", result.distinctSegments},
-           {"candidates_evaluated", result.candidatesEvaluated},
-           {"candidates_pruned", result.candidatesPruned}}},
+       llvm::json::Object{{"segments", result.segments},
+                          {"distinct_segments", result.distinctSegments},
+                          {"candidates_evaluated", result.candidatesEvaluated},
+                          {"candidates_pruned", result.candidatesPruned}}},
       {"alternatives", std::move(alternatives)}};
   if (result.infeasible)
     report["infeasible"] = infeasibleJson(*result.infeasible, best);

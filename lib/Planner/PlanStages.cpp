@@ -142,8 +142,8 @@ StageSplitChoice bestStageSplit(const StageSplitProblem &problem,
     if (left == 0)
       return objectiveOf(x, m);
     double l = double(left);
-    double seconds = std::max({x.seconds, restSeconds[i + 1] / l,
-                               restLongest[i + 1]});
+    double seconds =
+        std::max({x.seconds, restSeconds[i + 1] / l, restLongest[i + 1]});
     double zero3 = std::max(x.zero3Exposed, double(m) * restZero3[i + 1] / l);
     double optimizer =
         std::max(x.optimizer, problem.optimizerSeconds(restParams[i + 1] / l));
@@ -155,8 +155,8 @@ StageSplitChoice bestStageSplit(const StageSplitProblem &problem,
 
   struct Entry {
     Maxes x;
-    int64_t previousEnd;  ///< last segment of the stage before
-    int previousEntry;    ///< its entry in that position's front
+    int64_t previousEnd; ///< last segment of the stage before
+    int previousEntry;   ///< its entry in that position's front
   };
   // fronts[k][i - k]: the splits of segments 0..i into stages 0..k that no
   // other beats on every max. Stage k ends between k and n - p + k.

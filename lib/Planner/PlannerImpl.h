@@ -384,12 +384,13 @@ struct StageSplitChoice {
   double memory = 0; ///< of the most loaded stage
 };
 
-/// The split of least step time among those that fit, exactly: `incumbent` (any split, e.g. the balanced one) bounds a dynamic
-/// program over (stage, last segment) that keeps, per state, the splits of
-/// the prefix no other beats on every max the step time takes (slowest
-/// stage, exposed communication, optimizer, memory), and drops those whose
-/// lower bound (the rest of the chain spread evenly over the stages left)
-/// cannot beat the incumbent. When no split fits, `incumbent`.
+/// The split of least step time among those that fit, exactly: `incumbent` (any
+/// split, e.g. the balanced one) bounds a dynamic program over (stage, last
+/// segment) that keeps, per state, the splits of the prefix no other beats on
+/// every max the step time takes (slowest stage, exposed communication,
+/// optimizer, memory), and drops those whose lower bound (the rest of the chain
+/// spread evenly over the stages left) cannot beat the incumbent. When no split
+/// fits, `incumbent`.
 StageSplitChoice bestStageSplit(const StageSplitProblem &problem,
                                 const StageRanges &incumbent);
 

@@ -245,9 +245,9 @@ NpyLayout readNpyLayout(const std::string &path) {
   // allocating for it.
   if (static_cast<int64_t>(MagicSize + 2 + lengthBytes + headerLength) >
       fileSize)
-    throw Error(path + ": truncated .npy header (" +
-                std::to_string(headerLength) + " bytes announced, the file has " +
-                std::to_string(fileSize) + ")");
+    throw Error(
+        path + ": truncated .npy header (" + std::to_string(headerLength) +
+        " bytes announced, the file has " + std::to_string(fileSize) + ")");
   std::string headerText(headerLength, '\0');
   if (!readExactly(headerText.data(), headerLength))
     throw Error(path + ": truncated .npy header (" +

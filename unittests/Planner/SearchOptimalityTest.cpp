@@ -54,20 +54,20 @@ std::string randomModel(std::mt19937 &rng, int64_t batch, int units) {
     case 0: { // a projection to another width
       int64_t next = widths[pick(6)];
       weights += std::string(weights.empty() ? "" : ", ") + "float[" +
-                 std::to_string(width) + ", " + std::to_string(next) +
-                 "] W" + i + " = {" + values(width * next) + "}";
+                 std::to_string(width) + ", " + std::to_string(next) + "] W" +
+                 i + " = {" + values(width * next) + "}";
       body += "  " + out + " = MatMul(" + last + ", W" + i + ")\n";
       width = next;
       break;
     }
     case 1: // an activation
-      body += "  " + out + " = " + (pick(2) ? "Relu" : "Tanh") + "(" + last +
-              ")\n";
+      body +=
+          "  " + out + " = " + (pick(2) ? "Relu" : "Tanh") + "(" + last + ")\n";
       break;
     default: // a residual block
       weights += std::string(weights.empty() ? "" : ", ") + "float[" +
-                 std::to_string(width) + ", " + std::to_string(width) +
-                 "] A" + i + " = {" + values(width * width) + "}";
+                 std::to_string(width) + ", " + std::to_string(width) + "] A" +
+                 i + " = {" + values(width * width) + "}";
       body += "  P" + i + " = MatMul(" + last + ", A" + i + ")\n";
       body += "  R" + i + " = Relu(P" + i + ")\n";
       body += "  " + out + " = Add(" + last + ", R" + i + ")\n";
@@ -76,18 +76,17 @@ std::string randomModel(std::mt19937 &rng, int64_t batch, int units) {
     last = out;
   }
   if (weights.empty()) { // at least one parameter
-    weights = "float[" + std::to_string(width) + ", " +
-              std::to_string(width) + "] W = {" + values(width * width) + "}";
+    weights = "float[" + std::to_string(width) + ", " + std::to_string(width) +
+              "] W = {" + values(width * width) + "}";
     body += "  HW = MatMul(" + last + ", W)\n";
     last = "HW";
   }
   body += "  Y = Identity(" + last + ")\n";
   return "<ir_version: 8, opset_import: [\"\" : 17]>\n"
          "g (float[" +
-         std::to_string(batch) + ", " + std::to_string(in) +
-         "] X) => (float[" + std::to_string(batch) + ", " +
-         std::to_string(width) + "] Y)\n  <" + weights + "> {\n" + body +
-         "}\n";
+         std::to_string(batch) + ", " + std::to_string(in) + "] X) => (float[" +
+         std::to_string(batch) + ", " + std::to_string(width) + "] Y)\n  <" +
+         weights + "> {\n" + body + "}\n";
 }
 
 std::vector<int64_t> divisorsOf(int64_t n) {
@@ -204,9 +203,9 @@ protected:
 
 std::string describe(const PlanCandidate &c) {
   std::string s = "dp=" + std::to_string(c.dp) + " tp=" + std::to_string(c.tp) +
-                  " pp=" + std::to_string(c.pp) + " zero=" +
-                  std::to_string(c.zeroStage) + " mb=" +
-                  std::to_string(c.microBatchSize) + " recompute " +
+                  " pp=" + std::to_string(c.pp) +
+                  " zero=" + std::to_string(c.zeroStage) +
+                  " mb=" + std::to_string(c.microBatchSize) + " recompute " +
                   recomputeName(c.recompute).str() + " stages";
   for (const StagePlan &stage : c.stages)
     s += " " + std::to_string(stage.firstSegment) + "-" +
@@ -240,8 +239,7 @@ TEST_F(SearchOptimalityTest, TheSearchFindsTheBruteForceOptimum) {
     }
 
     // A small GPU cluster, sometimes of two nodes, in training or inference.
-    auto cluster =
-        parseClusterSpec(pick(2) ? "dgx-h100:1" : "dgx-a100-80gb:1");
+    auto cluster = parseClusterSpec(pick(2) ? "dgx-h100:1" : "dgx-a100-80gb:1");
     ASSERT_TRUE(bool(cluster));
     cluster->gpusPerNode = gpusPerNode[pick(4)];
     cluster->nodes = cluster->gpusPerNode <= 4 && pick(2) ? 2 : 1;
@@ -271,8 +269,8 @@ TEST_F(SearchOptimalityTest, TheSearchFindsTheBruteForceOptimum) {
         std::to_string(expected.plans) + " plans on " +
         std::to_string(request.cluster.nodes) + " x " +
         std::to_string(request.cluster.gpusPerNode) + " " +
-        request.cluster.device.name + " (memory quantile " +
-        std::to_string(q) + "), " +
+        request.cluster.device.name + " (memory quantile " + std::to_string(q) +
+        "), " +
         (request.mode == PlanMode::Training ? "training" : "inference") +
         "; brute force: " + describe(expected.best) + "\n" + text;
     if (!expected.best.fits) {
@@ -298,7 +296,8 @@ TEST_F(SearchOptimalityTest, TheSearchFindsTheBruteForceOptimum) {
     // The runner-ups are the best plans of the next best grid shapes: the
     // plans a lower bound skipped could not be among them.
     const std::vector<PlanCandidate> &shapes = expected.bestOfEachShape;
-    size_t listed = std::min<size_t>(request.maxAlternatives, shapes.size() - 1);
+    size_t listed =
+        std::min<size_t>(request.maxAlternatives, shapes.size() - 1);
     ASSERT_GE(result->alternatives.size(), listed) << context;
     for (size_t i = 0; i < listed; ++i) {
       const PlanCandidate &got = result->alternatives[i], &want = shapes[i + 1];

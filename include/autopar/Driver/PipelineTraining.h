@@ -1,4 +1,5 @@
-//===- PipelineTraining.h - Programs of a pipeline training plan -*- C++ -*-===//
+//===- PipelineTraining.h - Programs of a pipeline training plan -*- C++
+//-*-===//
 //
 // A pipeline-parallel training step runs three programs on each stage's
 // ranks (docs/distributed-training.md, "Pipeline parallelism"):
