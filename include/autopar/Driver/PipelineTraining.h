@@ -1,5 +1,4 @@
-//===- PipelineTraining.h - Programs of a pipeline training plan -*- C++
-//-*-===//
+//===- PipelineTraining.h - Pipeline training programs ----------*- C++ -*-===//
 //
 // A pipeline-parallel training step runs three programs on each stage's
 // ranks (docs/distributed-training.md, "Pipeline parallelism"):
