@@ -105,7 +105,8 @@ LogicalResult verifyAutoparAttribute(function_ref<InFlightDiagnostic()> error,
     return expect(isa<StringAttr>(value), "a string");
   if (name == D::StageAttrHelper::getNameStr() ||
       name == D::PeerStageAttrHelper::getNameStr() ||
-      name == D::ZeroBlocksAttrHelper::getNameStr())
+      name == D::ZeroBlocksAttrHelper::getNameStr() ||
+      name == D::TpSplitAttrHelper::getNameStr())
     return expect(isa<IntegerAttr>(value), "an integer");
   if (name == D::TrainableAttrHelper::getNameStr() ||
       name == D::StepAttrHelper::getNameStr() ||

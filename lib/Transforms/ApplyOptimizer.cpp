@@ -270,6 +270,34 @@ struct ApplyOptimizerPass
         return signalPassFailure();
       }
     }
+    // Blocks of a tensor-parallel split (a pipeline stage's programs are
+    // partitioned before its step is built): their sums of squares add up
+    // over tp for the global norm.
+    SmallVector<bool> tpBlock;
+    for (auto [k, entry] : llvm::enumerate(trained)) {
+      tpBlock.push_back(main.getArgAttr(entry.first.getArgNumber(),
+                                        autopar::attrs::kTensorParallelSplit) !=
+                        nullptr);
+      if (tpBlock.back() && sharded[k]) {
+        main.emitError()
+            << "autopar-apply-optimizer: '"
+            << main.getArgAttrOfType<StringAttr>(entry.first.getArgNumber(),
+                                                 autopar::attrs::kParameter)
+                   .getValue()
+            << "' is a tensor-parallel block; ZeRO does not shard such "
+               "blocks over the replicas (zero-stage 0)";
+        return signalPassFailure();
+      }
+    }
+    if (llvm::is_contained(tpBlock, true)) {
+      auto tpGrid = module.lookupSymbol<shard::GridOp>("autopar_grid");
+      if (!tpGrid || tpGrid.getShape().size() < 2) {
+        module.emitError() << "autopar-apply-optimizer: tensor-parallel "
+                              "blocks (autopar.tp_split) need a grid "
+                              "@autopar_grid whose axis 1 is tp";
+        return signalPassFailure();
+      }
+    }
     FlatSymbolRefAttr grid;
     if (llvm::is_contained(sharded, true))
       grid = autopar::getOrCreateReplicaGrid(module, dataParallel);
@@ -440,14 +468,28 @@ struct ApplyOptimizerPass
     // The global norm before clipping: sqrt of the sum of squares over every
     // gradient (clip_grad_norm_'s total_norm for norm_type 2).
     // Under ZeRO the blocks' sums add up over the replicas first.
-    Value sumSq, blockSumSq;
+    // Under tensor parallelism (pipeline stages) a block's sum adds up over
+    // the tp ranks; a replicated parameter's is counted once.
+    Value sumSq, blockSumSq, tpSumSq;
     for (auto [k, entry] : llvm::enumerate(trained)) {
       Value s = tensor::ExtractOp::create(
           b, u.loc, u.sumOfSquares(entry.second), ValueRange{});
       if (s.getType() != f32)
         s = arith::ExtFOp::create(b, u.loc, f32, s);
-      Value &total = sharded[k] ? blockSumSq : sumSq;
+      Value &total = sharded[k] ? blockSumSq : tpBlock[k] ? tpSumSq : sumSq;
       total = total ? u.add(total, s) : s;
+    }
+    if (tpSumSq) {
+      auto oneF32 = RankedTensorType::get({1}, f32);
+      Value partial =
+          tensor::FromElementsOp::create(b, u.loc, oneF32, ValueRange{tpSumSq});
+      Value reduced = shard::AllReduceOp::create(
+          b, u.loc, oneF32, "autopar_grid", ArrayRef<shard::GridAxis>{1},
+          partial, shard::ReductionKind::Sum);
+      Value global = tensor::ExtractOp::create(
+          b, u.loc, reduced,
+          ValueRange{arith::ConstantIndexOp::create(b, u.loc, 0)});
+      sumSq = sumSq ? u.add(sumSq, global) : global;
     }
     if (blockSumSq) {
       auto oneF32 = RankedTensorType::get({1}, f32);

@@ -108,6 +108,11 @@ inline constexpr llvm::StringLiteral kLossScaling =
 /// parameter, one per data-parallel replica (ZeRO-3; i64).
 inline constexpr llvm::StringLiteral kZeroBlocks =
     AutoparDialect::ZeroBlocksAttrHelper::getNameStr();
+/// A parameter argument that is this rank's block of a tensor-parallel
+/// split (axis 1 of @autopar_grid) along this dim (i64): a pipeline stage's
+/// programs are partitioned on their own, so the stage's step learns so.
+inline constexpr llvm::StringLiteral kTensorParallelSplit =
+    AutoparDialect::TpSplitAttrHelper::getNameStr();
 /// The module's chosen plan (a dictionary: dp, tp, pp, zero_stage, ...).
 inline constexpr llvm::StringLiteral kPlan =
     AutoparDialect::PlanAttrHelper::getNameStr();

@@ -61,6 +61,9 @@ def Autopar_Dialect : Dialect {
     // ZeRO-3 (autopar-accumulate-gradients): a parameter argument that is
     // one of this many blocks along dim 0.
     "::mlir::IntegerAttr":$zero_blocks,
+    // Tensor parallelism within pipeline stages: a parameter argument that
+    // is this rank's block, along this dim, of a split over axis 1 (tp).
+    "::mlir::IntegerAttr":$tp_split,
     // Pipeline-parallel training (lib/Driver/PipelineTraining.cpp): a
     // forward value the stage's backward reads, kept per micro-batch; a
     // sum over the micro-batches (the step's gradients and loss).

@@ -633,6 +633,12 @@ def ApplyOptimizer : Pass<"autopar-apply-optimizer", "mlir::ModuleOp"> {
     stage's parameters only: the sum of squares is all-reduced over axis 2
     of `@autopar_grid` (dp x tp x P) before the square root, so that every
     stage clips by the global norm.
+
+    A parameter argument marked `autopar.tp_split` is this rank's block of
+    a tensor-parallel split (a pipeline stage's step, built after its
+    programs were partitioned): the blocks' sum of squares is all-reduced
+    over axis 1 (tp) before it joins the replicated parameters' (counted
+    once), and ZeRO does not shard such a block (an error).
   }];
   let options = [
     Option<"optimizer", "optimizer", "autopar::OptimizerKind",
