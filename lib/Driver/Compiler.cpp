@@ -229,8 +229,8 @@ int CompileFlow::validateRequest() {
     if (int rc = pinPipelineTraining())
       return rc;
   } else if (!o.planOnly && training && cluster.worldSize() != 1 && o.tp > 1) {
-    // Tensor parallelism over every rank (docs/distributed-training.md,
-    // "Tensor parallelism"); combined with dp or pp it is being built.
+    // Tensor parallelism (docs/distributed-training.md, "Tensor
+    // parallelism") in data-parallel replicas; within pipeline stages above.
     if (int rc = pinTensorParallelTraining())
       return rc;
   } else if (!o.planOnly && training && cluster.worldSize() != 1) {
@@ -404,15 +404,16 @@ int CompileFlow::pinPipelineTraining() {
     return fail("--pp " + llvm::Twine(o.pp) + " --mode train on --cluster " +
                 o.cluster + ": " + what);
   };
-  if (world % o.pp != 0 || (o.dp > 0 && o.dp * o.pp != world))
+  int64_t tp = std::max<int64_t>(o.tp, 1);
+  if (world % (o.pp * tp) != 0 || (o.dp > 0 && o.dp * tp * o.pp != world))
     return refuse("pipeline-parallel training runs data-parallel replicas of "
                   "the pipeline over all " +
-                  llvm::Twine(world) +
-                  " ranks: --pp must divide the rank count, with --dp the "
-                  "rest");
-  if (o.tp > 1)
-    return refuse("tensor parallelism within pipeline stages is being built "
-                  "(drop --tp, or --pp)");
+                  llvm::Twine(world) + " ranks: --pp" +
+                  (tp > 1 ? " times --tp" : "") +
+                  " must divide the rank count, with --dp the rest");
+  if (tp > 1 && request.pins.zeroStage && *request.pins.zeroStage > 0)
+    return refuse("ZeRO under tensor parallelism is being built (drop --zero "
+                  "and zero_optimization.stage, or --tp)");
   if (gpu)
     return refuse("pipeline-parallel training compiles for CPU ranks "
                   "(local:N) so far; on GPUs training runs data-parallel "
@@ -425,8 +426,8 @@ int CompileFlow::pinPipelineTraining() {
     return refuse("ZeRO-" + llvm::Twine(*request.pins.zeroStage) +
                   " within pipeline stages is being built (DeepSpeed's "
                   "pipeline engine takes ZeRO-1 only too); use --zero 0 or 1");
-  request.pins.dp = world / o.pp;
-  request.pins.tp = 1;
+  request.pins.dp = world / (tp * o.pp);
+  request.pins.tp = tp;
   request.pins.pp = o.pp;
   // ZeRO-1 when pinned (--zero 1 or zero_optimization.stage), else none.
   if (!request.pins.zeroStage)
@@ -817,7 +818,19 @@ int CompileFlow::compilePipelineTraining() {
                  << "pipeline, " << plan->globalBatch / best.dp
                  << " samples each: each stage's gradients are all-reduced "
                     "over them before the update\n";
+  if (best.tp > 1)
+    llvm::outs() << "  tensor parallel " << best.tp
+                 << " ranks per stage: each stage's forward is partitioned "
+                    "as planned, and its backward as its annotations imply\n";
   PipelineTrainingOptions options;
+  if (best.tp > 1) {
+    // Each stage is planned for one tp group of the cluster's devices.
+    options.step.tensorParallel = best.tp;
+    PlanRequest group = tensorParallelGroupRequest(request, best.tp);
+    options.step.makePlanPass = [group] {
+      return createAutoparPlanPass(group, [](const PlanResult &) {});
+    };
+  }
   options.step.loss = o.loss;
   options.step.freeze.assign(o.freeze.begin(), o.freeze.end());
   options.step.config = trainConfig;

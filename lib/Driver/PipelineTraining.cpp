@@ -15,6 +15,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "autopar/Driver/PipelineTraining.h"
+#include "autopar/Driver/TensorParallel.h"
 
 #include "autopar/Conversion/Passes.h"
 #include "autopar/Dialect/Attributes.h"
@@ -234,6 +235,88 @@ struct StepFacts {
   llvm::StringSet<> trained;
 };
 
+/// Partitions the differentiated stage \p f over its tensor-parallel group
+/// (the plan annotated its forward before autodiff, whose shard rule lays
+/// out each cotangent as its value, so the backward gets Megatron's
+/// conjugate collectives), as the one-program step is. A parameter the plan
+/// splits becomes this rank's block and is marked `autopar.tp_split`; the
+/// stage's other arguments and its results before \p firstBlockResult (what
+/// it sends, receives and sums) outside [\p firstBlockResult,
+/// \p endBlockResult) (the parameters' gradients) must stay whole.
+llvm::Error partitionStage(ModuleOp stage, func::FuncOp f, int64_t k,
+                           size_t firstBlockResult, size_t endBlockResult) {
+  MLIRContext *ctx = stage.getContext();
+  auto shapesOf = [](TypeRange types) {
+    SmallVector<SmallVector<int64_t>> shapes;
+    for (Type t : types)
+      shapes.emplace_back(cast<RankedTensorType>(t).getShape());
+    return shapes;
+  };
+  auto wholeArgs = shapesOf(f.getArgumentTypes());
+  auto wholeResults = shapesOf(f.getResultTypes());
+  // An argument the differentiated stage no longer reads (the cotangent of
+  // an output no parameter affects, a parameter of such an output) is
+  // whole: partitioning reads every argument through one annotation.
+  {
+    OpBuilder b = OpBuilder::atBlockBegin(&f.getBody().front());
+    for (BlockArgument arg : f.getArguments()) {
+      auto type = dyn_cast<RankedTensorType>(arg.getType());
+      if (!arg.use_empty() || !type || type.getRank() == 0)
+        continue;
+      Value replicated =
+          shard::ShardingOp::create(
+              b, arg.getLoc(), FlatSymbolRefAttr::get(ctx, "autopar_grid"),
+              ArrayRef<shard::GridAxesAttr>{shard::GridAxesAttr::get(ctx, {})})
+              .getResult();
+      shard::ShardOp::create(b, arg.getLoc(), arg, replicated,
+                             /*annotate_for_users=*/false);
+    }
+  }
+  auto pm = PassManager::on<ModuleOp>(ctx);
+  applyPassManagerCLOptionsIfAny(pm);
+  addTensorParallelPartitioning(pm);
+  if (failed(pm.run(stage)))
+    return error("partitioning pipeline stage " + llvm::Twine(k) +
+                 " over its tensor-parallel group failed (see the "
+                 "diagnostics above)");
+  // The collectives as they will run (as partitionTrainingStep).
+  RewritePatternSet fold(ctx);
+  populateCollectiveFoldPatterns(fold);
+  if (failed(applyPatternsGreedily(stage, std::move(fold))))
+    return error("folding the collectives of pipeline stage " + llvm::Twine(k) +
+                 " did not converge");
+  Builder b(ctx);
+  for (auto [i, shapes] :
+       llvm::enumerate(llvm::zip(wholeArgs, shapesOf(f.getArgumentTypes())))) {
+    auto &[whole, local] = shapes;
+    if (whole == local)
+      continue;
+    SmallVector<int64_t> dims;
+    for (size_t d = 0; d < whole.size(); ++d)
+      if (whole[d] != local[d])
+        dims.push_back(int64_t(d));
+    auto parameter = f.getArgAttrOfType<StringAttr>(i, attrs::kParameter);
+    if (!parameter || dims.size() != 1)
+      return error("internal error: partitioning pipeline stage " +
+                   llvm::Twine(k) + " split its argument " + llvm::Twine(i) +
+                   (parameter
+                        ? " ('" + parameter.getValue() + "') along several dims"
+                        : llvm::Twine(", which is not a parameter: what a "
+                                      "stage receives must stay whole")));
+    f.setArgAttr(i, attrs::kTensorParallelSplit,
+                 b.getI64IntegerAttr(dims.front()));
+  }
+  for (auto [j, shapes] :
+       llvm::enumerate(llvm::zip(wholeResults, shapesOf(f.getResultTypes())))) {
+    auto &[whole, local] = shapes;
+    if (whole != local && (j < firstBlockResult || j >= endBlockResult))
+      return error("internal error: partitioning pipeline stage " +
+                   llvm::Twine(k) + " split its result " + llvm::Twine(j) +
+                   ", which it sends or sums: it must stay whole");
+  }
+  return llvm::Error::success();
+}
+
 /// Cuts stage module \p stage (from autopar-split-pipeline-stages) into its
 /// forward and backward programs.
 llvm::Error cutStage(ModuleOp stage, int64_t k, int64_t numStages,
@@ -242,8 +325,11 @@ llvm::Error cutStage(ModuleOp stage, int64_t k, int64_t numStages,
   MLIRContext *ctx = stage.getContext();
   Builder attrs(ctx);
   auto f = stage.lookupSymbol<func::FuncOp>("main");
-  Block &body = f.getBody().front();
-  auto ret = cast<func::ReturnOp>(body.getTerminator());
+  // Partitioning (tensor parallelism) replaces the body block.
+  Block *body = &f.getBody().front();
+  auto ret = cast<func::ReturnOp>(body->getTerminator());
+  // A stage a tensor-parallel plan annotated (autopar-plan made its grid).
+  auto tpGrid = stage.lookupSymbol<shard::GridOp>("autopar_grid");
   Location loc = f.getLoc();
   bool last = k == numStages - 1;
 
@@ -292,7 +378,18 @@ llvm::Error cutStage(ModuleOp stage, int64_t k, int64_t numStages,
         return error("internal error: cannot add a cotangent argument");
       BlockArgument cot = f.getArgument(position);
       cotangentsIn.push_back({cot, dict});
-      Value term = dotProduct(b, loc, p.value, cot);
+      // Whole on every tp rank, as the activation it is the cotangent of.
+      Value cotValue = cot;
+      if (tpGrid)
+        cotValue = shard::ShardOp::create(
+            b, loc, cot,
+            shard::ShardingOp::create(
+                b, loc, FlatSymbolRefAttr::get(ctx, "autopar_grid"),
+                ArrayRef<shard::GridAxesAttr>{
+                    shard::GridAxesAttr::get(ctx, {})})
+                .getResult(),
+            /*annotate_for_users=*/false);
+      Value term = dotProduct(b, loc, p.value, cotValue);
       if (stageLoss &&
           cast<RankedTensorType>(stageLoss.getType()).getElementType() !=
               cast<RankedTensorType>(term.getType()).getElementType())
@@ -360,7 +457,23 @@ llvm::Error cutStage(ModuleOp stage, int64_t k, int64_t numStages,
     if (failed(applyPatternsGreedily(f, std::move(patterns))))
       return error("internal error: cleaning up pipeline stage " +
                    llvm::Twine(k) + "'s backward failed");
-    ret = cast<func::ReturnOp>(body.getTerminator());
+    ret = cast<func::ReturnOp>(body->getTerminator());
+  }
+  // Partitioning replaces the block's arguments: by their numbers.
+  SmallVector<unsigned> wrtArgs, cotangentArgs;
+  for (Value v : wrt)
+    wrtArgs.push_back(cast<BlockArgument>(v).getArgNumber());
+  for (const Port &p : cotangentsIn)
+    cotangentArgs.push_back(cast<BlockArgument>(p.value).getArgNumber());
+  if (tpGrid)
+    if (llvm::Error err = partitionStage(
+            stage, f, k, forwardResults.size() + forwardSums.size(),
+            forwardResults.size() + forwardSums.size() + numParameters))
+      return err;
+  // The values by their places, which the cleanup and partitioning keep.
+  body = &f.getBody().front();
+  ret = cast<func::ReturnOp>(body->getTerminator());
+  {
     size_t j = 0;
     for (Port &p : forwardResults)
       p.value = ret.getOperand(j++);
@@ -368,6 +481,10 @@ llvm::Error cutStage(ModuleOp stage, int64_t k, int64_t numStages,
       value = ret.getOperand(j++);
     for (Value &g : *gradients)
       g = ret.getOperand(j++);
+    for (auto [v, i] : llvm::zip(wrt, wrtArgs))
+      v = f.getArgument(i);
+    for (auto [p, i] : llvm::zip(cotangentsIn, cotangentArgs))
+      p.value = f.getArgument(i);
   }
 
   // The forward: what its outputs need.
@@ -428,7 +545,7 @@ llvm::Error cutStage(ModuleOp stage, int64_t k, int64_t numStages,
   // them per micro-batch.
   auto isShared = [&](Value v) {
     auto arg = dyn_cast<BlockArgument>(v);
-    return arg && arg.getOwner() == &body &&
+    return arg && arg.getOwner() == body &&
            (f.getArgAttr(arg.getArgNumber(), attrs::kParameter) ||
             f.getArgAttr(arg.getArgNumber(), attrs::kSeed) ||
             f.getArgAttr(arg.getArgNumber(), attrs::kStep));
@@ -461,7 +578,7 @@ llvm::Error cutStage(ModuleOp stage, int64_t k, int64_t numStages,
     if (forwardReads.contains(arg))
       forwardArgs.push_back({arg, f.getArgAttrDict(arg.getArgNumber())});
   for (Value v : forwardReads)
-    if (!isa<BlockArgument>(v) || cast<BlockArgument>(v).getOwner() != &body)
+    if (!isa<BlockArgument>(v) || cast<BlockArgument>(v).getOwner() != body)
       return error("internal error: pipeline stage " + llvm::Twine(k) +
                    "'s forward reads a value it does not compute");
   SmallVector<Port> allForwardResults(forwardResults);
@@ -478,10 +595,10 @@ llvm::Error cutStage(ModuleOp stage, int64_t k, int64_t numStages,
     return module;
   };
   out.forward = makeModule("forward");
-  emitProgram(*out.forward, loc, body, forwardOps, forwardArgs,
+  emitProgram(*out.forward, loc, *body, forwardOps, forwardArgs,
               allForwardResults, forwardSums);
   out.backward = makeModule("backward");
-  emitProgram(*out.backward, loc, body, backwardOps, backwardArgs,
+  emitProgram(*out.backward, loc, *body, backwardOps, backwardArgs,
               backwardResults, gradientSums);
   return llvm::Error::success();
 }
@@ -502,7 +619,7 @@ llvm::Error buildStep(MLIRContext &context, PipelineTrainingStage &stage,
       ModuleOp::create(loc, "stage" + std::to_string(k));
   OpBuilder b = OpBuilder::atBlockEnd(module->getBody());
   shard::GridOp::create(b, loc, "autopar_grid",
-                        ArrayRef<int64_t>{plan.dp, 1, plan.pp});
+                        ArrayRef<int64_t>{plan.dp, plan.tp, plan.pp});
 
   // Arguments: the trained parameters (from the backward's accumulators),
   // their sums, the loss's sums, and the data (which the forward reads;
@@ -728,9 +845,9 @@ llvm::Expected<std::vector<PipelineTrainingStage>>
 buildPipelineTraining(MLIRContext &context, const PlanCandidate &plan,
                       const PipelineTrainingOptions &options) {
   const TrainingStepOptions &step = options.step;
-  if (plan.tp > 1 || plan.zeroStage > 1)
-    return error("pipeline-parallel training runs with --tp 1 and ZeRO 0 or 1 "
-                 "so far (the plan has tp " +
+  if (plan.zeroStage > 1 || (plan.tp > 1 && plan.zeroStage > 0))
+    return error("pipeline-parallel training runs with ZeRO 0 or 1, and "
+                 "ZeRO 0 under tensor parallelism, so far (the plan has tp " +
                  llvm::Twine(plan.tp) + ", ZeRO-" +
                  llvm::Twine(plan.zeroStage) + ")");
   if (step.config.precision == "fp16")
@@ -882,17 +999,40 @@ buildPipelineTraining(MLIRContext &context, const PlanCandidate &plan,
   }
 
   // Ops added after the planner placed the stages (the loss, its parts)
-  // go with their operands.
-  for (Operation &op : main.getBody().front().without_terminator()) {
-    if (op.hasAttr(attrs::kStage) || op.getNumOperands() == 0)
-      continue;
-    int64_t stage = 0;
-    for (Value v : op.getOperands())
-      if (Operation *def = v.getDefiningOp())
-        if (auto s = def->getAttrOfType<IntegerAttr>(attrs::kStage))
-          stage = std::max(stage, s.getInt());
-    op.setAttr(attrs::kStage,
-               IntegerAttr::get(IntegerType::get(&context, 64), stage));
+  // go with their operands; those that read only the graph's inputs and
+  // constants (what the loss makes of the labels) go with their first
+  // user, so that no stage computes them for another and sends them on.
+  {
+    auto stageOf = [](Operation *op) -> std::optional<int64_t> {
+      if (auto s = op->getAttrOfType<IntegerAttr>(attrs::kStage))
+        return s.getInt();
+      return std::nullopt;
+    };
+    Block &block = main.getBody().front();
+    llvm::DenseSet<Operation *> floating;
+    for (Operation &op : block.without_terminator()) {
+      if (stageOf(&op) || op.getNumOperands() == 0)
+        continue;
+      std::optional<int64_t> stage;
+      for (Value v : op.getOperands())
+        if (Operation *def = v.getDefiningOp())
+          if (auto s = stageOf(def); s && !floating.contains(def))
+            stage = std::max(stage.value_or(0), *s);
+      if (!stage)
+        floating.insert(&op);
+      op.setAttr(attrs::kStage, IntegerAttr::get(IntegerType::get(&context, 64),
+                                                 stage.value_or(0)));
+    }
+    for (Operation &op : llvm::reverse(block.without_terminator())) {
+      if (!floating.contains(&op))
+        continue;
+      std::optional<int64_t> first;
+      for (Operation *user : op.getUsers())
+        if (auto s = stageOf(user))
+          first = std::min(first.value_or(*s), *s);
+      op.setAttr(attrs::kStage, IntegerAttr::get(IntegerType::get(&context, 64),
+                                                 first.value_or(0)));
+    }
   }
 
   {
@@ -941,6 +1081,28 @@ buildPipelineTraining(MLIRContext &context, const PlanCandidate &plan,
       }
   }
 
+  // Tensor parallelism within the stages: each stage's forward is planned
+  // for one tp group and annotated before it is differentiated, as the
+  // one-program step's is (buildTrainingStepPipeline); cutStage partitions
+  // it. The stage's inputs and outputs stay whole: they travel between the
+  // stages' tp ranks one to one.
+  if (plan.tp > 1)
+    for (auto [k, stage] : llvm::enumerate(stageModules)) {
+      auto pm = PassManager::on<ModuleOp>(&context);
+      applyPassManagerCLOptionsIfAny(pm);
+      // As the one-program step plans its forward: without
+      // autopar-expose-projection-parts, so that a parameter keeps the
+      // model's shape (the checkpoint's and the runtime's).
+      pm.addPass(step.makePlanPass ? step.makePlanPass()
+                                   : createLocalTensorParallelPlan(plan.tp));
+      pm.addPass(createReplicateGraphIO());
+      if (failed(pm.run(stage)))
+        return error("planning pipeline stage " + llvm::Twine(k) + " for " +
+                     llvm::Twine(plan.tp) +
+                     " tensor-parallel ranks failed (see the diagnostics "
+                     "above)");
+    }
+
   std::vector<PipelineTrainingStage> stages(plan.pp);
   for (auto [k, stage] : llvm::enumerate(stageModules))
     if (llvm::Error err =
@@ -965,6 +1127,13 @@ pipelineCollectives(std::vector<PipelineTrainingStage> &stages,
     CollectiveTally mine = stepCollectiveTally(*stage.step);
     // Each micro-batch's activations and cotangents, one call per tensor.
     for (ModuleOp program : {*stage.forward, *stage.backward}) {
+      // Its tensor-parallel collectives, once per micro-batch.
+      for (auto &[axis, ops] : stepCollectiveTally(program))
+        for (auto &[op, counts] : ops) {
+          auto &[calls, bytes] = mine[axis][op];
+          calls += double(microBatches) * counts.first;
+          bytes += double(microBatches) * counts.second;
+        }
       auto main = program.lookupSymbol<func::FuncOp>("main");
       auto count = [&](Type type, const char *op) {
         auto tensor = cast<RankedTensorType>(type);
@@ -990,6 +1159,51 @@ pipelineCollectives(std::vector<PipelineTrainingStage> &stages,
   return collectivesJson(most);
 }
 
+namespace {
+
+/// The manifest's view of tensor parallelism within a stage: a parameter
+/// marked `autopar.tp_split` is this rank's block of a tensor of \p tp
+/// blocks along that dim (the runtime loads and checkpoints its block), and
+/// so are the parameter's optimizer states and the updates of both.
+void markTensorParallelBlocks(func::FuncOp main, int64_t tp,
+                              std::vector<ArtifactArgument> &arguments) {
+  if (tp <= 1)
+    return;
+  // (global shape, dim) of each split tensor, by name.
+  llvm::StringMap<std::pair<llvm::SmallVector<int64_t>, int64_t>> blocks;
+  auto mark = [&](ArtifactArgument &arg, llvm::StringRef of) {
+    auto it = blocks.find(of);
+    if (it == blocks.end() || arg.splitDim >= 0)
+      return;
+    arg.globalShape = it->second.first;
+    arg.splitDim = it->second.second;
+    arg.splitAxis = "tp";
+  };
+  for (unsigned i = 0; i < main.getNumArguments(); ++i) {
+    auto dim =
+        main.getArgAttrOfType<IntegerAttr>(i, attrs::kTensorParallelSplit);
+    if (!dim)
+      continue;
+    ArtifactArgument &arg = arguments[i];
+    llvm::SmallVector<int64_t> global(arg.shape.begin(), arg.shape.end());
+    global[dim.getInt()] *= tp;
+    blocks[arg.name] = {global, dim.getInt()};
+    mark(arg, arg.name);
+  }
+  for (ArtifactArgument &arg : arguments)
+    if (arg.kind == ArtifactArgument::Kind::OptimizerState)
+      if (auto it = blocks.find(arg.stateOf); it != blocks.end()) {
+        auto block = it->second;
+        blocks[arg.name] = std::move(block);
+        mark(arg, arg.name);
+      }
+  for (ArtifactArgument &arg : arguments)
+    if (arg.kind == ArtifactArgument::Kind::Update)
+      mark(arg, arg.updates);
+}
+
+} // namespace
+
 llvm::FailureOr<TrainedSummary> writePipelineTrainingArtifact(
     std::vector<PipelineTrainingStage> &stages, const PlanCandidate &plan,
     const TrainingArtifactOptions &options, std::string &error) {
@@ -1009,13 +1223,17 @@ llvm::FailureOr<TrainedSummary> writePipelineTrainingArtifact(
   for (auto [k, stage] : llvm::enumerate(stages)) {
     std::string name = "stage" + std::to_string(k);
     MLIRContext *context = stage.step->getContext();
-    if (plan.dp > 1 || plan.pp > 1) {
+    // The step's collectives over dp, tp and pp; under tensor parallelism
+    // the forward's and the backward's over tp too.
+    for (ModuleOp program : {*stage.step, *stage.forward, *stage.backward}) {
+      if (program != *stage.step && plan.tp == 1)
+        continue;
       auto lower = PassManager::on<ModuleOp>(context);
       applyPassManagerCLOptionsIfAny(lower);
       lower.addPass(createLowerCollectivesToRuntime());
       lower.addPass(mlir::createCanonicalizerPass());
       lower.addPass(mlir::createCSEPass());
-      if (failed(lower.run(*stage.step)))
+      if (failed(lower.run(program)))
         return fail("lowering the collectives of pipeline stage " +
                     llvm::Twine(k) + " failed (see the diagnostics above)");
     }
@@ -1039,6 +1257,7 @@ llvm::FailureOr<TrainedSummary> writePipelineTrainingArtifact(
         return fail("pipeline stage " + llvm::Twine(k) + "'s " +
                     (part.phase.empty() ? std::string("step") : part.phase) +
                     " lacks the importer's attributes");
+      markTensorParallelBlocks(main, plan.tp, *arguments);
       // The data: the global batch, cut over the replicas.
       for (ArtifactArgument &arg : *arguments) {
         if (arg.kind != ArtifactArgument::Kind::Input || arg.shape.empty())
@@ -1057,7 +1276,8 @@ llvm::FailureOr<TrainedSummary> writePipelineTrainingArtifact(
           if (arg.kind != ArtifactArgument::Kind::Parameter || !arg.trainable)
             continue;
           int64_t elements = 1;
-          for (int64_t d : arg.shape)
+          for (int64_t d :
+               arg.globalShape.empty() ? arg.shape : arg.globalShape)
             elements *= d;
           ++trained.tensors;
           trained.elements += elements;
@@ -1085,8 +1305,9 @@ llvm::FailureOr<TrainedSummary> writePipelineTrainingArtifact(
   llvm::sys::fs::make_absolute(absModel);
   description.modelPath = std::string(absModel);
   description.cluster = options.cluster;
-  description.worldSize = plan.dp * plan.pp;
+  description.worldSize = plan.dp * plan.tp * plan.pp;
   description.dp = plan.dp;
+  description.tp = plan.tp;
   description.pp = plan.pp;
   description.pipeline =
       ArtifactPipeline{plan.numMicroBatches, plan.microBatchSize,

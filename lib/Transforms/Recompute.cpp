@@ -39,9 +39,11 @@ bool autopar::isSelectivelyRecomputed(Operation *op) {
   if (auto linalgOp = dyn_cast<linalg::LinalgOp>(op))
     return !linalg::isaContractionOpInterface(linalgOp) &&
            !linalg::isaConvolutionOpInterface(linalgOp);
-  // autopar.attention and other ops of autopar's dialect are compute-bound.
-  return op->getNumRegions() == 0 &&
-         op->getDialect()->getNamespace() != "autopar";
+  // autopar.attention and other ops of autopar's dialect are compute-bound;
+  // a partitioned stage's collectives (shard) are not recomputed but kept,
+  // as Megatron's selective recomputation keeps what tp all-reduced.
+  llvm::StringRef dialect = op->getDialect()->getNamespace();
+  return op->getNumRegions() == 0 && dialect != "autopar" && dialect != "shard";
 }
 
 llvm::DenseSet<Operation *> autopar::opsReadingTheSeed(func::FuncOp f) {

@@ -63,16 +63,24 @@ std::vector<CheckpointTensor> currentState(Session &session,
                                            const Communicator &comm) {
   const std::vector<ArgumentDesc> &args = session.getArguments();
   bool pipeline = session.getManifest().isPipelineTraining();
-  std::vector<CheckpointTensor> tensors =
-      trainingStateTensors(stateArguments(session));
+  std::vector<ArgumentDesc> state = stateArguments(session);
+  std::vector<CheckpointTensor> tensors = trainingStateTensors(state);
   for (CheckpointTensor &tensor : tensors) {
     std::optional<size_t> index =
         session.findArgument(ArgumentKind::Parameter, tensor.name);
     if (!index)
       index = session.findArgument(ArgumentKind::OptimizerState, tensor.name);
     if (!index) {
-      // Another pipeline stage's.
+      // Another pipeline stage's: not written here, but its blocks (tensor
+      // parallelism within the stage) are what the metadata describes.
       tensor.write = false;
+      for (const ArgumentDesc &arg : state)
+        if (arg.name == tensor.name && arg.split &&
+            (arg.kind == ArgumentKind::Parameter ||
+             arg.kind == ArgumentKind::OptimizerState)) {
+          tensor.blockDim = arg.split->dim;
+          tensor.blockCount = comm.scopeSize(scopeOf(arg.split->axis));
+        }
       continue;
     }
     tensor.data = session.readArgument(*index);
@@ -701,11 +709,65 @@ int64_t runTraining(Session &session, Communicator &comm,
   bool writesParameters = pipeline ? comm.scopeRank(CommScope::DP) == 0 &&
                                          comm.scopeRank(CommScope::TP) == 0
                                    : leader;
-  if (options.outputsDir && writesParameters && pipeline) {
+  if (options.outputsDir && pipeline) {
     for (size_t i = 0; i < args.size(); ++i)
-      if (args[i].kind == ArgumentKind::Parameter)
+      if (args[i].kind == ArgumentKind::Parameter && !args[i].split &&
+          writesParameters)
         writeNpy(*options.outputsDir + "/" + tensorFileName(args[i].name),
                  args[i].dtype, args[i].shape, session.readArgument(i));
+    // Under tensor parallelism a stage's tp ranks hold blocks: the first
+    // rank gathers every stage's, stage by stage, at world scope (the
+    // runtime's own traffic, as wholeParameter's; a rank of another stage
+    // sends zeros), and writes them whole.
+    const Manifest &manifest = session.getManifest();
+    for (int64_t stage = 0; stage < manifest.pipeline->stages; ++stage)
+      for (const ProgramDesc &program : manifest.programs) {
+        if (program.stage != stage || !program.phase.empty())
+          continue;
+        for (const ArgumentDesc &arg : program.arguments) {
+          if (arg.kind != ArgumentKind::Parameter || !arg.split)
+            continue;
+          if (arg.split->axis != GridAxis::TP)
+            throw Error("internal error: pipeline stage parameter '" +
+                        arg.name + "' is split over " +
+                        std::string(gridAxisName(arg.split->axis)) +
+                        ", which writing the trained parameters does not "
+                        "gather");
+          size_t blockBytes =
+              static_cast<size_t>(byteSize(arg.dtype, arg.shape, arg.name));
+          std::vector<char> zeros;
+          const void *mine = nullptr;
+          if (comm.scopeRank(CommScope::PP) == stage) {
+            mine = session.readArgument(
+                *session.findArgument(ArgumentKind::Parameter, arg.name));
+          } else {
+            zeros.assign(blockBytes, 0);
+            mine = zeros.data();
+          }
+          int64_t ranks = hostComm.worldSize();
+          std::vector<char> all(leader ? blockBytes * static_cast<size_t>(ranks)
+                                       : 0);
+          hostComm.gather(mine, all.data(), numElements(arg.shape, arg.name),
+                          arg.dtype, 0, CommScope::World);
+          if (!leader)
+            continue;
+          BlockSplit blocks(arg.globalShape, arg.split->dim,
+                            manifest.grid[static_cast<size_t>(GridAxis::TP)],
+                            dtypeSize(arg.dtype), arg.name);
+          std::vector<char> whole(static_cast<size_t>(
+              byteSize(arg.dtype, arg.globalShape, arg.name)));
+          for (int64_t r = 0; r < ranks; ++r) {
+            const GridVector &coords = hostComm.coordsOf(r);
+            if (coords[static_cast<size_t>(GridAxis::PP)] == stage &&
+                coords[static_cast<size_t>(GridAxis::DP)] == 0)
+              blocks.unpack(all.data() + static_cast<size_t>(r) * blockBytes,
+                            coords[static_cast<size_t>(GridAxis::TP)],
+                            whole.data());
+          }
+          writeNpy(*options.outputsDir + "/" + tensorFileName(arg.name),
+                   arg.dtype, arg.globalShape, whole.data());
+        }
+      }
     if (leader)
       std::printf("autopar-run: wrote the trained parameters to %s (each "
                   "pipeline stage its own)\n",

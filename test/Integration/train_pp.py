@@ -20,22 +20,26 @@ for call and byte for byte (--check-comm):
 
 - mlp: pp2 with 1F1B and with GPipe, 4 micro-batches; pp2 with recompute
   full and selective; dp2 x pp2 on 4 ranks, also with ZeRO-1 (each
-  replica updates a block of its stage's optimizer states); each rank holds
-  the parameters and optimizer states the report predicts; pp4 is refused when a stage would train
+  replica updates a block of its stage's optimizer states); tp2 x pp2
+  (each stage partitioned over its tp group), also with recompute full;
+  dp2 x tp2 x pp2 on 8 ranks; each rank holds the parameters and optimizer
+  states the report predicts; pp4 is refused when a stage would train
   nothing;
 - gpt: embeddings, attention, LayerNorm, a GELU MLP and cross-entropy, pp2
-  with AdamW, dp2 x pp2, and with Dropout (masks by global sample index:
-  each micro-batch's forward is told its first sample), also with recompute
-  selective;
+  with AdamW, dp2 x pp2, tp2 x pp2, and with Dropout (masks by global
+  sample index: each micro-batch's forward is told its first sample), also
+  with recompute selective, and tp2 x pp2 with it;
 - faults: a rank of a dp2 x pp2 run killed or hung at step 4 ends every
   rank within the timeout, and the last checkpoint resumes bitwise;
 - the automatic plan (no --dp, --tp or --pp) for the GPT on 2 and 4 ranks,
   whichever family the search picks;
-- checkpoints: the GPT on pp2 stopped at step 3 and resumed under the same
-  plan equals the uninterrupted run bitwise (each stage writes its
-  parameters); the checkpoint resumes on one rank, and one rank's on pp2;
-- refusals: a model with BatchNorm (its running statistics), --tp with --pp,
-  --save-onnx and --eval-data, each an error saying what to do.
+- checkpoints: the GPT on pp2 and on tp2 x pp2 stopped at step 3 and
+  resumed under the same plan equals the uninterrupted run bitwise (each
+  stage writes its parameters, each tp rank its blocks); the checkpoints
+  resume on one rank, and one rank's on pp2;
+- refusals: a model with BatchNorm (its running statistics), ZeRO with
+  --tp and --pp, --save-onnx and --eval-data, each an error saying what to
+  do.
 
 Usage: train_pp.py BUILD_DIR WORK_DIR MPIRUN [MPIRUN_FLAG...]
 """
@@ -96,7 +100,10 @@ def main():
             ("pp2-recompute", 2, 2, ("--recompute", "full")),
             ("pp2-selective", 2, 2, ("--recompute", "selective")),
             ("dp2xpp2", 4, 2, ()),
-            ("dp2xpp2-zero1", 4, 2, ("--zero", "1"))):
+            ("dp2xpp2-zero1", 4, 2, ("--zero", "1")),
+            ("tp2xpp2", 4, 2, ("--tp", "2")),
+            ("tp2xpp2-recompute", 4, 2, ("--tp", "2", "--recompute", "full")),
+            ("dp2xtp2xpp2", 8, 2, ("--tp", "2"))):
         art = compile_pp(mlp, tag, ranks, pp, errors, *flags, config=micro)
         result = mlp.train(tag, art, ranks, launcher, "--shuffle", "3")
         errors += compare(f"mlp {tag}", one[:2], result)
@@ -129,6 +136,13 @@ def main():
     errors += compare("gpt dp2xpp2", one[:2],
                       gpt.train("dp2xpp2", art4, 4, launcher),
                       noise_only=key_bias)
+    # Tensor parallelism within the stages: each stage's forward planned for
+    # its tp group (attention by heads, the MLP split by columns then rows)
+    # and partitioned with its backward.
+    art_tp = compile_pp(gpt, "tp2xpp2", 4, 2, errors, "--tp", "2",
+                        config=micro)
+    whole_tp = gpt.train("tp2xpp2", art_tp, 4, launcher)
+    errors += compare("gpt tp2xpp2", one[:2], whole_tp, noise_only=key_bias)
 
     # The automatic plan: without --dp, --tp or --pp the search chooses
     # between data parallelism and pipelines of replicas (ZeRO 0 or 1 with
@@ -181,6 +195,35 @@ def main():
                                 "--checkpoint-dir", ckpt1, "--resume"),
                       noise_only=key_bias)
 
+    # Under tp x pp too: each tp rank writes its blocks, each stage its
+    # tensors; resumed under the same plan it is bitwise the uninterrupted
+    # run, and on one rank it continues one rank's curve.
+    ckpt = os.path.join(gpt.dir, "tp2xpp2-ckpt")
+    run(["rm", "-rf", ckpt])
+    first = gpt.train("tp2xpp2-resumed", art_tp, 4, launcher,
+                      "--checkpoint-dir", ckpt, "--checkpoint-every", "3")
+    run(["sh", "-c", f"echo step-00000003 > {ckpt}/latest"])
+    resumed = gpt.train("tp2xpp2-resumed", art_tp, 4, launcher,
+                        "--checkpoint-dir", ckpt, "--resume")
+    losses = first[0][:3] + resumed[0]
+    same = set(resumed[1]) == set(whole_tp[1]) and all(
+        np.array_equal(resumed[1][k], v) for k, v in whole_tp[1].items())
+    if losses != whole_tp[0] or not same:
+        errors.append(f"gpt tp2xpp2 resumed at step 3: losses {losses} vs "
+                      f"{whole_tp[0]} uninterrupted; parameters "
+                      f"{'equal' if same else 'differ'}")
+    else:
+        print("PASS gpt tp2xpp2 resumed at step 3: bitwise the "
+              "uninterrupted run")
+    run(["sh", "-c", f"echo step-00000003 > {ckpt}/latest"])
+    errors += compare("gpt tp2xpp2 checkpoint resumed on one rank",
+                      (one[0][3:], one[1]),
+                      gpt.train("tp2xpp2-on-local1",
+                                os.path.join(gpt.dir, "local1-art"), 1,
+                                launcher, "--checkpoint-dir", ckpt,
+                                "--resume"),
+                      noise_only=key_bias)
+
     # What a pipeline run cannot do yet is refused, saying what to do.
     for flag, want in (("--save-onnx", "--save-onnx: the stages of a "
                         "pipeline-parallel run each hold their own"),
@@ -216,6 +259,14 @@ def main():
                       drop.train("pp2-selective", art, 2, launcher, "--seed",
                                  "5"),
                       noise_only=key_bias)
+    # And within tp groups: the partitioned masks are the whole masks'
+    # blocks; selective recomputation keeps what tp all-reduced.
+    art = compile_pp(drop, "tp2xpp2-selective", 4, 2, errors, "--tp", "2",
+                     "--recompute", "selective", config=micro)
+    errors += compare("gpt (Dropout) tp2xpp2 recompute selective", one[:2],
+                      drop.train("tp2xpp2-selective", art, 4, launcher,
+                                 "--seed", "5"),
+                      noise_only=key_bias)
 
     # Refusals at compile time.
     cnn = Case(build, work, "cnn", WideCnn(),
@@ -225,8 +276,8 @@ def main():
     for case, tag, flags, want in (
             (cnn, "pp2", ("--pp", "2"),
              "updates state in its forward (BatchNorm's running statistics)"),
-            (gpt, "pp2xtp2", ("--pp", "2", "--tp", "2"),
-             "tensor parallelism within pipeline stages is being built"),
+            (gpt, "pp2xtp2-zero1", ("--pp", "2", "--tp", "2", "--zero", "1"),
+             "ZeRO under tensor parallelism is being built"),
             (mlp, "pp4", ("--pp", "4"),
              "computes the loss, but the plan has 4 stages")):
         result = case.compile(tag, 4 if tag != "pp2" else 2, *flags,

@@ -56,9 +56,11 @@ struct PipelineTrainingStage {
   mlir::OwningOpRef<mlir::ModuleOp> forward, backward, step;
 };
 
-/// Builds the programs of every stage of `plan` (pp > 1; tp 1, ZeRO 0;
-/// recompute none or full). Errors say what cannot run as a pipeline and
-/// what to do (MLIR diagnostics have been reported).
+/// Builds the programs of every stage of `plan` (pp > 1; ZeRO 0 or 1, and
+/// 0 under tp > 1, whose stages are partitioned over their tp groups, each
+/// planned by `options.step.makePlanPass`; any recompute). Errors say what
+/// cannot run as a pipeline and what to do (MLIR diagnostics have been
+/// reported).
 llvm::Expected<std::vector<PipelineTrainingStage>>
 buildPipelineTraining(mlir::MLIRContext &context, const PlanCandidate &plan,
                       const PipelineTrainingOptions &options);

@@ -22,7 +22,8 @@ bool isRecomputedAnyway(mlir::Operation *op);
 
 /// Selective recomputation (Korthikanti et al.; the planner's model): the
 /// memory-bound ops are recomputed, GEMM and convolution outputs kept. Ops
-/// without regions (reshapes, slices, casts) count as memory-bound too.
+/// without regions (reshapes, slices, casts) count as memory-bound too;
+/// collectives (`shard` ops of a partitioned pipeline stage) are kept.
 bool isSelectivelyRecomputed(mlir::Operation *op);
 
 /// The ops of \p f's body that depend on the run's random seed (training-
