@@ -11,7 +11,12 @@ relative (train_dp.compare):
 - dp4 ZeRO-3 -> dp2 ZeRO-1 (parameter blocks of 4 read as whole tensors, and
   states of 4 blocks as states of 2);
 - local:1 -> local:4 with the plan the search picks;
-- dp2 ZeRO-2 -> local:1.
+- dp2 ZeRO-2 -> local:1;
+and for the GPT (the CNN's convolutions and BatchNorm run under neither tp nor
+pp yet) between tensor and pipeline parallelism and the rest:
+- dp2 -> tp2 (whole tensors read as tp blocks);
+- tp2 x pp2 -> local:1 (each stage's tp blocks read as whole tensors);
+- local:1 -> dp1 x tp2 x pp2, and tp2 -> pp2.
 Elastic restart: a 4-rank ZeRO-3 GPT run checkpointing every 2 steps loses a
 rank at step 4 (AUTOPAR_TEST_FAULT=kill); autopar-compile re-plans for
 local:2, autopar-run --resume continues from step 2, and the loss curve
@@ -137,7 +142,11 @@ def main():
     one = gpt.train("one", gpt.compile("one", 1)[0], 1, launcher)
     # qkv.bias's key third has an exactly zero gradient (train_dp.py).
     noise = {"qkv.bias": slice(Gpt.width, 2 * Gpt.width)}
-    for writer, reader in plans:
+    tp_pp = ("--tp", "2", "--pp", "2")
+    for writer, reader in plans + [((2, ()), (2, ("--tp", "2"))),
+                                   ((4, tp_pp), (1, ())),
+                                   ((1, ()), (4, tp_pp)),
+                                   ((2, ("--tp", "2")), (2, ("--pp", "2")))]:
         errors += reshard(gpt, one, writer, reader, launcher, noise)
     errors += elastic(gpt, one, launcher, noise)
     errors += docs_reader(gpt)
