@@ -23,6 +23,7 @@
 #include "autopar/Target/Artifact.h"
 #include "autopar/Target/LoweringPasses.h"
 #include "autopar/Transforms/Autodiff.h"
+#include "autopar/Transforms/GradientBuckets.h"
 #include "autopar/Transforms/LossNormalisation.h"
 #include "autopar/Transforms/Passes.h"
 #include "autopar/Transforms/PlanAnnotate.h"
@@ -47,6 +48,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <map>
+#include <numeric>
 
 using namespace mlir;
 
@@ -754,13 +756,16 @@ llvm::Error buildStep(MLIRContext &context, PipelineTrainingStage &stage,
   for (size_t i = 0; i < n; ++i)
     gradients.push_back(entry->getArgument(numParameters + i));
   if (plan.dp > 1) {
-    sums = shard::AllReduceOp::create(b, loc, pair, "autopar_grid",
-                                      ArrayRef<shard::GridAxis>{0}, sums,
-                                      shard::ReductionKind::Sum);
-    for (Value &g : gradients)
-      g = shard::AllReduceOp::create(b, loc, g.getType(), "autopar_grid",
-                                     ArrayRef<shard::GridAxis>{0}, g,
-                                     shard::ReductionKind::Sum);
+    // Over the replicas: the gradients in one bucket per element type
+    // (DDP's), the loss's pair riding along. A tp rank's gradients are its
+    // blocks already, so a bucket of them stays this rank's.
+    SmallVector<Value> values(gradients);
+    values.push_back(sums);
+    SmallVector<unsigned> all(values.size());
+    std::iota(all.begin(), all.end(), 0u);
+    allReduceInBuckets(b, loc, "autopar_grid", 0, values, all);
+    sums = values.pop_back_val();
+    gradients.assign(values.begin(), values.end());
   }
   auto element = [&](int64_t i) -> Value {
     return tensor::ExtractOp::create(

@@ -12,6 +12,7 @@
 #include "autopar/Dialect/AutoparOps.h"
 #include "autopar/Planner/Planner.h"
 #include "autopar/Transforms/Autodiff.h"
+#include "autopar/Transforms/GradientBuckets.h"
 #include "autopar/Transforms/LossNormalisation.h"
 #include "autopar/Transforms/Passes.h"
 #include "autopar/Transforms/ZeroSharding.h"
@@ -24,9 +25,7 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/SymbolTable.h"
-#include "llvm/ADT/MapVector.h"
 
-#include <numeric>
 
 namespace autopar {
 #define GEN_PASS_DEF_ACCUMULATEGRADIENTS
@@ -216,67 +215,7 @@ struct AccumulateGradientsPass
           b, loc, type, grid.getValue(), ArrayRef<shard::GridAxis>{0},
           values[i], shard::ReductionKind::Sum);
     }
-    llvm::MapVector<Type, SmallVector<unsigned>> byType;
-    for (unsigned i : inBucket)
-      byType[cast<RankedTensorType>(values[i].getType()).getElementType()]
-          .push_back(i);
-    for (auto &[elementType, members] : byType) {
-      int64_t total = 0;
-      SmallVector<int64_t> offsets;
-      for (unsigned i : members) {
-        offsets.push_back(total);
-        total += cast<RankedTensorType>(values[i].getType()).getNumElements();
-      }
-      auto bucketType = RankedTensorType::get({total}, elementType);
-      Value bucket =
-          tensor::EmptyOp::create(b, loc, bucketType.getShape(), elementType);
-      auto flat = [&](Value v) -> Value {
-        auto type = cast<RankedTensorType>(v.getType());
-        auto flatType =
-            RankedTensorType::get({type.getNumElements()}, elementType);
-        if (type.getRank() == 1)
-          return v;
-        if (type.getRank() == 0)
-          return tensor::ExpandShapeOp::create(
-              b, loc, flatType, v, ArrayRef<ReassociationIndices>{});
-        ReassociationIndices all(type.getRank());
-        std::iota(all.begin(), all.end(), 0);
-        return tensor::CollapseShapeOp::create(
-            b, loc, flatType, v, ArrayRef<ReassociationIndices>{all});
-      };
-      for (auto [i, offset] : llvm::zip(members, offsets)) {
-        Value part = flat(values[i]);
-        int64_t size = cast<RankedTensorType>(part.getType()).getDimSize(0);
-        bucket = tensor::InsertSliceOp::create(
-            b, loc, part, bucket,
-            ArrayRef<OpFoldResult>{b.getIndexAttr(offset)},
-            ArrayRef<OpFoldResult>{b.getIndexAttr(size)},
-            ArrayRef<OpFoldResult>{b.getIndexAttr(1)});
-      }
-      Value reducedBucket = shard::AllReduceOp::create(
-          b, loc, bucketType, grid.getValue(), ArrayRef<shard::GridAxis>{0},
-          bucket, shard::ReductionKind::Sum);
-      for (auto [i, offset] : llvm::zip(members, offsets)) {
-        auto type = cast<RankedTensorType>(values[i].getType());
-        int64_t size = type.getNumElements();
-        auto partType = RankedTensorType::get({size}, elementType);
-        Value part = tensor::ExtractSliceOp::create(
-            b, loc, partType, reducedBucket,
-            ArrayRef<OpFoldResult>{b.getIndexAttr(offset)},
-            ArrayRef<OpFoldResult>{b.getIndexAttr(size)},
-            ArrayRef<OpFoldResult>{b.getIndexAttr(1)});
-        if (type.getRank() == 0) {
-          part = tensor::CollapseShapeOp::create(
-              b, loc, type, part, ArrayRef<ReassociationIndices>{});
-        } else if (type.getRank() > 1) {
-          ReassociationIndices all(type.getRank());
-          std::iota(all.begin(), all.end(), 0);
-          part = tensor::ExpandShapeOp::create(
-              b, loc, type, part, ArrayRef<ReassociationIndices>{all});
-        }
-        values[i] = part;
-      }
-    }
+    autopar::allReduceInBuckets(b, loc, grid.getValue(), 0, values, inBucket);
   }
 
   void runOnOperation() override {
