@@ -336,6 +336,40 @@ template <bool IsMax> static LogicalResult convertMaxMin(NodeContext &ctx) {
       });
 }
 
+/// Sum and Mean: the inputs broadcast together and added up, for Mean divided
+/// by their count (floating-point types, as the ONNX schemas allow).
+template <bool IsMean> static LogicalResult convertSumMean(NodeContext &ctx) {
+  llvm::SmallVector<int64_t> idx = allInputs(ctx);
+  if (idx.empty())
+    return ctx.emitError("needs at least one input");
+  if (failed(requireSameTypes(ctx, idx)))
+    return failure();
+  if (!isFloatDType(ctx.inputDType(idx[0])))
+    return ctx.unsupported("element type " + dtypeName(ctx.inputDType(idx[0])) +
+                           " is not supported (supported: floating-point "
+                           "types)");
+  return convertElementwise(
+      ctx, idx,
+      [](OpBuilder &b, Location loc, ValueRange a, OnnxDType) {
+        Value r = a[0];
+        for (Value v : a.drop_front())
+          r = arith::AddFOp::create(b, loc, r, v);
+        if (IsMean && a.size() > 1)
+          r = arith::DivFOp::create(
+              b, loc, r,
+              arith::ConstantOp::create(
+                  b, loc, b.getFloatAttr(r.getType(), double(a.size()))));
+        return r;
+      },
+      std::nullopt,
+      [](llvm::ArrayRef<double> a) {
+        double r = 0;
+        for (double v : a)
+          r += v;
+        return IsMean ? r / double(a.size()) : r;
+      });
+}
+
 //===----------------------------------------------------------------------===//
 // Comparisons and logic
 //===----------------------------------------------------------------------===//
@@ -558,7 +592,18 @@ static LogicalResult convertPRelu(NodeContext &ctx) {
   if (failed(requireSameTypes(ctx, {0, 1})))
     return failure();
   llvm::SmallVector<int64_t> x(ctx.inputShape(0)), slope(ctx.inputShape(1));
-  auto shape = broadcastShapes({x, slope});
+  // Before opset 7, a slope of shape [C] applies along the channel axis (dim
+  // 1), as PyTorch's PReLU(num_parameters=C) exported at opset 6 expects;
+  // from opset 7 on the slope broadcasts unidirectionally (against the last
+  // dims).
+  bool channelSlope = ctx.getOpset() < 7 && slope.size() == 1 &&
+                      x.size() >= 2 && slope[0] == x[1] && slope[0] != 1;
+  llvm::SmallVector<int64_t> slopeShape(slope);
+  if (channelSlope) {
+    slopeShape.assign(x.size() - 1, 1);
+    slopeShape[0] = x[1];
+  }
+  auto shape = broadcastShapes({x, slopeShape});
   if (failed(shape) || *shape != x) {
     auto diag = ctx.emitError("slope of shape [");
     llvm::interleaveComma(slope, diag);
@@ -566,25 +611,36 @@ static LogicalResult convertPRelu(NodeContext &ctx) {
     llvm::interleaveComma(x, diag);
     return diag << "] (unidirectional broadcasting)";
   }
-  return convertElementwise(
-      ctx, {0, 1},
-      [](OpBuilder &b, Location l, ValueRange a, OnnxDType t) -> Value {
-        Value x = a[0], slope = a[1];
-        if (isUnsignedIntDType(t))
-          return x;
-        Value zero = createScalarConstant(b, l, x.getType(), 0.0);
-        if (isFloatDType(t)) {
-          Value isPos =
-              arith::CmpFOp::create(b, l, arith::CmpFPredicate::OGT, x, zero);
-          return arith::SelectOp::create(b, l, isPos, x,
-                                         arith::MulFOp::create(b, l, slope, x));
-        }
-        Value isPos =
-            arith::CmpIOp::create(b, l, arith::CmpIPredicate::sgt, x, zero);
-        return arith::SelectOp::create(b, l, isPos, x,
-                                       arith::MulIOp::create(b, l, slope, x));
-      },
-      std::nullopt);
+  BodyFn body = [](OpBuilder &b, Location l, ValueRange a,
+                   OnnxDType t) -> Value {
+    Value x = a[0], slope = a[1];
+    if (isUnsignedIntDType(t))
+      return x;
+    Value zero = createScalarConstant(b, l, x.getType(), 0.0);
+    if (isFloatDType(t)) {
+      Value isPos =
+          arith::CmpFOp::create(b, l, arith::CmpFPredicate::OGT, x, zero);
+      return arith::SelectOp::create(b, l, isPos, x,
+                                     arith::MulFOp::create(b, l, slope, x));
+    }
+    Value isPos =
+        arith::CmpIOp::create(b, l, arith::CmpIPredicate::sgt, x, zero);
+    return arith::SelectOp::create(b, l, isPos, x,
+                                   arith::MulIOp::create(b, l, slope, x));
+  };
+  if (!channelSlope)
+    return convertElementwise(ctx, {0, 1}, body, std::nullopt);
+  OpBuilder &b = ctx.getBuilder();
+  OnnxDType t = ctx.inputDType(0);
+  Value channels = reshapeTensor(b, ctx.getLoc(), ctx.input(1), slopeShape);
+  Value result =
+      createElementwise(b, ctx.getLoc(), {ctx.input(0), channels}, x,
+                        getElementType(ctx.getContext(), t),
+                        [&](OpBuilder &b, Location loc, ValueRange args) {
+                          return body(b, loc, args, t);
+                        });
+  ctx.setOutput(0, result, t);
+  return success();
 }
 
 /// alpha * (exp(x) - 1) for x <= 0, else x: the shared part of Elu and Selu.
@@ -795,6 +851,8 @@ void registerElementwiseConverters(ConverterRegistry &r) {
   r["Mod"] = convertMod;
   r["Max"] = convertMaxMin<true>;
   r["Min"] = convertMaxMin<false>;
+  r["Sum"] = convertSumMean<false>;
+  r["Mean"] = convertSumMean<true>;
   r["Equal"] = convertEqual;
   r["Less"] = convertLess;
   r["LessOrEqual"] = convertLessOrEqual;

@@ -105,6 +105,9 @@ public:
 private:
   LogicalResult declareArguments(func::FuncOp func);
   LogicalResult convertNode(const onnx::NodeProto &node, int index);
+  /// Whether every node of the graph has an op type autopar converts: if
+  /// not, one error listing every node that has not, by op type.
+  LogicalResult checkOpTypes();
   /// Whether `node` has the inputs and outputs its ONNX schema requires at
   /// the model's opset (an error naming the node and the missing ones).
   LogicalResult checkArity(const onnx::NodeProto &node);
@@ -325,6 +328,48 @@ LogicalResult GraphImporter::declareArguments(func::FuncOp func) {
   return success();
 }
 
+LogicalResult GraphImporter::checkOpTypes() {
+  const ConverterRegistry &registry = getConverterRegistry();
+  // ("domain::op" or "op", the nodes that use it), in graph order.
+  llvm::SmallVector<std::pair<std::string, llvm::SmallVector<std::string>>>
+      unsupported;
+  llvm::StringMap<size_t> position;
+  int count = 0;
+  const onnx::GraphProto &graph = model.graph();
+  for (int i = 0; i < graph.node_size(); ++i) {
+    const onnx::NodeProto &node = graph.node(i);
+    bool foreign = !node.domain().empty() && node.domain() != "ai.onnx";
+    if (!foreign && registry.contains(node.op_type()))
+      continue;
+    std::string key =
+        foreign ? node.domain() + "::" + node.op_type() : node.op_type();
+    auto [it, added] = position.try_emplace(key, unsupported.size());
+    if (added)
+      unsupported.push_back({key, {}});
+    unsupported[it->second].second.push_back(
+        node.name().empty() ? "#" + std::to_string(i) + " (unnamed)"
+                            : "'" + node.name() + "'");
+    ++count;
+  }
+  // One node: convertNode's error says what is wrong with it.
+  if (count < 2)
+    return success();
+  llvm::SmallVector<std::string> groups;
+  for (auto &[key, nodes] : unsupported)
+    groups.push_back("'" + key + "' (" + std::to_string(nodes.size()) +
+                     (nodes.size() == 1 ? " node: " : " nodes: ") +
+                     llvm::join(nodes, ", ") + ")");
+  llvm::SmallVector<llvm::StringRef> names;
+  for (const auto &entry : registry)
+    names.push_back(entry.getKey());
+  llvm::sort(names);
+  return emitModelError("")
+         << count << " nodes have op types autopar does not support: "
+         << llvm::join(groups, "; ")
+         << "; autopar supports the default ONNX domain and the op types: "
+         << llvm::join(names, " ");
+}
+
 LogicalResult GraphImporter::convertNode(const onnx::NodeProto &node,
                                          int index) {
   currentNode = describe(node, index);
@@ -453,7 +498,7 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
   builder.setInsertionPointToEnd(module->getBody());
   auto func = func::FuncOp::create(builder, module->getLoc(), "main",
                                    FunctionType::get(ctx, {}, {}));
-  if (failed(declareArguments(func)))
+  if (failed(checkOpTypes()) || failed(declareArguments(func)))
     return nullptr;
 
   const onnx::GraphProto &graph = model.graph();

@@ -232,6 +232,28 @@ normalizeAxes(NodeContext &ctx, llvm::ArrayRef<int64_t> raw, int64_t rank) {
   return axes;
 }
 
+/// The dims a Reduce* node reduces, sorted (all of them when its axes are
+/// empty); std::nullopt when noop_with_empty_axes makes it the identity.
+FailureOr<std::optional<llvm::SmallVector<int64_t>>>
+reducedAxes(NodeContext &ctx) {
+  auto raw = getRawAxes(ctx);
+  if (failed(raw))
+    return failure();
+  int64_t rank = ctx.inputRank(0);
+  if (!raw->empty()) {
+    auto normalized = normalizeAxes(ctx, *raw, rank);
+    if (failed(normalized))
+      return failure();
+    return std::optional(std::move(*normalized));
+  }
+  if (ctx.getIntAttr("noop_with_empty_axes", 0) != 0)
+    return std::optional<llvm::SmallVector<int64_t>>();
+  llvm::SmallVector<int64_t> axes;
+  for (int64_t i = 0; i < rank; ++i)
+    axes.push_back(i);
+  return std::optional(std::move(axes));
+}
+
 LogicalResult convertReduce(NodeContext &ctx, ReductionKind kind) {
   OnnxDType t = ctx.inputDType(0);
   bool isBool = isBoolDType(t);
@@ -241,28 +263,18 @@ LogicalResult convertReduce(NodeContext &ctx, ReductionKind kind) {
                            " is not supported (supported: floating-point and "
                            "integer types" +
                            (kind == ReductionKind::Max ? ", bool" : "") + ")");
-  auto raw = getRawAxes(ctx);
-  if (failed(raw))
+  auto reduced = reducedAxes(ctx);
+  if (failed(reduced))
     return failure();
-  int64_t rank = ctx.inputRank(0);
-  llvm::SmallVector<int64_t> axes;
-  if (raw->empty()) {
+  if (!*reduced) {
     // noop_with_empty_axes: the reduction is the identity.
-    if (ctx.getIntAttr("noop_with_empty_axes", 0) != 0) {
-      if (const ConstTensor *c = ctx.inputConstant(0))
-        ctx.setOutputConstant(0, *c);
-      else
-        ctx.setOutput(0, ctx.input(0), t);
-      return success();
-    }
-    for (int64_t i = 0; i < rank; ++i)
-      axes.push_back(i);
-  } else {
-    auto normalized = normalizeAxes(ctx, *raw, rank);
-    if (failed(normalized))
-      return failure();
-    axes = std::move(*normalized);
+    if (const ConstTensor *c = ctx.inputConstant(0))
+      ctx.setOutputConstant(0, *c);
+    else
+      ctx.setOutput(0, ctx.input(0), t);
+    return success();
   }
+  llvm::SmallVector<int64_t> axes = std::move(**reduced);
   bool keepdims = ctx.getIntAttr("keepdims", 1) != 0;
 
   const ConstTensor *c = ctx.inputConstant(0);
@@ -288,6 +300,65 @@ LogicalResult convertReduceMean(NodeContext &ctx) {
 }
 LogicalResult convertReduceMax(NodeContext &ctx) {
   return convertReduce(ctx, ReductionKind::Max);
+}
+
+/// ReduceL1, ReduceL2 and ReduceSumSquare (floating-point): the sum over
+/// the axes of |x|, x² (then its square root) or x², as a linalg.generic of
+/// the magnitudes and a linalg.reduce; swin_v2's cosine attention normalizes
+/// by ReduceL2.
+LogicalResult convertReduceNorm(NodeContext &ctx, int64_t p, bool root) {
+  OnnxDType t = ctx.inputDType(0);
+  if (!isFloatDType(t))
+    return ctx.unsupported("element type " + dtypeName(t) +
+                           " is not supported (supported: floating-point "
+                           "types)");
+  auto reduced = reducedAxes(ctx);
+  if (failed(reduced))
+    return failure();
+  OpBuilder &b = ctx.getBuilder();
+  Location loc = ctx.getLoc();
+  Value x = ctx.input(0);
+  llvm::ArrayRef<int64_t> in = ctx.inputShape(0);
+  Type et = getElementTypeOf(x);
+  Value magnitude = createElementwise(
+      b, loc, x, in, et, [&](OpBuilder &nb, Location l, ValueRange args) {
+        if (p == 1)
+          return math::AbsFOp::create(nb, l, args[0]).getResult();
+        return arith::MulFOp::create(nb, l, args[0], args[0]).getResult();
+      });
+  if (!*reduced) {
+    // noop_with_empty_axes: no reduction, only the elementwise part.
+    if (root)
+      magnitude = createElementwise(
+          b, loc, magnitude, in, et,
+          [](OpBuilder &nb, Location l, ValueRange args) -> Value {
+            return math::SqrtOp::create(nb, l, args[0]);
+          });
+    ctx.setOutput(0, magnitude, t);
+    return success();
+  }
+  llvm::ArrayRef<int64_t> axes = **reduced;
+  Value result = createReduction(b, loc, magnitude, axes, ReductionKind::Sum);
+  if (root)
+    result = createElementwise(
+        b, loc, result, getShape(result), et,
+        [](OpBuilder &nb, Location l, ValueRange args) -> Value {
+          return math::SqrtOp::create(nb, l, args[0]);
+        });
+  if (ctx.getIntAttr("keepdims", 1) != 0)
+    result = expandReducedDims(b, loc, result, axes);
+  ctx.setOutput(0, result, t);
+  return success();
+}
+
+LogicalResult convertReduceL1(NodeContext &ctx) {
+  return convertReduceNorm(ctx, 1, /*root=*/false);
+}
+LogicalResult convertReduceL2(NodeContext &ctx) {
+  return convertReduceNorm(ctx, 2, /*root=*/true);
+}
+LogicalResult convertReduceSumSquare(NodeContext &ctx) {
+  return convertReduceNorm(ctx, 2, /*root=*/false);
 }
 
 /// Input 0 of an op along one axis (ArgMax/ArgMin, CumSum): a float or
@@ -699,6 +770,9 @@ void registerReductionConverters(ConverterRegistry &registry) {
   registry["ReduceSum"] = convertReduceSum;
   registry["ReduceMean"] = convertReduceMean;
   registry["ReduceMax"] = convertReduceMax;
+  registry["ReduceL1"] = convertReduceL1;
+  registry["ReduceL2"] = convertReduceL2;
+  registry["ReduceSumSquare"] = convertReduceSumSquare;
   registry["ArgMax"] = convertArgMax;
   registry["ArgMin"] = convertArgMin;
   registry["TopK"] = convertTopK;

@@ -32,6 +32,10 @@ namespace {
 /// Results with at most this many elements are computed on the host when
 /// their inputs are constants (as in Elementwise.cpp).
 constexpr int64_t kMaxFoldElements = 4096;
+/// The limit for integer and bool results: index tensors computed from shapes
+/// (torchvision's Swin Transformers build [56, 56, 2] ScatterND indices from
+/// Range, Expand and Concat) stay host constants.
+constexpr int64_t kMaxFoldIndexElements = 65536;
 
 constexpr OnnxDType kInt64 = onnx::TensorProto_DataType_INT64;
 
@@ -47,8 +51,9 @@ static std::string formatShape(llvm::ArrayRef<int64_t> shape) {
   return s + "]";
 }
 
-static bool isFoldable(llvm::ArrayRef<int64_t> shape) {
-  return getNumElements(shape) <= kMaxFoldElements;
+static bool isFoldable(llvm::ArrayRef<int64_t> shape, OnnxDType dtype) {
+  return getNumElements(shape) <=
+         (isFloatDType(dtype) ? kMaxFoldElements : kMaxFoldIndexElements);
 }
 
 /// Multi-index of the row-major linear index `linear` in `shape`.
@@ -106,7 +111,7 @@ static ConstTensor reshapedOnHost(const ConstTensor &src,
 static LogicalResult setReshapedOutput(NodeContext &ctx, int64_t i,
                                        llvm::ArrayRef<int64_t> shape) {
   const ConstTensor *data = ctx.inputConstant(0);
-  if (data && isFoldable(shape)) {
+  if (data && isFoldable(shape, data->dtype)) {
     ctx.setOutputConstant(i, reshapedOnHost(*data, shape));
     return success();
   }
@@ -379,7 +384,7 @@ static LogicalResult convertTranspose(NodeContext &ctx) {
     shape.push_back(in[p]);
 
   if (const ConstTensor *data = ctx.inputConstant(0);
-      data && isFoldable(shape)) {
+      data && isFoldable(shape, data->dtype)) {
     llvm::SmallVector<int64_t> srcIndex(rank);
     ctx.setOutputConstant(
         0, remapOnHost(*data, shape, [&](llvm::ArrayRef<int64_t> index) {
@@ -417,7 +422,7 @@ static LogicalResult convertExpand(NodeContext &ctx) {
            << formatShape(in) << " to " << formatShape(*target)
            << ": dims must be equal or 1";
   if (const ConstTensor *data = ctx.inputConstant(0);
-      data && isFoldable(*shape)) {
+      data && isFoldable(*shape, data->dtype)) {
     int64_t offset = shape->size() - in.size();
     llvm::SmallVector<int64_t> srcIndex(in.size());
     ctx.setOutputConstant(
@@ -460,7 +465,7 @@ static LogicalResult convertTile(NodeContext &ctx) {
     shape.push_back(d * r);
   OnnxDType dtype = ctx.inputDType(0);
   if (const ConstTensor *data = ctx.inputConstant(0);
-      data && isFoldable(shape)) {
+      data && isFoldable(shape, data->dtype)) {
     llvm::SmallVector<int64_t> srcIndex(rank);
     ctx.setOutputConstant(
         0, remapOnHost(*data, shape, [&](llvm::ArrayRef<int64_t> index) {
@@ -539,7 +544,8 @@ static LogicalResult convertTrilu(NodeContext &ctx) {
     return upper ? col - row >= k : col - row <= k;
   };
   OnnxDType dtype = ctx.inputDType(0);
-  if (const ConstTensor *data = ctx.inputConstant(0); data && isFoldable(in)) {
+  if (const ConstTensor *data = ctx.inputConstant(0);
+      data && isFoldable(in, data->dtype)) {
     ConstTensor result = ConstTensor::zeros(dtype, in);
     llvm::SmallVector<int64_t> index(rank);
     for (int64_t i = 0, n = result.numElements(); i < n; ++i) {
@@ -613,7 +619,7 @@ static LogicalResult convertConcat(NodeContext &ctx) {
     shape[*axis] += s[*axis];
   }
 
-  if (ctx.allInputsConstant() && isFoldable(shape)) {
+  if (ctx.allInputsConstant() && isFoldable(shape, dtype)) {
     ConstTensor result = ConstTensor::zeros(dtype, shape);
     int64_t offset = 0;
     llvm::SmallVector<int64_t> index(rank);
@@ -704,7 +710,7 @@ static void setSliceOutput(NodeContext &ctx, int64_t out,
   for (const SliceDim &d : dims)
     shape.push_back(d.size);
   if (const ConstTensor *data = ctx.inputConstant(0);
-      data && isFoldable(shape)) {
+      data && isFoldable(shape, data->dtype)) {
     llvm::SmallVector<int64_t> srcIndex(dims.size());
     ctx.setOutputConstant(
         out, remapOnHost(*data, shape, [&](llvm::ArrayRef<int64_t> index) {
@@ -966,7 +972,7 @@ static LogicalResult convertGather(NodeContext &ctx) {
     }
   }
   if (const ConstTensor *data = ctx.inputConstant(0);
-      data && indices && isFoldable(shape)) {
+      data && indices && isFoldable(shape, data->dtype)) {
     int64_t q = indicesShape.size();
     llvm::SmallVector<int64_t> srcIndex(rank);
     ctx.setOutputConstant(
@@ -1016,7 +1022,7 @@ static LogicalResult convertConstantOfShape(NodeContext &ctx) {
       return ctx.emitError("value must hold exactly one element, got ")
              << value.numElements();
   }
-  if (isFoldable(*shape)) {
+  if (isFoldable(*shape, value.dtype)) {
     ConstTensor result = ConstTensor::zeros(value.dtype, *shape);
     for (int64_t i = 0, n = result.numElements(); i < n; ++i)
       copyElement(result, i, value, 0);
@@ -1067,6 +1073,82 @@ static FailureOr<int64_t> rangeLength(NodeContext &ctx,
     return ctx.emitError("the output would have ")
            << n << " elements; autopar supports at most 2^31-1";
   return n;
+}
+
+/// ScatterND: a copy of `data` with the slices `indices` names replaced by
+/// (or, with `reduction`, combined with) those of `updates`. autopar folds it
+/// on the host when all three inputs are known at import time, as in the
+/// attention masks torchvision's Swin Transformers build from shapes.
+static LogicalResult convertScatterND(NodeContext &ctx) {
+  const ConstTensor *data = ctx.inputConstant(0);
+  const ConstTensor *indices = ctx.inputConstant(1);
+  const ConstTensor *updates = ctx.inputConstant(2);
+  if (!data || !indices || !updates)
+    return ctx.unsupported(
+        "only inputs known at import time (constants and values computed "
+        "from shapes) are supported; here the " +
+        llvm::Twine(!data      ? "data"
+                    : !indices ? "indices"
+                               : "updates") +
+        " are a parameter or computed at run time");
+  std::string reduction = ctx.getStringAttr("reduction", "none");
+  if (reduction != "none" && reduction != "add" && reduction != "mul" &&
+      reduction != "max" && reduction != "min")
+    return ctx.unsupported("reduction '" + reduction +
+                           "' is not supported (supported: none, add, mul, "
+                           "max, min)");
+  llvm::ArrayRef<int64_t> dataShape = data->shape, indexShape = indices->shape;
+  if (indexShape.empty())
+    return ctx.emitError("indices must have rank at least 1");
+  int64_t k = indexShape.back();
+  if (k < 1 || k > static_cast<int64_t>(dataShape.size()))
+    return ctx.emitError("the last dim of indices (")
+           << k << ") must be between 1 and the rank of data ("
+           << dataShape.size() << ")";
+  llvm::SmallVector<int64_t> expected(indexShape.drop_back());
+  llvm::append_range(expected, dataShape.drop_front(k));
+  if (llvm::ArrayRef<int64_t>(updates->shape) != llvm::ArrayRef(expected))
+    return ctx.emitError("updates have shape ")
+           << formatShape(updates->shape) << ", expected "
+           << formatShape(expected)
+           << " (indices.shape[:-1] + data.shape[indices.shape[-1]:])";
+  if (updates->dtype != data->dtype)
+    return ctx.emitError("data and updates have different element types (")
+           << dtypeName(data->dtype) << " and " << dtypeName(updates->dtype)
+           << ")";
+  int64_t slice = getNumElements(dataShape.drop_front(k));
+  int64_t count = getNumElements(indexShape.drop_back());
+  ConstTensor result = *data;
+  for (int64_t n = 0; n < count; ++n) {
+    int64_t offset = 0;
+    for (int64_t d = 0; d < k; ++d) {
+      int64_t i = indices->getInt(n * k + d);
+      if (i < -dataShape[d] || i >= dataShape[d])
+        return ctx.emitError("index ") << i << " is out of range for dim " << d
+                                       << " of size " << dataShape[d];
+      offset = offset * dataShape[d] + (i < 0 ? i + dataShape[d] : i);
+    }
+    for (int64_t e = 0; e < slice; ++e) {
+      int64_t at = offset * slice + e, from = n * slice + e;
+      if (result.isFloat()) {
+        double a = result.floats[at], u = updates->floats[from];
+        result.set(at, reduction == "add"   ? a + u
+                       : reduction == "mul" ? a * u
+                       : reduction == "max" ? std::max(a, u)
+                       : reduction == "min" ? std::min(a, u)
+                                            : u);
+      } else {
+        int64_t a = result.ints[at], u = updates->ints[from];
+        result.setInt(at, reduction == "add"   ? a + u
+                          : reduction == "mul" ? a * u
+                          : reduction == "max" ? std::max(a, u)
+                          : reduction == "min" ? std::min(a, u)
+                                               : u);
+      }
+    }
+  }
+  ctx.setOutputConstant(0, std::move(result));
+  return success();
 }
 
 /// Range: its length depends on the values of its inputs, so they must be
@@ -1455,6 +1537,7 @@ void registerShapeConverters(ConverterRegistry &r) {
   r["DepthToSpace"] = convertDepthToSpace;
   r["SpaceToDepth"] = convertSpaceToDepth;
   r["Gather"] = convertGather;
+  r["ScatterND"] = convertScatterND;
   r["ConstantOfShape"] = convertConstantOfShape;
   r["Range"] = convertRange;
   r["Trilu"] = convertTrilu;
