@@ -498,6 +498,22 @@ template <typename Work> void attempt(std::string &failure, Work &&work) {
   }
 }
 
+/// For the crash tests (Checkpoint.h): SIGKILL, as `kill -9` would, when
+/// this save's step, this rank and \p point are the ones the environment
+/// names.
+void crashForTestAt(const char *point, int64_t rank, int64_t step) {
+  const char *atStep = std::getenv("AUTOPAR_TEST_CRASH_IN_CHECKPOINT");
+  if (!atStep || std::strtoll(atStep, nullptr, 10) != step)
+    return;
+  const char *atPoint = std::getenv("AUTOPAR_TEST_CRASH_POINT");
+  const char *atRank = std::getenv("AUTOPAR_TEST_CRASH_RANK");
+  if (std::string(atPoint ? atPoint : "file") != point ||
+      (atRank ? std::strtoll(atRank, nullptr, 10) : 0) != rank)
+    return;
+  std::fflush(nullptr);
+  std::raise(SIGKILL);
+}
+
 /// True if any rank failed (uncounted bookkeeping: every rank learns it, so
 /// that they throw together instead of waiting on each other).
 bool anyFailed(Communicator *comm, bool failed) {
@@ -546,6 +562,7 @@ CheckpointSave::CheckpointSave(const std::string &dir,
       if (!fs::create_directory(st.temporary, error) || error)
         throw Error("cannot create checkpoint directory " + st.temporary +
                     ": " + (error ? error.message() : "it exists"));
+      crashForTestAt("directory", st.rank, st.info.step);
     });
   if (anyFailed(comm, !failure.empty()))
     throw Error(failure.empty() ? "the first rank could not create " +
@@ -572,6 +589,7 @@ void CheckpointSave::writeRankFile() {
         throw Error("cannot create checkpoint file " + binPath + ": " +
                     systemError());
       size_t offset = 0;
+      bool anyWritten = false;
       static const char Zeros[ChunkAlignment] = {};
       for (size_t t = 0; t < st.tensors.size(); ++t) {
         const CheckpointTensor &tensor = st.tensors[t];
@@ -582,7 +600,17 @@ void CheckpointSave::writeRankFile() {
         writeAll(fd.get(), Zeros, padding, binPath);
         offset += padding;
         size_t bytes = heldBytes(tensor);
-        writeAll(fd.get(), tensor.data, bytes, binPath);
+        if (!anyWritten) {
+          anyWritten = true;
+          // Half of the first chunk on disk, the rest never written.
+          writeAll(fd.get(), tensor.data, bytes / 2, binPath);
+          ::fsync(fd.get());
+          crashForTestAt("mid-file", st.rank, st.info.step);
+          writeAll(fd.get(), static_cast<const char *>(tensor.data) + bytes / 2,
+                   bytes - bytes / 2, binPath);
+        } else {
+          writeAll(fd.get(), tensor.data, bytes, binPath);
+        }
         st.mine[t] = ChunkRecord{st.rank, offset, crc32(0, tensor.data, bytes),
                                  tensor.blockDim >= 0 ? tensor.blockIndex : 0};
         offset += bytes;
@@ -591,11 +619,7 @@ void CheckpointSave::writeRankFile() {
         throw Error("cannot write checkpoint file " + binPath + ": " +
                     systemError());
     });
-  if (const char *crash = std::getenv("AUTOPAR_TEST_CRASH_IN_CHECKPOINT"))
-    if (st.rank == 0 && std::strtoll(crash, nullptr, 10) == st.info.step) {
-      std::fflush(nullptr);
-      std::raise(SIGKILL);
-    }
+  crashForTestAt("file", st.rank, st.info.step);
   st.writeSeconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count();
@@ -649,6 +673,7 @@ std::string CheckpointSave::finish() {
       writeSyncedFile(st.temporary + "/" + MetadataFile,
                       metadataJson(st.info, tensors, chunks).dump(2) + "\n");
       syncDirectory(st.temporary);
+      crashForTestAt("metadata", st.rank, st.info.step);
       // An older run may have left a directory of this step (one that
       // `latest` no longer names, since this run resumed before it):
       // replace it.
@@ -657,7 +682,9 @@ std::string CheckpointSave::finish() {
         fs::remove_all(st.final, error);
       renameOrThrow(st.temporary, st.final);
       syncDirectory(st.dir);
+      crashForTestAt("rename", st.rank, st.info.step);
       writeSyncedFile(st.dir + "/latest.tmp", st.name + "\n");
+      crashForTestAt("latest", st.rank, st.info.step);
       renameOrThrow(st.dir + "/latest.tmp", st.dir + "/latest");
       syncDirectory(st.dir);
     });

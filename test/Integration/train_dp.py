@@ -364,22 +364,34 @@ def check_model_state(build, work, launcher):
     return errors
 
 
-def check_faults(mlp, art, whole, launcher):
+def check_faults(mlp, art, whole, launcher, save_rank=1):
     """A rank killed, or hung, at step 4 of a ZeRO-2 run on 4 ranks that
-    checkpoints every 2 steps: every rank ends with an error within the
-    timeout (3 s), and the checkpoint of step 2 stays valid: resumed, it
-    gives the uninterrupted run's losses and parameters bitwise."""
+    checkpoints every 2 steps, or rank `save_rank` (one that writes a file)
+    killed while its background writer is half-way through its file of
+    step 4's save: every rank ends with an
+    error within the timeout (3 s), and the checkpoint of step 2 stays
+    valid: resumed, it gives the uninterrupted run's losses and parameters
+    bitwise."""
     errors = []
-    for fault, expected in (("kill", "signal 9"), ("hang", "timed out after 3 s")):
-        what = "is killed" if fault == "kill" else "hangs"
+    faults = (
+        ("kill", "signal 9", "is killed at step 4",
+         dict(AUTOPAR_TEST_FAULT="kill", AUTOPAR_TEST_FAULT_RANK="1",
+              AUTOPAR_TEST_FAULT_STEP="4")),
+        ("hang", "timed out after 3 s", "hangs at step 4",
+         dict(AUTOPAR_TEST_FAULT="hang", AUTOPAR_TEST_FAULT_RANK="1",
+              AUTOPAR_TEST_FAULT_STEP="4")),
+        ("save", "signal 9", "is killed half-way through writing step 4",
+         dict(AUTOPAR_TEST_CRASH_IN_CHECKPOINT="4",
+              AUTOPAR_TEST_CRASH_POINT="mid-file",
+              AUTOPAR_TEST_CRASH_RANK=str(save_rank))))
+    for fault, expected, what, variables in faults:
         ckpt = os.path.join(mlp.dir, f"fault-{fault}-ckpt")
         run(["rm", "-rf", ckpt])
         cmd = [*launcher, "-np", "4", os.path.join(mlp.build, "bin", "autopar-run"),
                art, "--train", "--data", mlp.data, "--steps", str(STEPS),
                "--shuffle", "3", "--checkpoint-dir", ckpt,
                "--checkpoint-every", "2", "--timeout", "3"]
-        env = dict(os.environ, AUTOPAR_TEST_FAULT=fault,
-                   AUTOPAR_TEST_FAULT_RANK="1", AUTOPAR_TEST_FAULT_STEP="4")
+        env = dict(os.environ, **variables)
         start = time.monotonic()
         result = subprocess.run(cmd, capture_output=True, text=True, env=env,
                                 timeout=120)
@@ -389,7 +401,7 @@ def check_faults(mlp, art, whole, launcher):
             latest = f.read().strip()
         if result.returncode == 0 or expected not in output or seconds > 30 \
                 or latest != "step-00000002":
-            errors.append(f"a rank that {what} at step 4: exit "
+            errors.append(f"a rank that {what}: exit "
                           f"{result.returncode} after {seconds:.1f} s, "
                           f"latest {latest!r}, expected '{expected}':\n"
                           f"{output[-2000:]}")
@@ -400,11 +412,11 @@ def check_faults(mlp, art, whole, launcher):
         same = resumed[0] == whole[0][2:] and all(
             np.array_equal(resumed[1][k], v) for k, v in whole[1].items())
         if not same:
-            errors.append(f"a rank that {what} at step 4: resuming step 2 "
+            errors.append(f"a rank that {what}: resuming step 2 "
                           f"gave losses {resumed[0]}, uninterrupted "
                           f"{whole[0][2:]}, or other parameters")
         else:
-            print(f"PASS a rank that {what} at step 4 ends every rank in "
+            print(f"PASS a rank that {what} ends every rank in "
                   f"{seconds:.1f} s; step 2's checkpoint resumes bitwise")
     return errors
 

@@ -113,7 +113,9 @@ def main():
     # Faults: a rank of the 4 killed, or hung, at step 4 ends every rank
     # within the timeout (the exchanges of the stages wait under the
     # watchdog too), and the checkpoint of step 2 resumes bitwise.
-    errors += check_faults(mlp, four[0], four[1], launcher)
+    # Rank 2 (stage 1's first replica) writes a checkpoint file; rank 1, a
+    # second replica, writes none.
+    errors += check_faults(mlp, four[0], four[1], launcher, save_rank=2)
 
     # GPT: 12 sequences, batches of 4 in 4 micro-batches of 1.
     data = {"idx": torch.randint(0, WideGpt.vocab, (12, WideGpt.seq)),

@@ -5,9 +5,12 @@ training step (an MLP, AdamW with clipping and a warmup-cosine schedule):
 1. resume: 6 steps straight vs 3 steps + checkpoint + `--resume` to 6, with
    `--shuffle`: the final parameters and every metrics record's loss, lr and
    grad_norm are bitwise equal;
-2. a save killed with SIGKILL half-way (AUTOPAR_TEST_CRASH_IN_CHECKPOINT)
-   leaves the previous checkpoint valid, and resuming from it again gives
-   the uninterrupted run's parameters bit for bit;
+2. a save killed with SIGKILL (AUTOPAR_TEST_CRASH_IN_CHECKPOINT) at each
+   point of the save (AUTOPAR_TEST_CRASH_POINT: its directory made, half of
+   a chunk written, its rank file written, the metadata written, the
+   directory renamed, latest.tmp written) leaves the previous checkpoint
+   valid and `latest` naming it, and resuming from it again gives the
+   uninterrupted run's parameters bit for bit;
 3. shuffle order: PyTorch fed the batches of `autopar.data.batches` (the
    Python twin of the runtime's order) agrees with autopar-run --shuffle on
    every step's loss and the final parameters within 1e-4, and the in-order
@@ -182,24 +185,37 @@ def main():
     names = [name for name, _ in case.model.named_parameters()]
     check_bitwise(errors, "resume", names, straight, resumed)
 
-    # 2. Killed while saving step 4 (after its .bin, before its metadata).
-    ckpt = os.path.join(work, "ckpt-killed")
-    killed = case.train("killed", 6, *shuffle, "--checkpoint-dir", ckpt,
-                        "--checkpoint-every", "2",
-                        env={"AUTOPAR_TEST_CRASH_IN_CHECKPOINT": "4"},
-                        expect_ok=False)
-    with open(os.path.join(ckpt, "latest")) as f:
-        latest = f.read().strip()
-    if killed[0].returncode != -9 or latest != "step-00000002":
-        errors.append(f"killed save: exit {killed[0].returncode}, latest "
-                      f"{latest!r} (expected -9 and step-00000002)")
-    again = case.train("killed", 6, *shuffle, "--checkpoint-dir", ckpt,
-                       "--checkpoint-every", "2", "--resume")
-    if "resumed from " + os.path.join(ckpt, "step-00000002") not in \
-            again[0].stdout:
-        errors.append("killed save: did not resume from step 2:\n" +
-                      again[0].stdout)
-    check_bitwise(errors, "killed save", names, straight, again)
+    # 2. Killed while saving step 4, at every point of the save: `latest`
+    # names step 2 (a step-4 directory, even a complete one, is not
+    # `latest` until latest is renamed), and step 2 resumes bitwise.
+    for point in ("directory", "mid-file", "file", "metadata", "rename",
+                  "latest"):
+        ckpt = os.path.join(work, "ckpt-killed-" + point)
+        killed = case.train("killed-" + point, 6, *shuffle, "--checkpoint-dir",
+                            ckpt, "--checkpoint-every", "2",
+                            env={"AUTOPAR_TEST_CRASH_IN_CHECKPOINT": "4",
+                                 "AUTOPAR_TEST_CRASH_POINT": point},
+                            expect_ok=False)
+        with open(os.path.join(ckpt, "latest")) as f:
+            latest = f.read().strip()
+        if killed[0].returncode != -9 or latest != "step-00000002":
+            errors.append(f"save killed at {point}: exit "
+                          f"{killed[0].returncode}, latest {latest!r} "
+                          "(expected -9 and step-00000002)")
+            continue
+        again = case.train("killed-" + point, 6, *shuffle, "--checkpoint-dir",
+                           ckpt, "--checkpoint-every", "2", "--resume")
+        if "resumed from " + os.path.join(ckpt, "step-00000002") not in \
+                again[0].stdout:
+            errors.append(f"save killed at {point}: did not resume from "
+                          f"step 2:\n" + again[0].stdout)
+        check_bitwise(errors, f"save killed at {point}", names, straight,
+                      again)
+        # The step-4 save of the resumed run replaced what the crash left.
+        with open(os.path.join(ckpt, "latest")) as f:
+            if f.read().strip() != "step-00000006":
+                errors.append(f"save killed at {point}: the resumed run's "
+                              "checkpoints did not become latest")
 
     # 3. The shuffle order against PyTorch fed in the twin's order.
     shuffled = case.train("shuffled", STEPS, *shuffle)

@@ -124,9 +124,14 @@ std::string checkpointStepName(int64_t step);
 /// renames. Every rank returns, or throws the same failure, together.
 ///
 /// For the crash tests: when AUTOPAR_TEST_CRASH_IN_CHECKPOINT equals the
-/// step, world rank 0 kills itself (SIGKILL) after writing and syncing
-/// rank-00000.bin, before the metadata and the renames, as `kill -9` at
-/// that moment would.
+/// step, world rank AUTOPAR_TEST_CRASH_RANK (default 0) kills itself
+/// (SIGKILL), as `kill -9` would, at AUTOPAR_TEST_CRASH_POINT: `directory`
+/// (rank 0, the step's `.tmp` directory just made), `mid-file` (half of its
+/// first chunk written and synced), `file` (the default: its rank file
+/// written and synced), `metadata` (rank 0, metadata.json written in the
+/// `.tmp` directory), `rename` (rank 0, the directory renamed, `latest` not
+/// yet rewritten) or `latest` (rank 0, `latest.tmp` written, not yet
+/// renamed). At every point `latest` still names the previous checkpoint.
 std::string writeCheckpoint(const std::string &dir, const CheckpointInfo &info,
                             const std::vector<CheckpointTensor> &tensors,
                             Communicator *comm = nullptr);
