@@ -191,6 +191,45 @@ template <typename T> void checkCollectives(Communicator &comm, int64_t n) {
   }
 }
 
+/// exchange() around the pipeline ring of \p comm (scope PP): each rank sends
+/// two messages to the next stage and one to the previous, and receives
+/// theirs, all at once, as 1F1B's steady state does (blocking sends both
+/// ways could wait for each other). Messages larger than MPI's eager limit
+/// make such a deadlock likely, so \p n is large.
+void checkExchangeRing(Communicator &comm, int64_t n) {
+  int64_t p = comm.scopeSize(CommScope::PP);
+  if (p < 2)
+    return;
+  int64_t me = comm.scopeRank(CommScope::PP);
+  int64_t next = (me + 1) % p, previous = (me + p - 1) % p;
+  std::vector<int64_t> group = members(comm, CommScope::PP);
+  std::vector<float> forward = dataOf<float>(worldRank, n);
+  std::vector<int64_t> tags = dataOf<int64_t>(worldRank + 1000, 3);
+  std::vector<float> backward = dataOf<float>(worldRank + 2000, n / 2);
+  std::vector<float> gotForward(forward.size()), gotBackward(backward.size());
+  std::vector<int64_t> gotTags(tags.size());
+  int64_t sendsBefore = comm.getStats()[static_cast<size_t>(CommScope::PP)]
+                                       [static_cast<size_t>(CommOp::Send)]
+                                           .calls;
+  comm.exchange({{forward.data(), n, DType::Float32, next},
+                 {tags.data(), 3, DType::Int64, next},
+                 {backward.data(), n / 2, DType::Float32, previous}},
+                {{gotForward.data(), n, DType::Float32, previous},
+                 {gotTags.data(), 3, DType::Int64, previous},
+                 {gotBackward.data(), n / 2, DType::Float32, next}},
+                CommScope::PP);
+  int64_t from = group[static_cast<size_t>(previous)];
+  int64_t back = group[static_cast<size_t>(next)];
+  EXPECT_EQ(gotForward, dataOf<float>(from, n));
+  EXPECT_EQ(gotTags, dataOf<int64_t>(from + 1000, 3));
+  EXPECT_EQ(gotBackward, dataOf<float>(back + 2000, n / 2));
+  // Each message counts as a call.
+  EXPECT_EQ(comm.getStats()[static_cast<size_t>(CommScope::PP)]
+                           [static_cast<size_t>(CommOp::Send)]
+                               .calls,
+            sendsBefore + 3);
+}
+
 TEST(CommTest, EveryCollectiveOnEveryGridAndType) {
   for (const GridVector &grid : gridsFor(worldSize)) {
     SCOPED_TRACE(gridName(grid));
@@ -200,6 +239,14 @@ TEST(CommTest, EveryCollectiveOnEveryGridAndType) {
     checkCollectives<int32_t>(*comm, 4);
     checkCollectives<int64_t>(*comm, 1);
     checkCollectives<float>(*comm, 0);
+  }
+}
+
+TEST(CommTest, ExchangesWithBothNeighboursAtOnce) {
+  for (const GridVector &grid : gridsFor(worldSize)) {
+    SCOPED_TRACE(gridName(grid));
+    std::unique_ptr<MpiCommunicator> comm = communicatorFor(grid);
+    checkExchangeRing(*comm, 1 << 16);
   }
 }
 
@@ -417,6 +464,22 @@ TEST(CommTest, StagingCommunicatorRelaysEveryCollective) {
     // Each call first waits for the device work that produced its input.
     EXPECT_GT(device.synchronizations, 0);
     checkEntryPoints(&comm, grid);
+  }
+}
+
+TEST(CommTest, StagingCommunicatorExchangesThroughTheHost) {
+  for (const GridVector &grid : gridsFor(worldSize)) {
+    SCOPED_TRACE(gridName(grid) + ", staged");
+    std::unique_ptr<MpiCommunicator> host = communicatorFor(grid);
+    FakeDeviceMemory device;
+    StagingCommunicator comm(*host, device);
+    checkExchangeRing(comm, 1 << 16);
+    if (grid[2] > 1) {
+      // Three messages out, three back.
+      size_t bytes = 4 * (1 << 16) + 8 * 3 + 4 * (1 << 15);
+      EXPECT_EQ(device.toHost, bytes);
+      EXPECT_EQ(device.fromHost, bytes);
+    }
   }
 }
 

@@ -144,6 +144,28 @@ void StagingCommunicator::doRecv(void *buffer, int64_t count, DType dtype,
         });
 }
 
+void StagingCommunicator::doExchange(const std::vector<Message> &sends,
+                                     const std::vector<Message> &receives,
+                                     CommScope scope) {
+  // One host buffer per message: all of them are in flight at once.
+  std::vector<HostBuffer> staged;
+  std::vector<Message> hostSends, hostReceives;
+  for (const Message &m : sends) {
+    staged.emplace_back(bytesOf(m.count, m.dtype));
+    device.copyToHost(staged.back().data(), m.buffer,
+                      bytesOf(m.count, m.dtype));
+    hostSends.push_back({staged.back().data(), m.count, m.dtype, m.peer});
+  }
+  for (const Message &m : receives) {
+    staged.emplace_back(bytesOf(m.count, m.dtype));
+    hostReceives.push_back({staged.back().data(), m.count, m.dtype, m.peer});
+  }
+  host.exchange(hostSends, hostReceives, scope);
+  for (size_t i = 0; i < receives.size(); ++i)
+    device.copyFromHost(receives[i].buffer, hostReceives[i].buffer,
+                        bytesOf(receives[i].count, receives[i].dtype));
+}
+
 void StagingCommunicator::doScatter(const void *in, void *out,
                                     int64_t countPerRank, DType dtype,
                                     int64_t root, CommScope scope) {

@@ -344,6 +344,27 @@ void NcclCommunicator::doRecv(void *buffer, int64_t count, DType dtype,
   });
 }
 
+void NcclCommunicator::doExchange(const std::vector<Message> &sends,
+                                  const std::vector<Message> &receives,
+                                  CommScope scope) {
+  enqueue(sends.empty() ? CommOp::Recv : CommOp::Send, scope,
+          [&](ncclComm_t comm, cudaStream_t s) {
+            ncclResult_t result = ncclGroupStart();
+            for (const Message &m : sends)
+              if (result == ncclSuccess)
+                result = ncclSend(m.buffer, bytes(m.count, m.dtype), ncclUint8,
+                                  static_cast<int>(m.peer), comm, s);
+            for (const Message &m : receives)
+              if (result == ncclSuccess)
+                result = ncclRecv(m.buffer, bytes(m.count, m.dtype), ncclUint8,
+                                  static_cast<int>(m.peer), comm, s);
+            // The group is closed even after a failed call, so that NCCL is
+            // left usable for the error report.
+            ncclResult_t end = ncclGroupEnd();
+            return result != ncclSuccess ? result : end;
+          });
+}
+
 void NcclCommunicator::doScatter(const void *in, void *out,
                                  int64_t countPerRank, DType dtype,
                                  int64_t root, CommScope scope) {

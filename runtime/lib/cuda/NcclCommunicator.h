@@ -53,6 +53,11 @@ public:
 
 protected:
   AUTOPAR_COMMUNICATOR_OPERATIONS
+  /// Megatron's batched p2p: every send and receive in one NCCL group, so
+  /// that two neighbours sending to each other (1F1B) both proceed.
+  void doExchange(const std::vector<Message> &sends,
+                  const std::vector<Message> &receives,
+                  CommScope scope) override;
   bool timesItself() const override { return true; }
 
 private:

@@ -35,6 +35,11 @@ public:
 
 protected:
   AUTOPAR_COMMUNICATOR_OPERATIONS
+  /// Every send copied to the host, one exchange() on the host
+  /// communicator, every receive copied back.
+  void doExchange(const std::vector<Message> &sends,
+                  const std::vector<Message> &receives,
+                  CommScope scope) override;
 
   /// Waits for the device work that produces the operation's input, so that
   /// the operation's time is its own.
