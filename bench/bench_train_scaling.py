@@ -6,7 +6,8 @@ fixed global batch (strong scaling), AdamW with clipping, trained by
 `mpirun -np N autopar-run --train` for each plan family the runtime executes on CPU
 ranks: data parallelism with ZeRO 0, 1, 2 and 3 (`--zero`), tensor parallelism
 (`--tp T`: N / T data-parallel replicas of tp groups of T) and pipeline parallelism
-(`--pp P`: N / P replicas of a pipeline of P stages, the micro-batches the planner's).
+(`--pp P`: N / P replicas of a pipeline of P stages, the micro-batches the planner's)
+and both (`--tp T --pp P` where T x P divides N: pipelines whose stages are tp groups).
 For each:
   - autopar-compile --mode train --cluster local:N --zero Z (or --tp T, --pp P) --report-json R: the plan's
     predicted step time and memory per rank (report "predicted");
@@ -72,13 +73,15 @@ def prepare(args, batch):
 def bench_plan(work, config, shapes, n, zero, args, tp=1, pp=1):
     """One plan: ZeRO stage `zero` over n data-parallel ranks, or (tp > 1) n / tp
     replicas of tensor-parallel groups of tp, or (pp > 1) n / pp replicas of a
-    pipeline of pp stages."""
-    tag = f"tp{tp}-{n}" if tp > 1 else f"pp{pp}-{n}" if pp > 1 else f"zero{zero}-{n}"
+    pipeline of pp stages, or (both) n / (tp pp) replicas of a pipeline whose
+    stages are tp groups."""
+    tag = (f"tp{tp}xpp{pp}-{n}" if tp > 1 and pp > 1 else f"tp{tp}-{n}" if tp > 1
+           else f"pp{pp}-{n}" if pp > 1 else f"zero{zero}-{n}")
     art, report = os.path.join(work, tag), os.path.join(work, tag + "-report.json")
     row = {"ranks": n, "zero": zero, "tp": tp, "pp": pp, "error": "",
            "oversubscribed": n > os.cpu_count()}
-    pin = (["--tp", str(tp)] if tp > 1 else ["--pp", str(pp)] if pp > 1
-           else ["--dp", str(n), "--zero", str(zero)] if n > 1 else ["--zero", str(zero)])
+    pin = ((["--tp", str(tp)] if tp > 1 else []) + (["--pp", str(pp)] if pp > 1 else [])
+           or (["--dp", str(n), "--zero", str(zero)] if n > 1 else ["--zero", str(zero)]))
     cmd = [os.path.join(args.build_dir, "bin", "autopar-compile"), os.path.join(work, "model.onnx"),
            "--cluster", f"local:{n}", "--mode", "train", "--train-config", config, *shapes,
            *pin, "--report-json", report, "-o", art]
@@ -127,6 +130,8 @@ def fmt(v, spec):
 
 
 def plan_name(r):
+    if r.get("tp", 1) > 1 and r.get("pp", 1) > 1:
+        return f"tp {r['tp']} x pp {r['pp']}"
     if r.get("tp", 1) > 1:
         return f"tp {r['tp']}"
     if r.get("pp", 1) > 1:
@@ -190,6 +195,8 @@ def main(argv=None):
     plans = [(n, zero, 1, 1) for n in ranks for zero in (stages if n > 1 else [0])]
     plans += [(n, 0, tp, 1) for n in ranks for tp in tps if 1 < tp <= n and n % tp == 0]
     plans += [(n, 0, 1, pp) for n in ranks for pp in pps if 1 < pp <= n and n % pp == 0]
+    plans += [(n, 0, tp, pp) for n in ranks for tp in tps for pp in pps
+              if tp > 1 and pp > 1 and n % (tp * pp) == 0]
     plans.sort(key=lambda p: p[0])
     for n, zero, tp, pp in plans:
         row = bench_plan(work, config, shapes, n, zero, args, tp, pp)

@@ -462,9 +462,13 @@ Search::PlanPricing Search::pricing(const PlanKey &key) {
   p.key = key;
   p.numMicroBatches = graph.globalBatch / key.dp / key.microBatch;
   p.ctx = context(key.tp, key.microBatch);
+  // The schedule the plan runs (GPipe holds every micro-batch's
+  // activations until its backwards).
+  PipelineSchedule schedule =
+      request.pins.schedule.value_or(PipelineSchedule::OneFOneB);
   for (int64_t s = 0; s < key.pp; ++s)
-    p.inFlight.push_back(microBatchesInFlight(PipelineSchedule::OneFOneB,
-                                              key.pp, s, p.numMicroBatches));
+    p.inFlight.push_back(
+        microBatchesInFlight(schedule, key.pp, s, p.numMicroBatches));
   return p;
 }
 

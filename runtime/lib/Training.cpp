@@ -697,6 +697,29 @@ int64_t runTraining(Session &session, Communicator &comm,
   saver.complete();
   progress.finish();
   const int64_t taken = std::max<int64_t>(0, options.steps - start.step);
+  if (pipeline && taken > 0) {
+    // The activations each stage kept between a micro-batch's forward and
+    // its backward (its residuals, times the micro-batches in flight at
+    // once), which the plan report predicts per stage.
+    const int64_t stages = session.getManifest().pipeline->stages;
+    std::vector<double> kept(static_cast<size_t>(2 * stages), 0.0);
+    size_t k = static_cast<size_t>(comm.scopeRank(CommScope::PP));
+    kept[2 * k] = static_cast<double>(pipeline->residualBytesPerMicroBatch());
+    kept[2 * k + 1] = static_cast<double>(pipeline->peakMicroBatchesInFlight());
+    hostComm.maxOverWorld(kept.data(), static_cast<int>(kept.size()));
+    if (leader) {
+      std::string line = "autopar-run: activations kept per stage:";
+      for (int64_t stage = 0; stage < stages; ++stage) {
+        double perMicroBatch = kept[2 * stage], inFlight = kept[2 * stage + 1];
+        line += (stage ? ", stage " : " stage ") + std::to_string(stage) + " " +
+                std::to_string(static_cast<int64_t>(perMicroBatch * inFlight)) +
+                " B (" + std::to_string(static_cast<int64_t>(perMicroBatch)) +
+                " B per micro-batch x " +
+                std::to_string(static_cast<int64_t>(inFlight)) + " in flight)";
+      }
+      std::printf("%s\n", line.c_str());
+    }
+  }
 
   // The parameters' whole values on the first rank (ZeRO-3's are blocks).
   std::map<size_t, std::vector<char>> wholes;

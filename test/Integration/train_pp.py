@@ -45,6 +45,7 @@ Usage: train_pp.py BUILD_DIR WORK_DIR MPIRUN [MPIRUN_FLAG...]
 """
 import json
 import os
+import re
 import sys
 
 import numpy as np
@@ -77,12 +78,30 @@ def compile_pp(case, tag, ranks, pp, errors, *flags, config=None):
     return art
 
 
+def activations_kept(tag, art, stdout, table):
+    """Adds to `table` each stage's activations kept between forward and
+    backward (autopar-run's 'activations kept per stage' line: residuals
+    per micro-batch times the micro-batches in flight) beside the plan
+    report's prediction. Measured, not asserted: the cost model's saved
+    activations are not yet autodiff's residuals (docs/distributed-
+    training.md, "Activation memory")."""
+    with open(art + "-report.json") as f:
+        report = json.load(f)
+    measured = [int(b) for b in re.findall(r"stage \d+ (\d+) B \(", stdout)]
+    for k, stage in enumerate(report["stages"]):
+        predicted = stage["memory_breakdown_bytes"]["activations"]
+        got = measured[k] if k < len(measured) else None
+        table.append((tag, k, report["recompute"], report["schedule"], got,
+                      predicted))
+
+
 def main():
     build, work, launcher = sys.argv[1], sys.argv[2], sys.argv[3:]
     if not launcher:
         sys.exit("usage: train_pp.py BUILD_DIR WORK_DIR MPIRUN [FLAG...]")
     os.makedirs(work, exist_ok=True)
     errors = []
+    kept = []  # (tag, stage, recompute, schedule, measured, predicted)
     torch.manual_seed(0)
 
     # MLP: 24 samples, batches of 8 in 4 micro-batches of 2, AdamW with
@@ -108,6 +127,7 @@ def main():
         result = mlp.train(tag, art, ranks, launcher, "--shuffle", "3")
         errors += compare(f"mlp {tag}", one[:2], result)
         check_model_state(f"mlp {tag}", art, result[2], errors)
+        activations_kept(f"mlp {tag}", art, result[2], kept)
         if tag == "dp2xpp2":
             four = art, result
     # Faults: a rank of the 4 killed, or hung, at step 4 ends every rank
@@ -133,6 +153,7 @@ def main():
     art = compile_pp(gpt, "pp2", 2, 2, errors, config=micro)
     whole = gpt.train("pp2", art, 2, launcher)
     errors += compare("gpt pp2", one[:2], whole, noise_only=key_bias)
+    activations_kept("gpt pp2", art, whole[2], kept)
     art4 = compile_pp(gpt, "dp2xpp2", 4, 2, errors,
                       config=micro)
     errors += compare("gpt dp2xpp2", one[:2],
@@ -290,6 +311,14 @@ def main():
                           f"{result.stderr}")
         else:
             print(f"PASS {case.name} {tag} refused, saying why")
+
+    print("activations kept between forward and backward, per stage "
+          "(measured; the plan report's prediction beside it):")
+    for tag, k, recompute, schedule, got, predicted in kept:
+        ratio = f"{got / predicted:.2f}" if got and predicted else "-"
+        print(f"  {tag:<24} stage {k}  recompute {recompute:<9} {schedule:<5} "
+              f"measured {got} B  predicted {predicted} B  measured/predicted "
+              f"{ratio}")
 
     errors += Case.comm_errors
     if errors:

@@ -131,6 +131,36 @@ TEST_F(PlannerTest, TrainingHoldsGradientsAndOptimizerStateThatZeroShards) {
                    zero0->best.memory.parameters);
 }
 
+// A pipeline's stage holds the activations of the micro-batches between
+// their forwards and backwards: all M under GPipe, P - k on stage k under
+// 1F1B (the schedule the runtime walks, pinned or not).
+TEST_F(PlannerTest, PipelineActivationsFollowThePinnedSchedule) {
+  PlanFlags flags;
+  flags.cluster = "local:2";
+  flags.mode = "train";
+  flags.pp = 2;
+  flags.dp = 1;
+  flags.microBatchSize = 8; // 4 micro-batches of the batch of 32
+  auto oneF = plan(flags);
+  ASSERT_TRUE(bool(oneF)) << llvm::toString(oneF.takeError());
+  flags.schedule = "gpipe";
+  auto gpipe = plan(flags);
+  ASSERT_TRUE(bool(gpipe)) << llvm::toString(gpipe.takeError());
+  ASSERT_EQ(oneF->best.numMicroBatches, 4);
+  ASSERT_EQ(oneF->best.stages.size(), 2u);
+  ASSERT_EQ(gpipe->best.stages.size(), 2u);
+  // The two may split the stages differently; one micro-batch's saved
+  // activations, summed over the stages, are the model's either way.
+  double oneFSaved = 0, gpipeSaved = 0;
+  for (size_t k = 0; k < 2; ++k) {
+    EXPECT_GT(oneF->best.stages[k].memory.activations, 0) << "stage " << k;
+    oneFSaved +=
+        oneF->best.stages[k].memory.activations / double(2 - int64_t(k));
+    gpipeSaved += gpipe->best.stages[k].memory.activations / 4;
+  }
+  EXPECT_DOUBLE_EQ(gpipeSaved, oneFSaved);
+}
+
 TEST_F(PlannerTest, TheChoiceIsNeverSlowerThanARunnerUp) {
   PlanFlags flags;
   flags.cluster = "local:4";
