@@ -114,7 +114,8 @@ LogicalResult verifyAutoparAttribute(function_ref<InFlightDiagnostic()> error,
       name == D::SampleOffsetAttrHelper::getNameStr() ||
       name == D::RecomputedAttrHelper::getNameStr() ||
       name == D::LossScalingAttrHelper::getNameStr() ||
-      name == D::ProjectionPartsAttrHelper::getNameStr())
+      name == D::ProjectionPartsAttrHelper::getNameStr() ||
+      name == D::TiedCopyAttrHelper::getNameStr())
     return expect(isa<UnitAttr>(value), "a unit attribute");
   if (name == D::PlanAttrHelper::getNameStr())
     return expect(isa<DictionaryAttr>(value), "a dictionary");

@@ -605,6 +605,15 @@ llvm::Error cutStage(ModuleOp stage, int64_t k, int64_t numStages,
   return llvm::Error::success();
 }
 
+/// A trained parameter several stages read (tied weights).
+struct TiedParameter {
+  std::string name;
+  RankedTensorType type;
+  /// The stages that read it, in order; the first counts it in the global
+  /// norm and checkpoints it.
+  SmallVector<int64_t> stages;
+};
+
 /// The stage's step: the sums over the micro-batches (accumulators) and the
 /// replicas normalised as one call on the whole batch, then the optimizer.
 llvm::Error buildStep(MLIRContext &context, PipelineTrainingStage &stage,
@@ -612,6 +621,7 @@ llvm::Error buildStep(MLIRContext &context, PipelineTrainingStage &stage,
                       const StepFacts &facts,
                       const PipelineTrainingOptions &options,
                       const llvm::StringSet<> &heldByAStage,
+                      ArrayRef<TiedParameter> tied,
                       OwningOpRef<ModuleOp> &out) {
   Builder attrs(&context);
   Location loc = UnknownLoc::get(&context);
@@ -649,7 +659,16 @@ llvm::Error buildStep(MLIRContext &context, PipelineTrainingStage &stage,
   };
   for (auto &[name, type] : trained) {
     types.push_back(type);
-    argAttrs.push_back(parameterAttrs(name));
+    DictionaryAttr dict = parameterAttrs(name);
+    // A tied weight an earlier stage holds too (and counts in the norm).
+    if (llvm::any_of(tied, [&, &name = name](const TiedParameter &t) {
+          return t.name == name && t.stages.front() != k;
+        })) {
+      NamedAttrList list(dict);
+      list.set(attrs::kTiedCopy, attrs.getUnitAttr());
+      dict = list.getDictionary(&context);
+    }
+    argAttrs.push_back(dict);
   }
   // The stage's other parameters (frozen ones, buffers such as a causal
   // mask) and, on stage 0, those no stage reads: not read by the step, but
@@ -766,6 +785,33 @@ llvm::Error buildStep(MLIRContext &context, PipelineTrainingStage &stage,
     allReduceInBuckets(b, loc, "autopar_grid", 0, values, all);
     sums = values.pop_back_val();
     gradients.assign(values.begin(), values.end());
+  }
+  if (!tied.empty()) {
+    // Tied weights: each copy's gradient is the sum over the stages that
+    // read it. Every stage takes part in the one all-reduce over pp (a
+    // bucket of every tied gradient, zeros for those it does not hold), as
+    // collectives over an axis need all its ranks.
+    SmallVector<Value> values;
+    SmallVector<std::optional<size_t>> mine;
+    for (const TiedParameter &t : tied) {
+      std::optional<size_t> index;
+      for (size_t i = 0; i < n; ++i)
+        if (trained[i].first == t.name)
+          index = i;
+      mine.push_back(index);
+      values.push_back(
+          index ? gradients[*index]
+                : arith::ConstantOp::create(
+                      b, loc, t.type,
+                      DenseElementsAttr::get(
+                          t.type, b.getZeroAttr(t.type.getElementType()))));
+    }
+    SmallVector<unsigned> all(values.size());
+    std::iota(all.begin(), all.end(), 0u);
+    allReduceInBuckets(b, loc, "autopar_grid", 2, values, all);
+    for (auto [j, index] : llvm::enumerate(mine))
+      if (index)
+        gradients[*index] = values[j];
   }
   auto element = [&](int64_t i) -> Value {
     return tensor::ExtractOp::create(
@@ -1068,23 +1114,38 @@ buildPipelineTraining(MLIRContext &context, const PlanCandidate &plan,
                      "fewer stages (--pp " +
                      llvm::Twine(k + 1) + " or fewer)");
   }
-  // A parameter two stages read (tied embeddings) would be trained twice.
+  // A trained parameter several stages read (tied embeddings: the token
+  // table and the language-model head) is held by each of them, and its
+  // gradient summed over them (Megatron's embedding group).
   std::map<std::string, int64_t> firstStage;
+  std::map<std::string, TiedParameter> tiedByName;
   for (auto [k, stage] : llvm::enumerate(stageModules)) {
     auto f = stage.lookupSymbol<func::FuncOp>("main");
     for (unsigned i = 0; i < f.getNumArguments(); ++i)
       if (auto name = f.getArgAttrOfType<StringAttr>(i, attrs::kParameter)) {
         auto [it, inserted] =
             firstStage.try_emplace(name.getValue().str(), int64_t(k));
-        if (!inserted && facts.trained.contains(name.getValue()))
+        if (inserted || !facts.trained.contains(name.getValue()))
+          continue;
+        if (plan.tp > 1)
           return error("parameter '" + name.getValue() +
                        "' is read by pipeline stages " +
                        llvm::Twine(it->second) + " and " + llvm::Twine(k) +
-                       " (tied weights); pipeline-parallel training does not "
-                       "share a trained parameter between stages yet: "
-                       "choose another --pp or train without it");
+                       " (tied weights), which each partition it over tp "
+                       "on their own; tied weights across stages run "
+                       "without --tp so far: drop --tp, or choose a --pp "
+                       "that keeps its readers on one stage");
+        TiedParameter &tied = tiedByName[name.getValue().str()];
+        tied.name = name.getValue().str();
+        tied.type = cast<RankedTensorType>(f.getArgument(i).getType());
+        if (tied.stages.empty())
+          tied.stages.push_back(it->second);
+        tied.stages.push_back(int64_t(k));
       }
   }
+  std::vector<TiedParameter> tied;
+  for (auto &[name, t] : tiedByName)
+    tied.push_back(t);
 
   // Tensor parallelism within the stages: each stage's forward is planned
   // for one tp group and annotated before it is differentiated, as the
@@ -1118,7 +1179,7 @@ buildPipelineTraining(MLIRContext &context, const PlanCandidate &plan,
     heldByAStage.insert(name);
   for (int64_t k = 0; k < plan.pp; ++k)
     if (llvm::Error err = buildStep(context, stages[k], k, plan, facts, options,
-                                    heldByAStage, stages[k].step))
+                                    heldByAStage, tied, stages[k].step))
       return std::move(err);
   return stages;
 }

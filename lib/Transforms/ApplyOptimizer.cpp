@@ -472,6 +472,10 @@ struct ApplyOptimizerPass
     // the tp ranks; a replicated parameter's is counted once.
     Value sumSq, blockSumSq, tpSumSq;
     for (auto [k, entry] : llvm::enumerate(trained)) {
+      // A tied weight's copy: the stage that holds it first counts it.
+      if (main.getArgAttr(entry.first.getArgNumber(),
+                          autopar::attrs::kTiedCopy))
+        continue;
       Value s = tensor::ExtractOp::create(
           b, u.loc, u.sumOfSquares(entry.second), ValueRange{});
       if (s.getType() != f32)
@@ -503,6 +507,9 @@ struct ApplyOptimizerPass
           ValueRange{arith::ConstantIndexOp::create(b, u.loc, 0)});
       sumSq = sumSq ? u.add(sumSq, global) : global;
     }
+    // Every trained parameter of the stage a tied copy: it adds nothing.
+    if (!sumSq)
+      sumSq = u.constant(f32, 0.0);
     if (pipelineStages > 1) {
       // Pipeline stages each hold their own parameters: the global norm
       // adds every stage's sum (axis 2 of @autopar_grid, dp x tp x pp).

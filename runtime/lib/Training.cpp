@@ -24,6 +24,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -38,19 +39,37 @@ size_t findIndex(const Session &session, ArgumentKind kind,
               "' (recompile it with autopar-compile --mode train)");
 }
 
+/// The stage of a training pipeline that lists each argument of the steps
+/// first: the one that checkpoints and writes out a tied weight that later
+/// stages hold copies of.
+std::map<std::string, int64_t> firstStageOf(const Manifest &manifest) {
+  std::map<std::string, int64_t> first;
+  for (int64_t stage = 0; stage < manifest.pipeline->stages; ++stage)
+    for (const ProgramDesc &program : manifest.programs)
+      if (program.stage == stage && program.phase.empty())
+        for (const ArgumentDesc &arg : program.arguments)
+          first.try_emplace(arg.name, stage);
+  return first;
+}
+
 /// The arguments that describe the run's training state: the session's, or
 /// in a training pipeline those of every stage's step, in stage order, so
-/// that every rank lists the same tensors (each holding its stage's).
+/// that every rank lists the same tensors (each holding its stage's); a
+/// tied weight (and its optimizer states), which several stages hold, once.
 std::vector<ArgumentDesc> stateArguments(const Session &session) {
   const Manifest &manifest = session.getManifest();
   if (!manifest.isPipelineTraining())
     return session.getArguments();
   std::vector<ArgumentDesc> all;
+  std::set<std::string> listed;
   for (int64_t stage = 0; stage < manifest.pipeline->stages; ++stage)
     for (const ProgramDesc &program : manifest.programs)
       if (program.stage == stage && program.phase.empty())
-        all.insert(all.end(), program.arguments.begin(),
-                   program.arguments.end());
+        for (const ArgumentDesc &arg : program.arguments)
+          if ((arg.kind != ArgumentKind::Parameter &&
+               arg.kind != ArgumentKind::OptimizerState) ||
+              listed.insert(arg.name).second)
+            all.push_back(arg);
   return all;
 }
 
@@ -64,6 +83,9 @@ std::vector<CheckpointTensor> currentState(Session &session,
   const std::vector<ArgumentDesc> &args = session.getArguments();
   bool pipeline = session.getManifest().isPipelineTraining();
   std::vector<ArgumentDesc> state = stateArguments(session);
+  std::map<std::string, int64_t> firstStage;
+  if (pipeline)
+    firstStage = firstStageOf(session.getManifest());
   std::vector<CheckpointTensor> tensors = trainingStateTensors(state);
   for (CheckpointTensor &tensor : tensors) {
     std::optional<size_t> index =
@@ -92,11 +114,14 @@ std::vector<CheckpointTensor> currentState(Session &session,
       tensor.blockCount = comm.scopeSize(*splitScope);
       tensor.blockIndex = comm.scopeRank(*splitScope);
     }
-    // Each pipeline stage holds its own tensors: their stage writes them.
+    // Each pipeline stage holds its own tensors: their stage writes them (a
+    // tied weight, the first stage that holds it).
     for (CommScope scope : {CommScope::DP, CommScope::TP, CommScope::PP})
       if (scope != splitScope && comm.scopeRank(scope) != 0 &&
           !(pipeline && scope == CommScope::PP))
         tensor.write = false;
+    if (pipeline && firstStage.at(tensor.name) != comm.scopeRank(CommScope::PP))
+      tensor.write = false;
   }
   return tensors;
 }
@@ -733,9 +758,13 @@ int64_t runTraining(Session &session, Communicator &comm,
                                          comm.scopeRank(CommScope::TP) == 0
                                    : leader;
   if (options.outputsDir && pipeline) {
+    // A tied weight: the first stage that holds it writes it.
+    std::map<std::string, int64_t> firstStage =
+        firstStageOf(session.getManifest());
     for (size_t i = 0; i < args.size(); ++i)
       if (args[i].kind == ArgumentKind::Parameter && !args[i].split &&
-          writesParameters)
+          writesParameters &&
+          firstStage.at(args[i].name) == comm.scopeRank(CommScope::PP))
         writeNpy(*options.outputsDir + "/" + tensorFileName(args[i].name),
                  args[i].dtype, args[i].shape, session.readArgument(i));
     // Under tensor parallelism a stage's tp ranks hold blocks: the first

@@ -33,13 +33,16 @@ for call and byte for byte (--check-comm):
   rank within the timeout, and the last checkpoint resumes bitwise;
 - the automatic plan (no --dp, --tp or --pp) for the GPT on 2 and 4 ranks,
   whichever family the search picks;
+- tied weights: a GPT whose head is its token table (GPT-2's) on pp2 and
+  dp2 x pp2: each stage holds the table, its gradient summed over the
+  stages; stopped at step 3 and resumed bitwise, and on one rank;
 - checkpoints: the GPT on pp2 and on tp2 x pp2 stopped at step 3 and
   resumed under the same plan equals the uninterrupted run bitwise (each
   stage writes its parameters, each tp rank its blocks); the checkpoints
   resume on one rank, and one rank's on pp2;
 - refusals: a model with BatchNorm (its running statistics), ZeRO with
-  --tp and --pp, --save-onnx and --eval-data, each an error saying what to
-  do.
+  --tp and --pp, tied weights across stages with --tp, --save-onnx and
+  --eval-data, each an error saying what to do.
 
 Usage: train_pp.py BUILD_DIR WORK_DIR MPIRUN [MPIRUN_FLAG...]
 """
@@ -54,6 +57,41 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from train_dp import CONFIG, Case, check_faults, compare, run  # noqa: E402
 from train_tp import WideCnn, WideGpt, WideMlp, check_model_state  # noqa: E402
+
+
+class TiedGpt(WideGpt):
+    """The GPT with its language-model head tied to the token embedding (as
+    GPT-2's): the exported graph reads `wte.weight` in a Gather (stage 0)
+    and a Transpose for the head (the last stage)."""
+
+    def __init__(self):
+        super().__init__()
+        self.head.weight = self.wte.weight
+
+
+def resumed_bitwise(case, tag, art, ranks, launcher, whole, errors):
+    """`case` on `art` stopped at step 3 and resumed under the same plan
+    equals the uninterrupted run `whole` bitwise; returns the checkpoint
+    directory (its latest at step 3 again)."""
+    ckpt = os.path.join(case.dir, tag + "-ckpt")
+    run(["rm", "-rf", ckpt])
+    first = case.train(tag + "-resumed", art, ranks, launcher,
+                       "--checkpoint-dir", ckpt, "--checkpoint-every", "3")
+    run(["sh", "-c", f"echo step-00000003 > {ckpt}/latest"])
+    resumed = case.train(tag + "-resumed", art, ranks, launcher,
+                         "--checkpoint-dir", ckpt, "--resume")
+    losses = first[0][:3] + resumed[0]
+    same = set(resumed[1]) == set(whole[1]) and all(
+        np.array_equal(resumed[1][k], v) for k, v in whole[1].items())
+    if losses != whole[0] or not same:
+        errors.append(f"{case.name} {tag} resumed at step 3: losses {losses} "
+                      f"vs {whole[0]} uninterrupted; parameters "
+                      f"{'equal' if same else 'differ'}")
+    else:
+        print(f"PASS {case.name} {tag} resumed at step 3: bitwise the "
+              "uninterrupted run")
+    run(["sh", "-c", f"echo step-00000003 > {ckpt}/latest"])
+    return ckpt
 
 
 def pipeline_config(base, batch, micro_batch):
@@ -221,30 +259,44 @@ def main():
     # Under tp x pp too: each tp rank writes its blocks, each stage its
     # tensors; resumed under the same plan it is bitwise the uninterrupted
     # run, and on one rank it continues one rank's curve.
-    ckpt = os.path.join(gpt.dir, "tp2xpp2-ckpt")
-    run(["rm", "-rf", ckpt])
-    first = gpt.train("tp2xpp2-resumed", art_tp, 4, launcher,
-                      "--checkpoint-dir", ckpt, "--checkpoint-every", "3")
-    run(["sh", "-c", f"echo step-00000003 > {ckpt}/latest"])
-    resumed = gpt.train("tp2xpp2-resumed", art_tp, 4, launcher,
-                        "--checkpoint-dir", ckpt, "--resume")
-    losses = first[0][:3] + resumed[0]
-    same = set(resumed[1]) == set(whole_tp[1]) and all(
-        np.array_equal(resumed[1][k], v) for k, v in whole_tp[1].items())
-    if losses != whole_tp[0] or not same:
-        errors.append(f"gpt tp2xpp2 resumed at step 3: losses {losses} vs "
-                      f"{whole_tp[0]} uninterrupted; parameters "
-                      f"{'equal' if same else 'differ'}")
-    else:
-        print("PASS gpt tp2xpp2 resumed at step 3: bitwise the "
-              "uninterrupted run")
-    run(["sh", "-c", f"echo step-00000003 > {ckpt}/latest"])
+    ckpt = resumed_bitwise(gpt, "tp2xpp2", art_tp, 4, launcher, whole_tp,
+                           errors)
     errors += compare("gpt tp2xpp2 checkpoint resumed on one rank",
                       (one[0][3:], one[1]),
                       gpt.train("tp2xpp2-on-local1",
                                 os.path.join(gpt.dir, "local1-art"), 1,
                                 launcher, "--checkpoint-dir", ckpt,
                                 "--resume"),
+                      noise_only=key_bias)
+
+    # Tied weights (GPT-2's head is its token table): stages 0 and 1 each
+    # hold the table, and its gradient is summed over them (one all-reduce
+    # over pp of a bucket, Megatron's embedding group); the first stage
+    # counts it in the global norm and checkpoints it.
+    tied = Case(build, work, "gpt-tied", TiedGpt(), data, 4, gpt_config)
+    tied_micro = os.path.join(tied.dir, "micro.json")
+    with open(tied_micro, "w") as f:
+        json.dump(pipeline_config(gpt_config, 4, 1), f)
+    tied_one = tied.train("local1", tied.compile("local1", 1)[0], 1,
+                          launcher)
+    art_tied = compile_pp(tied, "pp2", 2, 2, errors, config=tied_micro)
+    whole_tied = tied.train("pp2", art_tied, 2, launcher)
+    errors += compare("gpt (tied) pp2", tied_one[:2], whole_tied,
+                      noise_only=key_bias)
+    errors += compare("gpt (tied) dp2xpp2", tied_one[:2],
+                      tied.train("dp2xpp2",
+                                 compile_pp(tied, "dp2xpp2", 4, 2, errors,
+                                            config=tied_micro),
+                                 4, launcher),
+                      noise_only=key_bias)
+    ckpt = resumed_bitwise(tied, "pp2", art_tied, 2, launcher, whole_tied,
+                           errors)
+    errors += compare("gpt (tied) pp2 checkpoint resumed on one rank",
+                      (tied_one[0][3:], tied_one[1]),
+                      tied.train("pp2-on-local1",
+                                 os.path.join(tied.dir, "local1-art"), 1,
+                                 launcher, "--checkpoint-dir", ckpt,
+                                 "--resume"),
                       noise_only=key_bias)
 
     # What a pipeline run cannot do yet is refused, saying what to do.
@@ -301,6 +353,8 @@ def main():
              "updates state in its forward (BatchNorm's running statistics)"),
             (gpt, "pp2xtp2-zero1", ("--pp", "2", "--tp", "2", "--zero", "1"),
              "ZeRO under tensor parallelism is being built"),
+            (tied, "pp2xtp2", ("--pp", "2", "--tp", "2"),
+             "(tied weights), which each partition it over tp on their own"),
             (mlp, "pp4", ("--pp", "4"),
              "computes the loss, but the plan has 4 stages")):
         result = case.compile(tag, 4 if tag != "pp2" else 2, *flags,

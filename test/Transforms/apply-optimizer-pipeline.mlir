@@ -35,3 +35,26 @@ func.func @main(%w: tensor<3xf32> {autopar.dtype = "float32", autopar.parameter 
   return %loss, %w : tensor<f32>, tensor<3xf32>
 }
 }
+
+// -----
+
+// A tied weight's copy (autopar.tied_copy: an earlier stage holds it too and
+// counts it) adds nothing to the stage's sum of squares; a stage whose only
+// trained parameter is such a copy adds zero.
+// CHECK-LABEL: func.func @main
+// CHECK-NOT: linalg.generic
+// CHECK-NOT: arith.addf
+// CHECK: %[[PART:.*]] = tensor.from_elements %cst_{{[0-9]+}} : tensor<1xf32>
+// CHECK: %[[ALL:.*]] = shard.all_reduce %[[PART]] on @autopar_grid grid_axes = [2]
+// CHECK: %[[TOTAL:.*]] = tensor.extract %[[ALL]]
+// CHECK: math.sqrt %[[TOTAL]] : f32
+shard.grid @autopar_grid(shape = 1x1x2)
+func.func @main(%w: tensor<3xf32> {autopar.dtype = "float32", autopar.parameter = "w", autopar.trainable, autopar.tied_copy},
+                %g: tensor<3xf32> {autopar.dtype = "float32", autopar.accumulator = "w.grad"})
+    -> (tensor<f32> {autopar.output = "loss"},
+        tensor<3xf32> {autopar.dtype = "float32", autopar.gradient = "w", autopar.output = "w.grad"}) {
+  %zero = arith.constant 0.0 : f32
+  %s = tensor.empty() : tensor<f32>
+  %loss = linalg.fill ins(%zero : f32) outs(%s : tensor<f32>) -> tensor<f32>
+  return %loss, %g : tensor<f32>, tensor<3xf32>
+}

@@ -113,6 +113,11 @@ inline constexpr llvm::StringLiteral kZeroBlocks =
 /// programs are partitioned on their own, so the stage's step learns so.
 inline constexpr llvm::StringLiteral kTensorParallelSplit =
     AutoparDialect::TpSplitAttrHelper::getNameStr();
+/// A pipeline stage's step: this trained parameter is also held by an
+/// earlier stage (tied weights), whose copy counts in the global gradient
+/// norm; the copies' gradients are summed over the stages (unit).
+inline constexpr llvm::StringLiteral kTiedCopy =
+    AutoparDialect::TiedCopyAttrHelper::getNameStr();
 /// The module's chosen plan (a dictionary: dp, tp, pp, zero_stage, ...).
 inline constexpr llvm::StringLiteral kPlan =
     AutoparDialect::PlanAttrHelper::getNameStr();

@@ -64,6 +64,10 @@ def Autopar_Dialect : Dialect {
     // Tensor parallelism within pipeline stages: a parameter argument that
     // is this rank's block, along this dim, of a split over axis 1 (tp).
     "::mlir::IntegerAttr":$tp_split,
+    // Tied weights across pipeline stages: a trained parameter argument of
+    // a stage's step that another, earlier stage also holds (and counts in
+    // the global norm, and checkpoints).
+    "::mlir::UnitAttr":$tied_copy,
     // Pipeline-parallel training (lib/Driver/PipelineTraining.cpp): a
     // forward value the stage's backward reads, kept per micro-batch; a
     // sum over the micro-batches (the step's gradients and loss).

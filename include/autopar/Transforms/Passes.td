@@ -638,7 +638,9 @@ def ApplyOptimizer : Pass<"autopar-apply-optimizer", "mlir::ModuleOp"> {
     a tensor-parallel split (a pipeline stage's step, built after its
     programs were partitioned): the blocks' sum of squares is all-reduced
     over axis 1 (tp) before it joins the replicated parameters' (counted
-    once), and ZeRO does not shard such a block (an error).
+    once), and ZeRO does not shard such a block (an error). A parameter
+    marked `autopar.tied_copy` (a tied weight an earlier stage holds and
+    counts) adds nothing to the stage's sum.
   }];
   let options = [
     Option<"optimizer", "optimizer", "autopar::OptimizerKind",
