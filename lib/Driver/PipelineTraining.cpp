@@ -19,6 +19,7 @@
 
 #include "autopar/Conversion/Passes.h"
 #include "autopar/Dialect/Attributes.h"
+#include "autopar/Import/InferenceModel.h"
 #include "autopar/Import/WeightLocator.h"
 #include "autopar/Target/Artifact.h"
 #include "autopar/Target/LoweringPasses.h"
@@ -1381,6 +1382,22 @@ llvm::FailureOr<TrainedSummary> writePipelineTrainingArtifact(
   ArtifactTraining t =
       trainingDescription(description.programs[0].arguments, options);
   t.microBatches = plan.numMicroBatches;
+  // --save-onnx: the inference model without the parameters the stages
+  // update, which the runtime appends with their trained values.
+  if (!llvm::StringRef(options.modelPath).ends_with(".onnxtxt")) {
+    llvm::StringSet<> updated;
+    for (const ArtifactProgram &program : description.programs)
+      if (program.phase.empty())
+        for (const ArtifactArgument &arg : program.arguments)
+          if (arg.kind == ArtifactArgument::Kind::Update)
+            updated.insert(arg.updates);
+    llvm::SmallString<256> templatePath(options.outputDir);
+    llvm::sys::path::append(templatePath, "inference-template.onnx");
+    if (failed(writeInferenceTemplate(options.modelPath, updated, templatePath,
+                                      error)))
+      return failure();
+    t.inferenceTemplate = "inference-template.onnx";
+  }
   description.training = std::move(t);
   if (failed(writeManifest(options.outputDir, std::move(description), *weights,
                            error)))

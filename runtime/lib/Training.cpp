@@ -167,6 +167,98 @@ std::vector<char> wholeParameter(Session &session, Communicator &comm,
   return whole;
 }
 
+/// A parameter of a training pipeline, whole (gatherPipelineParameters).
+struct PipelineParameter {
+  std::string name;
+  DType dtype = DType::Float32;
+  Shape shape;
+  /// Whether training updates it (what --save-onnx writes into the model).
+  bool updated = false;
+  std::vector<char> bytes;
+};
+
+/// Every parameter of every stage of a training pipeline, whole, on world
+/// rank 0 (empty elsewhere; every rank must call it): stage by stage, each
+/// parameter is gathered at world scope (the runtime's own traffic, as
+/// wholeParameter's; ranks of other stages send zeros) from the stage's
+/// first replica, whose tp ranks hold its blocks when tp splits it. A tied
+/// weight comes once, from the first stage that holds it.
+std::vector<PipelineParameter>
+gatherPipelineParameters(Session &session, const Communicator &comm,
+                         Communicator &hostComm) {
+  const Manifest &manifest = session.getManifest();
+  std::map<std::string, int64_t> firstStage = firstStageOf(manifest);
+  std::vector<PipelineParameter> result;
+  bool leader = hostComm.worldRank() == 0;
+  int64_t ranks = hostComm.worldSize();
+  int64_t myStage = comm.scopeRank(CommScope::PP);
+  for (int64_t stage = 0; stage < manifest.pipeline->stages; ++stage)
+    for (const ProgramDesc &program : manifest.programs) {
+      if (program.stage != stage || !program.phase.empty())
+        continue;
+      for (const ArgumentDesc &arg : program.arguments) {
+        if (arg.kind != ArgumentKind::Parameter ||
+            firstStage.at(arg.name) != stage)
+          continue;
+        if (arg.split && arg.split->axis != GridAxis::TP)
+          throw Error("internal error: pipeline stage parameter '" + arg.name +
+                      "' is split over " +
+                      std::string(gridAxisName(arg.split->axis)) +
+                      ", which writing the trained parameters does not "
+                      "gather");
+        size_t blockBytes =
+            static_cast<size_t>(byteSize(arg.dtype, arg.shape, arg.name));
+        std::vector<char> zeros;
+        const void *mine = nullptr;
+        if (myStage == stage) {
+          mine = session.readArgument(
+              *session.findArgument(ArgumentKind::Parameter, arg.name));
+        } else {
+          zeros.assign(blockBytes, 0);
+          mine = zeros.data();
+        }
+        std::vector<char> all(leader ? blockBytes * static_cast<size_t>(ranks)
+                                     : 0);
+        hostComm.gather(mine, all.data(), numElements(arg.shape, arg.name),
+                        arg.dtype, 0, CommScope::World);
+        if (!leader)
+          continue;
+        PipelineParameter p;
+        p.name = arg.name;
+        p.dtype = arg.dtype;
+        p.shape = arg.split ? arg.globalShape : arg.shape;
+        p.updated =
+            std::any_of(program.arguments.begin(), program.arguments.end(),
+                        [&](const ArgumentDesc &other) {
+                          return other.kind == ArgumentKind::Update &&
+                                 other.updates == arg.name;
+                        });
+        p.bytes.resize(
+            static_cast<size_t>(byteSize(arg.dtype, p.shape, arg.name)));
+        std::optional<BlockSplit> blocks;
+        if (arg.split)
+          blocks.emplace(arg.globalShape, arg.split->dim,
+                         manifest.grid[static_cast<size_t>(GridAxis::TP)],
+                         dtypeSize(arg.dtype), arg.name);
+        for (int64_t r = 0; r < ranks; ++r) {
+          const GridVector &coords = hostComm.coordsOf(r);
+          int64_t tp = coords[static_cast<size_t>(GridAxis::TP)];
+          if (coords[static_cast<size_t>(GridAxis::PP)] != stage ||
+              coords[static_cast<size_t>(GridAxis::DP)] != 0 ||
+              (!blocks && tp != 0))
+            continue;
+          const char *block = all.data() + static_cast<size_t>(r) * blockBytes;
+          if (blocks)
+            blocks->unpack(block, tp, p.bytes.data());
+          else
+            std::memcpy(p.bytes.data(), block, blockBytes);
+        }
+        result.push_back(std::move(p));
+      }
+    }
+  return result;
+}
+
 /// For the fault tests (test/Integration/train_dp.py): when
 /// AUTOPAR_TEST_FAULT is `hang` or `kill` and AUTOPAR_TEST_FAULT_RANK names
 /// this world rank, step AUTOPAR_TEST_FAULT_STEP (1-based, default 1)
@@ -461,11 +553,6 @@ int64_t runTraining(Session &session, Communicator &comm,
       throw Error("--eval-data: evaluating during a pipeline-parallel run is "
                   "not supported yet; evaluate the saved parameters "
                   "(--outputs) or train without --pp");
-    if (options.saveOnnx)
-      throw Error("--save-onnx: the stages of a pipeline-parallel run each "
-                  "hold their own parameters; writing one model from them "
-                  "is not supported yet (use --outputs, or autopar-ckpt "
-                  "consolidate on a checkpoint)");
     pipeline = std::make_unique<PipelineTrainer>(session);
   } else if (comm.scopeSize(CommScope::PP) != 1) {
     throw Error("--train: " + manifest.path + " splits the step over " +
@@ -752,78 +839,29 @@ int64_t runTraining(Session &session, Communicator &comm,
     for (size_t i = 0; i < args.size(); ++i)
       if (args[i].kind == ArgumentKind::Parameter)
         wholes[i] = wholeParameter(session, hostComm, i);
-  // A pipeline's stages hold their own parameters: the first replica of
-  // each writes them.
-  bool writesParameters = pipeline ? comm.scopeRank(CommScope::DP) == 0 &&
-                                         comm.scopeRank(CommScope::TP) == 0
-                                   : leader;
-  if (options.outputsDir && pipeline) {
-    // A tied weight: the first stage that holds it writes it.
-    std::map<std::string, int64_t> firstStage =
-        firstStageOf(session.getManifest());
-    for (size_t i = 0; i < args.size(); ++i)
-      if (args[i].kind == ArgumentKind::Parameter && !args[i].split &&
-          writesParameters &&
-          firstStage.at(args[i].name) == comm.scopeRank(CommScope::PP))
-        writeNpy(*options.outputsDir + "/" + tensorFileName(args[i].name),
-                 args[i].dtype, args[i].shape, session.readArgument(i));
-    // Under tensor parallelism a stage's tp ranks hold blocks: the first
-    // rank gathers every stage's, stage by stage, at world scope (the
-    // runtime's own traffic, as wholeParameter's; a rank of another stage
-    // sends zeros), and writes them whole.
-    const Manifest &manifest = session.getManifest();
-    for (int64_t stage = 0; stage < manifest.pipeline->stages; ++stage)
-      for (const ProgramDesc &program : manifest.programs) {
-        if (program.stage != stage || !program.phase.empty())
-          continue;
-        for (const ArgumentDesc &arg : program.arguments) {
-          if (arg.kind != ArgumentKind::Parameter || !arg.split)
-            continue;
-          if (arg.split->axis != GridAxis::TP)
-            throw Error("internal error: pipeline stage parameter '" +
-                        arg.name + "' is split over " +
-                        std::string(gridAxisName(arg.split->axis)) +
-                        ", which writing the trained parameters does not "
-                        "gather");
-          size_t blockBytes =
-              static_cast<size_t>(byteSize(arg.dtype, arg.shape, arg.name));
-          std::vector<char> zeros;
-          const void *mine = nullptr;
-          if (comm.scopeRank(CommScope::PP) == stage) {
-            mine = session.readArgument(
-                *session.findArgument(ArgumentKind::Parameter, arg.name));
-          } else {
-            zeros.assign(blockBytes, 0);
-            mine = zeros.data();
-          }
-          int64_t ranks = hostComm.worldSize();
-          std::vector<char> all(leader ? blockBytes * static_cast<size_t>(ranks)
-                                       : 0);
-          hostComm.gather(mine, all.data(), numElements(arg.shape, arg.name),
-                          arg.dtype, 0, CommScope::World);
-          if (!leader)
-            continue;
-          BlockSplit blocks(arg.globalShape, arg.split->dim,
-                            manifest.grid[static_cast<size_t>(GridAxis::TP)],
-                            dtypeSize(arg.dtype), arg.name);
-          std::vector<char> whole(static_cast<size_t>(
-              byteSize(arg.dtype, arg.globalShape, arg.name)));
-          for (int64_t r = 0; r < ranks; ++r) {
-            const GridVector &coords = hostComm.coordsOf(r);
-            if (coords[static_cast<size_t>(GridAxis::PP)] == stage &&
-                coords[static_cast<size_t>(GridAxis::DP)] == 0)
-              blocks.unpack(all.data() + static_cast<size_t>(r) * blockBytes,
-                            coords[static_cast<size_t>(GridAxis::TP)],
-                            whole.data());
-          }
-          writeNpy(*options.outputsDir + "/" + tensorFileName(arg.name),
-                   arg.dtype, arg.globalShape, whole.data());
-        }
-      }
-    if (leader)
-      std::printf("autopar-run: wrote the trained parameters to %s (each "
-                  "pipeline stage its own)\n",
+  if ((options.saveOnnx || options.outputsDir) && pipeline) {
+    // Every stage's parameters, whole, on the first rank.
+    std::vector<PipelineParameter> parameters =
+        gatherPipelineParameters(session, comm, hostComm);
+    if (!leader)
+      return taken;
+    if (options.saveOnnx) {
+      std::vector<OnnxInitializer> tensors;
+      for (const PipelineParameter &p : parameters)
+        if (p.updated)
+          tensors.push_back({p.name, p.dtype, p.shape, p.bytes.data()});
+      writeOnnxWithInitializers(training.inferenceTemplate, tensors,
+                                *options.saveOnnx);
+      std::printf("autopar-run: wrote the trained model to %s\n",
+                  options.saveOnnx->c_str());
+    }
+    if (options.outputsDir) {
+      for (const PipelineParameter &p : parameters)
+        writeNpy(*options.outputsDir + "/" + tensorFileName(p.name), p.dtype,
+                 p.shape, p.bytes.data());
+      std::printf("autopar-run: wrote the trained parameters to %s\n",
                   options.outputsDir->c_str());
+    }
     return taken;
   }
   if (!leader)

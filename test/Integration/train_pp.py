@@ -36,13 +36,15 @@ for call and byte for byte (--check-comm):
 - tied weights: a GPT whose head is its token table (GPT-2's) on pp2 and
   dp2 x pp2: each stage holds the table, its gradient summed over the
   stages; stopped at step 3 and resumed bitwise, and on one rank;
+- --save-onnx: the GPT on pp2 and tp2 x pp2 and the tied GPT write one
+  trained model whose initializers are the run's parameters;
 - checkpoints: the GPT on pp2 and on tp2 x pp2 stopped at step 3 and
   resumed under the same plan equals the uninterrupted run bitwise (each
   stage writes its parameters, each tp rank its blocks); the checkpoints
   resume on one rank, and one rank's on pp2;
 - refusals: a model with BatchNorm (its running statistics), ZeRO with
-  --tp and --pp, tied weights across stages with --tp, --save-onnx and
-  --eval-data, each an error saying what to do.
+  --tp and --pp, tied weights across stages with --tp, and --eval-data,
+  each an error saying what to do.
 
 Usage: train_pp.py BUILD_DIR WORK_DIR MPIRUN [MPIRUN_FLAG...]
 """
@@ -52,6 +54,8 @@ import re
 import sys
 
 import numpy as np
+import onnx
+import onnx.numpy_helper
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -299,17 +303,38 @@ def main():
                                  "--resume"),
                       noise_only=key_bias)
 
+    # --save-onnx: the first rank gathers every stage's parameters (a tp
+    # stage's blocks, a tied weight once) into the trained model, which
+    # onnx's checker accepts and whose initializers are the run's
+    # parameters, exactly.
+    for case, tag, art_save, ranks, ref in (
+            (gpt, "pp2", art, 2, whole), (gpt, "tp2xpp2", art_tp, 4, whole_tp),
+            (tied, "pp2", art_tied, 2, whole_tied)):
+        path = os.path.join(case.dir, f"{tag}-trained.onnx")
+        saved = case.train(f"{tag}-save", art_save, ranks, launcher,
+                           "--save-onnx", path)
+        model = onnx.load(path)
+        onnx.checker.check_model(model)
+        inits = {i.name: onnx.numpy_helper.to_array(i)
+                 for i in model.graph.initializer}
+        wrong = sorted(name for name, value in saved[1].items()
+                       if name not in inits or
+                       not np.array_equal(inits[name], value))
+        if wrong or saved[0] != ref[0]:
+            errors.append(f"{case.name} {tag} --save-onnx: the model's "
+                          f"initializers differ from the run's parameters: "
+                          f"{wrong}, or the losses from the run without it")
+        else:
+            print(f"PASS {case.name} {tag} --save-onnx: the trained model "
+                  f"holds the run's {len(saved[1])} parameters")
+
     # What a pipeline run cannot do yet is refused, saying what to do.
-    for flag, want in (("--save-onnx", "--save-onnx: the stages of a "
-                        "pipeline-parallel run each hold their own"),
-                       ("--eval-data", "--eval-data: evaluating during a "
-                        "pipeline-parallel run is not supported yet")):
-        value = os.path.join(gpt.dir, "x.onnx") if flag == "--save-onnx" \
-            else gpt.data
+    for flag, want in (("--eval-data", "--eval-data: evaluating during a "
+                        "pipeline-parallel run is not supported yet"),):
         refused = run([*launcher, "-np", "2",
                        os.path.join(build, "bin", "autopar-run"), art,
                        "--train", "--data", gpt.data, "--steps", "1", flag,
-                       value], expect_ok=False)
+                       gpt.data], expect_ok=False)
         if refused.returncode == 0 or want not in refused.stderr:
             errors.append(f"gpt pp2 {flag}: expected a refusal, got exit "
                           f"{refused.returncode}:\n{refused.stderr}")
