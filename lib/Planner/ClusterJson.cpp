@@ -59,6 +59,12 @@ constexpr StringRef kIntraKeys[] = {"kind", "gbytes_per_s", "latency_us",
                                     "source"};
 constexpr StringRef kInterKeys[] = {"kind", "nic_gbits_per_s", "nics_per_node",
                                     "latency_us", "source"};
+/// Keys other tools use to list several kinds of node (Slurm partitions,
+/// Kubernetes node pools, ...): a cluster file with one of them describes
+/// a heterogeneous cluster, which deserves more than "unknown key".
+constexpr StringRef kNodeGroupKeys[] = {"node_groups", "node_types",
+                                        "nodegroups",  "partitions",
+                                        "node_pools",  "groups"};
 constexpr StringRef kIntraKinds[] = {"nvswitch", "nvlink", "pcie", "shm"};
 constexpr StringRef kInterKinds[] = {"infiniband", "ethernet", "none"};
 
@@ -89,6 +95,7 @@ private:
     return path.empty() ? key.str() : (path + "." + key).str();
   }
 
+  llvm::Error heterogeneous(const json::Object &top) const;
   llvm::Error checkKeys(const json::Object &obj, StringRef path,
                         ArrayRef<StringRef> known) const;
   llvm::Expected<const json::Value *> require(const json::Object &obj,
@@ -119,6 +126,54 @@ private:
                                           int64_t nodes) const;
 };
 } // namespace
+
+/// What a heterogeneous description is told.
+constexpr const char *kIdenticalNodes =
+    "autopar plans for identical nodes (\"nodes\": a count of nodes that "
+    "have the same \"gpus_per_node\", \"gpu\", \"intra_node\" and "
+    "\"inter_node\"); describe one node type: the partition the job runs "
+    "in, or the smaller node type (fewer GPUs, less memory) with all the "
+    "nodes, whose plan runs on the larger ones too";
+
+/// A file that lists several node types (groups of nodes, several GPUs or
+/// GPU counts or links) is one autopar cannot plan for: the search prices
+/// every rank alike. Checked before unknown keys and types, whose messages
+/// would not say what is wrong.
+llvm::Error Reader::heterogeneous(const json::Object &top) const {
+  StringRef key;
+  std::string what;
+  for (StringRef group : kNodeGroupKeys)
+    if (top.get(group)) {
+      key = group;
+      what = "groups of nodes";
+      break;
+    }
+  if (key.empty()) {
+    // A list (or a map of names to counts) where one value belongs.
+    static constexpr std::pair<StringRef, StringRef> kOneValue[] = {
+        {"nodes", "several groups of nodes"},
+        {"gpus_per_node", "several GPU counts per node"},
+        {"gpu", "several GPU types"},
+        {"intra_node", "several intra-node links"},
+        {"inter_node", "several networks"}};
+    for (auto [candidate, meaning] : kOneValue) {
+      const json::Value *v = top.get(candidate);
+      if (!v)
+        continue;
+      bool several = v->getAsArray() ||
+                     (candidate == "nodes" && v->getAsObject()) ||
+                     (candidate == "gpus_per_node" && v->getAsObject());
+      if (several) {
+        key = candidate;
+        what = meaning.str();
+        break;
+      }
+    }
+  }
+  if (key.empty())
+    return llvm::Error::success();
+  return keyError(key, what + ": " + kIdenticalNodes);
+}
 
 llvm::Error Reader::checkKeys(const json::Object &obj, StringRef path,
                               ArrayRef<StringRef> known) const {
@@ -404,8 +459,16 @@ llvm::Expected<InterNodeLink> Reader::interNode(const json::Object &top,
 
 llvm::Expected<ClusterSpec> Reader::read(const json::Value &root) {
   const json::Object *top = root.getAsObject();
+  const json::Array *list = root.getAsArray();
+  if (list && !list->empty() &&
+      llvm::all_of(*list, [](const json::Value &v) { return v.getAsObject(); }))
+    return error(llvm::formatv("a list of {0} cluster descriptions: {1}",
+                               list->size(), kIdenticalNodes)
+                     .str());
   if (!top)
     return error("a cluster description is a JSON object, not " + show(root));
+  if (auto err = heterogeneous(*top))
+    return std::move(err);
   if (auto err = checkKeys(*top, "", kTopKeys))
     return std::move(err);
 

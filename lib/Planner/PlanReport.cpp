@@ -2,6 +2,8 @@
 
 #include "PlannerImpl.h"
 
+#include "autopar/Planner/Placement.h"
+
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -159,6 +161,11 @@ llvm::json::Value planReportJson(const PlanResult &result,
                           {"candidates_evaluated", result.candidatesEvaluated},
                           {"candidates_pruned", result.candidatesPruned}}},
       {"alternatives", std::move(alternatives)}};
+  // Which nodes each tp group, dp group and stage spans, as autopar-run
+  // numbers the ranks (Placement.h).
+  if (best.dp >= 1 && best.tp >= 1 && best.pp >= 1)
+    report["placement"] =
+        placementJson(placeRanks(cluster, best.dp, best.tp, best.pp));
   if (result.infeasible)
     report["infeasible"] = infeasibleJson(*result.infeasible, best);
   return report;
@@ -202,6 +209,9 @@ void printPlanTable(llvm::raw_ostream &os, const PlanResult &result,
                       b.dp, b.tp, b.pp, b.zeroStage, b.microBatchSize,
                       b.numMicroBatches, recomputeName(b.recompute),
                       scheduleName(b.schedule));
+  if (b.dp >= 1 && b.tp >= 1 && b.pp >= 1)
+    os << "  placement     "
+       << describePlacement(placeRanks(c, b.dp, b.tp, b.pp)) << "\n";
   os << llvm::formatv("  step time     {0}  (compute {1}, exposed comm {2}, "
                       "bubble {3}, optimizer {4})\n",
                       plan::formatSeconds(b.stepSeconds),

@@ -321,6 +321,10 @@ class PlanReport:
     # Each stage's order, [(kind, micro_batch), ...] with kind "F" or "B"; None in a report
     # written before the planner listed them.
     stage_orders: Optional[List[List[Tuple[str, int]]]] = None
+    # Where the ranks sit (the report's "placement"): its one-line "summary" and each
+    # stage's (first_node, last_node); None in a report written before it existed.
+    placement_summary: Optional[str] = None
+    stage_nodes: Optional[List[Tuple[int, int]]] = None
     warnings: List[str] = field(default_factory=list)
     extra: dict = field(default_factory=dict)
     raw: dict = field(default_factory=dict, repr=False)
@@ -328,7 +332,7 @@ class PlanReport:
     KNOWN = ("model", "mode", "precision", "world_size", "mesh", "zero_stage",
              "micro_batch_size", "num_micro_batches", "recompute", "schedule", "stages",
              "predicted", "search_time_s", "alternatives", "device_memory_bytes",
-             "cluster", "device", "parameters", "search", "stage_orders")
+             "cluster", "device", "parameters", "search", "stage_orders", "placement")
 
     @property
     def global_batch_size(self):
@@ -369,6 +373,7 @@ class PlanReport:
                 stage_orders=_stage_orders(d),
                 extra=_extra(d, cls.KNOWN),
                 raw=d)
+        r.placement_summary, r.stage_nodes = _placement(d)
         r._check_relations()
         return r
 
@@ -386,6 +391,9 @@ class PlanReport:
                     raise PlanReportError(f"stages[{i}].stage: expected {i}, got {s.stage}")
         if self.stage_orders is not None:
             self._check_stage_orders()
+        if self.stage_nodes is not None and len(self.stage_nodes) != self.mesh.pp:
+            raise PlanReportError(f"placement.stages: {len(self.stage_nodes)} entries but "
+                                  f"mesh.pp is {self.mesh.pp}")
         if self.mode == "infer" and self.mesh.pp > 1 and self.schedule == "1f1b":
             self.warnings.append("schedule is 1f1b in infer mode (forward only): "
                                  "drawn as a forward-only pipeline")
@@ -457,6 +465,29 @@ def _stage_orders(d):
         except ValueError as e:
             raise PlanReportError(f"stage_orders[{i}]: {e}") from None
     return out
+
+
+def _placement(d):
+    """(summary, [(first_node, last_node) per stage]) from the optional "placement"
+    object; (None, None) without it."""
+    pl = _obj(d, "placement", "", required=False)
+    if pl is None:
+        return None, None
+    summary = pl.get("summary")
+    if summary is not None and not isinstance(summary, str):
+        raise PlanReportError(f"placement.summary: expected a string, got {summary!r}")
+    nodes = None
+    stages = _list(pl, "stages", "placement", required=False)
+    if stages is not None:
+        nodes = []
+        for i, st in enumerate(stages):
+            where = f"placement.stages[{i}]"
+            if not isinstance(st, dict):
+                raise PlanReportError(f"{where}: expected an object, got {st!r}")
+            first = _int(st, "first_node", where, minimum=0)
+            last = _int(st, "last_node", where, minimum=first)
+            nodes.append((first, last))
+    return summary, nodes
 
 
 def _cluster_name(d):

@@ -37,6 +37,21 @@ def forwards_only(m):
     return " ".join(f"F{j}" for j in range(m))
 
 
+def with_placement(d):
+    """The GPT-3 sample (dp 2, tp 8, pp 8 on 16 DGX nodes) with the placement the planner
+    writes: each tp group is a node, each stage's two dp replicas two nodes."""
+    d = copy.deepcopy(d)
+    d["placement"] = {
+        "rank_order": ["tp", "dp", "pp"], "gpus_per_node": 8, "nodes": 16,
+        "tp": {"size": 8, "groups": 16, "within_node": True, "min_nodes_per_group": 1,
+               "max_nodes_per_group": 1, "groups_across_nodes": 0},
+        "stages": [{"stage": s, "first_node": 2 * s, "last_node": 2 * s + 1}
+                   for s in range(8)],
+        "summary": "tp=8 inside a node; dp=2 across 2 nodes; pp=8 across 8 nodes: "
+                   "stage 0 on nodes 0-1, stage 1 on nodes 2-3, ..., stage 7 on nodes 14-15"}
+    return d
+
+
 class LoadTest(unittest.TestCase):
     def test_sample_fields(self):
         r = plan.load(GPT3)
@@ -84,6 +99,25 @@ class LoadTest(unittest.TestCase):
         r = plan.from_dict(d)
         self.assertIsNone(r.stage_orders)
         self.assertEqual(r.warnings, [])
+
+    def test_placement(self):
+        r = plan.from_dict(with_placement(load_json(GPT3)))
+        self.assertTrue(r.placement_summary.startswith("tp=8 inside a node; dp=2 across"))
+        self.assertEqual(r.stage_nodes[:2], [(0, 1), (2, 3)])
+        self.assertNotIn("placement", r.extra)
+        # Reports written before the planner placed ranks have none.
+        self.assertIsNone(plan.load(GPT3).stage_nodes)
+        self.assertIsNone(plan.load(GPT3).placement_summary)
+        bad = with_placement(load_json(GPT3))
+        bad["placement"]["stages"][3]["last_node"] = 5
+        with self.assertRaisesRegex(plan.PlanReportError,
+                                    r"placement\.stages\[3\]\.last_node: must be >= 6"):
+            plan.from_dict(bad)
+        bad = with_placement(load_json(GPT3))
+        del bad["placement"]["stages"][7]
+        with self.assertRaisesRegex(plan.PlanReportError,
+                                    r"placement\.stages: 7 entries but mesh\.pp is 8"):
+            plan.from_dict(bad)
 
     def test_extra_fields_and_cluster_memory(self):
         r = plan.load(GPIPE)
@@ -361,6 +395,17 @@ class RenderTest(unittest.TestCase):
                          8 * 32)
         self.assertEqual(len(re.findall(r"<title>stage \d+, backward of micro-batch", page)),
                          8 * 32)
+
+    def test_placement_in_header_stages_and_timeline(self):
+        page = self.render(with_placement(load_json(GPT3)))
+        self.assertIn("<th>Placement</th><td>tp=8 inside a node; dp=2 across 2 nodes", page)
+        self.assertIn("<th>nodes</th>", page)
+        self.assertIn("<td class=num>14-15</td>", page)
+        # Each timeline row names its stage's nodes under the layers.
+        self.assertIn(">layers 12-23, nodes 2-3</text>", page)
+        plain = self.render(GPT3)
+        self.assertNotIn("Placement", plain)
+        self.assertNotIn("<th>nodes</th>", plain)
 
     def test_escaping_and_stage_memory(self):
         page = self.render(GPIPE)

@@ -25,7 +25,8 @@ static cl::opt<std::string, true> modelPath(cl::Positional, cl::Required,
                                             cl::cat(category));
 static cl::opt<std::string, true>
     cluster("cluster", cl::Required,
-            cl::desc("Cluster: a preset (local:N, dgx-h100:NODES, ...) or a "
+            cl::desc("Cluster: a preset (local:N, dgx-h100:NODES, ...), "
+                     "slurm:NODE (this Slurm allocation of NODE nodes) or a "
                      "JSON file"),
             cl::value_desc("SPEC"), cl::location(options.cluster),
             cl::cat(category));

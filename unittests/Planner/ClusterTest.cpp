@@ -10,6 +10,7 @@
 #include "gtest/gtest.h"
 
 #include <functional>
+#include <map>
 
 using namespace autopar;
 namespace json = llvm::json;
@@ -291,6 +292,166 @@ TEST(ClusterSpecFlag, ReadsJsonFiles) {
 }
 
 //===----------------------------------------------------------------------===//
+// slurm:NODE
+//===----------------------------------------------------------------------===//
+
+/// A made-up environment: what the Slurm allocation would set.
+EnvLookup fakeEnv(std::map<std::string, std::string> vars) {
+  return [vars = std::move(vars)](const char *name) -> const char * {
+    auto it = vars.find(name);
+    return it == vars.end() ? nullptr : it->second.c_str();
+  };
+}
+
+ClusterSpec slurmOk(llvm::StringRef spec,
+                    std::map<std::string, std::string> vars) {
+  llvm::Expected<ClusterSpec> cluster =
+      parseClusterSpec(spec, fakeEnv(std::move(vars)));
+  if (!cluster) {
+    ADD_FAILURE() << spec.str() << ": " << message(cluster.takeError());
+    return {};
+  }
+  return *cluster;
+}
+
+std::string slurmError(llvm::StringRef spec,
+                       std::map<std::string, std::string> vars) {
+  llvm::Expected<ClusterSpec> cluster =
+      parseClusterSpec(spec, fakeEnv(std::move(vars)));
+  if (cluster) {
+    ADD_FAILURE() << "parsed: " << spec.str();
+    return "";
+  }
+  return message(cluster.takeError());
+}
+
+TEST(SlurmCluster, NodesAndGpusFromTheAllocation) {
+  // sbatch --nodes=4 --gpus-per-node=8: the preset's node, 4 of them.
+  ClusterSpec c = slurmOk("slurm:dgx-h100", {{"SLURM_JOB_NUM_NODES", "4"},
+                                             {"SLURM_GPUS_ON_NODE", "8"},
+                                             {"SLURM_JOB_ID", "1234"}});
+  EXPECT_EQ(c.name, "slurm:dgx-h100, job 1234");
+  EXPECT_EQ(c.nodes, 4);
+  EXPECT_EQ(c.gpusPerNode, 8);
+  ClusterSpec preset = parseOk("dgx-h100:4");
+  preset.name = c.name;
+  expectSame(c, preset);
+
+  // Fewer GPUs than the node has: the plan uses those, over the same links.
+  ClusterSpec half =
+      slurmOk("slurm:dgx-a100-80gb",
+              {{"SLURM_NNODES", "2"}, {"SLURM_GPUS_ON_NODE", "4"}});
+  EXPECT_EQ(half.name, "slurm:dgx-a100-80gb");
+  EXPECT_EQ(half.worldSize(), 8);
+  EXPECT_EQ(half.device.name, "a100-80gb");
+  EXPECT_EQ(half.intraNode.gbytesPerS, 300);
+}
+
+TEST(SlurmCluster, GpuVariablesInOrder) {
+  // SLURM_GPUS_ON_NODE (what this node got) wins over the request.
+  EXPECT_EQ(slurmOk("slurm:dgx-h100", {{"SLURM_JOB_NUM_NODES", "2"},
+                                       {"SLURM_GPUS_ON_NODE", "2"},
+                                       {"SLURM_GPUS_PER_NODE", "h100:8"}})
+                .gpusPerNode,
+            2);
+  // --gpus-per-node=[type:]N.
+  EXPECT_EQ(slurmOk("slurm:dgx-h100", {{"SLURM_JOB_NUM_NODES", "2"},
+                                       {"SLURM_GPUS_PER_NODE", "h100:4"}})
+                .gpusPerNode,
+            4);
+  EXPECT_EQ(slurmOk("slurm:dgx-h100", {{"SLURM_JOB_NUM_NODES", "2"},
+                                       {"SLURM_GPUS_PER_NODE", "6"}})
+                .gpusPerNode,
+            6);
+  // The job's GPU IDs on this node.
+  EXPECT_EQ(slurmOk("slurm:dgx-h100", {{"SLURM_JOB_NUM_NODES", "1"},
+                                       {"SLURM_JOB_GPUS", "0,1,2,5"}})
+                .gpusPerNode,
+            4);
+  EXPECT_EQ(slurmOk("slurm:dgx-h100",
+                    {{"SLURM_JOB_NUM_NODES", "1"}, {"SLURM_JOB_GPUS", "0-3,6"}})
+                .gpusPerNode,
+            5);
+  // SLURM_JOB_NUM_NODES wins over the older SLURM_NNODES.
+  EXPECT_EQ(slurmOk("slurm:dgx-h100", {{"SLURM_JOB_NUM_NODES", "3"},
+                                       {"SLURM_NNODES", "5"},
+                                       {"SLURM_GPUS_ON_NODE", "8"}})
+                .nodes,
+            3);
+}
+
+TEST(SlurmCluster, Errors) {
+  EXPECT_EQ(slurmError("slurm:dgx-h100", {}),
+            "--cluster 'slurm:dgx-h100': not inside a Slurm allocation "
+            "(neither SLURM_JOB_NUM_NODES nor SLURM_NNODES is set); run "
+            "autopar-compile in the sbatch script or salloc shell of the job, "
+            "or give the node count: dgx-h100:NODES");
+  EXPECT_EQ(slurmError("slurm:dgx-h100", {{"SLURM_JOB_NUM_NODES", "four"},
+                                          {"SLURM_GPUS_ON_NODE", "8"}}),
+            "--cluster 'slurm:dgx-h100': SLURM_JOB_NUM_NODES='four' is not a "
+            "whole number of nodes from 1 to 100000");
+  EXPECT_NE(slurmError("slurm:dgx-h100",
+                       {{"SLURM_NNODES", "0"}, {"SLURM_GPUS_ON_NODE", "8"}})
+                .find("SLURM_NNODES='0' is not a whole number of nodes"),
+            std::string::npos);
+  EXPECT_NE(slurmError("slurm:dgx-h100", {{"SLURM_JOB_NUM_NODES", " 2"},
+                                          {"SLURM_GPUS_ON_NODE", "8"}})
+                .find("SLURM_JOB_NUM_NODES=' 2' is not"),
+            std::string::npos);
+  EXPECT_EQ(slurmError("slurm:dgx-h100", {{"SLURM_JOB_NUM_NODES", "2"},
+                                          {"SLURM_GPUS_ON_NODE", "8(x2)"}}),
+            "--cluster 'slurm:dgx-h100': SLURM_GPUS_ON_NODE='8(x2)' is not a "
+            "whole number of GPUs from 0 to 1024");
+  EXPECT_NE(slurmError("slurm:dgx-h100", {{"SLURM_JOB_NUM_NODES", "2"},
+                                          {"SLURM_GPUS_PER_NODE", "h100:"}})
+                .find("SLURM_GPUS_PER_NODE='h100:' is not [type:]count"),
+            std::string::npos);
+  EXPECT_NE(
+      slurmError("slurm:dgx-h100", {{"SLURM_JOB_NUM_NODES", "2"},
+                                    {"SLURM_GPUS_PER_NODE", "h100:4,a100:4"}})
+          .find("asks for several GPU types per node; autopar plans "
+                "for identical GPUs"),
+      std::string::npos);
+  EXPECT_NE(slurmError("slurm:dgx-h100", {{"SLURM_JOB_NUM_NODES", "1"},
+                                          {"SLURM_JOB_GPUS", "0,,1"}})
+                .find("SLURM_JOB_GPUS='0,,1' is not a comma-separated list"),
+            std::string::npos);
+  EXPECT_EQ(slurmError("slurm:dgx-h100", {{"SLURM_JOB_NUM_NODES", "2"}}),
+            "--cluster 'slurm:dgx-h100': the Slurm allocation has no GPUs "
+            "(none of SLURM_GPUS_ON_NODE, SLURM_GPUS_PER_NODE, SLURM_JOB_GPUS "
+            "is set); request them (--gpus-per-node=8 or --gres=gpu:8), or "
+            "give the node count: dgx-h100:NODES");
+  EXPECT_NE(slurmError("slurm:dgx-h100", {{"SLURM_JOB_NUM_NODES", "2"},
+                                          {"SLURM_GPUS_ON_NODE", "0"}})
+                .find("the allocation has no GPUs"),
+            std::string::npos);
+  EXPECT_EQ(slurmError("slurm:t4-x4", {{"SLURM_JOB_NUM_NODES", "2"},
+                                       {"SLURM_GPUS_ON_NODE", "8"}}),
+            "--cluster 'slurm:t4-x4': SLURM_GPUS_ON_NODE='8': 8 GPUs per "
+            "node, but a t4-x4 node has 4; name the node preset of the "
+            "allocation's nodes, or describe them in a JSON cluster file "
+            "(docs/clusters.md)");
+  EXPECT_NE(slurmError("slurm:dgx-h100", {{"SLURM_JOB_NUM_NODES", "2"},
+                                          {"SLURM_GPUS_ON_NODE", "8"},
+                                          {"SLURM_HET_SIZE", "2"}})
+                .find("SLURM_HET_SIZE='2': a heterogeneous job (several node "
+                      "types); autopar plans for identical nodes"),
+            std::string::npos);
+  // The node type is checked first: no allocation needed to see the typo.
+  EXPECT_NE(slurmError("slurm:dgx-h10", {})
+                .find("unknown node preset 'dgx-h10'; give slurm:NODE with "
+                      "NODE one of dgx-a100-40gb, dgx-a100-80gb"),
+            std::string::npos);
+  EXPECT_NE(slurmError("slurm", {}).find("no node type; give slurm:NODE"),
+            std::string::npos);
+  EXPECT_NE(slurmError("slurm:h100-sxm", {})
+                .find("'h100-sxm' is a GPU, not a node type"),
+            std::string::npos);
+  // The list of spellings names it.
+  EXPECT_NE(specError("foo:3").find("slurm:NODE"), std::string::npos);
+}
+
+//===----------------------------------------------------------------------===//
 // local:N
 //===----------------------------------------------------------------------===//
 
@@ -413,6 +574,44 @@ TEST(ClusterJson, UnknownAndMissingKeys) {
                              [](json::Object &o) { o.erase("inter_node"); }))
                 .find("missing key 'inter_node'"),
             std::string::npos);
+}
+
+TEST(ClusterJson, HeterogeneousNodesAreOneError) {
+  const std::string tail =
+      ": autopar plans for identical nodes (\"nodes\": a count of nodes "
+      "that have the same \"gpus_per_node\", \"gpu\", \"intra_node\" "
+      "and \"inter_node\"); describe one node type: the partition the job "
+      "runs in, or the smaller node type (fewer GPUs, less memory) with all "
+      "the nodes, whose plan runs on the larger ones too";
+  auto top = [](llvm::StringRef key, json::Value v) {
+    return jsonError(
+        edited(kExample, [&](json::Object &o) { o[key] = std::move(v); }));
+  };
+  // "nodes" as a list of groups, or a map of node type to count.
+  EXPECT_EQ(top("nodes",
+                json::Array{json::Object{{"count", 4}, {"gpu", "a100-80gb"}},
+                            json::Object{{"count", 2}, {"gpu", "h100-sxm"}}}),
+            "c.json: key 'nodes': several groups of nodes" + tail);
+  EXPECT_EQ(top("nodes", json::Object{{"a100", 4}, {"h100", 2}}),
+            "c.json: key 'nodes': several groups of nodes" + tail);
+  EXPECT_EQ(top("gpu", json::Array{"a100-80gb", "h100-sxm"}),
+            "c.json: key 'gpu': several GPU types" + tail);
+  EXPECT_EQ(top("gpus_per_node", json::Array{8, 4}),
+            "c.json: key 'gpus_per_node': several GPU counts per node" + tail);
+  EXPECT_EQ(top("intra_node", json::Array{}),
+            "c.json: key 'intra_node': several intra-node links" + tail);
+  EXPECT_EQ(top("inter_node", json::Array{}),
+            "c.json: key 'inter_node': several networks" + tail);
+  // Keys other tools use for groups of nodes, even beside a valid file.
+  for (const char *key : {"partitions", "node_groups", "node_types"})
+    EXPECT_EQ(top(key, json::Array{}),
+              "c.json: key '" + std::string(key) + "': groups of nodes" + tail);
+  // A list of whole cluster descriptions.
+  EXPECT_EQ(jsonError("[" + std::string(kExample) + ", " + kCustomGpu + "]"),
+            "c.json: a list of 2 cluster descriptions: " + tail.substr(2));
+  // Not a list of descriptions: the usual shape error.
+  EXPECT_EQ(jsonError("[1]"),
+            "c.json: a cluster description is a JSON object, not [1]");
 }
 
 TEST(ClusterJson, WrongTypesAndUnits) {

@@ -17,6 +17,7 @@
 #include "llvm/Support/JSON.h"
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 namespace autopar {
@@ -86,10 +87,31 @@ struct ClusterSpec {
   Precision defaultPrecision() const;
 };
 
+/// Looks up an environment variable; nullptr when unset. The same shape as
+/// the runtime's EnvLookup, so that tests can give a made-up environment.
+using EnvLookup = std::function<const char *(const char *)>;
+
 /// Parses `--cluster`: a preset `NAME:COUNT` (`local:N` ranks, or a node type
-/// such as `dgx-h100:4` nodes) or the path of a JSON file (INTERFACES.md).
-/// Errors name the key, the value and why it is wrong.
+/// such as `dgx-h100:4` nodes), `slurm:NODE` (the Slurm allocation this runs
+/// in, of node type NODE: makeSlurmCluster) or the path of a JSON file
+/// (INTERFACES.md). Errors name the key, the value and why it is wrong.
+/// Environment variables are read through `getEnv`.
+llvm::Expected<ClusterSpec> parseClusterSpec(llvm::StringRef spec,
+                                             const EnvLookup &getEnv);
+/// parseClusterSpec on the process environment.
 llvm::Expected<ClusterSpec> parseClusterSpec(llvm::StringRef spec);
+
+/// The Slurm allocation this process runs in (an sbatch script or an salloc
+/// shell) as `nodePreset` nodes: the node count from SLURM_JOB_NUM_NODES (or
+/// the older SLURM_NNODES), the GPUs per node from SLURM_GPUS_ON_NODE, else
+/// SLURM_GPUS_PER_NODE (`[type:]count`), else the IDs in SLURM_JOB_GPUS;
+/// the device and links from the preset. Errors (naming `spec`, the
+/// variable and its value) when not inside an allocation, when a variable is
+/// malformed, when the allocation has no GPUs or more per node than the
+/// preset's node, and for heterogeneous jobs (SLURM_HET_SIZE).
+llvm::Expected<ClusterSpec> makeSlurmCluster(llvm::StringRef spec,
+                                             llvm::StringRef nodePreset,
+                                             const EnvLookup &getEnv);
 
 /// Parses a cluster from JSON text; `origin` names it in errors.
 llvm::Expected<ClusterSpec> parseClusterJson(llvm::StringRef json,

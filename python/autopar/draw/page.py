@@ -30,6 +30,10 @@ def _header_rows(report):
         ("Recompute", esc(r.recompute)),
         ("Schedule", esc(sched)),
     ]
+    if r.placement_summary:
+        # Which nodes the tp groups, dp groups and stages span (autopar-run's rank order).
+        rows.insert(rows.index(("ZeRO stage", str(r.zero_stage))),
+                    ("Placement", esc(r.placement_summary)))
     if r.cluster or r.device:
         rows.insert(1, ("Cluster", esc(r.cluster or "") +
                         (f" ({esc(r.device)})" if r.device and r.cluster else
@@ -62,6 +66,11 @@ def _search_stats(search):
     return f" ({', '.join(parts)})" if parts else ""
 
 
+def _node_range(first, last):
+    """'3' or '0-7'."""
+    return str(first) if first == last else f"{first}-{last}"
+
+
 def _kv_table(rows):
     return "<table class=kv>" + "".join(
         f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in rows) + "</table>"
@@ -72,7 +81,10 @@ def _stages_table(report):
         return ""
     times = any(s.forward_s is not None for s in report.stages)
     mem = any(s.memory_breakdown_bytes for s in report.stages)
+    nodes = report.stage_nodes
     head = "<tr><th>stage</th><th>layers</th><th>ONNX nodes</th>"
+    if nodes:
+        head += "<th>nodes</th>"
     if times:
         head += "<th>forward / micro-batch</th><th>backward / micro-batch</th>"
     if mem:
@@ -81,6 +93,8 @@ def _stages_table(report):
     for s in report.stages:
         row = (f"<tr><td class=num>{s.stage}</td><td>{esc(s.layers or '')}</td>"
                f"<td class=num>{'' if s.onnx_nodes is None else f'{s.onnx_nodes:,}'}</td>")
+        if nodes:
+            row += f"<td class=num>{_node_range(*nodes[s.stage])}</td>"
         if times:
             row += (f"<td class=num>{'' if s.forward_s is None else fmt_ms(s.forward_s)}</td>"
                     f"<td class=num>{'' if s.backward_s is None else fmt_ms(s.backward_s)}</td>")

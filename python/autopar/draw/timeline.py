@@ -138,9 +138,19 @@ def timeline_svg(report, tl, width=1100):
     row_h = max(6.0, min(34.0, 420.0 / p))
     gap = max(1.0, row_h * 0.18)
     # Layer ranges go under the stage name when rows are tall enough; long ones are cut.
-    show_layers = row_h >= 26 and any(st.layers for st in report.stages)
-    layer_labels = [_cut(f"layers {st.layers}", 30) if st.layers else ""
-                    for st in report.stages] if show_layers else []
+    # The nodes each stage runs on (the report's placement) join them.
+    nodes = report.stage_nodes or []
+
+    def sublabel(i, st):
+        parts = [f"layers {st.layers}"] if st.layers else []
+        if i < len(nodes):
+            first, last = nodes[i]
+            parts.append(f"node {first}" if first == last else f"nodes {first}-{last}")
+        return _cut(", ".join(parts), 30)
+
+    show_layers = row_h >= 26 and (any(st.layers for st in report.stages) or bool(nodes))
+    layer_labels = [sublabel(i, st) for i, st in enumerate(report.stages)] \
+        if show_layers else []
     left = int(max([96] + [_text_w(t, 10) + 16 for t in layer_labels]))
     plot_w = width - left - right
     out = []
