@@ -483,28 +483,25 @@ struct ApplyOptimizerPass
       Value &total = sharded[k] ? blockSumSq : tpBlock[k] ? tpSumSq : sumSq;
       total = total ? u.add(total, s) : s;
     }
-    if (tpSumSq) {
+    // An f32 scalar summed over one axis of a grid.
+    auto sumOver = [&](Value scalar, llvm::StringRef gridName,
+                       int16_t axis) -> Value {
       auto oneF32 = RankedTensorType::get({1}, f32);
       Value partial =
-          tensor::FromElementsOp::create(b, u.loc, oneF32, ValueRange{tpSumSq});
+          tensor::FromElementsOp::create(b, u.loc, oneF32, ValueRange{scalar});
       Value reduced = shard::AllReduceOp::create(
-          b, u.loc, oneF32, "autopar_grid", ArrayRef<shard::GridAxis>{1},
-          partial, shard::ReductionKind::Sum);
-      Value global = tensor::ExtractOp::create(
+          b, u.loc, oneF32, gridName, ArrayRef<shard::GridAxis>{axis}, partial,
+          shard::ReductionKind::Sum);
+      return tensor::ExtractOp::create(
           b, u.loc, reduced,
           ValueRange{arith::ConstantIndexOp::create(b, u.loc, 0)});
+    };
+    if (tpSumSq) {
+      Value global = sumOver(tpSumSq, "autopar_grid", 1);
       sumSq = sumSq ? u.add(sumSq, global) : global;
     }
     if (blockSumSq) {
-      auto oneF32 = RankedTensorType::get({1}, f32);
-      Value partial = tensor::FromElementsOp::create(b, u.loc, oneF32,
-                                                     ValueRange{blockSumSq});
-      Value reduced = shard::AllReduceOp::create(
-          b, u.loc, oneF32, grid.getValue(), ArrayRef<shard::GridAxis>{0},
-          partial, shard::ReductionKind::Sum);
-      Value global = tensor::ExtractOp::create(
-          b, u.loc, reduced,
-          ValueRange{arith::ConstantIndexOp::create(b, u.loc, 0)});
+      Value global = sumOver(blockSumSq, grid.getValue(), 0);
       sumSq = sumSq ? u.add(sumSq, global) : global;
     }
     // Every trained parameter of the stage a tied copy: it adds nothing.
@@ -522,15 +519,7 @@ struct ApplyOptimizerPass
                            << static_cast<int64_t>(pipelineStages);
         return signalPassFailure();
       }
-      auto oneF32 = RankedTensorType::get({1}, f32);
-      Value partial =
-          tensor::FromElementsOp::create(b, u.loc, oneF32, ValueRange{sumSq});
-      Value reduced = shard::AllReduceOp::create(
-          b, u.loc, oneF32, "autopar_grid", ArrayRef<shard::GridAxis>{2},
-          partial, shard::ReductionKind::Sum);
-      sumSq = tensor::ExtractOp::create(
-          b, u.loc, reduced,
-          ValueRange{arith::ConstantIndexOp::create(b, u.loc, 0)});
+      sumSq = sumOver(sumSq, "autopar_grid", 2);
     }
     Value gradNorm = math::SqrtOp::create(b, u.loc, sumSq);
     if (scaling) {

@@ -98,6 +98,17 @@ def resumed_bitwise(case, tag, art, ranks, launcher, whole, errors):
     return ckpt
 
 
+def on_one_rank(case, tag, one, ckpt, launcher, noise_only):
+    """`ckpt` (its latest at step 3) resumed on one rank continues one
+    rank's run `one` (compared from step 4)."""
+    return compare(f"{case.name} {tag} checkpoint resumed on one rank",
+                   (one[0][3:], one[1]),
+                   case.train(f"{tag}-on-local1",
+                              os.path.join(case.dir, "local1-art"), 1,
+                              launcher, "--checkpoint-dir", ckpt, "--resume"),
+                   noise_only=noise_only)
+
+
 def pipeline_config(base, batch, micro_batch):
     return {**base, "train_batch_size": batch,
             "train_micro_batch_size_per_gpu": micro_batch}
@@ -225,30 +236,11 @@ def main():
 
     # Checkpoints: stopped at step 3 and resumed under the same plan, the
     # run is bitwise the uninterrupted one; each stage wrote its own part.
-    ckpt = os.path.join(gpt.dir, "pp2-ckpt")
-    run(["rm", "-rf", ckpt])
-    first = gpt.train("pp2-resumed", art, 2, launcher, "--checkpoint-dir",
-                      ckpt, "--checkpoint-every", "3")
-    run(["sh", "-c", f"echo step-00000003 > {ckpt}/latest"])
-    resumed = gpt.train("pp2-resumed", art, 2, launcher, "--checkpoint-dir",
-                        ckpt, "--resume")
-    losses = first[0][:3] + resumed[0]
-    same = set(resumed[1]) == set(whole[1]) and all(
-        np.array_equal(resumed[1][k], v) for k, v in whole[1].items())
-    if losses != whole[0] or not same:
-        errors.append(f"gpt pp2 resumed at step 3: losses {losses} vs "
-                      f"{whole[0]} uninterrupted; parameters "
-                      f"{'equal' if same else 'differ'}")
-    else:
-        print("PASS gpt pp2 resumed at step 3: bitwise the uninterrupted run")
     # The same checkpoint on one rank (each stage wrote its own tensors), and
     # one rank's checkpoint on the pipeline: the model hash is the plan's
     # neither way.
-    run(["sh", "-c", f"echo step-00000003 > {ckpt}/latest"])
-    single = gpt.train("pp2-on-local1", os.path.join(gpt.dir, "local1-art"),
-                       1, launcher, "--checkpoint-dir", ckpt, "--resume")
-    errors += compare("gpt pp2 checkpoint resumed on one rank",
-                      (one[0][3:], one[1]), single, noise_only=key_bias)
+    ckpt = resumed_bitwise(gpt, "pp2", art, 2, launcher, whole, errors)
+    errors += on_one_rank(gpt, "pp2", one, ckpt, launcher, key_bias)
     ckpt1 = os.path.join(gpt.dir, "local1-ckpt")
     run(["rm", "-rf", ckpt1])
     gpt.train("local1-saved", os.path.join(gpt.dir, "local1-art"), 1,
@@ -265,13 +257,7 @@ def main():
     # run, and on one rank it continues one rank's curve.
     ckpt = resumed_bitwise(gpt, "tp2xpp2", art_tp, 4, launcher, whole_tp,
                            errors)
-    errors += compare("gpt tp2xpp2 checkpoint resumed on one rank",
-                      (one[0][3:], one[1]),
-                      gpt.train("tp2xpp2-on-local1",
-                                os.path.join(gpt.dir, "local1-art"), 1,
-                                launcher, "--checkpoint-dir", ckpt,
-                                "--resume"),
-                      noise_only=key_bias)
+    errors += on_one_rank(gpt, "tp2xpp2", one, ckpt, launcher, key_bias)
 
     # Tied weights (GPT-2's head is its token table): stages 0 and 1 each
     # hold the table, and its gradient is summed over them (one all-reduce
@@ -295,13 +281,7 @@ def main():
                       noise_only=key_bias)
     ckpt = resumed_bitwise(tied, "pp2", art_tied, 2, launcher, whole_tied,
                            errors)
-    errors += compare("gpt (tied) pp2 checkpoint resumed on one rank",
-                      (tied_one[0][3:], tied_one[1]),
-                      tied.train("pp2-on-local1",
-                                 os.path.join(tied.dir, "local1-art"), 1,
-                                 launcher, "--checkpoint-dir", ckpt,
-                                 "--resume"),
-                      noise_only=key_bias)
+    errors += on_one_rank(tied, "pp2", tied_one, ckpt, launcher, key_bias)
 
     # --save-onnx: the first rank gathers every stage's parameters (a tp
     # stage's blocks, a tied weight once) into the trained model, which
