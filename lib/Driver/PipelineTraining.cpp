@@ -238,14 +238,27 @@ struct StepFacts {
   llvm::StringSet<> trained;
 };
 
+/// `v` annotated whole (replicated) on every rank of @autopar_grid.
+Value annotateWhole(OpBuilder &b, Location loc, Value v) {
+  MLIRContext *ctx = b.getContext();
+  // One empty entry, not none: see createSharding in PlanAnnotate.cpp.
+  Value replicated =
+      shard::ShardingOp::create(
+          b, loc, FlatSymbolRefAttr::get(ctx, "autopar_grid"),
+          ArrayRef<shard::GridAxesAttr>{shard::GridAxesAttr::get(ctx, {})})
+          .getResult();
+  return shard::ShardOp::create(b, loc, v, replicated,
+                                /*annotate_for_users=*/false);
+}
+
 /// Partitions the differentiated stage \p f over its tensor-parallel group
 /// (the plan annotated its forward before autodiff, whose shard rule lays
 /// out each cotangent as its value, so the backward gets Megatron's
 /// conjugate collectives), as the one-program step is. A parameter the plan
-/// splits becomes this rank's block and is marked `autopar.tp_split`; the
-/// stage's other arguments and its results before \p firstBlockResult (what
-/// it sends, receives and sums) outside [\p firstBlockResult,
-/// \p endBlockResult) (the parameters' gradients) must stay whole.
+/// splits becomes this rank's block and is marked `autopar.tp_split`. The
+/// stage's other arguments, and its results outside [\p firstBlockResult,
+/// \p endBlockResult) (the parameters' gradients), are what it receives,
+/// sends and sums: they must stay whole.
 llvm::Error partitionStage(ModuleOp stage, func::FuncOp f, int64_t k,
                            size_t firstBlockResult, size_t endBlockResult) {
   MLIRContext *ctx = stage.getContext();
@@ -266,13 +279,7 @@ llvm::Error partitionStage(ModuleOp stage, func::FuncOp f, int64_t k,
       auto type = dyn_cast<RankedTensorType>(arg.getType());
       if (!arg.use_empty() || !type || type.getRank() == 0)
         continue;
-      Value replicated =
-          shard::ShardingOp::create(
-              b, arg.getLoc(), FlatSymbolRefAttr::get(ctx, "autopar_grid"),
-              ArrayRef<shard::GridAxesAttr>{shard::GridAxesAttr::get(ctx, {})})
-              .getResult();
-      shard::ShardOp::create(b, arg.getLoc(), arg, replicated,
-                             /*annotate_for_users=*/false);
+      annotateWhole(b, arg.getLoc(), arg);
     }
   }
   auto pm = PassManager::on<ModuleOp>(ctx);
@@ -382,16 +389,7 @@ llvm::Error cutStage(ModuleOp stage, int64_t k, int64_t numStages,
       BlockArgument cot = f.getArgument(position);
       cotangentsIn.push_back({cot, dict});
       // Whole on every tp rank, as the activation it is the cotangent of.
-      Value cotValue = cot;
-      if (tpGrid)
-        cotValue = shard::ShardOp::create(
-            b, loc, cot,
-            shard::ShardingOp::create(
-                b, loc, FlatSymbolRefAttr::get(ctx, "autopar_grid"),
-                ArrayRef<shard::GridAxesAttr>{
-                    shard::GridAxesAttr::get(ctx, {})})
-                .getResult(),
-            /*annotate_for_users=*/false);
+      Value cotValue = tpGrid ? annotateWhole(b, loc, cot) : Value(cot);
       Value term = dotProduct(b, loc, p.value, cotValue);
       if (stageLoss &&
           cast<RankedTensorType>(stageLoss.getType()).getElementType() !=
