@@ -42,6 +42,17 @@ static Value combine(OpBuilder &b, Location loc, ReductionKind kind, Value x,
   return arith::AddIOp::create(b, loc, x, acc);
 }
 
+/// |x| (p = 1) or x² (p = 2), elementwise: the terms of an L1 or L2 norm.
+static Value absOrSquare(OpBuilder &b, Location loc, Value x,
+                         llvm::ArrayRef<int64_t> shape, Type et, int64_t p) {
+  return createElementwise(
+      b, loc, x, shape, et, [&](OpBuilder &nb, Location l, ValueRange args) {
+        if (p == 1)
+          return math::AbsFOp::create(nb, l, args[0]).getResult();
+        return arith::MulFOp::create(nb, l, args[0], args[0]).getResult();
+      });
+}
+
 /// Divides every element of `value` by the constant `count`.
 static Value divideByCount(OpBuilder &b, Location loc, Value value,
                            int64_t count, bool isUnsigned) {
@@ -320,12 +331,7 @@ LogicalResult convertReduceNorm(NodeContext &ctx, int64_t p, bool root) {
   Value x = ctx.input(0);
   llvm::ArrayRef<int64_t> in = ctx.inputShape(0);
   Type et = getElementTypeOf(x);
-  Value magnitude = createElementwise(
-      b, loc, x, in, et, [&](OpBuilder &nb, Location l, ValueRange args) {
-        if (p == 1)
-          return math::AbsFOp::create(nb, l, args[0]).getResult();
-        return arith::MulFOp::create(nb, l, args[0], args[0]).getResult();
-      });
+  Value magnitude = absOrSquare(b, loc, x, in, et, p);
   if (!*reduced) {
     // noop_with_empty_axes: no reduction, only the elementwise part.
     if (root)
@@ -740,12 +746,7 @@ LogicalResult convertLpNormalization(NodeContext &ctx) {
   Location loc = ctx.getLoc();
   Value x = ctx.input(0);
   Type et = getElementTypeOf(x);
-  Value magnitude = createElementwise(
-      b, loc, x, in, et, [&](OpBuilder &nb, Location l, ValueRange args) {
-        if (p == 1)
-          return math::AbsFOp::create(nb, l, args[0]).getResult();
-        return arith::MulFOp::create(nb, l, args[0], args[0]).getResult();
-      });
+  Value magnitude = absOrSquare(b, loc, x, in, et, p);
   int64_t dims[] = {*axis};
   Value norm = createReduction(b, loc, magnitude, dims, ReductionKind::Sum);
   if (p == 2)
