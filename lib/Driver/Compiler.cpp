@@ -385,14 +385,10 @@ int CompileFlow::pinTensorParallelTraining() {
   if (request.pins.zeroStage && *request.pins.zeroStage > 0)
     return refuse("ZeRO under tensor parallelism is being built (drop --zero "
                   "and zero_optimization.stage)");
-  if (request.pins.recompute && *request.pins.recompute != Recompute::None)
-    return refuse("recomputation under tensor parallelism is being built "
-                  "(drop --recompute, or --tp)");
   request.pins.dp = world / o.tp;
   request.pins.tp = o.tp;
   request.pins.pp = 1;
   request.pins.zeroStage = 0;
-  request.pins.recompute = Recompute::None;
   tensorParallelTraining = true;
   return 0;
 }

@@ -13,6 +13,7 @@
 #include "autopar/Transforms/Recompute.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/Transforms/RegionUtils.h"
@@ -90,6 +91,13 @@ struct RematerializePass : autopar::impl::RematerializeBase<RematerializePass> {
     auto recomputed = [&](Operation *op) {
       if (!op || !active.contains(op) || op->getNumOperands() == 0 ||
           !isMemoryEffectFree(op))
+        return false;
+      // A tensor-parallel plan's annotation of an argument (a parameter)
+      // says how it is laid out: a clone would annotate the argument a
+      // second time, after uses the first one serves. Annotations of
+      // recomputed values are cloned with them.
+      if (auto shard = dyn_cast<shard::ShardOp>(op);
+          shard && isa<BlockArgument>(shard.getSrc()))
         return false;
       return full ||
              (autopar::isSelectivelyRecomputed(op) && !random.contains(op));

@@ -20,7 +20,8 @@ report's predicted ones, call for call and byte for byte (--check-comm).
   dp2 x tp2 on 4, shuffled; each rank holds the parameters and optimizer
   states the report's memory breakdown predicts, byte for byte;
 - gpt: embeddings, attention, LayerNorm, a GELU MLP and cross-entropy, tp on
-  2 ranks with SGD with momentum and with AdamW, and dp2 x tp2 on 4; and with
+  2 ranks with SGD with momentum and with AdamW, also with recompute full and
+  selective (autopar-rematerialize before partitioning), and dp2 x tp2 on 4; and with
   Dropout (masks by global element index: a loop whose position a body reads
   is never split), tp2, dp2 x tp2, and dp2 x tp2 with 2 micro-batches per
   replica (the micro-batch loop unrolled before partitioning);
@@ -163,6 +164,21 @@ def main():
         check_split(f"{name} tp2", art, errors)
         whole = gpt.train("tp2", art, 2, launcher)
         errors += compare(f"{name} tp2", one[:2], whole, noise_only=key_bias)
+
+    # Recomputation in the one-program step: autopar-rematerialize clones
+    # the forward ops the backward reads (all of them, or the memory-bound
+    # ones) before partitioning, so the clones are partitioned as the
+    # originals (a full recomputation repeats the forward's collectives).
+    for mode in ("full", "selective"):
+        art_r, result = gpt.compile(f"tp2-recompute-{mode}", 2, "--tp", "2",
+                                    "--recompute", mode)
+        if f"recompute {mode}" not in result.stdout:
+            errors.append(f"gpt tp2 --recompute {mode}: the plan does not "
+                          f"say so:\n{result.stdout}")
+        errors += compare(f"gpt tp2 recompute {mode}", one[:2],
+                          gpt.train(f"tp2-recompute-{mode}", art_r, 2,
+                                    launcher),
+                          noise_only=key_bias)
 
     # Data-parallel replicas of tensor-parallel groups: each gradient block
     # is all-reduced over dp on its own (a flat bucket would gather it).

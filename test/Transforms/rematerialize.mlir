@@ -92,3 +92,45 @@ func.func @main(%w: tensor<4xf32> {autopar.parameter = "w", autopar.trainable}, 
   } -> tensor<4xf32>
   return %wx, %g : tensor<4xf32>, tensor<4xf32>
 }
+
+// -----
+
+#map = affine_map<(d0, d1) -> (d0, d1)>
+#scalar = affine_map<(d0, d1) -> ()>
+// Under a tensor-parallel plan: the parameter's annotation is how it is laid
+// out, not a computation, so it is not cloned (a second annotation of %w
+// would come after uses the first one serves); the recomputed GEMM reads
+// the one annotation, and an annotation of a recomputed value is cloned
+// with it.
+// FULL-LABEL: func.func @main
+// FULL: %[[W:.*]] = shard.shard %arg0 to
+// FULL: %[[MM:.*]] = linalg.matmul ins(%arg1, %[[W]] :
+// FULL: %[[MMA:.*]] = shard.shard %[[MM]] to
+// FULL: %[[MM2:.*]] = linalg.matmul {autopar.recomputed} ins(%arg1, %[[W]] :
+// FULL: shard.shard %[[MM2]] to {{.*}}{autopar.recomputed}
+// FULL-NOT: shard.shard %arg0
+shard.grid @autopar_grid(shape = 1x2)
+func.func @main(%w: tensor<2x2xf32> {autopar.parameter = "w", autopar.trainable}, %x: tensor<2x2xf32> {autopar.input = "x"})
+    -> (tensor<f32> {autopar.output = "loss"}, tensor<2x2xf32> {autopar.gradient = "w"}) {
+  %zero = arith.constant 0.0 : f32
+  %sw = shard.sharding @autopar_grid split_axes = [[], [1]] : !shard.sharding
+  %wa = shard.shard %w to %sw : tensor<2x2xf32>
+  %e = tensor.empty() : tensor<2x2xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<2x2xf32>) -> tensor<2x2xf32>
+  %mm = linalg.matmul ins(%x, %wa : tensor<2x2xf32>, tensor<2x2xf32>) outs(%z : tensor<2x2xf32>) -> tensor<2x2xf32>
+  %mma = shard.shard %mm to %sw : tensor<2x2xf32>
+  %s0 = tensor.empty() : tensor<f32>
+  %s = linalg.fill ins(%zero : f32) outs(%s0 : tensor<f32>) -> tensor<f32>
+  %loss = linalg.generic {indexing_maps = [#map, #scalar], iterator_types = ["reduction", "reduction"]} ins(%mma : tensor<2x2xf32>) outs(%s : tensor<f32>) {
+  ^bb0(%a: f32, %o: f32):
+    %p = arith.addf %a, %o : f32
+    linalg.yield %p : f32
+  } -> tensor<f32>
+  // The backward reads the annotated GEMM output.
+  %g = linalg.generic {indexing_maps = [#map, #map], iterator_types = ["parallel", "parallel"]} ins(%mma : tensor<2x2xf32>) outs(%e : tensor<2x2xf32>) {
+  ^bb0(%v: f32, %o: f32):
+    %dv = arith.mulf %v, %v : f32
+    linalg.yield %dv : f32
+  } -> tensor<2x2xf32>
+  return %loss, %g : tensor<f32>, tensor<2x2xf32>
+}

@@ -485,7 +485,10 @@ def Rematerialize : Pass<"autopar-rematerialize", "mlir::ModuleOp"> {
     Only values the trained parameters flow into are recomputed: labels,
     masks and a mean's count of valid targets (which
     `autopar-accumulate-gradients` replaces by one in the backward) are
-    kept, and constants and empty tensors are never cloned.
+    kept, and constants and empty tensors are never cloned. Under a
+    tensor-parallel plan a `shard.shard` of an argument (a parameter's
+    layout) is never cloned, and one of a recomputed value is cloned with
+    it.
   }];
   let options = [
     Option<"mode", "mode", "std::string", "\"none\"",
