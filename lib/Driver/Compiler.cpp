@@ -81,6 +81,8 @@ private:
   /// Training with pipeline stages: each stage's forward, backward and
   /// step (PipelineTraining.h).
   int compilePipelineTraining();
+  /// What every training artifact takes from the flags and the plan.
+  TrainingArtifactOptions trainingArtifactOptions(int64_t microBatches) const;
   int compileInference();
   /// --emit-sbatch: the batch script for the artifact just written.
   int writeSbatchScript();
@@ -757,20 +759,8 @@ int CompileFlow::compileTrainingStep() {
       return 1;
   }
   writeIR("train-step.mlir", *module);
-  TrainingArtifactOptions artifact;
-  artifact.modelPath = o.modelPath;
-  artifact.outputDir = o.outputDir;
-  artifact.cluster = o.cluster;
-  artifact.targetCpu = o.targetCpu;
-  artifact.dumpDir = o.dumpDir;
-  artifact.globalBatch = plan->globalBatch;
-  artifact.microBatches = microBatches;
-  artifact.dataParallel = best.dp;
+  TrainingArtifactOptions artifact = trainingArtifactOptions(microBatches);
   artifact.withOptimizer = !o.emitGradients;
-  artifact.config = trainConfig;
-  artifact.loss = o.loss;
-  artifact.importOptions = importOptions;
-  artifact.fuseAttention = o.fuseAttention;
   artifact.tensorParallel = best.tp;
   artifact.tensorParallelSplits = std::move(splits);
   if (gpu) {
@@ -798,6 +788,24 @@ int CompileFlow::compileTrainingStep() {
   llvm::outs() << "wrote " << o.outputDir << " (training step, compiled in "
                << llvm::format("%.2f", elapsedSeconds()) << " s)\n";
   return writeSbatchScript();
+}
+
+TrainingArtifactOptions
+CompileFlow::trainingArtifactOptions(int64_t microBatches) const {
+  TrainingArtifactOptions artifact;
+  artifact.modelPath = o.modelPath;
+  artifact.outputDir = o.outputDir;
+  artifact.cluster = o.cluster;
+  artifact.targetCpu = o.targetCpu;
+  artifact.dumpDir = o.dumpDir;
+  artifact.globalBatch = plan->globalBatch;
+  artifact.microBatches = microBatches;
+  artifact.dataParallel = plan->best.dp;
+  artifact.config = trainConfig;
+  artifact.loss = o.loss;
+  artifact.importOptions = importOptions;
+  artifact.fuseAttention = o.fuseAttention;
+  return artifact;
 }
 
 int CompileFlow::compilePipelineTraining() {
@@ -862,19 +870,8 @@ int CompileFlow::compilePipelineTraining() {
   // before the collectives become runtime calls.
   llvm::json::Object collectives =
       pipelineCollectives(*stages, best.numMicroBatches);
-  TrainingArtifactOptions artifact;
-  artifact.modelPath = o.modelPath;
-  artifact.outputDir = o.outputDir;
-  artifact.cluster = o.cluster;
-  artifact.targetCpu = o.targetCpu;
-  artifact.dumpDir = o.dumpDir;
-  artifact.globalBatch = plan->globalBatch;
-  artifact.microBatches = best.numMicroBatches;
-  artifact.dataParallel = best.dp;
-  artifact.config = trainConfig;
-  artifact.loss = o.loss;
-  artifact.importOptions = importOptions;
-  artifact.fuseAttention = o.fuseAttention;
+  TrainingArtifactOptions artifact =
+      trainingArtifactOptions(best.numMicroBatches);
   std::string error;
   auto trained = writePipelineTrainingArtifact(*stages, best, artifact, error);
   if (failed(trained))

@@ -26,7 +26,6 @@
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/SymbolTable.h"
 
-
 namespace autopar {
 #define GEN_PASS_DEF_ACCUMULATEGRADIENTS
 #include "autopar/Transforms/Passes.h.inc"

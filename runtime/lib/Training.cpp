@@ -84,8 +84,14 @@ std::vector<CheckpointTensor> currentState(Session &session,
   bool pipeline = session.getManifest().isPipelineTraining();
   std::vector<ArgumentDesc> state = stateArguments(session);
   std::map<std::string, int64_t> firstStage;
-  if (pipeline)
+  std::map<std::string, const ArgumentDesc *> stateByName;
+  if (pipeline) {
     firstStage = firstStageOf(session.getManifest());
+    for (const ArgumentDesc &arg : state)
+      if (arg.kind == ArgumentKind::Parameter ||
+          arg.kind == ArgumentKind::OptimizerState)
+        stateByName.emplace(arg.name, &arg);
+  }
   std::vector<CheckpointTensor> tensors = trainingStateTensors(state);
   for (CheckpointTensor &tensor : tensors) {
     std::optional<size_t> index =
@@ -96,13 +102,11 @@ std::vector<CheckpointTensor> currentState(Session &session,
       // Another pipeline stage's: not written here, but its blocks (tensor
       // parallelism within the stage) are what the metadata describes.
       tensor.write = false;
-      for (const ArgumentDesc &arg : state)
-        if (arg.name == tensor.name && arg.split &&
-            (arg.kind == ArgumentKind::Parameter ||
-             arg.kind == ArgumentKind::OptimizerState)) {
-          tensor.blockDim = arg.split->dim;
-          tensor.blockCount = comm.scopeSize(scopeOf(arg.split->axis));
-        }
+      auto it = stateByName.find(tensor.name);
+      if (it != stateByName.end() && it->second->split) {
+        tensor.blockDim = it->second->split->dim;
+        tensor.blockCount = comm.scopeSize(scopeOf(it->second->split->axis));
+      }
       continue;
     }
     tensor.data = session.readArgument(*index);

@@ -141,7 +141,7 @@ TEST_F(PlannerTest, PipelineActivationsFollowThePinnedSchedule) {
   flags.pp = 2;
   flags.dp = 1;
   flags.microBatchSize = 8; // 4 micro-batches of the batch of 32
-  flags.recompute = "none";  // the same saved activations under both
+  flags.recompute = "none"; // the same saved activations under both
   auto oneF = plan(flags);
   ASSERT_TRUE(bool(oneF)) << llvm::toString(oneF.takeError());
   flags.schedule = "gpipe";

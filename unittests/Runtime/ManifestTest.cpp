@@ -697,8 +697,9 @@ TEST(ManifestTest, ReportsInvalidJson) {
 TEST(ManifestTest, ReportsNumbersTooLargeForADouble) {
   for (std::string text :
        {readFile(AUTOPAR_RUNTIME_TEST_INPUTS
-                     "/fuzz/manifest-number-overflow.json"),
-        std::string("{\"format\": \"autopar-artifact\", \"version\": 1e400}")}) {
+                 "/fuzz/manifest-number-overflow.json"),
+        std::string(
+            "{\"format\": \"autopar-artifact\", \"version\": 1e400}")}) {
     std::string message = "(no error)";
     try {
       parseManifest(text, Path);
