@@ -449,6 +449,9 @@ buildProgramGraph(func::FuncOp main,
     priceFusedAttention(main, *fusedAttention, opIndex, graph.ops);
 
   // Segments: cut after an op when its result is the only live activation.
+  // A result no later op reads (BatchNorm's running statistics in a training
+  // step, an early output) is not live past its op: the stage that computes
+  // it returns it, nothing carries it to the next.
   int64_t start = 0;
   llvm::SmallDenseSet<int64_t> live;
   auto closeSegment = [&](int64_t last) {
@@ -479,12 +482,10 @@ buildProgramGraph(func::FuncOp main,
   for (int64_t i = 0; i < int64_t(graph.ops.size()); ++i) {
     const PlanOp &op = graph.ops[i];
     for (int64_t id : op.operands)
-      if (id >= 0 && graph.values[id].lastUse == i &&
-          !graph.values[id].isResult)
+      if (id >= 0 && graph.values[id].lastUse == i)
         live.erase(id);
     if (op.result >= 0 && graph.values[op.result].isActivation &&
-        (graph.values[op.result].lastUse > i ||
-         graph.values[op.result].isResult))
+        graph.values[op.result].lastUse > i)
       live.insert(op.result);
     bool cut = live.size() == 1 && op.result >= 0 && live.contains(op.result) &&
                !op.free;

@@ -162,6 +162,56 @@ TEST_F(PlannerTest, PipelineActivationsFollowThePinnedSchedule) {
   EXPECT_DOUBLE_EQ(gpipeSaved, oneFSaved);
 }
 
+// A training step's BatchNorm returns its running statistics' new values:
+// results no later op reads, which the stage that computes them returns. They
+// must not keep every later boundary from being a segment's (a pipeline could
+// then cut only before the first BatchNorm).
+TEST_F(PlannerTest, StateUpdatesDoNotBlockLaterSegments) {
+  auto values = [](int64_t n, const char *v) {
+    std::string s;
+    for (int64_t i = 0; i < n; ++i)
+      s += std::string(i ? ", " : "") + v;
+    return s;
+  };
+  std::string text =
+      "<ir_version: 8, opset_import: [\"\" : 15]>\n"
+      "g (float[32, 64] X) => (float L)\n"
+      "  <float[64, 64] W1 = {" +
+      values(64 * 64, "0.5") + "}, float[64] S = {" + values(64, "1.0") +
+      "}, float[64] B = {" + values(64, "0.0") + "}, float[64] M = {" +
+      values(64, "0.0") + "}, float[64] V = {" + values(64, "1.0") +
+      "}, float[64, 64] W2 = {" + values(64 * 64, "0.5") +
+      "}, float[64, 64] W3 = {" + values(64 * 64, "0.5") +
+      "}> {\n"
+      "  H = MatMul(X, W1)\n"
+      "  N, RM, RV = BatchNormalization<training_mode = 1>(H, S, B, M, V)\n"
+      "  R = Relu(N)\n"
+      "  H2 = MatMul(R, W2)\n"
+      "  R2 = Relu(H2)\n"
+      "  H3 = MatMul(R2, W3)\n"
+      "  L = ReduceMean<keepdims = 0>(H3)\n"
+      "}\n";
+  ImportOptions options;
+  options.trainingStateUpdates = true;
+  auto bn =
+      importOnnxBuffer(&context, text, "bn.onnxtxt", /*isText=*/true, options);
+  ASSERT_TRUE(bn);
+  auto main = bn->lookupSymbol<mlir::func::FuncOp>("main");
+  ASSERT_GT(main.getNumResults(), 1u) << "no state updates imported";
+  PlanFlags flags;
+  flags.cluster = "local:2";
+  flags.mode = "train";
+  flags.pp = 2;
+  flags.dp = 1;
+  auto request = buildPlanRequest(flags);
+  ASSERT_TRUE(bool(request)) << llvm::toString(request.takeError());
+  auto result = planProgram(main, *request);
+  ASSERT_TRUE(bool(result)) << llvm::toString(result.takeError());
+  // Cuts after the BatchNorm too (after its ReLU, the second MatMul and its
+  // ReLU), not only before it.
+  EXPECT_GE(result->segments, 4);
+}
+
 TEST_F(PlannerTest, TheChoiceIsNeverSlowerThanARunnerUp) {
   PlanFlags flags;
   flags.cluster = "local:4";
