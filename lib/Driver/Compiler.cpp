@@ -509,11 +509,11 @@ int CompileFlow::pinTrainingMicroBatch() {
   bool updatesState = false;
   for (unsigned i = 0; i < main.getNumResults(); ++i)
     updatesState |= bool(main.getResultAttr(i, attrs::kUpdate));
+  // The planner cuts no micro-batches of its own from such a model, with
+  // or without pipeline stages (one micro-batch per replica, however deep
+  // the pipeline); the stages carry the state from one micro-batch to the
+  // next when the user asks for several.
   request.wholeReplicaBatch = updatesState;
-  // A pipeline does not carry state between micro-batches yet: a model
-  // that updates state trains data-parallel.
-  if (automaticPipeline && updatesState)
-    request.pins.pp = 1;
   return 0;
 }
 
@@ -826,6 +826,16 @@ int CompileFlow::compilePipelineTraining() {
     llvm::outs() << "  tensor parallel " << best.tp
                  << " ranks per stage: each stage's forward is partitioned "
                     "as planned, and its backward as its annotations imply\n";
+  llvm::json::Array notes;
+  if (request.wholeReplicaBatch && best.numMicroBatches > 1) {
+    std::string note =
+        "BatchNorm statistics are computed per micro-batch of " +
+        std::to_string(best.microBatchSize) +
+        ", as PyTorch computes them under gradient accumulation, not over "
+        "the global batch";
+    llvm::outs() << "  note: " << note << "\n";
+    notes.push_back(note);
+  }
   PipelineTrainingOptions options;
   if (best.tp > 1) {
     // Each stage is planned for one tp group of the cluster's devices.
@@ -866,6 +876,14 @@ int CompileFlow::compilePipelineTraining() {
   }
   if (!stages)
     return fail(llvm::toString(stages.takeError()));
+  for (auto [k, stage] : llvm::enumerate(*stages))
+    if (stage.trainedParameters == 0) {
+      std::string note = "pipeline stage " + std::to_string(k) +
+                         " trains no parameter: it runs parameter-free ops, "
+                         "passing activations on and cotangents back";
+      llvm::outs() << "  note: " << note << "\n";
+      notes.push_back(note);
+    }
   // What the stages exchange, exactly (the report's predicted collectives),
   // before the collectives become runtime calls.
   llvm::json::Object collectives =
@@ -885,6 +903,8 @@ int CompileFlow::compilePipelineTraining() {
       llvm::json::Object{{"count", trained->elements},
                          {"bytes", trained->bytes},
                          {"tensors", trained->tensors}};
+  if (!notes.empty())
+    extra["notes"] = std::move(notes);
   if (!writeReport(*plan, request, std::move(extra)))
     return 1;
   llvm::outs() << "wrote " << o.outputDir << " (pipeline training, compiled in "

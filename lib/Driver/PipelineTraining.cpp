@@ -328,29 +328,38 @@ llvm::Error partitionStage(ModuleOp stage, func::FuncOp f, int64_t k,
 }
 
 /// Cuts stage module \p stage (from autopar-split-pipeline-stages) into its
-/// forward and backward programs.
+/// forward and backward programs; \p tensorParallel when the plan annotated
+/// the stage for its tp group.
 llvm::Error cutStage(ModuleOp stage, int64_t k, int64_t numStages,
                      const StepFacts &facts, Recompute recompute,
-                     PipelineTrainingStage &out) {
+                     bool tensorParallel, PipelineTrainingStage &out) {
   MLIRContext *ctx = stage.getContext();
   Builder attrs(ctx);
   auto f = stage.lookupSymbol<func::FuncOp>("main");
   // Partitioning (tensor parallelism) replaces the body block.
   Block *body = &f.getBody().front();
   auto ret = cast<func::ReturnOp>(body->getTerminator());
-  // A stage a tensor-parallel plan annotated (autopar-plan made its grid).
-  auto tpGrid = stage.lookupSymbol<shard::GridOp>("autopar_grid");
+  // A stage a tensor-parallel plan annotated (autopar-plan made its grid;
+  // without tp, the grid is BatchNorm's over the replicas).
+  bool tpGrid = tensorParallel;
   Location loc = f.getLoc();
   bool last = k == numStages - 1;
 
   // The stage's outputs: activations for the next stage, or the loss.
   SmallVector<Port> forwardResults;
   SmallVector<std::pair<Value, std::string>> forwardSums;
+  // The new values of the state the stage's forward updates (BatchNorm's
+  // running statistics), which the runtime stores in the parameters.
+  SmallVector<Port> stateUpdates;
   Value loss;
   for (unsigned j = 0; j < f.getNumResults(); ++j) {
     Value v = ret.getOperand(j);
     if (f.getResultAttr(j, attrs::kActivationOut)) {
       forwardResults.push_back({v, f.getResultAttrDict(j)});
+      continue;
+    }
+    if (f.getResultAttr(j, attrs::kUpdate)) {
+      stateUpdates.push_back({v, f.getResultAttrDict(j)});
       continue;
     }
     auto name = f.getResultAttrOfType<StringAttr>(j, attrs::kOutput);
@@ -444,6 +453,8 @@ llvm::Error cutStage(ModuleOp stage, int64_t k, int64_t numStages,
   for (auto &[value, name] : forwardSums)
     kept.push_back(value);
   llvm::append_range(kept, *gradients);
+  for (const Port &p : stateUpdates)
+    kept.push_back(p.value);
   {
     // As autopar-differentiate: the adjoints' operands their bodies do not
     // read are dropped, so that the backward keeps no more residuals than
@@ -482,6 +493,8 @@ llvm::Error cutStage(ModuleOp stage, int64_t k, int64_t numStages,
       value = ret.getOperand(j++);
     for (Value &g : *gradients)
       g = ret.getOperand(j++);
+    for (Port &p : stateUpdates)
+      p.value = ret.getOperand(j++);
     for (auto [v, i] : llvm::zip(wrt, wrtArgs))
       v = f.getArgument(i);
     for (auto [p, i] : llvm::zip(cotangentsIn, cotangentArgs))
@@ -494,6 +507,8 @@ llvm::Error cutStage(ModuleOp stage, int64_t k, int64_t numStages,
     forwardRoots.push_back(p.value);
   for (auto &[value, name] : forwardSums)
     forwardRoots.push_back(value);
+  for (const Port &p : stateUpdates)
+    forwardRoots.push_back(p.value);
   llvm::DenseSet<Operation *> forwardOps;
   llvm::SetVector<Value> forwardReads;
   collectSlice(
@@ -584,6 +599,7 @@ llvm::Error cutStage(ModuleOp stage, int64_t k, int64_t numStages,
                    "'s forward reads a value it does not compute");
   SmallVector<Port> allForwardResults(forwardResults);
   allForwardResults.append(residualResults.begin(), residualResults.end());
+  allForwardResults.append(stateUpdates.begin(), stateUpdates.end());
 
   auto makeModule = [&](llvm::StringRef phase) {
     auto module =
@@ -869,10 +885,7 @@ llvm::Error buildStep(MLIRContext &context, PipelineTrainingStage &stage,
   main.setType(
       FunctionType::get(&context, types, ValueRange(results).getTypes()));
   main.setAllResultAttrs(resultAttrs);
-  if (n == 0)
-    return error("pipeline stage " + llvm::Twine(k) +
-                 " trains no parameter; choose fewer stages (--pp)");
-
+  stage.trainedParameters = int64_t(n);
   ApplyOptimizerOptions o = optimizerOptions(options.step.config);
   o.pipelineStages = plan.pp;
   // ZeRO-1 (DeepSpeed's pipeline engine's only stage): the stage's replicas
@@ -914,6 +927,9 @@ buildPipelineTraining(MLIRContext &context, const PlanCandidate &plan,
   ImportOptions perMicroBatch = options.importOptions;
   perMicroBatch.batchRatio = options.globalBatch / microBatch;
   perMicroBatch.trainingStateUpdates = true;
+  // Replicas share BatchNorm's batch statistics (SyncBatchNorm's), as in
+  // the one-program step.
+  perMicroBatch.dataParallelReplicas = plan.dp;
   for (const ArtifactArgument &arg : options.globalArguments) {
     if (arg.kind != ArtifactArgument::Kind::Input)
       continue;
@@ -941,12 +957,23 @@ buildPipelineTraining(MLIRContext &context, const PlanCandidate &plan,
                    " for pipeline stages failed (see the diagnostics above)");
   }
   auto main = module->lookupSymbol<func::FuncOp>("main");
-  for (unsigned j = 0; j < main.getNumResults(); ++j)
-    if (main.getResultAttr(j, attrs::kUpdate))
-      return error(options.modelPath +
-                   " updates state in its forward (BatchNorm's running "
-                   "statistics), which pipeline-parallel training does not "
-                   "carry between micro-batches yet; train it without --pp");
+  // The state the forward updates (BatchNorm's running statistics): each
+  // stage's forward returns the new values of what it updates, and the
+  // runtime carries them from one micro-batch to the next, as the
+  // one-program step does.
+  SmallVector<std::pair<Value, DictionaryAttr>> stateUpdates;
+  {
+    auto ret = cast<func::ReturnOp>(main.getBody().front().getTerminator());
+    for (unsigned j = 0; j < main.getNumResults(); ++j)
+      if (main.getResultAttr(j, attrs::kUpdate))
+        stateUpdates.push_back({ret.getOperand(j), main.getResultAttrDict(j)});
+  }
+  if (!stateUpdates.empty() && plan.tp > 1)
+    return error(options.modelPath +
+                 " updates state in its forward (BatchNorm's running "
+                 "statistics), which tensor parallelism within pipeline "
+                 "stages does not partition yet; drop --tp, or train it "
+                 "with --pp alone");
 
   // The stages of the forward, as the planner placed them; the loss the
   // importer or autopar-add-cross-entropy-loss adds goes with its inputs.
@@ -1045,6 +1072,24 @@ buildPipelineTraining(MLIRContext &context, const PlanCandidate &plan,
       ret->setOperand(0, asScalar(b, ret.getLoc(), loss));
       main.setType(FunctionType::get(&context, main.getArgumentTypes(),
                                      ret->getOperandTypes()));
+    }
+    if (!stateUpdates.empty()) {
+      // The updates after the loss's results.
+      auto last = cast<func::ReturnOp>(main.getBody().front().getTerminator());
+      SmallVector<Value> values(last.getOperands());
+      SmallVector<DictionaryAttr> dicts;
+      for (unsigned j = 0; j < main.getNumResults(); ++j)
+        dicts.push_back(main.getResultAttrDict(j));
+      for (auto &[value, dict] : stateUpdates) {
+        values.push_back(value);
+        dicts.push_back(dict);
+      }
+      OpBuilder b(last);
+      func::ReturnOp::create(b, last.getLoc(), values);
+      last.erase();
+      main.setType(FunctionType::get(&context, main.getArgumentTypes(),
+                                     ValueRange(values).getTypes()));
+      main.setAllResultAttrs(dicts);
     }
   }
 
@@ -1170,8 +1215,8 @@ buildPipelineTraining(MLIRContext &context, const PlanCandidate &plan,
 
   std::vector<PipelineTrainingStage> stages(plan.pp);
   for (auto [k, stage] : llvm::enumerate(stageModules))
-    if (llvm::Error err =
-            cutStage(stage, k, plan.pp, facts, plan.recompute, stages[k]))
+    if (llvm::Error err = cutStage(stage, k, plan.pp, facts, plan.recompute,
+                                   plan.tp > 1, stages[k]))
       return std::move(err);
   llvm::StringSet<> heldByAStage;
   for (auto &[name, stage] : firstStage)
@@ -1289,9 +1334,10 @@ llvm::FailureOr<TrainedSummary> writePipelineTrainingArtifact(
     std::string name = "stage" + std::to_string(k);
     MLIRContext *context = stage.step->getContext();
     // The step's collectives over dp, tp and pp; under tensor parallelism
-    // the forward's and the backward's over tp too.
+    // the forward's and the backward's over tp too, and BatchNorm's over dp
+    // (the replicas share their batch statistics).
     for (ModuleOp program : {*stage.step, *stage.forward, *stage.backward}) {
-      if (program != *stage.step && plan.tp == 1)
+      if (program != *stage.step && plan.tp == 1 && plan.dp == 1)
         continue;
       auto lower = PassManager::on<ModuleOp>(context);
       applyPassManagerCLOptionsIfAny(lower);
@@ -1384,11 +1430,13 @@ llvm::FailureOr<TrainedSummary> writePipelineTrainingArtifact(
   // update, which the runtime appends with their trained values.
   if (!llvm::StringRef(options.modelPath).ends_with(".onnxtxt")) {
     llvm::StringSet<> updated;
+    // The steps update the trained parameters, the forwards the state
+    // they update themselves (BatchNorm's running statistics); the
+    // accumulators' updates name no parameter.
     for (const ArtifactProgram &program : description.programs)
-      if (program.phase.empty())
-        for (const ArtifactArgument &arg : program.arguments)
-          if (arg.kind == ArtifactArgument::Kind::Update)
-            updated.insert(arg.updates);
+      for (const ArtifactArgument &arg : program.arguments)
+        if (arg.kind == ArtifactArgument::Kind::Update)
+          updated.insert(arg.updates);
     llvm::SmallString<256> templatePath(options.outputDir);
     llvm::sys::path::append(templatePath, "inference-template.onnx");
     if (failed(writeInferenceTemplate(options.modelPath, updated, templatePath,

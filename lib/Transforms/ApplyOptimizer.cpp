@@ -229,7 +229,9 @@ struct ApplyOptimizerPass
       }
       trained.push_back({it->second, ret.getOperand(i)});
     }
-    if (trained.empty() || !lossIndex) {
+    // A pipeline stage may train nothing (a stage of parameter-free ops): it
+    // still takes part in the global norm's sum over the stages.
+    if ((trained.empty() && pipelineStages <= 1) || !lossIndex) {
       main.emitError("autopar-apply-optimizer: @main returns no loss and "
                      "gradients; run autopar-differentiate first");
       return signalPassFailure();

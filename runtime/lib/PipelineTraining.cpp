@@ -29,6 +29,10 @@ struct PipelineTrainer::Phase {
   std::vector<size_t> residuals;
   /// (accumulator argument, the update result holding its next value).
   std::vector<std::pair<size_t, size_t>> accumulators;
+  /// (update result, the step's parameter): the state the forward updates
+  /// itself (BatchNorm's running statistics), carried to the next
+  /// micro-batch and the next step in the step's parameter.
+  std::vector<std::pair<size_t, size_t>> stateUpdates;
   std::optional<size_t> seed, sampleOffset;
 };
 
@@ -148,6 +152,24 @@ PipelineTrainer::PipelineTrainer(Session &step) : step(step) {
         break;
       }
     }
+    for (size_t r = 0; r < args.size(); ++r) {
+      const ArgumentDesc &arg = args[r];
+      if (arg.kind != ArgumentKind::Update ||
+          std::any_of(phase->accumulators.begin(), phase->accumulators.end(),
+                      [&](const std::pair<size_t, size_t> &a) {
+                        return a.second == r;
+                      }))
+        continue;
+      std::optional<size_t> j =
+          step.findArgument(ArgumentKind::Parameter, arg.updates);
+      if (!j || stepArgs[*j].dtype != arg.dtype ||
+          bytesOf(stepArgs[*j]) != bytesOf(arg))
+        throw Error(manifest.path + ": program '" + program->name +
+                    "' updates '" + arg.updates +
+                    "', which its stage's step does not hold as a parameter "
+                    "alike");
+      phase->stateUpdates.push_back({r, *j});
+    }
     return phase;
   };
   forward = open("forward");
@@ -212,6 +234,10 @@ void PipelineTrainer::runPhase(Phase &phase, const PipelineStep &s) {
     Sum &sum = sums.at(args[in].name);
     std::swap(sum.current, sum.next);
   }
+  // The micro-batches of a stage run their forwards in order, each on the
+  // state the previous one left (as PyTorch's forward calls do).
+  for (auto [out, j] : phase.stateUpdates)
+    std::memcpy(step.entryData(j), session.entryData(out), bytesOf(args[out]));
 }
 
 void PipelineTrainer::runMicroBatches(Communicator &comm) {

@@ -54,22 +54,35 @@ std::map<std::string, int64_t> firstStageOf(const Manifest &manifest) {
 
 /// The arguments that describe the run's training state: the session's, or
 /// in a training pipeline those of every stage's step, in stage order, so
-/// that every rank lists the same tensors (each holding its stage's); a
-/// tied weight (and its optimizer states), which several stages hold, once.
+/// that every rank lists the same tensors (each holding its stage's), with
+/// the updates of the state each stage's forward updates itself; a tied
+/// weight (and its optimizer states), which several stages hold, once.
 std::vector<ArgumentDesc> stateArguments(const Session &session) {
   const Manifest &manifest = session.getManifest();
   if (!manifest.isPipelineTraining())
     return session.getArguments();
   std::vector<ArgumentDesc> all;
-  std::set<std::string> listed;
-  for (int64_t stage = 0; stage < manifest.pipeline->stages; ++stage)
+  std::set<std::string> listed, parameters;
+  for (int64_t stage = 0; stage < manifest.pipeline->stages; ++stage) {
     for (const ProgramDesc &program : manifest.programs)
       if (program.stage == stage && program.phase.empty())
-        for (const ArgumentDesc &arg : program.arguments)
+        for (const ArgumentDesc &arg : program.arguments) {
+          if (arg.kind == ArgumentKind::Parameter)
+            parameters.insert(arg.name);
           if ((arg.kind != ArgumentKind::Parameter &&
                arg.kind != ArgumentKind::OptimizerState) ||
               listed.insert(arg.name).second)
             all.push_back(arg);
+        }
+    // The state a stage's forward updates itself (BatchNorm's running
+    // statistics) is training state too; the forward's other updates are
+    // accumulators'.
+    for (const ProgramDesc &program : manifest.programs)
+      if (program.stage == stage && program.phase == "forward")
+        for (const ArgumentDesc &arg : program.arguments)
+          if (arg.kind == ArgumentKind::Update && parameters.count(arg.updates))
+            all.push_back(arg);
+  }
   return all;
 }
 
@@ -231,12 +244,18 @@ gatherPipelineParameters(Session &session, const Communicator &comm,
         p.name = arg.name;
         p.dtype = arg.dtype;
         p.shape = arg.split ? arg.globalShape : arg.shape;
-        p.updated =
-            std::any_of(program.arguments.begin(), program.arguments.end(),
-                        [&](const ArgumentDesc &other) {
-                          return other.kind == ArgumentKind::Update &&
-                                 other.updates == arg.name;
-                        });
+        // Updated by the stage's step (trained) or its forward (BatchNorm's
+        // running statistics).
+        p.updated = std::any_of(
+            manifest.programs.begin(), manifest.programs.end(),
+            [&](const ProgramDesc &other) {
+              return other.stage == stage &&
+                     std::any_of(other.arguments.begin(), other.arguments.end(),
+                                 [&](const ArgumentDesc &a) {
+                                   return a.kind == ArgumentKind::Update &&
+                                          a.updates == arg.name;
+                                 });
+            });
         p.bytes.resize(
             static_cast<size_t>(byteSize(arg.dtype, p.shape, arg.name)));
         std::optional<BlockSplit> blocks;

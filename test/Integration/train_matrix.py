@@ -9,7 +9,7 @@ the matrix: the MLP, the GPT, the GPT with Dropout and the CNN with
 BatchNorm, each on local:2, 4 and 8, under dp, tp, pp, dp x tp, tp x pp,
 dp x pp, dp x tp x pp, ZeRO 1/2/3, recompute selective and full, and the
 automatic plan. A plan the compiler refuses (not built yet, or not
-applicable to the model: BatchNorm in a pipeline, a convolution under tp)
+applicable to the model: a convolution under tp, BatchNorm under tp x pp)
 is listed with the compiler's reason; every other plan must train to one
 rank's numbers, and its collectives must equal the plan report's
 (--check-comm).

@@ -58,3 +58,20 @@ func.func @main(%w: tensor<3xf32> {autopar.dtype = "float32", autopar.parameter 
   %loss = linalg.fill ins(%zero : f32) outs(%s : tensor<f32>) -> tensor<f32>
   return %loss, %g : tensor<f32>, tensor<3xf32>
 }
+
+// -----
+
+// A stage that trains nothing (parameter-free ops): no update, but the stage
+// still adds its zero to the stages' sum of squares, as every rank of the
+// axis takes part, and returns the loss and the metrics.
+// CHECK-LABEL: func.func @main(%{{.*}}: tensor<i64> {autopar.dtype = "int64", autopar.step}) -> (tensor<f32> {autopar.output = "loss"}, tensor<f32> {{{.*}}autopar.metric = "lr"}, tensor<f32> {{{.*}}autopar.metric = "grad_norm"}) {
+// CHECK: %[[PART:.*]] = tensor.from_elements %cst{{[_0-9]*}} : tensor<1xf32>
+// CHECK: shard.all_reduce %[[PART]] on @autopar_grid grid_axes = [2]
+// CHECK-NOT: autopar.update
+shard.grid @autopar_grid(shape = 1x1x2)
+func.func @main() -> (tensor<f32> {autopar.output = "loss"}) {
+  %zero = arith.constant 0.0 : f32
+  %s = tensor.empty() : tensor<f32>
+  %loss = linalg.fill ins(%zero : f32) outs(%s : tensor<f32>) -> tensor<f32>
+  return %loss : tensor<f32>
+}

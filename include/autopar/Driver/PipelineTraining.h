@@ -54,6 +54,9 @@ struct PipelineTrainingOptions {
 /// One stage's programs, each a module with a `@main`.
 struct PipelineTrainingStage {
   mlir::OwningOpRef<mlir::ModuleOp> forward, backward, step;
+  /// The parameters the stage trains; none for a stage of parameter-free
+  /// ops, which only passes activations on and cotangents back.
+  int64_t trainedParameters = 0;
 };
 
 /// Builds the programs of every stage of `plan` (pp > 1; ZeRO 0 or 1, and
