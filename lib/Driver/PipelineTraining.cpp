@@ -29,6 +29,7 @@
 #include "autopar/Transforms/Passes.h"
 #include "autopar/Transforms/PlanAnnotate.h"
 #include "autopar/Transforms/Recompute.h"
+#include "autopar/Transforms/ZeroSharding.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -789,15 +790,36 @@ llvm::Error buildStep(MLIRContext &context, PipelineTrainingStage &stage,
   SmallVector<Value> gradients;
   for (size_t i = 0; i < n; ++i)
     gradients.push_back(entry->getArgument(numParameters + i));
+  // ZeRO-2: a gradient ZeRO shards is reduce-scattered over the replicas
+  // once per step, after the micro-batches' accumulation (as the one-program
+  // step does), each replica keeping its block (dim 0).
+  auto scatteredOverReplicas = [&](RankedTensorType type) {
+    return plan.zeroStage >= 2 && isZeroSharded(type, plan.dp);
+  };
   if (plan.dp > 1) {
     // Over the replicas: the gradients in one bucket per element type
     // (DDP's), the loss's pair riding along. A tp rank's gradients are its
     // blocks already, so a bucket of them stays this rank's.
     SmallVector<Value> values(gradients);
     values.push_back(sums);
-    SmallVector<unsigned> all(values.size());
-    std::iota(all.begin(), all.end(), 0u);
-    allReduceInBuckets(b, loc, "autopar_grid", 0, values, all);
+    SmallVector<unsigned> reduced, scattered;
+    for (unsigned i = 0; i < values.size(); ++i)
+      (i < gradients.size() && scatteredOverReplicas(
+                                   cast<RankedTensorType>(values[i].getType()))
+           ? scattered
+           : reduced)
+          .push_back(i);
+    allReduceInBuckets(b, loc, "autopar_grid", 0, values, reduced);
+    if (!scattered.empty()) {
+      SmallVector<Value> whole;
+      for (unsigned i : scattered)
+        whole.push_back(values[i]);
+      SmallVector<Value> blocks = reduceScatterBlocks(
+          b, loc, FlatSymbolRefAttr::get(&context, "autopar_grid"), plan.dp,
+          whole);
+      for (auto [i, block] : llvm::zip(scattered, blocks))
+        values[i] = block;
+    }
     sums = values.pop_back_val();
     gradients.assign(values.begin(), values.end());
   }
@@ -814,12 +836,16 @@ llvm::Error buildStep(MLIRContext &context, PipelineTrainingStage &stage,
         if (trained[i].first == t.name)
           index = i;
       mine.push_back(index);
+      // The holders' gradients are blocks under ZeRO-2: zeros alike.
+      RankedTensorType type = scatteredOverReplicas(t.type)
+                                  ? zeroShardType(t.type, plan.dp)
+                                  : t.type;
       values.push_back(
           index ? gradients[*index]
                 : arith::ConstantOp::create(
-                      b, loc, t.type,
+                      b, loc, type,
                       DenseElementsAttr::get(
-                          t.type, b.getZeroAttr(t.type.getElementType()))));
+                          type, b.getZeroAttr(type.getElementType()))));
     }
     SmallVector<unsigned> all(values.size());
     std::iota(all.begin(), all.end(), 0u);
@@ -888,8 +914,9 @@ llvm::Error buildStep(MLIRContext &context, PipelineTrainingStage &stage,
   stage.trainedParameters = int64_t(n);
   ApplyOptimizerOptions o = optimizerOptions(options.step.config);
   o.pipelineStages = plan.pp;
-  // ZeRO-1 (DeepSpeed's pipeline engine's only stage): the stage's replicas
-  // each update a block of its optimizer states and gather the parameters.
+  // ZeRO-1 (DeepSpeed's pipeline engine's only stage) and ZeRO-2: the
+  // stage's replicas each update a block of its optimizer states (from
+  // their block of the gradient, under ZeRO-2) and gather the parameters.
   o.zeroStage = plan.zeroStage;
   o.dataParallel = plan.dp;
   auto pm = PassManager::on<ModuleOp>(&context);
@@ -908,8 +935,8 @@ llvm::Expected<std::vector<PipelineTrainingStage>>
 buildPipelineTraining(MLIRContext &context, const PlanCandidate &plan,
                       const PipelineTrainingOptions &options) {
   const TrainingStepOptions &step = options.step;
-  if (plan.zeroStage > 1 || (plan.tp > 1 && plan.zeroStage > 0))
-    return error("pipeline-parallel training runs with ZeRO 0 or 1, and "
+  if (plan.zeroStage > 2 || (plan.tp > 1 && plan.zeroStage > 0))
+    return error("pipeline-parallel training runs with ZeRO 0, 1 or 2, and "
                  "ZeRO 0 under tensor parallelism, so far (the plan has tp " +
                  llvm::Twine(plan.tp) + ", ZeRO-" +
                  llvm::Twine(plan.zeroStage) + ")");

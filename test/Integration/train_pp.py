@@ -20,11 +20,12 @@ for call and byte for byte (--check-comm):
 
 - mlp: pp2 with 1F1B and with GPipe, 4 micro-batches; pp2 with recompute
   full and selective; dp2 x pp2 on 4 ranks, also with ZeRO-1 (each
-  replica updates a block of its stage's optimizer states); tp2 x pp2
-  (each stage partitioned over its tp group), also with recompute full;
-  dp2 x tp2 x pp2 on 8 ranks; each rank holds the parameters and optimizer
-  states the report predicts; pp4 is refused when a stage would train
-  nothing;
+  replica updates a block of its stage's optimizer states) and ZeRO-2
+  (from its block of the gradients, reduce-scattered once per step);
+  tp2 x pp2 (each stage partitioned over its tp group), also with
+  recompute full; dp2 x tp2 x pp2 on 8 ranks; each rank holds the
+  parameters and optimizer states the report predicts; pp4 is refused
+  when stages would follow the loss;
 - gpt: embeddings, attention, LayerNorm, a GELU MLP and cross-entropy, pp2
   with AdamW, dp2 x pp2, tp2 x pp2, and with Dropout (masks by global
   sample index: each micro-batch's forward is told its first sample), also
@@ -33,9 +34,10 @@ for call and byte for byte (--check-comm):
   rank within the timeout, and the last checkpoint resumes bitwise;
 - the automatic plan (no --dp, --tp or --pp) for the GPT on 2 and 4 ranks,
   whichever family the search picks;
-- tied weights: a GPT whose head is its token table (GPT-2's) on pp2 and
-  dp2 x pp2: each stage holds the table, its gradient summed over the
-  stages; stopped at step 3 and resumed bitwise, and on one rank;
+- tied weights: a GPT whose head is its token table (GPT-2's) on pp2,
+  dp2 x pp2 and dp2 x pp2 with ZeRO-2: each stage holds the table, its
+  gradient (or block) summed over the stages; stopped at step 3 and
+  resumed bitwise, and on one rank;
 - --save-onnx: the GPT on pp2 and tp2 x pp2 and the tied GPT write one
   trained model whose initializers are the run's parameters;
 - checkpoints: the GPT on pp2 and on tp2 x pp2 stopped at step 3 and
@@ -217,6 +219,7 @@ def main():
             ("pp2-selective", 2, 2, ("--recompute", "selective")),
             ("dp2xpp2", 4, 2, ()),
             ("dp2xpp2-zero1", 4, 2, ("--zero", "1")),
+            ("dp2xpp2-zero2", 4, 2, ("--zero", "2")),
             ("tp2xpp2", 4, 2, ("--tp", "2")),
             ("tp2xpp2-recompute", 4, 2, ("--tp", "2", "--recompute", "full")),
             ("dp2xtp2xpp2", 8, 2, ("--tp", "2"))):
@@ -320,6 +323,15 @@ def main():
     errors += compare("gpt (tied) dp2xpp2", tied_one[:2],
                       tied.train("dp2xpp2",
                                  compile_pp(tied, "dp2xpp2", 4, 2, errors,
+                                            config=tied_micro),
+                                 4, launcher),
+                      noise_only=key_bias)
+    # Under ZeRO-2 each replica's copy gets its block of the gradient, and
+    # the stages' all-reduce of tied gradients sums blocks.
+    errors += compare("gpt (tied) dp2xpp2 ZeRO-2", tied_one[:2],
+                      tied.train("dp2xpp2-zero2",
+                                 compile_pp(tied, "dp2xpp2-zero2", 4, 2,
+                                            errors, "--zero", "2",
                                             config=tied_micro),
                                  4, launcher),
                       noise_only=key_bias)

@@ -57,7 +57,7 @@ struct PlanRequest {
   /// batch statistics): plans cut no micro-batches unless a pin asks.
   bool wholeReplicaBatch = false;
   /// Training: the largest ZeRO stage a plan with pipeline stages may take
-  /// (unset: any). autopar-compile sets 1 while the executor runs no more
+  /// (unset: any). autopar-compile sets 2 while the executor runs no more
   /// (a stopgap, docs/distributed-training.md).
   std::optional<int> maxZeroWithPipeline;
   /// Name of the model in reports.
