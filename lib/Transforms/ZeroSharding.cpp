@@ -6,9 +6,12 @@
 
 #include "autopar/Transforms/ZeroSharding.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
+#include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/MapVector.h"
 
 #include <numeric>
@@ -177,6 +180,92 @@ SmallVector<Value> allGatherBlocks(OpBuilder &b, Location loc,
     }
   }
   return wholes;
+}
+
+void gatherZeroBlockAtUses(func::FuncOp f, BlockArgument param,
+                           Operation *forwardEnd, FlatSymbolRefAttr grid,
+                           int64_t dataParallel) {
+  Block &body = f.getBody().front();
+  bool split = forwardEnd && forwardEnd->getBlock() == &body;
+  // The uses of `value` in the forward (phase 0) or the backward (1),
+  // each with the op of the body that holds it.
+  using Uses = SmallVector<std::pair<Operation *, OpOperand *>>;
+  auto usesIn = [&](Value value, int phase) {
+    Uses uses;
+    for (OpOperand &use : value.getUses()) {
+      Operation *owner = body.findAncestorOpInBlock(*use.getOwner());
+      bool forward =
+          split && (owner == forwardEnd || owner->isBeforeInBlock(forwardEnd));
+      if (forward == (phase == 0))
+        uses.push_back({owner, &use});
+    }
+    return uses;
+  };
+  // Gathers the whole just before the first of `uses` and makes them
+  // read it (nothing without uses).
+  auto gatherFor = [&](const Uses &uses) -> Value {
+    if (uses.empty())
+      return {};
+    Operation *first = uses.front().first;
+    for (auto &[owner, use] : uses)
+      if (owner->isBeforeInBlock(first))
+        first = owner;
+    OpBuilder b(first);
+    Value whole = allGatherBlocks(b, param.getLoc(), grid, dataParallel,
+                                  ValueRange{Value(param)})[0];
+    for (auto &[owner, use] : uses)
+      use->set(whole);
+    return whole;
+  };
+  Uses forwardUses = usesIn(param, 0), backwardUses = usesIn(param, 1);
+  param.setType(
+      zeroShardType(cast<RankedTensorType>(param.getType()), dataParallel));
+  Value forwardWhole = gatherFor(forwardUses);
+  if (!forwardWhole) {
+    gatherFor(backwardUses);
+    return;
+  }
+  // The backward's adjoints read the forward's operands: the whole, or a
+  // view of it the forward made (a transposed weight). Those uses read
+  // the backward's gather, and the views are made again from it, so that
+  // the whole is not held from the forward to the backward.
+  SmallVector<Value> views{forwardWhole};
+  SmallVector<Operation *> viewOps;
+  for (size_t i = 0; i < views.size(); ++i)
+    for (auto &[owner, use] : usesIn(views[i], 0)) {
+      Operation *op = use->getOwner();
+      if (op != owner ||
+          !isa<linalg::TransposeOp, linalg::BroadcastOp,
+               tensor::CollapseShapeOp, tensor::ExpandShapeOp>(op) ||
+          op->getNumResults() != 1 || llvm::is_contained(viewOps, op))
+        continue;
+      // The view's input, not its init.
+      if (auto dps = dyn_cast<DestinationStyleOpInterface>(op);
+          dps && dps.isDpsInit(use))
+        continue;
+      viewOps.push_back(op);
+      views.push_back(op->getResult(0));
+    }
+  for (Value view : views)
+    backwardUses.append(usesIn(view, 1));
+  if (backwardUses.empty())
+    return;
+  Operation *first = backwardUses.front().first;
+  for (auto &[owner, use] : backwardUses)
+    if (owner->isBeforeInBlock(first))
+      first = owner;
+  OpBuilder b(first);
+  Value backwardWhole = allGatherBlocks(b, param.getLoc(), grid, dataParallel,
+                                        ValueRange{Value(param)})[0];
+  IRMapping again;
+  again.map(forwardWhole, backwardWhole);
+  again.map(Value(param), backwardWhole);
+  llvm::sort(viewOps,
+             [](Operation *x, Operation *y) { return x->isBeforeInBlock(y); });
+  for (Operation *op : viewOps)
+    b.clone(*op, again);
+  for (auto &[owner, use] : backwardUses)
+    use->set(again.lookup(use->get()));
 }
 
 } // namespace autopar

@@ -18,6 +18,7 @@
 #ifndef AUTOPAR_TRANSFORMS_ZEROSHARDING_H
 #define AUTOPAR_TRANSFORMS_ZEROSHARDING_H
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/BuiltinTypes.h"
@@ -58,6 +59,18 @@ llvm::SmallVector<mlir::Value> allGatherBlocks(mlir::OpBuilder &b,
                                                mlir::FlatSymbolRefAttr grid,
                                                int64_t dp,
                                                mlir::ValueRange blocks);
+
+/// ZeRO-3: \p param, an argument of \p f, becomes replica r's block (dim 0)
+/// of it, with one `shard.all_gather` of the whole just before its first use
+/// in the forward (up to \p forwardEnd, an op of \p f's body) and another
+/// just before its first use in the backward (after it), so that between
+/// them, and after, only the block is held (ZeRO's stage 3: Rajbhandari et
+/// al., sec. 5.3). The backward's uses of views the forward made of it (a
+/// transposed weight) read views made again from its gather. Without
+/// \p forwardEnd, one gather before the first use.
+void gatherZeroBlockAtUses(mlir::func::FuncOp f, mlir::BlockArgument param,
+                           mlir::Operation *forwardEnd,
+                           mlir::FlatSymbolRefAttr grid, int64_t dataParallel);
 
 } // namespace autopar
 
