@@ -253,7 +253,6 @@ int CompileFlow::validateRequest() {
       request.pins.dp = cluster.worldSize();
       request.pins.pp = 1;
     } else {
-      request.maxZeroWithPipeline = 2;
       automaticPipeline = true;
     }
     // Every ZeRO stage runs: the search picks one unless --zero or
@@ -420,14 +419,10 @@ int CompileFlow::pinPipelineTraining() {
     return refuse("--emit-gradients returns one program's gradients; the "
                   "stages of a pipeline each hold their own (drop one of the "
                   "two)");
-  if (request.pins.zeroStage && *request.pins.zeroStage > 2)
-    return refuse("ZeRO-" + llvm::Twine(*request.pins.zeroStage) +
-                  " within pipeline stages is being built (DeepSpeed's "
-                  "pipeline engine takes ZeRO-1 only); use --zero 0, 1 or 2");
   request.pins.dp = world / (tp * o.pp);
   request.pins.tp = tp;
   request.pins.pp = o.pp;
-  // ZeRO-1 or 2 when pinned (--zero 1 or zero_optimization.stage), else none.
+  // ZeRO 1 to 3 when pinned (--zero or zero_optimization.stage), else none.
   if (!request.pins.zeroStage)
     request.pins.zeroStage = 0;
   pipelineTraining = true;

@@ -674,8 +674,11 @@ llvm::Error buildStep(MLIRContext &context, PipelineTrainingStage &stage,
     return {};
   };
   for (auto &[name, type] : trained) {
-    types.push_back(type);
     DictionaryAttr dict = parameterAttrs(name);
+    // ZeRO-3: the step holds the block its programs read.
+    types.push_back(dict && dict.get(attrs::kZeroBlocks)
+                        ? zeroShardType(cast<RankedTensorType>(type), plan.dp)
+                        : type);
     // A tied weight an earlier stage holds too (and counts in the norm).
     if (llvm::any_of(tied, [&, &name = name](const TiedParameter &t) {
           return t.name == name && t.stages.front() != k;
@@ -935,9 +938,9 @@ llvm::Expected<std::vector<PipelineTrainingStage>>
 buildPipelineTraining(MLIRContext &context, const PlanCandidate &plan,
                       const PipelineTrainingOptions &options) {
   const TrainingStepOptions &step = options.step;
-  if (plan.zeroStage > 2 || (plan.tp > 1 && plan.zeroStage > 0))
-    return error("pipeline-parallel training runs with ZeRO 0, 1 or 2, and "
-                 "ZeRO 0 under tensor parallelism, so far (the plan has tp " +
+  if (plan.tp > 1 && plan.zeroStage > 0)
+    return error("pipeline-parallel training runs with ZeRO 0 under tensor "
+                 "parallelism so far (the plan has tp " +
                  llvm::Twine(plan.tp) + ", ZeRO-" +
                  llvm::Twine(plan.zeroStage) + ")");
   if (step.config.precision == "fp16")
@@ -1245,6 +1248,30 @@ buildPipelineTraining(MLIRContext &context, const PlanCandidate &plan,
     if (llvm::Error err = cutStage(stage, k, plan.pp, facts, plan.recompute,
                                    plan.tp > 1, stages[k]))
       return std::move(err);
+  // ZeRO-3: a stage's replicas each hold a block (dim 0) of each trained
+  // parameter ZeRO shards; the forward gathers it before its first use, and
+  // the backward again (once per micro-batch each, as the one-program step's
+  // micro-batches do), so that only the block is held between them.
+  if (plan.zeroStage >= 3 && plan.dp > 1)
+    for (PipelineTrainingStage &stage : stages)
+      for (ModuleOp program : {*stage.forward, *stage.backward}) {
+        auto fn = program.lookupSymbol<func::FuncOp>("main");
+        FlatSymbolRefAttr grid = getOrCreateReplicaGrid(program, plan.dp);
+        for (BlockArgument arg : fn.getArguments()) {
+          auto type = dyn_cast<RankedTensorType>(arg.getType());
+          if (!type || !fn.getArgAttr(arg.getArgNumber(), attrs::kParameter) ||
+              !fn.getArgAttr(arg.getArgNumber(), attrs::kTrainable) ||
+              !isZeroSharded(type, plan.dp))
+            continue;
+          fn.setArgAttr(
+              arg.getArgNumber(), attrs::kZeroBlocks,
+              IntegerAttr::get(IntegerType::get(&context, 64), plan.dp));
+          gatherZeroBlockAtUses(fn, arg, /*forwardEnd=*/nullptr, grid, plan.dp);
+        }
+        fn.setType(FunctionType::get(&context,
+                                     fn.getBody().front().getArgumentTypes(),
+                                     fn.getResultTypes()));
+      }
   llvm::StringSet<> heldByAStage;
   for (auto &[name, stage] : firstStage)
     heldByAStage.insert(name);
@@ -1407,9 +1434,18 @@ llvm::FailureOr<TrainedSummary> writePipelineTrainingArtifact(
           arg.splitAxis = "dp";
         }
       }
+      // ZeRO-3's parameters, held as blocks in all three programs.
+      llvm::StringSet<> blockParameters;
+      for (unsigned i = 0; i < main.getNumArguments(); ++i)
+        if (main.getArgAttr(i, attrs::kZeroBlocks))
+          if (auto name =
+                  main.getArgAttrOfType<StringAttr>(i, attrs::kParameter))
+            blockParameters.insert(name.getValue());
+      if (!part.phase.empty() && !blockParameters.empty())
+        markZeroShardedStates(*arguments, plan.dp, blockParameters);
       if (part.phase.empty()) {
         if (plan.zeroStage > 0)
-          markZeroShardedStates(*arguments, plan.dp, {});
+          markZeroShardedStates(*arguments, plan.dp, blockParameters);
         for (const ArtifactArgument &arg : *arguments) {
           if (arg.kind != ArtifactArgument::Kind::Parameter || !arg.trainable)
             continue;

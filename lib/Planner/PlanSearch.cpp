@@ -1453,9 +1453,6 @@ std::vector<PlanKey> Search::legalPlans(const PlanPins &pins) const {
             if (pins.zeroStage && zero != *pins.zeroStage &&
                 !(dp == 1 && zero == 0))
               continue;
-            if (training && pp > 1 && request.maxZeroWithPipeline &&
-                zero > *request.maxZeroWithPipeline)
-              continue;
             keys.push_back({dp, tp, pp, zero, mb, r});
           }
         }

@@ -198,8 +198,9 @@ struct PipelineParameter {
 /// rank 0 (empty elsewhere; every rank must call it): stage by stage, each
 /// parameter is gathered at world scope (the runtime's own traffic, as
 /// wholeParameter's; ranks of other stages send zeros) from the stage's
-/// first replica, whose tp ranks hold its blocks when tp splits it. A tied
-/// weight comes once, from the first stage that holds it.
+/// first replica, whose tp ranks hold its blocks when tp splits it, or from
+/// the stage's replicas, which hold its blocks under ZeRO-3. A tied weight
+/// comes once, from the first stage that holds it.
 std::vector<PipelineParameter>
 gatherPipelineParameters(Session &session, const Communicator &comm,
                          Communicator &hostComm) {
@@ -217,7 +218,8 @@ gatherPipelineParameters(Session &session, const Communicator &comm,
         if (arg.kind != ArgumentKind::Parameter ||
             firstStage.at(arg.name) != stage)
           continue;
-        if (arg.split && arg.split->axis != GridAxis::TP)
+        if (arg.split && arg.split->axis != GridAxis::TP &&
+            arg.split->axis != GridAxis::DP)
           throw Error("internal error: pipeline stage parameter '" + arg.name +
                       "' is split over " +
                       std::string(gridAxisName(arg.split->axis)) +
@@ -258,21 +260,27 @@ gatherPipelineParameters(Session &session, const Communicator &comm,
             });
         p.bytes.resize(
             static_cast<size_t>(byteSize(arg.dtype, p.shape, arg.name)));
+        // The blocks come from the ranks of the stage along the split axis
+        // (tp, or dp for ZeRO-3), at coordinate 0 of the other.
         std::optional<BlockSplit> blocks;
+        auto splitAxis =
+            static_cast<size_t>(arg.split ? arg.split->axis : GridAxis::TP);
+        auto otherAxis = static_cast<size_t>(
+            splitAxis == static_cast<size_t>(GridAxis::TP) ? GridAxis::DP
+                                                           : GridAxis::TP);
         if (arg.split)
           blocks.emplace(arg.globalShape, arg.split->dim,
-                         manifest.grid[static_cast<size_t>(GridAxis::TP)],
-                         dtypeSize(arg.dtype), arg.name);
+                         manifest.grid[splitAxis], dtypeSize(arg.dtype),
+                         arg.name);
         for (int64_t r = 0; r < ranks; ++r) {
           const GridVector &coords = hostComm.coordsOf(r);
-          int64_t tp = coords[static_cast<size_t>(GridAxis::TP)];
+          int64_t index = coords[splitAxis];
           if (coords[static_cast<size_t>(GridAxis::PP)] != stage ||
-              coords[static_cast<size_t>(GridAxis::DP)] != 0 ||
-              (!blocks && tp != 0))
+              coords[otherAxis] != 0 || (!blocks && index != 0))
             continue;
           const char *block = all.data() + static_cast<size_t>(r) * blockBytes;
           if (blocks)
-            blocks->unpack(block, tp, p.bytes.data());
+            blocks->unpack(block, index, p.bytes.data());
           else
             std::memcpy(p.bytes.data(), block, blockBytes);
         }

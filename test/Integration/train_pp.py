@@ -20,8 +20,10 @@ for call and byte for byte (--check-comm):
 
 - mlp: pp2 with 1F1B and with GPipe, 4 micro-batches; pp2 with recompute
   full and selective; dp2 x pp2 on 4 ranks, also with ZeRO-1 (each
-  replica updates a block of its stage's optimizer states) and ZeRO-2
-  (from its block of the gradients, reduce-scattered once per step);
+  replica updates a block of its stage's optimizer states), ZeRO-2
+  (from its block of the gradients, reduce-scattered once per step) and
+  ZeRO-3 (holding blocks of the parameters, gathered by each micro-batch's
+  forward and backward; resumed bitwise);
   tp2 x pp2 (each stage partitioned over its tp group), also with
   recompute full; dp2 x tp2 x pp2 on 8 ranks; each rank holds the
   parameters and optimizer states the report predicts; pp4 is refused
@@ -35,7 +37,7 @@ for call and byte for byte (--check-comm):
 - the automatic plan (no --dp, --tp or --pp) for the GPT on 2 and 4 ranks,
   whichever family the search picks;
 - tied weights: a GPT whose head is its token table (GPT-2's) on pp2,
-  dp2 x pp2 and dp2 x pp2 with ZeRO-2: each stage holds the table, its
+  dp2 x pp2 and dp2 x pp2 with ZeRO-2 and ZeRO-3: each stage holds the table, its
   gradient (or block) summed over the stages; stopped at step 3 and
   resumed bitwise, and on one rank;
 - --save-onnx: the GPT on pp2 and tp2 x pp2 and the tied GPT write one
@@ -119,17 +121,19 @@ class TiedGpt(WideGpt):
         self.head.weight = self.wte.weight
 
 
-def resumed_bitwise(case, tag, art, ranks, launcher, whole, errors):
+def resumed_bitwise(case, tag, art, ranks, launcher, whole, errors,
+                    flags=()):
     """`case` on `art` stopped at step 3 and resumed under the same plan
-    equals the uninterrupted run `whole` bitwise; returns the checkpoint
-    directory (its latest at step 3 again)."""
+    equals the uninterrupted run `whole` (trained with `flags`) bitwise;
+    returns the checkpoint directory (its latest at step 3 again)."""
     ckpt = os.path.join(case.dir, tag + "-ckpt")
     run(["rm", "-rf", ckpt])
     first = case.train(tag + "-resumed", art, ranks, launcher,
-                       "--checkpoint-dir", ckpt, "--checkpoint-every", "3")
+                       "--checkpoint-dir", ckpt, "--checkpoint-every", "3",
+                       *flags)
     run(["sh", "-c", f"echo step-00000003 > {ckpt}/latest"])
     resumed = case.train(tag + "-resumed", art, ranks, launcher,
-                         "--checkpoint-dir", ckpt, "--resume")
+                         "--checkpoint-dir", ckpt, "--resume", *flags)
     losses = first[0][:3] + resumed[0]
     same = set(resumed[1]) == set(whole[1]) and all(
         np.array_equal(resumed[1][k], v) for k, v in whole[1].items())
@@ -220,6 +224,7 @@ def main():
             ("dp2xpp2", 4, 2, ()),
             ("dp2xpp2-zero1", 4, 2, ("--zero", "1")),
             ("dp2xpp2-zero2", 4, 2, ("--zero", "2")),
+            ("dp2xpp2-zero3", 4, 2, ("--zero", "3")),
             ("tp2xpp2", 4, 2, ("--tp", "2")),
             ("tp2xpp2-recompute", 4, 2, ("--tp", "2", "--recompute", "full")),
             ("dp2xtp2xpp2", 8, 2, ("--tp", "2"))):
@@ -230,6 +235,10 @@ def main():
         activations_kept(f"mlp {tag}", art, result[2], kept)
         if tag == "dp2xpp2":
             four = art, result
+        if tag == "dp2xpp2-zero3":
+            # Each replica writes its blocks of the stage's parameters.
+            resumed_bitwise(mlp, tag, art, ranks, launcher, result[:2],
+                            errors, ("--shuffle", "3"))
     # Faults: a rank of the 4 killed, or hung, at step 4 ends every rank
     # within the timeout (the exchanges of the stages wait under the
     # watchdog too), and the checkpoint of step 2 resumes bitwise.
@@ -326,15 +335,17 @@ def main():
                                             config=tied_micro),
                                  4, launcher),
                       noise_only=key_bias)
-    # Under ZeRO-2 each replica's copy gets its block of the gradient, and
-    # the stages' all-reduce of tied gradients sums blocks.
-    errors += compare("gpt (tied) dp2xpp2 ZeRO-2", tied_one[:2],
-                      tied.train("dp2xpp2-zero2",
-                                 compile_pp(tied, "dp2xpp2-zero2", 4, 2,
-                                            errors, "--zero", "2",
-                                            config=tied_micro),
-                                 4, launcher),
-                      noise_only=key_bias)
+    # Under ZeRO-2 and 3 each replica's copy gets its block of the gradient,
+    # and the stages' all-reduce of tied gradients sums blocks; under ZeRO-3
+    # each stage gathers its copy's blocks where it reads it.
+    for zero in ("2", "3"):
+        errors += compare(f"gpt (tied) dp2xpp2 ZeRO-{zero}", tied_one[:2],
+                          tied.train(f"dp2xpp2-zero{zero}",
+                                     compile_pp(tied, f"dp2xpp2-zero{zero}",
+                                                4, 2, errors, "--zero", zero,
+                                                config=tied_micro),
+                                     4, launcher),
+                          noise_only=key_bias)
     ckpt = resumed_bitwise(tied, "pp2", art_tied, 2, launcher, whole_tied,
                            errors)
     errors += on_one_rank(tied, "pp2", tied_one, ckpt, launcher, key_bias)

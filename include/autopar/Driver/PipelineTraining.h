@@ -59,7 +59,7 @@ struct PipelineTrainingStage {
   int64_t trainedParameters = 0;
 };
 
-/// Builds the programs of every stage of `plan` (pp > 1; ZeRO 0 to 2, and
+/// Builds the programs of every stage of `plan` (pp > 1; any ZeRO stage, and
 /// 0 under tp > 1, whose stages are partitioned over their tp groups, each
 /// planned by `options.step.makePlanPass`; any recompute). Errors say what
 /// cannot run as a pipeline and what to do (MLIR diagnostics have been

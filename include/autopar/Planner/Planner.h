@@ -56,10 +56,6 @@ struct PlanRequest {
   /// The forward depends on the whole batch a replica sees (BatchNorm's
   /// batch statistics): plans cut no micro-batches unless a pin asks.
   bool wholeReplicaBatch = false;
-  /// Training: the largest ZeRO stage a plan with pipeline stages may take
-  /// (unset: any). autopar-compile sets 2 while the executor runs no more
-  /// (a stopgap, docs/distributed-training.md).
-  std::optional<int> maxZeroWithPipeline;
   /// Name of the model in reports.
   std::string modelName;
   /// How many runner-up plans to report.
