@@ -21,6 +21,7 @@
 #include "autopar/Dialect/Attributes.h"
 #include "autopar/Import/InferenceModel.h"
 #include "autopar/Import/WeightLocator.h"
+#include "autopar/Planner/Recompute.h"
 #include "autopar/Target/Artifact.h"
 #include "autopar/Target/LoweringPasses.h"
 #include "autopar/Transforms/Autodiff.h"
@@ -28,7 +29,6 @@
 #include "autopar/Transforms/LossNormalisation.h"
 #include "autopar/Transforms/Passes.h"
 #include "autopar/Transforms/PlanAnnotate.h"
-#include "autopar/Transforms/Recompute.h"
 #include "autopar/Transforms/ZeroSharding.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"

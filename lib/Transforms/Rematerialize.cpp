@@ -10,7 +10,7 @@
 
 #include "autopar/Dialect/Attributes.h"
 #include "autopar/Transforms/Passes.h"
-#include "autopar/Transforms/Recompute.h"
+#include "autopar/Planner/Recompute.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"

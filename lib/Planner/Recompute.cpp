@@ -4,7 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "autopar/Transforms/Recompute.h"
+#include "autopar/Planner/Recompute.h"
 
 #include "autopar/Dialect/Attributes.h"
 

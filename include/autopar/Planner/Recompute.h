@@ -2,14 +2,14 @@
 //
 // Recomputation (docs/distributed-training.md) trades compute for the memory
 // of the forward values a backward reads. The planner prices three modes;
-// these predicates say which ops each mode recomputes, for the
-// rematerialisation pass of a one-program step and for the stages of a
-// pipeline alike.
+// these predicates say which ops each mode recomputes, for the planner's
+// model of the activations a backward keeps, the rematerialisation pass of
+// a one-program step and the stages of a pipeline alike.
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef AUTOPAR_TRANSFORMS_RECOMPUTE_H
-#define AUTOPAR_TRANSFORMS_RECOMPUTE_H
+#ifndef AUTOPAR_PLANNER_RECOMPUTE_H
+#define AUTOPAR_PLANNER_RECOMPUTE_H
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/DenseSet.h"
@@ -34,4 +34,4 @@ llvm::DenseSet<mlir::Operation *> opsReadingTheSeed(mlir::func::FuncOp f);
 
 } // namespace autopar
 
-#endif // AUTOPAR_TRANSFORMS_RECOMPUTE_H
+#endif // AUTOPAR_PLANNER_RECOMPUTE_H
