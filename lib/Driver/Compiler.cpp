@@ -843,6 +843,7 @@ int CompileFlow::compilePipelineTraining() {
   options.step.loss = o.loss;
   options.step.freeze.assign(o.freeze.begin(), o.freeze.end());
   options.step.config = trainConfig;
+  options.step.fuseAttention = o.fuseAttention;
   options.modelPath = o.modelPath;
   options.importOptions = importOptions;
   options.globalArguments = arguments;

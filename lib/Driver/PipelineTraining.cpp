@@ -38,6 +38,7 @@
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/IRMapping.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "mlir/Transforms/Passes.h"
@@ -539,6 +540,28 @@ llvm::Error cutStage(ModuleOp stage, int64_t k, int64_t numStages,
   // (recompute none), with the memory-bound ones (selective) or with all of
   // them (full).
   llvm::DenseSet<Operation *> randomOps = opsReadingTheSeed(f);
+  // What is made from the parameters alone (a transposed weight) is the
+  // same for every micro-batch: the backward makes it again rather than
+  // keeping a copy per micro-batch in flight. Collectives (a partitioned
+  // stage's) are not repeated.
+  llvm::DenseSet<Operation *> parameterOnly;
+  for (Operation &op : body->without_terminator()) {
+    if (!isMemoryEffectFree(&op) || op.getNumResults() == 0 ||
+        isa<shard::ShardDialect>(op.getDialect()))
+      continue;
+    llvm::SetVector<Value> reads(op.operand_begin(), op.operand_end());
+    getUsedValuesDefinedAbove(op.getRegions(), reads);
+    if (llvm::all_of(reads, [&](Value v) {
+          if (auto arg = dyn_cast<BlockArgument>(v))
+            return arg.getOwner() == body &&
+                   (f.getArgAttr(arg.getArgNumber(), attrs::kParameter) ||
+                    f.getArgAttr(arg.getArgNumber(), attrs::kSeed) ||
+                    f.getArgAttr(arg.getArgNumber(), attrs::kStep));
+          Operation *def = v.getDefiningOp();
+          return def && parameterOnly.contains(def);
+        }))
+      parameterOnly.insert(&op);
+  }
   SmallVector<Value> backwardRoots;
   for (const Port &p : backwardResults)
     backwardRoots.push_back(p.value);
@@ -550,7 +573,7 @@ llvm::Error cutStage(ModuleOp stage, int64_t k, int64_t numStages,
       backwardRoots,
       [&](Operation *op) {
         return recompute == Recompute::Full || !forwardOps.contains(op) ||
-               isRecomputedAnyway(op) ||
+               isRecomputedAnyway(op) || parameterOnly.contains(op) ||
                (recompute == Recompute::Selective &&
                 isSelectivelyRecomputed(op) && !randomOps.contains(op));
       },
@@ -1009,6 +1032,22 @@ buildPipelineTraining(MLIRContext &context, const PlanCandidate &plan,
   // importer or autopar-add-cross-entropy-loss adds goes with its inputs.
   if (llvm::Error err = assignPipelineStages(main, plan))
     return std::move(err);
+  // Attention fused as the planner prices it (autopar.attention keeps no
+  // scores for the backward), as the one-program step fuses it; not within
+  // tp groups, as there (the fused op has no partitioning rule yet). The
+  // fused op goes with its operands' stage, as the ops below.
+  if (step.fuseAttention && plan.tp == 1) {
+    auto pm = PassManager::on<ModuleOp>(&context);
+    applyPassManagerCLOptionsIfAny(pm);
+    FuseAttentionOptions fuse;
+    fuse.maxHeadDim = step.attentionMaxHeadDim;
+    fuse.headDimMultiple = step.attentionHeadDimMultiple;
+    pm.addNestedPass<func::FuncOp>(createFuseAttention(fuse));
+    if (failed(pm.run(*module)))
+      return error("fusing the attention of " + options.modelPath +
+                   " failed (see the diagnostics above)");
+    main = module->lookupSymbol<func::FuncOp>("main");
+  }
   std::string lossName = step.loss;
   if (std::string output = crossEntropyOutput(step.loss); !output.empty()) {
     auto pm = PassManager::on<ModuleOp>(&context);
