@@ -10,6 +10,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "PlannerImpl.h"
+
+#include "autopar/Planner/Recompute.h"
 #include "autopar/Planner/ReshapeSplits.h"
 
 #include "autopar/Dialect/AttentionPattern.h"
@@ -250,6 +252,7 @@ fuseElementwiseProducers(Operation &op, PlanOp &consumer,
 static void
 priceFusedAttention(func::FuncOp main, const AttentionPatternOptions &options,
                     const llvm::DenseMap<Operation *, size_t> &index,
+                    const llvm::DenseMap<Value, int64_t> &valueIds,
                     std::vector<PlanOp> &ops) {
   auto planOp = [&](Operation *op) -> PlanOp * {
     auto it = index.find(op);
@@ -271,6 +274,13 @@ priceFusedAttention(func::FuncOp main, const AttentionPatternOptions &options,
     output->cost.minDim = double(scoreType.getShape().back());
     output->unreadOperands |= 1; // the probabilities
     output->backwardFactor = kAttentionBackwardTime;
+    // FlashAttention's backward reads Q, K, V, O and the softmax's
+    // statistics (one per query row: 1 / head dim of O).
+    for (Value v : {m->query, m->key, m->value})
+      if (auto it = valueIds.find(v); it != valueIds.end())
+        output->attentionOperands.push_back(it->second);
+    auto outType = cast<RankedTensorType>(m->output->getResult(0).getType());
+    output->attentionStatsFraction = 1.0 / double(outType.getShape().back());
     scores->cost.flops = 0; // its reads of Q and K stay
     scores->resultFused = true;
     scores->savesNothing = true;
@@ -309,6 +319,100 @@ priceFusedAttention(func::FuncOp main, const AttentionPatternOptions &options,
   });
 }
 
+/// What the backward keeps (PlanOp::savedOperands, savesResult and
+/// savedUnderSelective): every value an adjoint reads, once, at its first
+/// reader; a parameter is held anyway, and what is made from constants and
+/// parameters alone is made again.
+static void claimSavedActivations(func::FuncOp main, ProgramGraph &graph) {
+  auto keepable = [&](int64_t id) {
+    return id >= 0 && graph.values[id].dataDependent;
+  };
+  std::vector<bool> claimed(graph.values.size()),
+      claimedSelective(graph.values.size());
+  llvm::DenseMap<int64_t, size_t> producer;
+  for (auto [i, p] : llvm::enumerate(graph.ops))
+    if (p.result >= 0)
+      producer[p.result] = i;
+  // Under selective recomputation, a kept value a recomputed op makes is
+  // made again from what that op reads: the values kept instead, up to
+  // those no recomputation makes (GEMM outputs, inputs, collectives, and
+  // Dropout's masks, which are never recomputed).
+  llvm::DenseSet<Operation *> random = opsReadingTheSeed(main);
+  auto keptInstead = [&](int64_t id, llvm::SmallVector<int64_t> &out) {
+    llvm::SmallVector<int64_t> work{id};
+    llvm::DenseSet<int64_t> seen;
+    while (!work.empty()) {
+      int64_t v = work.pop_back_val();
+      if (!keepable(v) || !seen.insert(v).second)
+        continue;
+      auto it = producer.find(v);
+      if (it == producer.end() ||
+          !isSelectivelyRecomputed(graph.ops[it->second].op) ||
+          random.contains(graph.ops[it->second].op)) {
+        if (!claimedSelective[v]) {
+          claimedSelective[v] = true;
+          out.push_back(v);
+        }
+        continue;
+      }
+      llvm::append_range(work, graph.ops[it->second].operands);
+    }
+  };
+  std::vector<bool> inputRead(graph.values.size());
+  for (PlanOp &p : graph.ops) {
+    for (int64_t id : p.operands)
+      if (id >= 0 && graph.values[id].isInput && !inputRead[id]) {
+        inputRead[id] = true;
+        p.firstReadInputs.push_back(id);
+      }
+    if (p.savesNothing || isRecomputedAnyway(p.op))
+      continue;
+    auto active = [&](unsigned k) {
+      int64_t id = k < p.operands.size() ? p.operands[k] : -1;
+      if (id < 0 ||
+          !(graph.values[id].isActivation || graph.values[id].isParameter))
+        return false;
+      // Operands by position (a lookup's are listed otherwise, and its
+      // table is a parameter): only floats carry a gradient.
+      if (k < p.op->getNumOperands() && !matchEmbeddingLookup(p.op))
+        if (auto t = dyn_cast<RankedTensorType>(p.op->getOperand(k).getType()))
+          return isa<FloatType>(t.getElementType());
+      return true;
+    };
+    if (!p.attentionOperands.empty()) {
+      // A fused attention: Q, K and V (read through its scores piece), its
+      // output and its statistics (PlanSegment.cpp adds those).
+      for (int64_t id : p.attentionOperands)
+        if (keepable(id) && !claimed[id]) {
+          claimed[id] = true;
+          p.attentionSaved.push_back(id);
+          keptInstead(id, p.savedUnderSelective);
+        }
+      if (keepable(p.result) && !claimed[p.result]) {
+        claimed[p.result] = true;
+        p.savesResult = true;
+        keptInstead(p.result, p.savedUnderSelective);
+      }
+      continue;
+    }
+    AdjointReads reads = adjointReads(p.op, active);
+    for (auto [k, id] : llvm::enumerate(p.operands)) {
+      if (k >= 64 || !((reads.operands >> k) & 1) || !keepable(id))
+        continue;
+      if (claimed[id])
+        continue;
+      claimed[id] = true;
+      keptInstead(id, p.savedUnderSelective);
+      p.savedOperands |= uint64_t(1) << k;
+    }
+    if (reads.result && keepable(p.result) && !claimed[p.result]) {
+      claimed[p.result] = true;
+      p.savesResult = true;
+      keptInstead(p.result, p.savedUnderSelective);
+    }
+  }
+}
+
 FailureOr<ProgramGraph>
 buildProgramGraph(func::FuncOp main,
                   std::optional<AttentionPatternOptions> fusedAttention) {
@@ -341,7 +445,11 @@ buildProgramGraph(func::FuncOp main,
         elements = t.getNumElements();
       graph.parameterElements += elements;
       graph.parameterBytes += info.bytes;
-    } else if (!sawInput && !info.shape.empty()) {
+    } else {
+      info.dataDependent = true;
+      info.isInput = true;
+    }
+    if (!info.isParameter && !sawInput && !info.shape.empty()) {
       // The first graph input's leading dim is the global batch.
       sawInput = true;
       graph.globalBatch = std::max<int64_t>(1, info.shape.front());
@@ -407,7 +515,7 @@ buildProgramGraph(func::FuncOp main,
     SmallVector<Value> operands(op.getOperands());
     if (lookup)
       operands = {lookup->table, lookup->ids};
-    bool activation = false;
+    bool activation = false, dataDependent = false;
     for (Value operand : operands) {
       auto it = graph.valueIds.find(operand);
       int64_t id = it == graph.valueIds.end() ? -1 : it->second;
@@ -417,11 +525,13 @@ buildProgramGraph(func::FuncOp main,
         ++graph.values[id].uses;
         activation |=
             graph.values[id].isActivation || graph.values[id].isParameter;
+        dataDependent |= graph.values[id].dataDependent;
       }
     }
     if (op.getNumResults() == 1) {
       planOp.result = newValue(op.getResult(0));
       graph.values[planOp.result].isActivation = activation;
+      graph.values[planOp.result].dataDependent = dataDependent;
     }
     if (lookup)
       embeddingOptions(*lookup, &op, planOp);
@@ -446,7 +556,10 @@ buildProgramGraph(func::FuncOp main,
   }
 
   if (fusedAttention)
-    priceFusedAttention(main, *fusedAttention, opIndex, graph.ops);
+    priceFusedAttention(main, *fusedAttention, opIndex, graph.valueIds,
+                        graph.ops);
+
+  claimSavedActivations(main, graph);
 
   // Segments: cut after an op when its result is the only live activation.
   // A result no later op reads (BatchNorm's running statistics in a training

@@ -489,6 +489,9 @@ std::vector<StageTotals> Search::segmentTotals(const PlanKey &key) {
     s.params = c.parameterElementsPerRank;
     s.tpGradBytes = c.tpGradientSyncBytes;
     s.saved = c.savedActivationBytes[r];
+    s.received = c.receivedBytes;
+    s.dataInputs = c.dataInputBytes;
+    s.segments = 1;
     s.backward = c.backwardCompute;
     s.peakLive = c.peakLiveBytes;
     s.message = c.largestMessageBytes;
@@ -525,7 +528,14 @@ StagePrice Search::priceStage(const PlanPricing &pricing,
     m.parameters = state.parameters;
     m.gradients = state.gradients;
     m.optimizerStates = state.optimizerStates;
-    m.activations = totals.saved * pricing.inFlight[stage];
+    // A pipeline stage under full recomputation recomputes its whole
+    // forward from what it receives (and the data it reads), as the stage's
+    // backward program does; without pipeline stages, from the segment
+    // boundaries.
+    double saved = key.pp > 1 && key.recompute == Recompute::Full
+                       ? totals.received + totals.dataInputs
+                       : totals.saved;
+    m.activations = saved * pricing.inFlight[stage];
     // Gradients are reduced over dp: ZeRO 0 all-reduces them once per
     // step, ZeRO 1-2 reduce-scatter them and all-gather the updated
     // parameters; all overlapped with the last micro-batch's backward.

@@ -360,8 +360,11 @@ SegmentCost evaluateSegment(const ProgramGraph &graph, const Segment &segment,
 
   // Replay the choices to split the cost into its parts.
   llvm::DenseMap<int64_t, TensorSharding> state;
-  if (int64_t inputId = segmentInput(graph, segment); tracked(inputId))
+  if (int64_t inputId = segmentInput(graph, segment); tracked(inputId)) {
     state[inputId] = boundary.in;
+    // Whole: pipeline stages send and receive whole activations.
+    result.receivedBytes = ctx.bytes(graph.values[inputId]);
+  }
   auto shardingOf = [&](int64_t id) {
     auto it = state.find(id);
     return it == state.end() ? kReplicated : it->second;
@@ -426,16 +429,36 @@ SegmentCost evaluateSegment(const ProgramGraph &graph, const Segment &segment,
       }
       result.largestMessageBytes = std::max(result.largestMessageBytes, bytes);
     }
+    // What the backward keeps for this op's adjoint: the operands it reads,
+    // as the option lays them out (PlanGraph.cpp, claimSavedActivations).
+    for (auto [k, id] : llvm::enumerate(op.operands)) {
+      if (k >= 64 || !((op.savedOperands >> k) & 1))
+        continue;
+      bool split = k < option.operands.size() && isSplit(option.operands[k]);
+      result.savedActivationBytes[int(Recompute::None)] +=
+          ctx.bytes(graph.values[id]) / (split ? tp : 1);
+    }
+    for (int64_t id : op.firstReadInputs)
+      result.dataInputBytes += ctx.bytes(graph.values[id]);
+    for (int64_t id : op.attentionSaved)
+      result.savedActivationBytes[int(Recompute::None)] +=
+          ctx.bytes(graph.values[id]) / (isSplit(shardingOf(id)) ? tp : 1);
+    for (int64_t id : op.savedUnderSelective)
+      result.savedActivationBytes[int(Recompute::Selective)] +=
+          ctx.bytes(graph.values[id]) / (isSplit(shardingOf(id)) ? tp : 1);
     if (op.result >= 0) {
       state[op.result] = option.result;
       const ValueInfo &v = graph.values[op.result];
       double bytes = ctx.bytes(v) / (isSplit(option.result) ? tp : 1);
       maxValueBytes = std::max(maxValueBytes, bytes);
-      if (v.isActivation && !op.free && !op.savesNothing) {
-        result.savedActivationBytes[int(Recompute::None)] += bytes;
-        if (op.isContraction)
-          result.savedActivationBytes[int(Recompute::Selective)] += bytes;
-      }
+      if (op.savesResult)
+        result.savedActivationBytes[int(Recompute::None)] +=
+            bytes * (1 + op.attentionStatsFraction);
+      // Selective recomputation keeps a fused attention's output and
+      // statistics too (the kernel is not recomputed).
+      if (!op.attentionOperands.empty())
+        result.savedActivationBytes[int(Recompute::Selective)] +=
+            bytes * op.attentionStatsFraction;
     }
   }
   // Handing the outputs on as the boundary says.

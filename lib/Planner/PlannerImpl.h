@@ -48,6 +48,13 @@ struct ValueInfo {
   /// everywhere and can be sliced for free.
   bool isActivation = false;
   bool isParameter = false;
+  /// Depends on a graph input (the data): what differs from one
+  /// micro-batch to the next. A backward makes again, rather than keeps,
+  /// what it computes from constants and parameters alone (a transposed
+  /// weight).
+  bool dataDependent = false;
+  /// A graph input (not a parameter).
+  bool isInput = false;
   /// Per dim, where the batch is (PlanBatch.cpp): the index stride of one
   /// batch item, or kNoBatch / kMixedBatch.
   llvm::SmallVector<int64_t> batch;
@@ -126,6 +133,24 @@ struct PlanOp {
   /// lives only in the kernel's registers: nothing of it is saved for the
   /// backward, whatever the recomputation.
   bool savesNothing = false;
+  /// What the backward keeps for this op's adjoint (AdjointReads.cpp), each
+  /// value counted at its first reader: its operands (bit k: operand k),
+  /// its result (a max reduction's), and, under selective recomputation,
+  /// the values kept instead of those of its reads that are recomputed (the
+  /// GEMM outputs and inputs they are made again from), by value id.
+  uint64_t savedOperands = 0;
+  bool savesResult = false;
+  llvm::SmallVector<int64_t> savedUnderSelective;
+  /// The output op of a fused attention (priceFusedAttention): the query,
+  /// key and value (value ids) its backward reads with its output and the
+  /// softmax's statistics, which are attentionStatsFraction of the output.
+  llvm::SmallVector<int64_t> attentionOperands;
+  double attentionStatsFraction = 0;
+  /// Of attentionOperands, those this op keeps (the others are kept by an
+  /// earlier reader).
+  llvm::SmallVector<int64_t> attentionSaved;
+  /// The graph inputs this op is the first to read (value ids).
+  llvm::SmallVector<int64_t> firstReadInputs;
   /// The backward's compute time over the forward's.
   double backwardFactor = 2;
 };
@@ -219,6 +244,16 @@ buildProgramGraph(mlir::func::FuncOp main,
                   std::optional<AttentionPatternOptions> fusedAttention =
                       AttentionPatternOptions());
 
+/// Which operands of an op its adjoint reads (bit k: operand k, in
+/// PlanOp::operands' order) and whether it reads the op's result, given
+/// which operands need a gradient (`active`).
+struct AdjointReads {
+  uint64_t operands = 0;
+  bool result = false;
+};
+AdjointReads adjointReads(mlir::Operation *op,
+                          llvm::function_ref<bool(unsigned)> active);
+
 /// Cost of one segment for a given tp degree and micro-batch.
 struct SegmentCost {
   double forwardCompute = 0, backwardCompute = 0;
@@ -227,6 +262,10 @@ struct SegmentCost {
   double recomputeCompute[3] = {0, 0, 0};
   /// Activation bytes kept for the backward pass, per Recompute mode.
   double savedActivationBytes[3] = {0, 0, 0};
+  /// What a pipeline stage that starts here keeps under full recomputation
+  /// (it recomputes everything from what it receives): the activation it
+  /// receives, and the graph inputs (data, labels) its ops read first here.
+  double receivedBytes = 0, dataInputBytes = 0;
   /// Largest live set in inference.
   double peakLiveBytes = 0;
   /// Largest tensor communicated (sizes communication buffers).
@@ -330,7 +369,15 @@ struct StageTotals {
   /// ZeRO-3's exposed gathers and reduce-scatters per micro-batch.
   double zero3PerMicroBatch = 0;
   double peakLive = 0, message = 0, largestLayerBytes = 0; ///< largest
+  /// A pipeline stage under full recomputation keeps what its first segment
+  /// receives and the data its segments read (SegmentCost).
+  double received = 0, dataInputs = 0;
+  int64_t segments = 0;
   void add(const StageTotals &o) {
+    if (segments == 0)
+      received = o.received;
+    segments += o.segments;
+    dataInputs += o.dataInputs;
     seconds += o.seconds;
     params += o.params;
     tpGradBytes += o.tpGradBytes;
