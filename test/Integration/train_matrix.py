@@ -7,7 +7,7 @@ max |difference| / max |reference|; entries with an exactly zero gradient,
 where Adam scales rounding noise up, at the noise's level). This script runs
 the matrix: the MLP, the GPT, the GPT with Dropout and the CNN with
 BatchNorm, each on local:2, 4 and 8, under dp, tp, pp, dp x tp, tp x pp,
-dp x pp, dp x tp x pp, ZeRO 1/2/3, recompute selective and full, and the
+dp x pp, dp x tp x pp, ZeRO 1/2/3 (also with pp), recompute selective and full, and the
 automatic plan. A plan the compiler refuses (not built yet, or not
 applicable to the model: a convolution under tp, BatchNorm under tp x pp)
 is listed with the compiler's reason; every other plan must train to one
@@ -48,6 +48,8 @@ PLANS = [
     ("pp", lambda n: ["--pp", str(n)]),
     ("dp x pp", lambda n: ["--pp", "2"] if n >= 4 else None),
     ("dp x pp ZeRO-1", lambda n: ["--pp", "2", "--zero", "1"] if n >= 4 else None),
+    ("dp x pp ZeRO-2", lambda n: ["--pp", "2", "--zero", "2"] if n >= 4 else None),
+    ("dp x pp ZeRO-3", lambda n: ["--pp", "2", "--zero", "3"] if n >= 4 else None),
     ("pp recompute selective", lambda n: ["--pp", "2", "--recompute", "selective"]),
     ("pp recompute full", lambda n: ["--pp", "2", "--recompute", "full"]),
     ("pp gpipe", lambda n: ["--pp", "2", "--pipeline-schedule", "gpipe"]),
