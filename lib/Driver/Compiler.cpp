@@ -411,10 +411,6 @@ int CompileFlow::pinPipelineTraining() {
   if (tp > 1 && request.pins.zeroStage && *request.pins.zeroStage > 0)
     return refuse("ZeRO under tensor parallelism is being built (drop --zero "
                   "and zero_optimization.stage, or --tp)");
-  if (gpu)
-    return refuse("pipeline-parallel training compiles for CPU ranks "
-                  "(local:N) so far; on GPUs training runs data-parallel "
-                  "(drop --pp)");
   if (o.emitGradients)
     return refuse("--emit-gradients returns one program's gradients; the "
                   "stages of a pipeline each hold their own (drop one of the "
@@ -844,6 +840,11 @@ int CompileFlow::compilePipelineTraining() {
   options.step.freeze.assign(o.freeze.begin(), o.freeze.end());
   options.step.config = trainConfig;
   options.step.fuseAttention = o.fuseAttention;
+  if (gpu) {
+    FuseAttentionOptions fuse = gpuFuseAttentionOptions();
+    options.step.attentionMaxHeadDim = fuse.maxHeadDim;
+    options.step.attentionHeadDimMultiple = fuse.headDimMultiple;
+  }
   options.modelPath = o.modelPath;
   options.importOptions = importOptions;
   options.globalArguments = arguments;
@@ -886,6 +887,13 @@ int CompileFlow::compilePipelineTraining() {
       pipelineCollectives(*stages, best.numMicroBatches);
   TrainingArtifactOptions artifact =
       trainingArtifactOptions(best.numMicroBatches);
+  if (gpu) {
+    // Compiled for the GPUs, each stage's programs with their kernels; the
+    // runtime's pipeline trainer runs on CPU ranks so far (autopar-run says
+    // so).
+    artifact.gpu = gpuTarget;
+    artifact.gpu->precision = "fp32";
+  }
   std::string error;
   auto trained = writePipelineTrainingArtifact(*stages, best, artifact, error);
   if (failed(trained))

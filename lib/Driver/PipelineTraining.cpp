@@ -1518,6 +1518,10 @@ llvm::FailureOr<TrainedSummary> writePipelineTrainingArtifact(
   llvm::sys::fs::make_absolute(absModel);
   description.modelPath = std::string(absModel);
   description.cluster = options.cluster;
+  if (options.gpu)
+    description.target = ArtifactTarget{
+        "cuda", options.gpu->arch,
+        options.config.precision.empty() ? "fp32" : options.config.precision};
   description.worldSize = plan.dp * plan.tp * plan.pp;
   description.dp = plan.dp;
   description.tp = plan.tp;

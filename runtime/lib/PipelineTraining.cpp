@@ -48,6 +48,12 @@ PipelineTrainer::PipelineTrainer(Session &step) : step(step) {
   const Manifest &manifest = step.getManifest();
   if (!manifest.isPipelineTraining())
     throw Error(manifest.path + ": not a pipeline training artifact");
+  if (step.device())
+    throw Error(manifest.path +
+                ": this pipeline training artifact is compiled for GPUs, and "
+                "autopar-run trains pipelines on CPU ranks so far (its "
+                "micro-batches' stash and sums are host buffers); compile for "
+                "--cluster local:N, or train it without --pp");
   const WorldInfo &world = step.getWorld();
   const RankDesc &rank = manifest.ranks.at(static_cast<size_t>(world.rank));
   stage = rank.coords[static_cast<size_t>(GridAxis::PP)];
