@@ -338,13 +338,16 @@ static void claimSavedActivations(func::FuncOp main, ProgramGraph &graph) {
   // those no recomputation makes (GEMM outputs, inputs, collectives, and
   // Dropout's masks, which are never recomputed).
   llvm::DenseSet<Operation *> random = opsReadingTheSeed(main);
+  // A value walked once has had its kept values claimed: later walks stop
+  // there (a residual stream is walked once, not once per layer).
+  std::vector<bool> seen(graph.values.size());
   auto keptInstead = [&](int64_t id, llvm::SmallVector<int64_t> &out) {
     llvm::SmallVector<int64_t> work{id};
-    llvm::DenseSet<int64_t> seen;
     while (!work.empty()) {
       int64_t v = work.pop_back_val();
-      if (!keepable(v) || !seen.insert(v).second)
+      if (!keepable(v) || seen[v])
         continue;
+      seen[v] = true;
       auto it = producer.find(v);
       if (it == producer.end() ||
           !isSelectivelyRecomputed(graph.ops[it->second].op) ||
