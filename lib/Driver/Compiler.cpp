@@ -81,6 +81,11 @@ private:
   /// Training with pipeline stages: each stage's forward, backward and
   /// step (PipelineTraining.h).
   int compilePipelineTraining();
+  /// A model whose forward updates state (BatchNorm) cut into several
+  /// micro-batches by the user's pin: says, and adds to \p notes, that its
+  /// statistics are per micro-batch.
+  void noteStatisticsPerMicroBatch(const PlanCandidate &best,
+                                   llvm::json::Array &notes) const;
   /// What every training artifact takes from the flags and the plan.
   TrainingArtifactOptions trainingArtifactOptions(int64_t microBatches) const;
   int compileInference();
@@ -655,15 +660,7 @@ int CompileFlow::compileTrainingStep() {
                              "gathers a parameter before its uses in the "
                              "forward and again in the backward\n"
                            : "the parameters are all-gathered\n");
-    if (request.wholeReplicaBatch && microBatches > 1) {
-      std::string note =
-          "BatchNorm statistics are computed per micro-batch of " +
-          std::to_string(best.microBatchSize) +
-          ", as PyTorch computes them under gradient accumulation, not "
-          "over the global batch";
-      llvm::outs() << "  note: " << note << "\n";
-      notes.push_back(note);
-    }
+    noteStatisticsPerMicroBatch(best, notes);
   }
   // One training step: loss and gradients, then clipping, schedule and
   // update (docs/training.md); then the artifact.
@@ -781,6 +778,18 @@ int CompileFlow::compileTrainingStep() {
   return writeSbatchScript();
 }
 
+void CompileFlow::noteStatisticsPerMicroBatch(const PlanCandidate &best,
+                                              llvm::json::Array &notes) const {
+  if (!request.wholeReplicaBatch || best.numMicroBatches <= 1)
+    return;
+  std::string note = "BatchNorm statistics are computed per micro-batch of " +
+                     std::to_string(best.microBatchSize) +
+                     ", as PyTorch computes them under gradient "
+                     "accumulation, not over the global batch";
+  llvm::outs() << "  note: " << note << "\n";
+  notes.push_back(note);
+}
+
 TrainingArtifactOptions
 CompileFlow::trainingArtifactOptions(int64_t microBatches) const {
   TrainingArtifactOptions artifact;
@@ -818,15 +827,7 @@ int CompileFlow::compilePipelineTraining() {
                  << " ranks per stage: each stage's forward is partitioned "
                     "as planned, and its backward as its annotations imply\n";
   llvm::json::Array notes;
-  if (request.wholeReplicaBatch && best.numMicroBatches > 1) {
-    std::string note =
-        "BatchNorm statistics are computed per micro-batch of " +
-        std::to_string(best.microBatchSize) +
-        ", as PyTorch computes them under gradient accumulation, not over "
-        "the global batch";
-    llvm::outs() << "  note: " << note << "\n";
-    notes.push_back(note);
-  }
+  noteStatisticsPerMicroBatch(best, notes);
   PipelineTrainingOptions options;
   if (best.tp > 1) {
     // Each stage is planned for one tp group of the cluster's devices.
