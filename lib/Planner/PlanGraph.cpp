@@ -583,6 +583,17 @@ buildProgramGraph(func::FuncOp main,
         h = llvm::hash_combine(h, mlir::hash_value(t));
       for (Value v : op->getOperands())
         h = llvm::hash_combine(h, mlir::hash_value(v.getType()));
+      // What the backward keeps here (claimSavedActivations): two segments
+      // alike but for it (a model's first layer reads the graph's input)
+      // cost differently.
+      const PlanOp &p = graph.ops[i];
+      h = llvm::hash_combine(h, p.savedOperands, p.savesResult);
+      for (int64_t id : p.savedUnderSelective)
+        h = llvm::hash_combine(h, int64_t(graph.values[id].bytes));
+      for (int64_t id : p.attentionSaved)
+        h = llvm::hash_combine(h, int64_t(graph.values[id].bytes));
+      for (int64_t id : p.firstReadInputs)
+        h = llvm::hash_combine(h, int64_t(graph.values[id].bytes));
       for (int64_t id : graph.ops[i].operands)
         if (id >= 0 && graph.values[id].isParameter)
           seg.parameterElements += numElements(graph.values[id].shape);
