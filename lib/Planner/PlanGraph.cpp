@@ -479,6 +479,8 @@ buildProgramGraph(func::FuncOp main,
           continue;
         ValueInfo &info = graph.values[graph.valueIds[v]];
         info.isResult = true;
+        if (main.getResultAttr(k, attrs::kUpdate))
+          info.isStateUpdate = true;
         // Replicas (and micro-batches) each compute a block of the leading
         // dim, concatenated in order: that dim must hold the batch as its
         // outer factor, index = item * stride + rest with rest < stride.
@@ -565,9 +567,11 @@ buildProgramGraph(func::FuncOp main,
   claimSavedActivations(main, graph);
 
   // Segments: cut after an op when its result is the only live activation.
-  // A result no later op reads (BatchNorm's running statistics in a training
-  // step, an early output) is not live past its op: the stage that computes
-  // it returns it, nothing carries it to the next.
+  // A model's outputs stay live to the end; the new value of a state the
+  // forward updates (BatchNorm's running statistics in a training step) is
+  // not live past its last use: the stage that computes it stores it,
+  // nothing carries it to the next (else no cut could follow the first
+  // BatchNorm).
   int64_t start = 0;
   llvm::SmallDenseSet<int64_t> live;
   auto closeSegment = [&](int64_t last) {
@@ -608,11 +612,14 @@ buildProgramGraph(func::FuncOp main,
   };
   for (int64_t i = 0; i < int64_t(graph.ops.size()); ++i) {
     const PlanOp &op = graph.ops[i];
+    auto liveToTheEnd = [&](int64_t id) {
+      return graph.values[id].isResult && !graph.values[id].isStateUpdate;
+    };
     for (int64_t id : op.operands)
-      if (id >= 0 && graph.values[id].lastUse == i)
+      if (id >= 0 && graph.values[id].lastUse == i && !liveToTheEnd(id))
         live.erase(id);
     if (op.result >= 0 && graph.values[op.result].isActivation &&
-        graph.values[op.result].lastUse > i)
+        (graph.values[op.result].lastUse > i || liveToTheEnd(op.result)))
       live.insert(op.result);
     bool cut = live.size() == 1 && op.result >= 0 && live.contains(op.result) &&
                !op.free;

@@ -66,6 +66,9 @@ struct ValueInfo {
   /// Operands of ops that read it (an op reading it twice counts twice).
   int64_t uses = 0;
   bool isResult = false;
+  /// A result that is the new value of a parameter the forward updates
+  /// (BatchNorm's running statistics in a training step).
+  bool isStateUpdate = false;
 };
 
 /// A dim without the batch, and one holding it in a way no split can keep
