@@ -554,12 +554,6 @@ def main():
          mlp.compile("wrong-batch", 2, config=wrong_batch, expect_ok=False)[1],
          "train_micro_batch_size_per_gpu (1) x gradient_accumulation_steps (2) x 2 "
          "data-parallel replicas must be the batch of --input-shape (8)"),
-        # Pipeline parallelism runs (train_pp.py), with ZeRO-1 at most.
-        ("--pp 2 --zero 2", gpt.compile("pp2", 2, "--pp", "2", "--zero", "2",
-                                        expect_ok=False)[1],
-         "--pp 2 --mode train on --cluster local:2: ZeRO-2 within pipeline "
-         "stages is being built (DeepSpeed's pipeline engine takes ZeRO-1 "
-         "only too); use --zero 0 or 1"),
         ("--dp 1", gpt.compile("dp1", 2, "--dp", "1", expect_ok=False)[1],
          "--dp 1 --mode train on --cluster local:2: training on several ranks "
          "executes data parallelism over all 2 ranks, or --tp or --pp with "

@@ -282,7 +282,7 @@ def main():
     activations_kept("gpt tp2xpp2", art_tp, whole_tp[2], kept)
 
     # The automatic plan: without --dp, --tp or --pp the search chooses
-    # between data parallelism and pipelines of replicas (ZeRO 0 or 1 with
+    # between data parallelism and pipelines of replicas (any ZeRO stage, with
     # a pipeline); whatever it picks trains to one rank's numbers.
     for ranks in (2, 4):
         art_auto, result = gpt.compile(f"auto{ranks}", ranks, config=micro,
