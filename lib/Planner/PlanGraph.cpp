@@ -341,7 +341,7 @@ static void claimSavedActivations(func::FuncOp main, ProgramGraph &graph) {
   // A value walked once has had its kept values claimed: later walks stop
   // there (a residual stream is walked once, not once per layer).
   std::vector<bool> seen(graph.values.size());
-  auto keptInstead = [&](int64_t id, llvm::SmallVector<int64_t> &out) {
+  auto keptInstead = [&](int64_t id, std::vector<int64_t> &out) {
     llvm::SmallVector<int64_t> work{id};
     while (!work.empty()) {
       int64_t v = work.pop_back_val();

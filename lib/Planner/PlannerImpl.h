@@ -143,17 +143,17 @@ struct PlanOp {
   /// GEMM outputs and inputs they are made again from), by value id.
   uint64_t savedOperands = 0;
   bool savesResult = false;
-  llvm::SmallVector<int64_t> savedUnderSelective;
+  std::vector<int64_t> savedUnderSelective;
   /// The output op of a fused attention (priceFusedAttention): the query,
   /// key and value (value ids) its backward reads with its output and the
   /// softmax's statistics, which are attentionStatsFraction of the output.
-  llvm::SmallVector<int64_t> attentionOperands;
+  std::vector<int64_t> attentionOperands;
   double attentionStatsFraction = 0;
   /// Of attentionOperands, those this op keeps (the others are kept by an
   /// earlier reader).
-  llvm::SmallVector<int64_t> attentionSaved;
+  std::vector<int64_t> attentionSaved;
   /// The graph inputs this op is the first to read (value ids).
-  llvm::SmallVector<int64_t> firstReadInputs;
+  std::vector<int64_t> firstReadInputs;
   /// The backward's compute time over the forward's.
   double backwardFactor = 2;
 };
