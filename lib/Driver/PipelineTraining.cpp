@@ -38,7 +38,6 @@
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/IRMapping.h"
-#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "mlir/Transforms/Passes.h"
@@ -341,9 +340,6 @@ llvm::Error cutStage(ModuleOp stage, int64_t k, int64_t numStages,
   // Partitioning (tensor parallelism) replaces the body block.
   Block *body = &f.getBody().front();
   auto ret = cast<func::ReturnOp>(body->getTerminator());
-  // A stage a tensor-parallel plan annotated (autopar-plan made its grid;
-  // without tp, the grid is BatchNorm's over the replicas).
-  bool tpGrid = tensorParallel;
   Location loc = f.getLoc();
   bool last = k == numStages - 1;
 
@@ -400,7 +396,7 @@ llvm::Error cutStage(ModuleOp stage, int64_t k, int64_t numStages,
       BlockArgument cot = f.getArgument(position);
       cotangentsIn.push_back({cot, dict});
       // Whole on every tp rank, as the activation it is the cotangent of.
-      Value cotValue = tpGrid ? annotateWhole(b, loc, cot) : Value(cot);
+      Value cotValue = tensorParallel ? annotateWhole(b, loc, cot) : Value(cot);
       Value term = dotProduct(b, loc, p.value, cotValue);
       if (stageLoss &&
           cast<RankedTensorType>(stageLoss.getType()).getElementType() !=
@@ -479,7 +475,7 @@ llvm::Error cutStage(ModuleOp stage, int64_t k, int64_t numStages,
     wrtArgs.push_back(cast<BlockArgument>(v).getArgNumber());
   for (const Port &p : cotangentsIn)
     cotangentArgs.push_back(cast<BlockArgument>(p.value).getArgNumber());
-  if (tpGrid)
+  if (tensorParallel)
     if (llvm::Error err = partitionStage(
             stage, f, k, forwardResults.size() + forwardSums.size(),
             forwardResults.size() + forwardSums.size() + numParameters))
@@ -540,28 +536,7 @@ llvm::Error cutStage(ModuleOp stage, int64_t k, int64_t numStages,
   // (recompute none), with the memory-bound ones (selective) or with all of
   // them (full).
   llvm::DenseSet<Operation *> randomOps = opsReadingTheSeed(f);
-  // What is made from the parameters alone (a transposed weight) is the
-  // same for every micro-batch: the backward makes it again rather than
-  // keeping a copy per micro-batch in flight. Collectives (a partitioned
-  // stage's) are not repeated.
-  llvm::DenseSet<Operation *> parameterOnly;
-  for (Operation &op : body->without_terminator()) {
-    if (!isMemoryEffectFree(&op) || op.getNumResults() == 0 ||
-        isa<shard::ShardDialect>(op.getDialect()))
-      continue;
-    llvm::SetVector<Value> reads(op.operand_begin(), op.operand_end());
-    getUsedValuesDefinedAbove(op.getRegions(), reads);
-    if (llvm::all_of(reads, [&](Value v) {
-          if (auto arg = dyn_cast<BlockArgument>(v))
-            return arg.getOwner() == body &&
-                   (f.getArgAttr(arg.getArgNumber(), attrs::kParameter) ||
-                    f.getArgAttr(arg.getArgNumber(), attrs::kSeed) ||
-                    f.getArgAttr(arg.getArgNumber(), attrs::kStep));
-          Operation *def = v.getDefiningOp();
-          return def && parameterOnly.contains(def);
-        }))
-      parameterOnly.insert(&op);
-  }
+  llvm::DenseSet<Operation *> parameterOnly = opsOfParametersAlone(f);
   SmallVector<Value> backwardRoots;
   for (const Port &p : backwardResults)
     backwardRoots.push_back(p.value);
@@ -1473,18 +1448,11 @@ llvm::FailureOr<TrainedSummary> writePipelineTrainingArtifact(
           arg.splitAxis = "dp";
         }
       }
-      // ZeRO-3's parameters, held as blocks in all three programs.
-      llvm::StringSet<> blockParameters;
-      for (unsigned i = 0; i < main.getNumArguments(); ++i)
-        if (main.getArgAttr(i, attrs::kZeroBlocks))
-          if (auto name =
-                  main.getArgAttrOfType<StringAttr>(i, attrs::kParameter))
-            blockParameters.insert(name.getValue());
-      if (!part.phase.empty() && !blockParameters.empty())
-        markZeroShardedStates(*arguments, plan.dp, blockParameters);
+      // ZeRO: the step's optimizer states are blocks, and under ZeRO-3 the
+      // parameters too, in all three programs alike.
+      if (plan.zeroStage > 0)
+        markZeroShardedStates(*arguments, plan.dp, zeroBlockParameters(main));
       if (part.phase.empty()) {
-        if (plan.zeroStage > 0)
-          markZeroShardedStates(*arguments, plan.dp, blockParameters);
         for (const ArtifactArgument &arg : *arguments) {
           if (arg.kind != ArtifactArgument::Kind::Parameter || !arg.trainable)
             continue;

@@ -420,6 +420,15 @@ void markZeroShardedStates(std::vector<ArtifactArgument> &arguments,
   }
 }
 
+llvm::StringSet<> zeroBlockParameters(func::FuncOp main) {
+  llvm::StringSet<> blocks;
+  for (unsigned i = 0; i < main.getNumArguments(); ++i)
+    if (main.getArgAttr(i, attrs::kZeroBlocks))
+      if (auto name = main.getArgAttrOfType<StringAttr>(i, attrs::kParameter))
+        blocks.insert(name.getValue());
+  return blocks;
+}
+
 /// Lowers a training artifact's program for its target (one CPU rank or one
 /// GPU) and writes `<name>.so` (and, on a GPU, its cubins) into the
 /// artifact's directory; returns the manifest's description of it.
@@ -548,12 +557,7 @@ writeTrainingArtifact(ModuleOp module, const TrainingArtifactOptions &options,
   auto arguments = collectArtifactArguments(main);
   if (failed(arguments))
     return fail("the training step's @main lacks the importer's attributes");
-  // ZeRO-3's parameters, held as blocks.
-  llvm::StringSet<> blockParameters;
-  for (unsigned i = 0; i < main.getNumArguments(); ++i)
-    if (main.getArgAttr(i, attrs::kZeroBlocks))
-      if (auto name = main.getArgAttrOfType<StringAttr>(i, attrs::kParameter))
-        blockParameters.insert(name.getValue());
+  llvm::StringSet<> blockParameters = zeroBlockParameters(main);
   // Tensor parallelism: each rank holds blocks of the state it keeps.
   if (options.tensorParallel > 1) {
     if (options.tensorParallelSplits.size() != arguments->size())

@@ -327,19 +327,17 @@ static void claimSavedActivations(func::FuncOp main, ProgramGraph &graph) {
   auto keepable = [&](int64_t id) {
     return id >= 0 && graph.values[id].dataDependent;
   };
-  std::vector<bool> claimed(graph.values.size()),
-      claimedSelective(graph.values.size());
-  llvm::DenseMap<int64_t, size_t> producer;
+  std::vector<int64_t> producer(graph.values.size(), -1);
   for (auto [i, p] : llvm::enumerate(graph.ops))
     if (p.result >= 0)
-      producer[p.result] = i;
+      producer[p.result] = int64_t(i);
   // Under selective recomputation, a kept value a recomputed op makes is
   // made again from what that op reads: the values kept instead, up to
   // those no recomputation makes (GEMM outputs, inputs, collectives, and
-  // Dropout's masks, which are never recomputed).
+  // Dropout's masks, which are never recomputed). A value walked once has
+  // had its kept values claimed: later walks stop there (a residual stream
+  // is walked once, not once per layer).
   llvm::DenseSet<Operation *> random = opsReadingTheSeed(main);
-  // A value walked once has had its kept values claimed: later walks stop
-  // there (a residual stream is walked once, not once per layer).
   std::vector<bool> seen(graph.values.size());
   auto keptInstead = [&](int64_t id, std::vector<int64_t> &out) {
     llvm::SmallVector<int64_t> work{id};
@@ -348,18 +346,21 @@ static void claimSavedActivations(func::FuncOp main, ProgramGraph &graph) {
       if (!keepable(v) || seen[v])
         continue;
       seen[v] = true;
-      auto it = producer.find(v);
-      if (it == producer.end() ||
-          !isSelectivelyRecomputed(graph.ops[it->second].op) ||
-          random.contains(graph.ops[it->second].op)) {
-        if (!claimedSelective[v]) {
-          claimedSelective[v] = true;
-          out.push_back(v);
-        }
-        continue;
-      }
-      llvm::append_range(work, graph.ops[it->second].operands);
+      Operation *op = producer[v] < 0 ? nullptr : graph.ops[producer[v]].op;
+      if (!op || !isSelectivelyRecomputed(op) || random.contains(op))
+        out.push_back(v);
+      else
+        llvm::append_range(work, graph.ops[producer[v]].operands);
     }
+  };
+  // Keeps `id` for `p`'s backward: false if it is not kept, or kept already.
+  std::vector<bool> claimed(graph.values.size());
+  auto claim = [&](int64_t id, PlanOp &p) {
+    if (!keepable(id) || claimed[id])
+      return false;
+    claimed[id] = true;
+    keptInstead(id, p.savedUnderSelective);
+    return true;
   };
   std::vector<bool> inputRead(graph.values.size());
   for (PlanOp &p : graph.ops) {
@@ -370,6 +371,15 @@ static void claimSavedActivations(func::FuncOp main, ProgramGraph &graph) {
       }
     if (p.savesNothing || isRecomputedAnyway(p.op))
       continue;
+    if (!p.attentionOperands.empty()) {
+      // A fused attention: Q, K and V (read through its scores piece), its
+      // output and its statistics (PlanSegment.cpp adds those).
+      for (int64_t id : p.attentionOperands)
+        if (claim(id, p))
+          p.attentionSaved.push_back(id);
+      p.savesResult = claim(p.result, p);
+      continue;
+    }
     auto active = [&](unsigned k) {
       int64_t id = k < p.operands.size() ? p.operands[k] : -1;
       if (id < 0 ||
@@ -382,37 +392,11 @@ static void claimSavedActivations(func::FuncOp main, ProgramGraph &graph) {
           return isa<FloatType>(t.getElementType());
       return true;
     };
-    if (!p.attentionOperands.empty()) {
-      // A fused attention: Q, K and V (read through its scores piece), its
-      // output and its statistics (PlanSegment.cpp adds those).
-      for (int64_t id : p.attentionOperands)
-        if (keepable(id) && !claimed[id]) {
-          claimed[id] = true;
-          p.attentionSaved.push_back(id);
-          keptInstead(id, p.savedUnderSelective);
-        }
-      if (keepable(p.result) && !claimed[p.result]) {
-        claimed[p.result] = true;
-        p.savesResult = true;
-        keptInstead(p.result, p.savedUnderSelective);
-      }
-      continue;
-    }
     AdjointReads reads = adjointReads(p.op, active);
-    for (auto [k, id] : llvm::enumerate(p.operands)) {
-      if (k >= 64 || !((reads.operands >> k) & 1) || !keepable(id))
-        continue;
-      if (claimed[id])
-        continue;
-      claimed[id] = true;
-      keptInstead(id, p.savedUnderSelective);
-      p.savedOperands |= uint64_t(1) << k;
-    }
-    if (reads.result && keepable(p.result) && !claimed[p.result]) {
-      claimed[p.result] = true;
-      p.savesResult = true;
-      keptInstead(p.result, p.savedUnderSelective);
-    }
+    for (auto [k, id] : llvm::enumerate(p.operands))
+      if (k < 64 && ((reads.operands >> k) & 1) && claim(id, p))
+        p.savedOperands |= uint64_t(1) << k;
+    p.savesResult = reads.result && claim(p.result, p);
   }
 }
 

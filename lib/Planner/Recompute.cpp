@@ -10,6 +10,8 @@
 
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "mlir/Transforms/RegionUtils.h"
+#include "llvm/ADT/SetVector.h"
 
 using namespace mlir;
 
@@ -66,4 +68,27 @@ llvm::DenseSet<Operation *> autopar::opsReadingTheSeed(func::FuncOp f) {
     }
   }
   return random;
+}
+
+llvm::DenseSet<Operation *> autopar::opsOfParametersAlone(func::FuncOp f) {
+  Block &body = f.getBody().front();
+  llvm::DenseSet<Operation *> ops;
+  for (Operation &op : body.without_terminator()) {
+    if (!isMemoryEffectFree(&op) || op.getNumResults() == 0 ||
+        op.getDialect()->getNamespace() == "shard")
+      continue;
+    llvm::SetVector<Value> reads(op.operand_begin(), op.operand_end());
+    getUsedValuesDefinedAbove(op.getRegions(), reads);
+    if (llvm::all_of(reads, [&](Value v) {
+          if (auto arg = dyn_cast<BlockArgument>(v))
+            return arg.getOwner() == &body &&
+                   (f.getArgAttr(arg.getArgNumber(), attrs::kParameter) ||
+                    f.getArgAttr(arg.getArgNumber(), attrs::kSeed) ||
+                    f.getArgAttr(arg.getArgNumber(), attrs::kStep));
+          Operation *def = v.getDefiningOp();
+          return def && ops.contains(def);
+        }))
+      ops.insert(&op);
+  }
+  return ops;
 }

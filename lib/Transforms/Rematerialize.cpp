@@ -9,8 +9,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "autopar/Dialect/Attributes.h"
-#include "autopar/Transforms/Passes.h"
 #include "autopar/Planner/Recompute.h"
+#include "autopar/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"

@@ -167,25 +167,14 @@ TEST_F(PlannerTest, PipelineActivationsFollowThePinnedSchedule) {
 // ReLU's input H and the second GEMM's input R, 32 x 256 floats each; not
 // the output Y, which nothing reads, nor the bias adds' inputs.
 TEST_F(PlannerTest, TheActivationsKeptAreWhatTheAdjointsRead) {
-  // Imported as autopar-compile --mode train imports it.
-  ImportOptions options;
-  options.trainingStateUpdates = true;
-  auto training = importOnnxBuffer(&context, mlpText(), "mlp.onnxtxt",
-                                   /*isText=*/true, options);
-  ASSERT_TRUE(training);
-  auto planFor = [&](const char *recompute) {
-    PlanFlags flags;
-    flags.cluster = "local:1";
-    flags.mode = "train";
-    flags.recompute = recompute;
-    auto request = buildPlanRequest(flags);
-    EXPECT_TRUE(bool(request)) << llvm::toString(request.takeError());
-    return planProgram(training->lookupSymbol<mlir::func::FuncOp>("main"),
-                       *request);
-  };
-  auto selective = planFor("selective");
+  PlanFlags flags;
+  flags.cluster = "local:1";
+  flags.mode = "train";
+  flags.recompute = "selective";
+  auto selective = plan(flags);
   ASSERT_TRUE(bool(selective)) << llvm::toString(selective.takeError());
-  auto none = planFor("none");
+  flags.recompute = "none";
+  auto none = plan(flags);
   ASSERT_TRUE(bool(none)) << llvm::toString(none.takeError());
   double activation = 32.0 * 256 * 4;
   EXPECT_DOUBLE_EQ(none->best.memory.activations, 3 * activation);

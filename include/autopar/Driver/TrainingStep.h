@@ -206,6 +206,9 @@ void markZeroShardedStates(std::vector<ArtifactArgument> &arguments,
                            int64_t dataParallel,
                            const llvm::StringSet<> &blockParameters);
 
+/// ZeRO-3: the parameters `main` takes as blocks (`autopar.zero_blocks`).
+llvm::StringSet<> zeroBlockParameters(mlir::func::FuncOp main);
+
 /// Lowers a training artifact's program `module` for the target of `o` (one
 /// CPU rank or one GPU) and writes `<name>.so` (and, on a GPU, its cubins)
 /// into the artifact's directory; returns the manifest's description of it.

@@ -32,6 +32,13 @@ bool isSelectivelyRecomputed(mlir::Operation *op);
 /// would come out the same.
 llvm::DenseSet<mlir::Operation *> opsReadingTheSeed(mlir::func::FuncOp f);
 
+/// The ops of \p f's body that compute from its parameters, seed and step
+/// alone (a transposed weight): the same for every micro-batch, so a
+/// pipeline stage's backward makes them again rather than keeping a copy
+/// per micro-batch in flight (the planner keeps only what depends on the
+/// data). Collectives (`shard` ops) are left out: they are not repeated.
+llvm::DenseSet<mlir::Operation *> opsOfParametersAlone(mlir::func::FuncOp f);
+
 } // namespace autopar
 
 #endif // AUTOPAR_PLANNER_RECOMPUTE_H
