@@ -162,9 +162,33 @@ struct WindowedLinalgShardingModel
     return cast<linalg::LinalgOp>(op).getIteratorTypesArray();
   }
 
+  /// The op's maps with every window expression (`oh * 2 + kh`, a flipped
+  /// filter's `2 - kh`, a spread gradient's `oh - kh + 2`) replaced by the
+  /// plain sum of its loops (`oh + kh`). Upstream's propagation accepts only
+  /// sums of loops times constants, with no constant term; window loops are
+  /// never split here (getShardingOption clears them), so such a tensor dim
+  /// stays whole whatever its coefficients.
   SmallVector<AffineMap> getIndexingMaps(Operation *op) const {
     auto linalgOp = cast<linalg::LinalgOp>(op);
-    SmallVector<AffineMap> maps = linalgOp.getIndexingMapsArray();
+    MLIRContext *ctx = op->getContext();
+    SmallVector<AffineMap> maps;
+    for (AffineMap map : linalgOp.getIndexingMapsArray()) {
+      SmallVector<AffineExpr> exprs;
+      for (AffineExpr expr : map.getResults()) {
+        if (isa<AffineDimExpr, AffineConstantExpr>(expr)) {
+          exprs.push_back(expr);
+          continue;
+        }
+        AffineExpr loops;
+        for (unsigned d = 0; d < map.getNumDims(); ++d)
+          if (expr.isFunctionOfDim(d))
+            loops = loops ? loops + getAffineDimExpr(d, ctx)
+                          : getAffineDimExpr(d, ctx);
+        exprs.push_back(loops ? loops : expr);
+      }
+      maps.push_back(
+          AffineMap::get(map.getNumDims(), map.getNumSymbols(), exprs, ctx));
+    }
     // Results are indexed like their inits.
     for (OpOperand &init : linalgOp.getDpsInitsMutable())
       maps.push_back(maps[init.getOperandNumber()]);

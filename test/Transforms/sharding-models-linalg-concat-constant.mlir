@@ -165,3 +165,60 @@ func.func @depthwise_groups(%x: tensor<1x4x1x6x6xf32>, %w: tensor<4x1x1x3x3xf32>
   %cs = shard.shard %c to %g : tensor<1x4x1x4x4xf32>
   return %cs : tensor<1x4x1x4x4xf32>
 }
+
+// -----
+
+// A convolution's input adjoint reads its filter flipped (`2 - kh`: a window
+// expression with a constant term, which upstream's propagation refuses).
+// The filter's split channel dim propagates through the permutation; the
+// flipped dims stay whole.
+// CHECK-LABEL: func.func @flipped_filter
+// CHECK-SAME: (%[[W:.*]]: tensor<8x2x3x3xf32>) -> tensor<2x8x3x3xf32>
+// CHECK: %[[F:.*]] = linalg.generic {{.*}} ins(%[[W]] : tensor<8x2x3x3xf32>) outs(%{{.*}} : tensor<2x8x3x3xf32>)
+// CHECK-NOT: shard.all
+// CHECK: return %[[F]]
+shard.grid @grid(shape = 2)
+func.func @flipped_filter(%w: tensor<8x4x3x3xf32>) -> tensor<4x8x3x3xf32> {
+  %c1 = shard.sharding @grid split_axes = [[], [0]] : !shard.sharding
+  %f0 = shard.sharding @grid split_axes = [[0]] : !shard.sharding
+  %ws = shard.shard %w to %c1 annotate_for_users : tensor<8x4x3x3xf32>
+  %e = tensor.empty() : tensor<4x8x3x3xf32>
+  %t = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d1, d0, -d2 + 2, -d3 + 2)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%ws : tensor<8x4x3x3xf32>) outs(%e : tensor<4x8x3x3xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    linalg.yield %in : f32
+  } -> tensor<4x8x3x3xf32>
+  %ts = shard.shard %t to %f0 : tensor<4x8x3x3xf32>
+  return %ts : tensor<4x8x3x3xf32>
+}
+
+// -----
+
+// A max pool's input adjoint (autodiff's windowed generic: the spread
+// gradient and output read at `h - kh + 1`) split by channels: each rank
+// scatters its channels' gradients; no collective.
+// CHECK-LABEL: func.func @max_pool_adjoint_channels
+// CHECK-SAME: (%[[DY:.*]]: tensor<1x2x5x5xf32>, %[[Y:.*]]: tensor<1x2x5x5xf32>, %[[X:.*]]: tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+// CHECK: %[[G:.*]] = linalg.generic {{.*}} ins(%[[DY]], %[[Y]], %[[X]], %{{.*}} : tensor<1x2x5x5xf32>, tensor<1x2x5x5xf32>, tensor<1x2x4x4xf32>, tensor<2x2xf32>) outs(%{{.*}} : tensor<1x2x4x4xf32>)
+// CHECK: arith.cmpf oeq
+// CHECK-NOT: shard.all
+// CHECK: return %[[G]]
+shard.grid @grid(shape = 2)
+func.func @max_pool_adjoint_channels(%dy: tensor<1x4x5x5xf32>, %y: tensor<1x4x5x5xf32>, %x: tensor<1x4x4x4xf32>) -> tensor<1x4x4x4xf32> {
+  %s = shard.sharding @grid split_axes = [[], [0]] : !shard.sharding
+  %dys = shard.shard %dy to %s annotate_for_users : tensor<1x4x5x5xf32>
+  %ys = shard.shard %y to %s annotate_for_users : tensor<1x4x5x5xf32>
+  %xs = shard.shard %x to %s annotate_for_users : tensor<1x4x4x4xf32>
+  %win = tensor.empty() : tensor<2x2xf32>
+  %z = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<1x4x4x4xf32>
+  %fill = linalg.fill ins(%z : f32) outs(%e : tensor<1x4x4x4xf32>) -> tensor<1x4x4x4xf32>
+  %g = linalg.generic {indexing_maps = [affine_map<(n, c, h, w, kh, kw) -> (n, c, h - kh + 1, w - kw + 1)>, affine_map<(n, c, h, w, kh, kw) -> (n, c, h - kh + 1, w - kw + 1)>, affine_map<(n, c, h, w, kh, kw) -> (n, c, h, w)>, affine_map<(n, c, h, w, kh, kw) -> (kh, kw)>, affine_map<(n, c, h, w, kh, kw) -> (n, c, h, w)>], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction", "reduction"]} ins(%dys, %ys, %xs, %win : tensor<1x4x5x5xf32>, tensor<1x4x5x5xf32>, tensor<1x4x4x4xf32>, tensor<2x2xf32>) outs(%fill : tensor<1x4x4x4xf32>) {
+  ^bb0(%d: f32, %out: f32, %in: f32, %unused: f32, %acc: f32):
+    %hit = arith.cmpf oeq, %in, %out : f32
+    %v = arith.select %hit, %d, %z : f32
+    %sum = arith.addf %acc, %v : f32
+    linalg.yield %sum : f32
+  } -> tensor<1x4x4x4xf32>
+  %gs = shard.shard %g to %s : tensor<1x4x4x4xf32>
+  return %gs : tensor<1x4x4x4xf32>
+}
