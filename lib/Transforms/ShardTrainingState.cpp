@@ -8,6 +8,7 @@
 #include "autopar/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "llvm/ADT/StringMap.h"
 
@@ -89,16 +90,30 @@ struct ShardTrainingStatePass
     };
 
     // The annotation a callee (a data-parallel replica's forward and
-    // backward, outlined by autopar-accumulate-gradients) reads `arg` with.
+    // backward, outlined by autopar-accumulate-gradients) reads `arg` with,
+    // directly or through the micro-batch loop that carries it (BatchNorm's
+    // running statistics go from one micro-batch to the next).
     auto calleeSharding = [&](BlockArgument arg) -> Value {
-      for (OpOperand &use : arg.getUses())
-        if (auto call = dyn_cast<func::CallOp>(use.getOwner()))
-          if (auto callee = module.lookupSymbol<func::FuncOp>(call.getCallee()))
-            if (use.getOperandNumber() < callee.getNumArguments())
-              if (shard::ShardOp annotation = argumentAnnotation(
-                      callee.getArgument(use.getOperandNumber())))
-                return b.clone(*annotation.getSharding().getDefiningOp())
-                    ->getResult(0);
+      SmallVector<Value> worklist{arg};
+      while (!worklist.empty()) {
+        Value value = worklist.pop_back_val();
+        for (OpOperand &use : value.getUses()) {
+          if (auto loop = dyn_cast<scf::ForOp>(use.getOwner())) {
+            if (BlockArgument carried = loop.getTiedLoopRegionIterArg(&use))
+              worklist.push_back(carried);
+            continue;
+          }
+          auto call = dyn_cast<func::CallOp>(use.getOwner());
+          auto callee =
+              call ? module.lookupSymbol<func::FuncOp>(call.getCallee())
+                   : func::FuncOp();
+          if (callee && use.getOperandNumber() < callee.getNumArguments())
+            if (shard::ShardOp annotation = argumentAnnotation(
+                    callee.getArgument(use.getOperandNumber())))
+              return b.clone(*annotation.getSharding().getDefiningOp())
+                  ->getResult(0);
+        }
+      }
       return {};
     };
 
@@ -152,13 +167,19 @@ struct ShardTrainingStatePass
       unsigned k = operand.getOperandNumber();
       if (!isShardable(operand.get().getType()))
         continue;
-      if (auto shard = operand.get().getDefiningOp<shard::ShardOp>();
-          shard && !shard.getAnnotateForUsers())
-        continue;
       Value sharding;
       if (auto update =
               main.getResultAttrOfType<StringAttr>(k, autopar::attrs::kUpdate))
         sharding = shardingOf.lookup(update.getValue());
+      // An annotated result stays as annotated unless it updates an
+      // argument laid out otherwise: a forward's state (BatchNorm's running
+      // statistics) is annotated whole as a graph output, but it must leave
+      // as its parameter is split, or the rank's block would not hold it.
+      if (auto shard = operand.get().getDefiningOp<shard::ShardOp>();
+          shard && !shard.getAnnotateForUsers() &&
+          (!sharding ||
+           shard::Sharding(shard.getSharding()) == shard::Sharding(sharding)))
+        continue;
       if (!sharding)
         sharding = replicated(ret.getLoc());
       operand.set(shard::ShardOp::create(b, ret.getLoc(), operand.get(),

@@ -48,8 +48,42 @@ func.func @main(%w: tensor<4x8xf32> {autopar.parameter = "w", autopar.trainable}
 
 // A plan that splits nothing (no grid) leaves the step as it is.
 // CHECK-LABEL: func.func @main
-// CHECK-NOT: shard.
+// CHECK-NOT: shard.shard
 func.func @main(%w: tensor<4xf32> {autopar.parameter = "w", autopar.trainable})
     -> (tensor<4xf32> {autopar.update = "w"}) {
   return %w : tensor<4xf32>
+}
+
+// -----
+
+// A forward's state update (BatchNorm's running mean) that the plan annotated
+// whole as a graph output leaves as its parameter is split, so that the
+// rank's block of the parameter receives its block of the update; an update
+// already annotated as its parameter keeps its one annotation.
+// CHECK-LABEL: func.func @main
+// CHECK: %[[SPLIT:.*]] = shard.sharding @autopar_grid split_axes = {{\[\[}}1]] : !shard.sharding
+// CHECK: %[[WHOLE:.*]] = shard.sharding @autopar_grid split_axes = {{\[\[}}]] : !shard.sharding
+// CHECK: shard.shard %arg0 to %[[SPLIT]] : tensor<8xf32>
+// CHECK: %[[SS:.*]] = shard.shard %arg1 to %[[SPLIT]] : tensor<8xf32>
+// CHECK: %[[NEXT:.*]] = linalg.generic
+// CHECK: %[[NEXTW:.*]] = shard.shard %[[NEXT]] to %[[WHOLE]] : tensor<8xf32>
+// CHECK: %[[RESPLIT:.*]] = shard.shard %[[NEXTW]] to %{{.*}} : tensor<8xf32>
+// CHECK-NOT: shard.shard %[[SS]]
+// CHECK: return %[[RESPLIT]], %[[SS]] :
+shard.grid @autopar_grid(shape = 1x2)
+func.func @main(%mean: tensor<8xf32> {autopar.parameter = "mean"},
+                %scale: tensor<8xf32> {autopar.parameter = "scale", autopar.trainable})
+    -> (tensor<8xf32> {autopar.update = "mean"}, tensor<8xf32> {autopar.update = "scale"}) {
+  %split = shard.sharding @autopar_grid split_axes = [[1]] : !shard.sharding
+  %whole = shard.sharding @autopar_grid split_axes = [[]] : !shard.sharding
+  %ms = shard.shard %mean to %split : tensor<8xf32>
+  %ss = shard.shard %scale to %split : tensor<8xf32>
+  %init = tensor.empty() : tensor<8xf32>
+  %next = linalg.generic {indexing_maps = [affine_map<(d0) -> (d0)>, affine_map<(d0) -> (d0)>], iterator_types = ["parallel"]} ins(%ms : tensor<8xf32>) outs(%init : tensor<8xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %d = arith.addf %a, %a : f32
+    linalg.yield %d : f32
+  } -> tensor<8xf32>
+  %nexta = shard.shard %next to %whole : tensor<8xf32>
+  return %nexta, %ss : tensor<8xf32>, tensor<8xf32>
 }
