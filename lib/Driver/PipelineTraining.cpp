@@ -258,8 +258,9 @@ Value annotateWhole(OpBuilder &b, Location loc, Value v) {
 /// conjugate collectives), as the one-program step is. A parameter the plan
 /// splits becomes this rank's block and is marked `autopar.tp_split`. The
 /// stage's other arguments, and its results outside [\p firstBlockResult,
-/// \p endBlockResult) (the parameters' gradients), are what it receives,
-/// sends and sums: they must stay whole.
+/// \p endBlockResult) (the parameters' gradients and the updates of the
+/// state the forward updates, laid out as their parameters), are what it
+/// receives, sends and sums: they must stay whole.
 llvm::Error partitionStage(ModuleOp stage, func::FuncOp f, int64_t k,
                            size_t firstBlockResult, size_t endBlockResult) {
   MLIRContext *ctx = stage.getContext();
@@ -475,11 +476,36 @@ llvm::Error cutStage(ModuleOp stage, int64_t k, int64_t numStages,
     wrtArgs.push_back(cast<BlockArgument>(v).getArgNumber());
   for (const Port &p : cotangentsIn)
     cotangentArgs.push_back(cast<BlockArgument>(p.value).getArgNumber());
-  if (tensorParallel)
+  if (tensorParallel) {
+    // A state update leaves as its parameter is laid out (the plan may split
+    // BatchNorm's running statistics with the channels), so that the
+    // runtime's copy into the parameter is this rank's block.
+    OpBuilder rb(ret);
+    for (auto [j, p] : llvm::enumerate(stateUpdates)) {
+      auto name = p.attrs.getAs<StringAttr>(attrs::kUpdate);
+      Value sharding;
+      for (BlockArgument arg : f.getArguments())
+        if (auto param = f.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                        attrs::kParameter);
+            param && name && param == name)
+          for (Operation *user : arg.getUsers())
+            if (auto shard = dyn_cast<shard::ShardOp>(user);
+                shard && !shard.getAnnotateForUsers())
+              sharding = shard.getSharding();
+      OpOperand &operand =
+          ret->getOpOperand(kept.size() - stateUpdates.size() + j);
+      operand.set(sharding
+                      ? shard::ShardOp::create(rb, loc, operand.get(), sharding,
+                                               /*annotate_for_users=*/
+                                               false)
+                            .getResult()
+                      : annotateWhole(rb, loc, operand.get()));
+    }
     if (llvm::Error err = partitionStage(
             stage, f, k, forwardResults.size() + forwardSums.size(),
-            forwardResults.size() + forwardSums.size() + numParameters))
+            kept.size()))
       return err;
+  }
   // The values by their places, which the cleanup and partitioning keep.
   body = &f.getBody().front();
   ret = cast<func::ReturnOp>(body->getTerminator());
@@ -996,12 +1022,6 @@ buildPipelineTraining(MLIRContext &context, const PlanCandidate &plan,
       if (main.getResultAttr(j, attrs::kUpdate))
         stateUpdates.push_back({ret.getOperand(j), main.getResultAttrDict(j)});
   }
-  if (!stateUpdates.empty() && plan.tp > 1)
-    return error(options.modelPath +
-                 " updates state in its forward (BatchNorm's running "
-                 "statistics), which tensor parallelism within pipeline "
-                 "stages does not partition yet; drop --tp, or train it "
-                 "with --pp alone");
 
   // The stages of the forward, as the planner placed them; the loss the
   // importer or autopar-add-cross-entropy-loss adds goes with its inputs.
