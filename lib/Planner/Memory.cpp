@@ -1,6 +1,7 @@
 //===- Memory.cpp - Bytes of training state per rank ----------------------===//
 //
-// Per parameter, with AdamW (Rajbhandari et al., "ZeRO: Memory Optimizations
+// Per parameter, with AdamW (two states; SGD with momentum has one, plain SGD
+// none) (Rajbhandari et al., "ZeRO: Memory Optimizations
 // Toward Training Trillion Parameter Models", SC 2020, sec. 3.1: 2 + 2 + K
 // bytes with K = 12 under mixed precision):
 //   mixed precision (bf16, fp16): 2 (parameter) + 2 (gradient)
@@ -36,12 +37,15 @@ double autopar::inferenceParameterBytes(double parameters, Precision p) {
 }
 
 TrainingStateBytes autopar::trainingStateBytes(double parameters, Precision p,
-                                               int64_t dp, int zeroStage) {
+                                               int64_t dp, int zeroStage,
+                                               int statesPerParameter) {
   TrainingStateBytes state;
   double weight = activationElementBytes(p);
   state.parameters = parameters * weight;
   state.gradients = parameters * weight;
-  state.optimizerStates = parameters * (isMixed(p) ? 12 : 8);
+  // fp32 states, and under mixed precision the fp32 master copy.
+  state.optimizerStates =
+      parameters * 4 * (statesPerParameter + (isMixed(p) ? 1 : 0));
 
   double shards = double(std::max<int64_t>(1, dp));
   if (zeroStage >= 1)

@@ -420,13 +420,22 @@ buildProgramGraph(func::FuncOp main,
     return graph.values.size() - 1;
   };
 
+  // Parameters the forward updates as state (BatchNorm's running
+  // statistics): held, but not trained.
+  llvm::StringSet<> stateParameters;
+  for (unsigned j = 0; j < main.getNumResults(); ++j)
+    if (auto name = main.getResultAttrOfType<StringAttr>(j, attrs::kUpdate))
+      stateParameters.insert(name.getValue());
   bool sawInput = false;
   for (unsigned i = 0; i < main.getNumArguments(); ++i) {
     Value arg = main.getArgument(i);
     int64_t id = newValue(arg);
     ValueInfo &info = graph.values[id];
-    if (main.getArgAttr(i, attrs::kParameter)) {
+    if (auto name = main.getArgAttrOfType<StringAttr>(i, attrs::kParameter)) {
       info.isParameter = true;
+      auto type = dyn_cast<RankedTensorType>(arg.getType());
+      info.isTrained = type && isa<FloatType>(type.getElementType()) &&
+                       !stateParameters.contains(name.getValue());
       double elements = info.bytes;
       if (auto t = dyn_cast<RankedTensorType>(arg.getType()))
         elements = t.getNumElements();

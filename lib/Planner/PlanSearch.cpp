@@ -191,6 +191,7 @@ private:
     double seconds[3] = {0, 0, 0}; ///< per Recompute mode, all segments
     double longest[3] = {0, 0, 0}; ///< the longest segment
     double params = 0;             ///< parameter elements per rank
+    double trained = 0;            ///< of which trained
     double boundaryBytes = 0;      ///< the largest activation handed on
   };
 
@@ -451,6 +452,7 @@ const Search::CostSummary &Search::summary(int64_t tp, int64_t microBatch) {
       s.longest[r] = std::max(s.longest[r], t);
     }
     s.params += c.parameterElementsPerRank;
+    s.trained += c.trainedElementsPerRank;
     s.boundaryBytes =
         std::max(s.boundaryBytes, c.savedActivationBytes[int(Recompute::Full)]);
   }
@@ -487,6 +489,7 @@ std::vector<StageTotals> Search::segmentTotals(const PlanKey &key) {
     StageTotals &s = totals[i];
     s.seconds = segmentSeconds(c, key.recompute);
     s.params = c.parameterElementsPerRank;
+    s.trained = c.trainedElementsPerRank;
     s.tpGradBytes = c.tpGradientSyncBytes;
     s.saved = c.savedActivationBytes[r];
     s.received = c.receivedBytes;
@@ -502,12 +505,15 @@ std::vector<StageTotals> Search::segmentTotals(const PlanKey &key) {
     // only what a layer's compute cannot hide is exposed, and every
     // collective pays its latency.
     double bytes = c.parameterElementsPerRank * elementBytes;
+    double gradientBytes = c.trainedElementsPerRank * elementBytes;
     if (zero3 && bytes > 0) {
       double gather = t(Collective::AllGather, bytes);
+      double scatter =
+          gradientBytes > 0 ? t(Collective::ReduceScatter, gradientBytes) : 0;
       s.zero3PerMicroBatch =
           std::max(0.0, gather - c.forwardCompute) +
-          std::max(0.0, gather + t(Collective::ReduceScatter, bytes) -
-                            c.backwardCompute - c.recomputeCompute[r]);
+          std::max(0.0, gather + scatter - c.backwardCompute -
+                            c.recomputeCompute[r]);
       s.largestLayerBytes = bytes;
     }
   }
@@ -523,11 +529,17 @@ StagePrice Search::priceStage(const PlanPricing &pricing,
   m.other = runtimeReservedBytes(cluster);
   m.communication = 2 * totals.message;
   if (request.mode == PlanMode::Training) {
+    // Every parameter is held; only the trained ones have gradients and
+    // optimizer states.
     TrainingStateBytes state =
-        trainingStateBytes(totals.params, request.precision, key.dp, key.zero);
+        trainingStateBytes(totals.params, request.precision, key.dp, key.zero,
+                           request.optimizerStatesPerParameter);
+    TrainingStateBytes trainedState =
+        trainingStateBytes(totals.trained, request.precision, key.dp, key.zero,
+                           request.optimizerStatesPerParameter);
     m.parameters = state.parameters;
-    m.gradients = state.gradients;
-    m.optimizerStates = state.optimizerStates;
+    m.gradients = trainedState.gradients;
+    m.optimizerStates = trainedState.optimizerStates;
     // A pipeline stage under full recomputation recomputes its whole
     // forward from what it receives (and the data it reads), as the stage's
     // backward program does; without pipeline stages, from the segment
@@ -541,7 +553,7 @@ StagePrice Search::priceStage(const PlanPricing &pricing,
     // parameters; all overlapped with the last micro-batch's backward.
     // ZeRO-3's collectives are per layer and micro-batch (segmentTotals).
     double elementBytes = request.precision == Precision::FP32 ? 4 : 2;
-    double gradBytes = totals.params * elementBytes;
+    double gradBytes = totals.trained * elementBytes;
     GroupPlacement dpGroup = dpPlacement(key.dp, key.tp);
     double dpComm = 0;
     if (key.dp > 1) {
@@ -573,7 +585,7 @@ StagePrice Search::priceStage(const PlanPricing &pricing,
                     .seconds;
     // Overlapped with the last micro-batch's backward pass.
     price.dpExposed = std::max(0.0, dpComm - totals.backward);
-    double owned = totals.params / (key.zero >= 1 ? key.dp : 1);
+    double owned = totals.trained / (key.zero >= 1 ? key.dp : 1);
     price.optimizer = optimizerSeconds(pricing.ctx, owned);
   } else {
     m.parameters = inferenceParameterBytes(totals.params, request.precision);
@@ -606,7 +618,7 @@ double Search::lowerBound(const PlanKey &key) {
   // even share of them.
   if (request.mode == PlanMode::Training)
     bound += optimizerSeconds(context(key.tp, key.microBatch),
-                              s.params / double(key.pp) /
+                              s.trained / double(key.pp) /
                                   double(key.zero >= 1 ? key.dp : 1));
   // Sums in another order round differently.
   return bound * (1 - 1e-9);
@@ -783,12 +795,12 @@ std::vector<CollectiveVolume> Search::collectiveVolume(const PlanCandidate &c) {
   for (int64_t s = 0; s < int64_t(ranges.size()); ++s) {
     auto [first, last] = ranges[s];
     CollectiveTally tp, dp;
-    double params = 0, tpGradBytes = 0;
+    double trained = 0, tpGradBytes = 0;
     for (int64_t i = first; i <= last; ++i) {
       tp.add(segs[i].forwardCollectives, double(c.numMicroBatches));
       if (training)
         tp.add(segs[i].backwardCollectives, double(c.numMicroBatches));
-      params += segs[i].parameterElementsPerRank;
+      trained += segs[i].trainedElementsPerRank;
       tpGradBytes += segs[i].tpGradientSyncBytes;
     }
     if (training && c.tp > 1 && tpGradBytes > 0)
@@ -796,7 +808,7 @@ std::vector<CollectiveVolume> Search::collectiveVolume(const PlanCandidate &c) {
     keepTally("tp", tp, c.tp);
     // Gradient synchronization over dp, as the step time models it.
     if (training && c.dp > 1) {
-      double gradBytes = params * elementBytes;
+      double gradBytes = trained * elementBytes;
       if (c.zeroStage == 0) {
         dp.add(Collective::AllReduce, gradBytes);
       } else if (c.zeroStage == 1) {
@@ -810,12 +822,14 @@ std::vector<CollectiveVolume> Search::collectiveVolume(const PlanCandidate &c) {
         // backward, reduce-scatter the gradients.
         for (int64_t i = first; i <= last; ++i) {
           double bytes = segs[i].parameterElementsPerRank * elementBytes;
+          double gradientBytes = segs[i].trainedElementsPerRank * elementBytes;
           if (bytes <= 0)
             continue;
           for (int64_t m = 0; m < c.numMicroBatches; ++m) {
             dp.add(Collective::AllGather, bytes);
             dp.add(Collective::AllGather, bytes);
-            dp.add(Collective::ReduceScatter, bytes);
+            if (gradientBytes > 0)
+              dp.add(Collective::ReduceScatter, gradientBytes);
           }
         }
       }

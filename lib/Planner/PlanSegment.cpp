@@ -386,8 +386,11 @@ SegmentCost evaluateSegment(const ProgramGraph &graph, const Segment &segment,
         continue;
       const ValueInfo &v = graph.values[id];
       if (v.isParameter) {
-        result.parameterElementsPerRank +=
+        double elements =
             numElements(v.shape) / (isSplit(option.operands[k]) ? tp : 1);
+        result.parameterElementsPerRank += elements;
+        if (v.isTrained)
+          result.trainedElementsPerRank += elements;
         // A whole weight used by an op split over tp gets a partial
         // gradient on each rank: summed over tp once per step.
         if (training && option.splitLoop >= 0 && !isSplit(option.operands[k]))

@@ -131,7 +131,7 @@ StageSplitChoice bestStageSplit(const StageSplitProblem &problem,
     const StageTotals &t = problem.segments[i];
     restSeconds[i] = restSeconds[i + 1] + t.seconds;
     restLongest[i] = std::max(restLongest[i + 1], t.seconds);
-    restParams[i] = restParams[i + 1] + t.params;
+    restParams[i] = restParams[i + 1] + t.trained;
     restZero3[i] = restZero3[i + 1] + t.zero3PerMicroBatch;
   }
   // The least step a split can reach from `x` over stages 0..k ending at

@@ -48,6 +48,10 @@ struct ValueInfo {
   /// everywhere and can be sliced for free.
   bool isActivation = false;
   bool isParameter = false;
+  /// A parameter the step trains (a float parameter that the forward does
+  /// not update as state, as BatchNorm its running statistics): it has a
+  /// gradient and optimizer states.
+  bool isTrained = false;
   /// Depends on a graph input (the data): what differs from one
   /// micro-batch to the next. A backward makes again, rather than keeps,
   /// what it computes from constants and parameters alone (a transposed
@@ -274,6 +278,9 @@ struct SegmentCost {
   /// Largest tensor communicated (sizes communication buffers).
   double largestMessageBytes = 0;
   double parameterElementsPerRank = 0;
+  /// Of those, the trained ones' (ValueInfo::isTrained): what has gradients
+  /// and optimizer states.
+  double trainedElementsPerRank = 0;
   /// Gradient bytes of whole weights used by split ops: all-reduced over tp
   /// once per step.
   double tpGradientSyncBytes = 0;
@@ -366,6 +373,7 @@ double reshardSeconds(TensorSharding from, TensorSharding to, double bytes,
 struct StageTotals {
   double seconds = 0;     ///< forward (+ backward, recompute) per micro-batch
   double params = 0;      ///< parameter elements per rank
+  double trained = 0;     ///< of which trained (gradients, optimizer states)
   double tpGradBytes = 0; ///< gradients all-reduced over tp once per step
   double saved = 0;       ///< activation bytes kept per micro-batch
   double backward = 0;    ///< backward compute per micro-batch
@@ -383,6 +391,7 @@ struct StageTotals {
     dataInputs += o.dataInputs;
     seconds += o.seconds;
     params += o.params;
+    trained += o.trained;
     tpGradBytes += o.tpGradBytes;
     saved += o.saved;
     backward += o.backward;

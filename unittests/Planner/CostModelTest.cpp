@@ -380,6 +380,19 @@ TEST(Memory, Fp32TrainingState) {
   EXPECT_CLOSE(s.optimizerStates, 8e9 / 4);
 }
 
+// The optimizer's state count: SGD with momentum keeps one fp32 tensor per
+// parameter (plus the master copy under mixed precision), plain SGD none.
+TEST(Memory, OptimizerStatesFollowTheOptimizer) {
+  EXPECT_CLOSE(
+      trainingStateBytes(1e9, Precision::FP32, 1, 0, 1).optimizerStates, 4e9);
+  EXPECT_CLOSE(
+      trainingStateBytes(1e9, Precision::FP32, 1, 0, 0).optimizerStates, 0);
+  EXPECT_CLOSE(
+      trainingStateBytes(1e9, Precision::BF16, 1, 0, 1).optimizerStates, 8e9);
+  EXPECT_CLOSE(
+      trainingStateBytes(1e9, Precision::BF16, 2, 1, 0).optimizerStates, 2e9);
+}
+
 TEST(Memory, InferenceAndActivations) {
   EXPECT_CLOSE(inferenceParameterBytes(7e9, Precision::BF16), 14e9);
   EXPECT_CLOSE(inferenceParameterBytes(7e9, Precision::FP32), 28e9);

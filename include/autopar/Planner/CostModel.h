@@ -201,11 +201,13 @@ struct TrainingStateBytes {
 };
 
 /// Mixed precision (bf16/fp16): 2-byte parameters and gradients, fp32 master
-/// weights and two fp32 AdamW moments (12 bytes); fp32: 4 + 4 + 8. ZeRO-1
-/// shards optimizer states over `dp`, ZeRO-2 also gradients, ZeRO-3 also
-/// parameters.
+/// weights and `statesPerParameter` fp32 optimizer states (AdamW's two
+/// moments: 12 bytes); fp32: 4 + 4 + 4 per state (the parameters are their
+/// own master copy). ZeRO-1 shards optimizer states over `dp`, ZeRO-2 also
+/// gradients, ZeRO-3 also parameters.
 TrainingStateBytes trainingStateBytes(double parameters, Precision p,
-                                      int64_t dp, int zeroStage);
+                                      int64_t dp, int zeroStage,
+                                      int statesPerParameter = 2);
 
 /// Bytes of inference weights per rank.
 double inferenceParameterBytes(double parameters, Precision p);

@@ -63,6 +63,9 @@ struct PlanRequest {
   /// Attention runs as fused FlashAttention kernels (autopar-compile's
   /// --fuse-attention): priced as one kernel, no S x S activation.
   bool fusedAttention = true;
+  /// fp32 tensors the optimizer keeps per parameter: 2 for Adam and AdamW
+  /// (the moments), 1 for SGD with momentum, 0 for plain SGD.
+  int optimizerStatesPerParameter = 2;
   /// Fill PlanResult::dimensions (`--explain-plan`). A pinned dimension is
   /// compared by searching again without its pin.
   bool compareDimensions = false;
