@@ -13,6 +13,7 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Matchers.h"
 
+#include <memory>
 #include <vector>
 
 using namespace mlir;
@@ -24,47 +25,58 @@ namespace {
 /// alone (a causal mask built from Trilu, Where and comparisons is such a
 /// tensor when the importer does not fold it), as doubles in row-major
 /// order (a splat as its one value). Results are cached per value: a
-/// model's layers share one mask.
+/// model's layers share one mask. A reshape shares its source's values: at
+/// sequence 4096 a mask is 128 MiB of doubles, and copying (and faulting in)
+/// such buffers was most of the planner's time on large models.
 class ConstantTensorEvaluator {
 public:
   explicit ConstantTensorEvaluator(int64_t maxElements)
       : maxElements(maxElements) {}
 
   const std::vector<double> *evaluate(Value v) {
-    auto it = cache.find(v);
-    if (it != cache.end())
-      return it->second ? &*it->second : nullptr;
-    std::optional<std::vector<double>> values = compute(v);
-    auto &slot = cache[v];
-    slot = std::move(values);
-    return slot ? &*slot : nullptr;
+    return evaluateShared(v).get();
   }
 
 private:
-  std::optional<std::vector<double>> compute(Value v) {
+  using Values = std::shared_ptr<const std::vector<double>>;
+
+  Values evaluateShared(Value v) {
+    auto it = cache.find(v);
+    if (it != cache.end())
+      return it->second;
+    Values values = compute(v);
+    cache[v] = values;
+    return values;
+  }
+
+  static Values share(std::optional<std::vector<double>> values) {
+    return values
+               ? std::make_shared<const std::vector<double>>(std::move(*values))
+               : nullptr;
+  }
+
+  Values compute(Value v) {
     auto type = dyn_cast<RankedTensorType>(v.getType());
     if (!type || !type.hasStaticShape() || type.getNumElements() > maxElements)
-      return std::nullopt;
+      return nullptr;
     Operation *def = v.getDefiningOp();
     if (!def)
-      return std::nullopt;
+      return nullptr;
     DenseElementsAttr dense;
     if (matchPattern(v, m_Constant(&dense)))
-      return fromAttr(dense);
+      return share(fromAttr(dense));
     if (auto fill = dyn_cast<linalg::FillOp>(def)) {
       std::optional<double> c = scalar(fill.getInputs()[0]);
       if (!c)
-        return std::nullopt;
+        return nullptr;
       // A splat is kept as its one value: readers broadcast it.
-      return std::vector<double>(1, *c);
+      return share(std::vector<double>(1, *c));
     }
-    if (isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp>(def)) {
-      const std::vector<double> *src = evaluate(def->getOperand(0));
-      return src ? std::optional(*src) : std::nullopt;
-    }
+    if (isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp>(def))
+      return evaluateShared(def->getOperand(0));
     if (auto generic = dyn_cast<linalg::GenericOp>(def))
-      return evaluateGeneric(generic, type);
-    return std::nullopt;
+      return share(evaluateGeneric(generic, type));
+    return nullptr;
   }
 
   static std::optional<std::vector<double>> fromAttr(DenseElementsAttr attr) {
@@ -307,7 +319,9 @@ private:
     std::vector<std::vector<double>> slots(next, std::vector<double>(row));
     for (auto [slot, value] : constantSlots)
       std::fill(slots[slot].begin(), slots[slot].end(), value);
-    std::vector<double> out(n);
+    // Filled row by row, never zeroed first.
+    std::vector<double> out;
+    out.reserve(n);
     SmallVector<int64_t> index(rank, 0);
     SmallVector<int64_t> offsets(numInputs, 0);
     for (int64_t p = 0; p < n; p += row) {
@@ -325,73 +339,81 @@ private:
             inst.operands.size() > 1 ? slots[inst.operands[1]].data() : nullptr;
         const double *c3 =
             inst.operands.size() > 2 ? slots[inst.operands[2]].data() : nullptr;
-        for (int64_t c = 0; c < row; ++c) {
-          switch (inst.kind) {
-          case Kind::Index:
-            r[c] = inst.dim == rank - 1 ? double(c) : double(index[inst.dim]);
-            break;
-          case Kind::Add:
-            r[c] = a[c] + b[c];
-            break;
-          case Kind::Sub:
-            r[c] = a[c] - b[c];
-            break;
-          case Kind::Mul:
-            r[c] = a[c] * b[c];
-            break;
-          case Kind::Div:
-            r[c] = a[c] / b[c];
-            break;
-          case Kind::Neg:
-            r[c] = -a[c];
-            break;
-          case Kind::Max:
-            r[c] = std::max(a[c], b[c]);
-            break;
-          case Kind::Min:
-            r[c] = std::min(a[c], b[c]);
-            break;
-          case Kind::Select:
-            r[c] = a[c] != 0 ? b[c] : c3[c];
-            break;
-          case Kind::Less:
-            r[c] = a[c] < b[c];
-            break;
-          case Kind::LessEqual:
-            r[c] = a[c] <= b[c];
-            break;
-          case Kind::Greater:
-            r[c] = a[c] > b[c];
-            break;
-          case Kind::GreaterEqual:
-            r[c] = a[c] >= b[c];
-            break;
-          case Kind::Equal:
-            r[c] = a[c] == b[c];
-            break;
-          case Kind::NotEqual:
-            r[c] = a[c] != b[c];
-            break;
-          case Kind::True:
-            r[c] = 1;
-            break;
-          case Kind::False:
-            r[c] = 0;
-            break;
-          case Kind::UnsignedCompare:
-            r[c] = arith::applyCmpPredicate(
-                cast<arith::CmpIOp>(inst.op).getPredicate(),
-                APInt(64, int64_t(a[c]), /*isSigned=*/true),
-                APInt(64, int64_t(b[c]), /*isSigned=*/true));
-            break;
-          case Kind::Copy:
-            r[c] = a[c];
-            break;
-          }
+        // One switch per instruction and row; the loops vectorise.
+        auto each = [&](auto f) {
+          for (int64_t c = 0; c < row; ++c)
+            r[c] = f(c);
+        };
+        switch (inst.kind) {
+        case Kind::Index:
+          if (inst.dim == rank - 1)
+            each([](int64_t c) { return double(c); });
+          else
+            each([&](int64_t) { return double(index[inst.dim]); });
+          break;
+        case Kind::Add:
+          each([&](int64_t c) { return a[c] + b[c]; });
+          break;
+        case Kind::Sub:
+          each([&](int64_t c) { return a[c] - b[c]; });
+          break;
+        case Kind::Mul:
+          each([&](int64_t c) { return a[c] * b[c]; });
+          break;
+        case Kind::Div:
+          each([&](int64_t c) { return a[c] / b[c]; });
+          break;
+        case Kind::Neg:
+          each([&](int64_t c) { return -a[c]; });
+          break;
+        case Kind::Max:
+          each([&](int64_t c) { return std::max(a[c], b[c]); });
+          break;
+        case Kind::Min:
+          each([&](int64_t c) { return std::min(a[c], b[c]); });
+          break;
+        case Kind::Select:
+          each([&](int64_t c) { return a[c] != 0 ? b[c] : c3[c]; });
+          break;
+        case Kind::Less:
+          each([&](int64_t c) { return double(a[c] < b[c]); });
+          break;
+        case Kind::LessEqual:
+          each([&](int64_t c) { return double(a[c] <= b[c]); });
+          break;
+        case Kind::Greater:
+          each([&](int64_t c) { return double(a[c] > b[c]); });
+          break;
+        case Kind::GreaterEqual:
+          each([&](int64_t c) { return double(a[c] >= b[c]); });
+          break;
+        case Kind::Equal:
+          each([&](int64_t c) { return double(a[c] == b[c]); });
+          break;
+        case Kind::NotEqual:
+          each([&](int64_t c) { return double(a[c] != b[c]); });
+          break;
+        case Kind::True:
+          each([](int64_t) { return 1.0; });
+          break;
+        case Kind::False:
+          each([](int64_t) { return 0.0; });
+          break;
+        case Kind::UnsignedCompare: {
+          auto predicate = cast<arith::CmpIOp>(inst.op).getPredicate();
+          each([&](int64_t c) {
+            return double(arith::applyCmpPredicate(
+                predicate, APInt(64, int64_t(a[c]), /*isSigned=*/true),
+                APInt(64, int64_t(b[c]), /*isSigned=*/true)));
+          });
+          break;
+        }
+        case Kind::Copy:
+          each([&](int64_t c) { return a[c]; });
+          break;
         }
       }
-      std::copy(slots[*yielded].begin(), slots[*yielded].end(),
-                out.begin() + p);
+      out.insert(out.end(), slots[*yielded].begin(), slots[*yielded].end());
       // Next row, row-major, and the inputs' offsets with it.
       for (int64_t d = rank - 2; d >= 0; --d) {
         for (int k = 0; k < numInputs; ++k)
@@ -407,7 +429,7 @@ private:
   }
 
   int64_t maxElements;
-  llvm::DenseMap<Value, std::optional<std::vector<double>>> cache;
+  llvm::DenseMap<Value, Values> cache;
 };
 
 } // namespace
@@ -435,33 +457,38 @@ bool autopar::isCausalMask(const AttentionPattern &m,
   auto scoreType = cast<RankedTensorType>(m.scores->getResult(0).getType());
   int64_t rows = scoreType.getDimSize(scoreType.getRank() - 2);
   int64_t cols = scoreType.getShape().back();
-  std::vector<double> values;
+  // The mask's values, read in place: a condition (Where's) maps to the
+  // fill where it masks and 0 elsewhere.
+  std::vector<double> constantValues;
+  const std::vector<double> *values = &constantValues;
+  // Big enough for sequence 8192; a mask computed from weights or inputs
+  // does not evaluate. It owns what `values` points to.
+  ConstantTensorEvaluator evaluator(int64_t(1) << 26);
+  bool isCondition = false;
   if (m.maskConstant) {
+    constantValues.reserve(m.maskConstant.getNumElements());
     for (APFloat f : m.maskConstant.getValues<APFloat>())
-      values.push_back(f.convertToDouble());
+      constantValues.push_back(f.convertToDouble());
   } else {
     Value source = m.maskCondition ? m.maskCondition : m.mask;
     if (cache)
       if (auto it = cache->find(source); it != cache->end())
         return it->second;
-    // Big enough for sequence 8192; a mask computed from weights or inputs
-    // does not evaluate.
-    ConstantTensorEvaluator evaluator(int64_t(1) << 26);
     const std::vector<double> *computed = evaluator.evaluate(source);
     if (!computed) {
       if (cache)
         (*cache)[source] = false;
       return false;
     }
-    values = *computed;
-    if (m.maskCondition)
-      for (double &v : values)
-        v = (v != 0) == m.maskedWhenTrue ? m.maskFill : 0.0;
+    values = computed;
+    isCondition = bool(m.maskCondition);
   }
-  bool causal = int64_t(values.size()) == rows * cols;
+  bool causal = int64_t(values->size()) == rows * cols;
   for (int64_t r = 0; causal && r < rows; ++r)
     for (int64_t c = 0; causal && c < cols; ++c) {
-      double v = values[r * cols + c];
+      double v = (*values)[r * cols + c];
+      if (isCondition)
+        v = (v != 0) == m.maskedWhenTrue ? m.maskFill : 0.0;
       causal = c <= r ? v == 0.0 : v <= kAttentionMaskedBelow;
     }
   if (cache && !m.maskConstant)
