@@ -1192,6 +1192,34 @@ buildPipelineTraining(MLIRContext &context, const PlanCandidate &plan,
       op.setAttr(attrs::kStage, IntegerAttr::get(IntegerType::get(&context, 64),
                                                  first.value_or(0)));
     }
+    // The loss's parts come out of the last stage. The planner may cut the
+    // loss node's own chain into stages (on a small model a deep pipeline
+    // runs out of other ops) and leave the final division, which the step
+    // now does, alone in the stages after the sum: the op that makes each
+    // part moves to the last stage, which then receives what it reads (a
+    // per-sample loss, passed through any stage in between).
+    // (The division the step took over is dead by now: gone first.)
+    SmallVector<Operation *> bottomUp;
+    for (Operation &op : llvm::reverse(block.without_terminator()))
+      bottomUp.push_back(&op);
+    for (Operation *op : bottomUp)
+      if (isOpTriviallyDead(op))
+        op->erase();
+    auto ret = cast<func::ReturnOp>(block.getTerminator());
+    for (unsigned j = 0; j < main.getNumResults(); ++j) {
+      auto name = main.getResultAttrOfType<StringAttr>(j, attrs::kOutput);
+      if (!name ||
+          (name.getValue() != lossName && name.getValue() != kLossDenominator))
+        continue;
+      Operation *def = ret.getOperand(j).getDefiningOp();
+      if (!def || !stageOf(def) || *stageOf(def) >= plan.pp - 1 ||
+          llvm::any_of(def->getUsers(),
+                       [&](Operation *user) { return user != ret; }))
+        continue;
+      def->setAttr(
+          attrs::kStage,
+          IntegerAttr::get(IntegerType::get(&context, 64), plan.pp - 1));
+    }
   }
 
   {

@@ -26,8 +26,9 @@ for call and byte for byte (--check-comm):
   forward and backward; resumed bitwise);
   tp2 x pp2 (each stage partitioned over its tp group), also with
   recompute full; dp2 x tp2 x pp2 on 8 ranks; each rank holds the
-  parameters and optimizer states the report predicts; pp4 is refused
-  when stages would follow the loss;
+  parameters and optimizer states the report predicts; pp4, deeper than
+  the MLP's layers (the planner cuts the loss's own chain; the loss's parts
+  still come out of the last stage);
 - gpt: embeddings, attention, LayerNorm, a GELU MLP and cross-entropy, pp2
   with AdamW, dp2 x pp2, tp2 x pp2, and with Dropout (masks by global
   sample index: each micro-batch's forward is told its first sample), also
@@ -182,8 +183,11 @@ def compile_pp(case, tag, ranks, pp, errors, *flags, config=None):
     return art
 
 
-# How far a stage's measured activations may be from the plan report's.
+# How far a stage's measured activations may be from the plan report's:
+# 10%, or a few scalars' bytes on a stage that keeps almost nothing (the
+# planner prices the loss's label flags on the stage that held its count).
 ACTIVATION_TOLERANCE = 0.10
+ACTIVATION_SLACK_BYTES = 16
 
 
 def activations_kept(tag, art, stdout, table):
@@ -232,7 +236,10 @@ def main():
             ("dp2xpp2-zero3", 4, 2, ("--zero", "3")),
             ("tp2xpp2", 4, 2, ("--tp", "2")),
             ("tp2xpp2-recompute", 4, 2, ("--tp", "2", "--recompute", "full")),
-            ("dp2xtp2xpp2", 8, 2, ("--tp", "2"))):
+            ("dp2xtp2xpp2", 8, 2, ("--tp", "2")),
+            # Deeper than the MLP has layers: the planner cuts the loss's own
+            # chain, and the loss's parts still come out of the last stage.
+            ("pp4", 4, 4, ())):
         art = compile_pp(mlp, tag, ranks, pp, errors, *flags, config=micro)
         result = mlp.train(tag, art, ranks, launcher, "--shuffle", "3")
         errors += compare(f"mlp {tag}", one[:2], result)
@@ -504,9 +511,7 @@ def main():
             (gpt, "pp2xtp2-zero1", ("--pp", "2", "--tp", "2", "--zero", "1"),
              "ZeRO under tensor parallelism is being built"),
             (tied, "pp2xtp2", ("--pp", "2", "--tp", "2"),
-             "(tied weights), which each partition it over tp on their own"),
-            (mlp, "pp4", ("--pp", "4"),
-             "computes the loss, but the plan has 4 stages")):
+             "(tied weights), which each partition it over tp on their own")):
         result = case.compile(tag, 4, *flags, expect_ok=False)[1]
         if result.returncode == 0 or want not in result.stderr:
             errors.append(f"{case.name} {tag}: expected an error saying "
@@ -522,8 +527,8 @@ def main():
         print(f"  {tag:<28} stage {k}  recompute {recompute:<9} "
               f"{schedule:<5} measured {got} B  predicted {predicted} B  "
               f"measured/predicted {ratio}")
-        if got is None or abs(got - predicted) > ACTIVATION_TOLERANCE * max(
-                predicted, 1):
+        if got is None or abs(got - predicted) > max(
+                ACTIVATION_TOLERANCE * predicted, ACTIVATION_SLACK_BYTES):
             errors.append(f"{tag} stage {k}: activations kept {got} B, the "
                           f"plan report predicts {predicted} B (more than "
                           f"{ACTIVATION_TOLERANCE:.0%} apart)")
