@@ -223,6 +223,8 @@ int CompileFlow::validateRequest() {
   request.fusedAttention = o.fuseAttention;
   // The optimizer's states are part of what a rank holds.
   if (training)
+    request.frozenParameters.assign(o.freeze.begin(), o.freeze.end());
+  if (training)
     request.optimizerStatesPerParameter =
         trainConfig.optimizer != OptimizerKind::SGD ? 2
         : trainConfig.momentum != 0.0               ? 1

@@ -402,7 +402,8 @@ static void claimSavedActivations(func::FuncOp main, ProgramGraph &graph) {
 
 FailureOr<ProgramGraph>
 buildProgramGraph(func::FuncOp main,
-                  std::optional<AttentionPatternOptions> fusedAttention) {
+                  std::optional<AttentionPatternOptions> fusedAttention,
+                  ArrayRef<llvm::GlobPattern> frozen) {
   ProgramGraph graph;
   auto newValue = [&](Value v) {
     ValueInfo info;
@@ -434,8 +435,12 @@ buildProgramGraph(func::FuncOp main,
     if (auto name = main.getArgAttrOfType<StringAttr>(i, attrs::kParameter)) {
       info.isParameter = true;
       auto type = dyn_cast<RankedTensorType>(arg.getType());
-      info.isTrained = type && isa<FloatType>(type.getElementType()) &&
-                       !stateParameters.contains(name.getValue());
+      info.isTrained =
+          type && isa<FloatType>(type.getElementType()) &&
+          !stateParameters.contains(name.getValue()) &&
+          llvm::none_of(frozen, [&](const llvm::GlobPattern &glob) {
+            return glob.match(name.getValue());
+          });
       double elements = info.bytes;
       if (auto t = dyn_cast<RankedTensorType>(arg.getType()))
         elements = t.getNumElements();
@@ -592,8 +597,11 @@ buildProgramGraph(func::FuncOp main,
       for (int64_t id : p.firstReadInputs)
         h = llvm::hash_combine(h, int64_t(graph.values[id].bytes));
       for (int64_t id : graph.ops[i].operands)
-        if (id >= 0 && graph.values[id].isParameter)
+        if (id >= 0 && graph.values[id].isParameter) {
           seg.parameterElements += numElements(graph.values[id].shape);
+          // A frozen or state parameter has no gradient: not alike.
+          h = llvm::hash_combine(h, graph.values[id].isTrained);
+        }
       std::string name = onnxNodeName(op);
       if (!name.empty())
         nodes.insert(name);

@@ -1637,7 +1637,16 @@ llvm::Expected<PlanResult> planProgram(func::FuncOp main,
   if (request.fusedAttention)
     fused = request.cluster.device.isCpu() ? AttentionPatternOptions()
                                            : cudaAttentionKernelLimits();
-  auto graph = plan::buildProgramGraph(main, fused);
+  SmallVector<llvm::GlobPattern> frozen;
+  for (const std::string &glob : request.frozenParameters) {
+    auto pattern = llvm::GlobPattern::create(glob);
+    if (!pattern)
+      return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                     "--freeze " + glob + ": " +
+                                         llvm::toString(pattern.takeError()));
+    frozen.push_back(std::move(*pattern));
+  }
+  auto graph = plan::buildProgramGraph(main, fused, frozen);
   if (failed(graph))
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    "cannot analyse the program for planning");

@@ -11,6 +11,7 @@
 #include "mlir/IR/Value.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/SmallVector.h"
+#include "llvm/Support/GlobPattern.h"
 
 #include <algorithm>
 #include <functional>
@@ -245,11 +246,13 @@ std::vector<int64_t> segmentLayers(llvm::ArrayRef<int64_t> distinctIds);
 /// Builds the graph, the ops' sharding options and the segments of `main`.
 /// With `fusedAttention`, attention the backends fuse (the head dims it
 /// allows) is priced as one FlashAttention kernel (PlanGraph.cpp,
-/// priceFusedAttention); without, as the unfused ops.
+/// priceFusedAttention); without, as the unfused ops. Parameters whose
+/// names match \p frozen are held but not trained (ValueInfo::isTrained).
 llvm::FailureOr<ProgramGraph>
 buildProgramGraph(mlir::func::FuncOp main,
                   std::optional<AttentionPatternOptions> fusedAttention =
-                      AttentionPatternOptions());
+                      AttentionPatternOptions(),
+                  llvm::ArrayRef<llvm::GlobPattern> frozen = {});
 
 /// Which operands of an op its adjoint reads (bit k: operand k, in
 /// PlanOp::operands' order) and whether it reads the op's result, given

@@ -131,6 +131,38 @@ TEST_F(PlannerTest, TrainingHoldsGradientsAndOptimizerStateThatZeroShards) {
                    zero0->best.memory.parameters);
 }
 
+// Frozen parameters (--freeze) are held but have no gradient or optimizer
+// state; SGD with momentum keeps one state per trained parameter.
+TEST_F(PlannerTest, FrozenParametersAndTheOptimizerSetTheTrainingState) {
+  PlanFlags flags;
+  flags.cluster = "local:1";
+  flags.mode = "train";
+  auto request = buildPlanRequest(flags);
+  ASSERT_TRUE(bool(request)) << llvm::toString(request.takeError());
+  auto all = planProgram(main(), *request);
+  ASSERT_TRUE(bool(all)) << llvm::toString(all.takeError());
+  request->frozenParameters = {"W1", "B1"};
+  auto frozen = planProgram(main(), *request);
+  ASSERT_TRUE(bool(frozen)) << llvm::toString(frozen.takeError());
+  // fp32: 4 bytes per element held, 4 per gradient, 8 of AdamW's states.
+  double first = 256 * 256 + 256, second = 256 * 256 + 256;
+  EXPECT_DOUBLE_EQ(all->best.memory.parameters, 4 * (first + second));
+  EXPECT_DOUBLE_EQ(frozen->best.memory.parameters, 4 * (first + second));
+  EXPECT_DOUBLE_EQ(all->best.memory.gradients, 4 * (first + second));
+  EXPECT_DOUBLE_EQ(frozen->best.memory.gradients, 4 * second);
+  EXPECT_DOUBLE_EQ(frozen->best.memory.optimizerStates, 8 * second);
+  request->optimizerStatesPerParameter = 1;
+  auto sgd = planProgram(main(), *request);
+  ASSERT_TRUE(bool(sgd)) << llvm::toString(sgd.takeError());
+  EXPECT_DOUBLE_EQ(sgd->best.memory.optimizerStates, 4 * second);
+  // A glob that does not parse is an error, not an empty match.
+  request->frozenParameters = {"W["};
+  auto bad = planProgram(main(), *request);
+  EXPECT_FALSE(bool(bad));
+  if (!bad)
+    llvm::consumeError(bad.takeError());
+}
+
 // A pipeline's stage holds the activations of the micro-batches between
 // their forwards and backwards: all M under GPipe, P - k on stage k under
 // 1F1B (the schedule the runtime walks, pinned or not).

@@ -66,6 +66,9 @@ struct PlanRequest {
   /// fp32 tensors the optimizer keeps per parameter: 2 for Adam and AdamW
   /// (the moments), 1 for SGD with momentum, 0 for plain SGD.
   int optimizerStatesPerParameter = 2;
+  /// Globs of parameters the step keeps fixed (`--freeze`): held, but with
+  /// no gradient, optimizer state or gradient traffic.
+  std::vector<std::string> frozenParameters;
   /// Fill PlanResult::dimensions (`--explain-plan`). A pinned dimension is
   /// compared by searching again without its pin.
   bool compareDimensions = false;
