@@ -124,7 +124,11 @@ protected:
         /*parameters=*/true);
   }
 
-  /// mpirun -np \p ranks autopar-run ARGS, with \p env before it.
+  /// mpirun -np \p ranks autopar-run ARGS, with \p env before it. Each
+  /// test's launches keep OpenMPI's session directory under their own work
+  /// directory: two test processes whose first launches meet in the shared
+  /// /tmp/ompi.HOST.UID race to create it, and the loser fails ("mkdir ...
+  /// File exists", OpenMPI 4.1).
   CommandResult mpirun(int ranks, const std::string &args,
                        const std::string &env = "") {
     std::string flags = " --oversubscribe";
@@ -133,10 +137,11 @@ protected:
     Clock::time_point start = Clock::now();
     CommandResult result = runCommand(
         "ulimit -c 0; env -u OMPI_COMM_WORLD_SIZE -u PMI_SIZE -u SLURM_NTASKS "
-        "-u SLURM_STEP_NUM_TASKS OPENBLAS_NUM_THREADS=1 " +
-        env + " " + shellQuote(AUTOPAR_MPIEXEC) + flags + " -np " +
-        std::to_string(ranks) + " " + shellQuote(AUTOPAR_RUN_PATH) + " " +
-        args);
+        "-u SLURM_STEP_NUM_TASKS OPENBLAS_NUM_THREADS=1 "
+        "OMPI_MCA_orte_tmpdir_base=" +
+        shellQuote(work.path()) + " " + env + " " +
+        shellQuote(AUTOPAR_MPIEXEC) + flags + " -np " + std::to_string(ranks) +
+        " " + shellQuote(AUTOPAR_RUN_PATH) + " " + args);
     seconds = std::chrono::duration<double>(Clock::now() - start).count();
     return result;
   }
