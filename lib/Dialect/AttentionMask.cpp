@@ -221,50 +221,75 @@ private:
     return Kind::Copy; // Conversions keep the value (masks are 0, 1, -big).
   }
 
-  std::optional<std::vector<double>> evaluateGeneric(linalg::GenericOp g,
-                                                     RankedTensorType type) {
+  /// A generic compiled to run one row (the innermost dim) at a time. An
+  /// input made by a single-use elementwise generic read through the same
+  /// loops is not materialized: its program runs row by row inside this
+  /// one's (a mask's Trilu, Cast and Where, each 128 MiB of doubles at
+  /// sequence 4096, become one pass).
+  struct RowProgram {
+    struct Source {
+      const std::vector<double> *values = nullptr; ///< materialized, or
+      std::unique_ptr<RowProgram> inlined;         ///< computed per row
+      SmallVector<int64_t> strides;                ///< per loop (values)
+    };
+    SmallVector<Source> sources;
+    SmallVector<Instruction> program;
+    int yielded = 0;
+    /// One row per slot: the block's inputs, then one per body op;
+    /// constants filled once.
+    std::vector<std::vector<double>> slots;
+  };
+
+  /// Compiles \p g, all-parallel with an identity result map over
+  /// \p shape; null when it cannot be evaluated.
+  std::unique_ptr<RowProgram> compileGeneric(linalg::GenericOp g,
+                                             ArrayRef<int64_t> shape) {
     if (g.getNumDpsInits() != 1 || g.getNumParallelLoops() != g.getNumLoops() ||
-        !g.getIndexingMapsArray().back().isIdentity())
-      return std::nullopt;
+        !g.getIndexingMapsArray().back().isIdentity() ||
+        int64_t(g.getNumLoops()) != int64_t(shape.size()))
+      return nullptr;
     Block *body = g.getBody();
     if (!body->getArgument(body->getNumArguments() - 1).use_empty())
-      return std::nullopt; // Reads its init.
-    // Inputs, evaluated, with their maps' results (dims or constants).
-    SmallVector<const std::vector<double> *> inputs;
-    SmallVector<SmallVector<int64_t>> strides;
+      return nullptr; // Reads its init.
+    auto compiled = std::make_unique<RowProgram>();
     for (auto [k, in] : llvm::enumerate(g.getDpsInputs())) {
-      const std::vector<double> *values = evaluate(in);
-      auto inType = dyn_cast<RankedTensorType>(in.getType());
-      if (!values || !inType)
-        return std::nullopt;
-      inputs.push_back(values);
-      // The input's row-major stride per loop (0 for broadcast loops).
-      SmallVector<int64_t> perLoop(g.getNumLoops(), 0);
       AffineMap map = g.getIndexingMapsArray()[k];
-      int64_t stride = 1;
-      for (int64_t r = int64_t(map.getNumResults()) - 1; r >= 0; --r) {
-        AffineExpr e = map.getResult(r);
-        if (auto d = dyn_cast<AffineDimExpr>(e))
-          perLoop[d.getPosition()] += stride;
-        else if (auto c = dyn_cast<AffineConstantExpr>(e);
-                 !c || c.getValue() != 0)
-          return std::nullopt;
-        stride *= inType.getDimSize(r);
+      RowProgram::Source source;
+      if (auto producer = in.getDefiningOp<linalg::GenericOp>();
+          producer && in.hasOneUse() && map.isIdentity() &&
+          producer.getNumResults() == 1)
+        source.inlined = compileGeneric(producer, shape);
+      if (!source.inlined) {
+        source.values = evaluate(in);
+        auto inType = dyn_cast<RankedTensorType>(in.getType());
+        if (!source.values || !inType)
+          return nullptr;
+        // The input's row-major stride per loop (0 for broadcast loops).
+        source.strides.assign(g.getNumLoops(), 0);
+        int64_t stride = 1;
+        for (int64_t r = int64_t(map.getNumResults()) - 1; r >= 0; --r) {
+          AffineExpr e = map.getResult(r);
+          if (auto d = dyn_cast<AffineDimExpr>(e))
+            source.strides[d.getPosition()] += stride;
+          else if (auto c = dyn_cast<AffineConstantExpr>(e);
+                   !c || c.getValue() != 0)
+            return nullptr;
+          stride *= inType.getDimSize(r);
+        }
+        // A splat (one value for a larger tensor) is read at every point.
+        if (source.values->size() == 1)
+          std::fill(source.strides.begin(), source.strides.end(), 0);
       }
-      // A splat (one value for a larger tensor) is read at every point.
-      if (values->size() == 1)
-        std::fill(perLoop.begin(), perLoop.end(), 0);
-      strides.push_back(perLoop);
+      compiled->sources.push_back(std::move(source));
     }
     // Slots: the block's input arguments, then one per body op; values
     // defined above the body are constants folded into their slot.
     llvm::DenseMap<Value, int> slotOf;
-    SmallVector<double> constants; // Slot values that never change.
     int numInputs = g.getNumDpsInputs();
     for (int k = 0; k < numInputs; ++k)
       slotOf[body->getArgument(k)] = k;
     int next = numInputs;
-    SmallVector<Instruction> program;
+    SmallVector<Instruction> &program = compiled->program;
     SmallVector<std::pair<int, double>> constantSlots;
     auto slotFor = [&](Value operand) -> std::optional<int> {
       if (auto it = slotOf.find(operand); it != slotOf.end())
@@ -284,19 +309,19 @@ private:
                arith::TruncFOp, arith::SIToFPOp, arith::UIToFPOp,
                arith::IndexCastOp, arith::ExtUIOp, arith::ExtSIOp>(op) ||
           op.getNumResults() != 1)
-        return std::nullopt;
+        return nullptr;
       Instruction inst{&op, {}};
       if (!isa<arith::ConstantOp>(op))
         for (Value operand : op.getOperands()) {
           std::optional<int> slot = slotFor(operand);
           if (!slot)
-            return std::nullopt;
+            return nullptr;
           inst.operands.push_back(*slot);
         }
       if (auto c = dyn_cast<arith::ConstantOp>(op)) {
         std::optional<double> value = scalar(c.getResult());
         if (!value)
-          return std::nullopt;
+          return nullptr;
         constantSlots.push_back({next, *value});
         slotOf[op.getResult(0)] = next++;
         continue;
@@ -310,118 +335,144 @@ private:
     }
     std::optional<int> yielded = slotFor(body->getTerminator()->getOperand(0));
     if (!yielded)
-      return std::nullopt;
-    // One instruction at a time over a whole row (the innermost dim): the
-    // loops vectorise and the dispatch is paid once per row.
+      return nullptr;
+    compiled->yielded = *yielded;
+    int64_t row = shape.empty() ? 1 : shape.back();
+    compiled->slots.assign(next, std::vector<double>(row));
+    for (auto [slot, value] : constantSlots)
+      std::fill(compiled->slots[slot].begin(), compiled->slots[slot].end(),
+                value);
+    return compiled;
+  }
+
+  /// Runs \p prog on the row at \p index (its outer dims; the innermost is
+  /// the row): the result is `prog.slots[prog.yielded]`.
+  static void runRow(RowProgram &prog, ArrayRef<int64_t> index, int64_t rank,
+                     int64_t row) {
+    for (auto [k, source] : llvm::enumerate(prog.sources)) {
+      double *dst = prog.slots[k].data();
+      if (source.inlined) {
+        runRow(*source.inlined, index, rank, row);
+        const std::vector<double> &made =
+            source.inlined->slots[source.inlined->yielded];
+        std::copy(made.begin(), made.end(), dst);
+        continue;
+      }
+      int64_t offset = 0;
+      for (int64_t d = 0; d + 1 < rank; ++d)
+        offset += index[d] * source.strides[d];
+      int64_t stride = rank ? source.strides[rank - 1] : 0;
+      const double *src = source.values->data() + offset;
+      for (int64_t c = 0; c < row; ++c)
+        dst[c] = src[c * stride];
+    }
+    for (const Instruction &inst : prog.program) {
+      double *r = prog.slots[inst.result].data();
+      const double *a = inst.operands.size() > 0
+                            ? prog.slots[inst.operands[0]].data()
+                            : nullptr;
+      const double *b = inst.operands.size() > 1
+                            ? prog.slots[inst.operands[1]].data()
+                            : nullptr;
+      const double *c3 = inst.operands.size() > 2
+                             ? prog.slots[inst.operands[2]].data()
+                             : nullptr;
+      // One switch per instruction and row; the loops vectorise.
+      auto each = [&](auto f) {
+        for (int64_t c = 0; c < row; ++c)
+          r[c] = f(c);
+      };
+      switch (inst.kind) {
+      case Kind::Index:
+        if (inst.dim == rank - 1)
+          each([](int64_t c) { return double(c); });
+        else
+          each([&](int64_t) { return double(index[inst.dim]); });
+        break;
+      case Kind::Add:
+        each([&](int64_t c) { return a[c] + b[c]; });
+        break;
+      case Kind::Sub:
+        each([&](int64_t c) { return a[c] - b[c]; });
+        break;
+      case Kind::Mul:
+        each([&](int64_t c) { return a[c] * b[c]; });
+        break;
+      case Kind::Div:
+        each([&](int64_t c) { return a[c] / b[c]; });
+        break;
+      case Kind::Neg:
+        each([&](int64_t c) { return -a[c]; });
+        break;
+      case Kind::Max:
+        each([&](int64_t c) { return std::max(a[c], b[c]); });
+        break;
+      case Kind::Min:
+        each([&](int64_t c) { return std::min(a[c], b[c]); });
+        break;
+      case Kind::Select:
+        each([&](int64_t c) { return a[c] != 0 ? b[c] : c3[c]; });
+        break;
+      case Kind::Less:
+        each([&](int64_t c) { return double(a[c] < b[c]); });
+        break;
+      case Kind::LessEqual:
+        each([&](int64_t c) { return double(a[c] <= b[c]); });
+        break;
+      case Kind::Greater:
+        each([&](int64_t c) { return double(a[c] > b[c]); });
+        break;
+      case Kind::GreaterEqual:
+        each([&](int64_t c) { return double(a[c] >= b[c]); });
+        break;
+      case Kind::Equal:
+        each([&](int64_t c) { return double(a[c] == b[c]); });
+        break;
+      case Kind::NotEqual:
+        each([&](int64_t c) { return double(a[c] != b[c]); });
+        break;
+      case Kind::True:
+        each([](int64_t) { return 1.0; });
+        break;
+      case Kind::False:
+        each([](int64_t) { return 0.0; });
+        break;
+      case Kind::UnsignedCompare: {
+        auto predicate = cast<arith::CmpIOp>(inst.op).getPredicate();
+        each([&](int64_t c) {
+          return double(arith::applyCmpPredicate(
+              predicate, APInt(64, int64_t(a[c]), /*isSigned=*/true),
+              APInt(64, int64_t(b[c]), /*isSigned=*/true)));
+        });
+        break;
+      }
+      case Kind::Copy:
+        each([&](int64_t c) { return a[c]; });
+        break;
+      }
+    }
+  }
+
+  std::optional<std::vector<double>> evaluateGeneric(linalg::GenericOp g,
+                                                     RankedTensorType type) {
     ArrayRef<int64_t> shape = type.getShape();
+    std::unique_ptr<RowProgram> prog = compileGeneric(g, shape);
+    if (!prog)
+      return std::nullopt;
     int64_t rank = shape.size(), n = type.getNumElements();
     int64_t row = rank ? shape.back() : 1;
-    std::vector<std::vector<double>> slots(next, std::vector<double>(row));
-    for (auto [slot, value] : constantSlots)
-      std::fill(slots[slot].begin(), slots[slot].end(), value);
     // Filled row by row, never zeroed first.
     std::vector<double> out;
     out.reserve(n);
     SmallVector<int64_t> index(rank, 0);
-    SmallVector<int64_t> offsets(numInputs, 0);
     for (int64_t p = 0; p < n; p += row) {
-      for (int k = 0; k < numInputs; ++k) {
-        int64_t stride = rank ? strides[k][rank - 1] : 0;
-        const std::vector<double> &src = *inputs[k];
-        for (int64_t c = 0; c < row; ++c)
-          slots[k][c] = src[offsets[k] + c * stride];
-      }
-      for (const Instruction &inst : program) {
-        double *r = slots[inst.result].data();
-        const double *a =
-            inst.operands.size() > 0 ? slots[inst.operands[0]].data() : nullptr;
-        const double *b =
-            inst.operands.size() > 1 ? slots[inst.operands[1]].data() : nullptr;
-        const double *c3 =
-            inst.operands.size() > 2 ? slots[inst.operands[2]].data() : nullptr;
-        // One switch per instruction and row; the loops vectorise.
-        auto each = [&](auto f) {
-          for (int64_t c = 0; c < row; ++c)
-            r[c] = f(c);
-        };
-        switch (inst.kind) {
-        case Kind::Index:
-          if (inst.dim == rank - 1)
-            each([](int64_t c) { return double(c); });
-          else
-            each([&](int64_t) { return double(index[inst.dim]); });
-          break;
-        case Kind::Add:
-          each([&](int64_t c) { return a[c] + b[c]; });
-          break;
-        case Kind::Sub:
-          each([&](int64_t c) { return a[c] - b[c]; });
-          break;
-        case Kind::Mul:
-          each([&](int64_t c) { return a[c] * b[c]; });
-          break;
-        case Kind::Div:
-          each([&](int64_t c) { return a[c] / b[c]; });
-          break;
-        case Kind::Neg:
-          each([&](int64_t c) { return -a[c]; });
-          break;
-        case Kind::Max:
-          each([&](int64_t c) { return std::max(a[c], b[c]); });
-          break;
-        case Kind::Min:
-          each([&](int64_t c) { return std::min(a[c], b[c]); });
-          break;
-        case Kind::Select:
-          each([&](int64_t c) { return a[c] != 0 ? b[c] : c3[c]; });
-          break;
-        case Kind::Less:
-          each([&](int64_t c) { return double(a[c] < b[c]); });
-          break;
-        case Kind::LessEqual:
-          each([&](int64_t c) { return double(a[c] <= b[c]); });
-          break;
-        case Kind::Greater:
-          each([&](int64_t c) { return double(a[c] > b[c]); });
-          break;
-        case Kind::GreaterEqual:
-          each([&](int64_t c) { return double(a[c] >= b[c]); });
-          break;
-        case Kind::Equal:
-          each([&](int64_t c) { return double(a[c] == b[c]); });
-          break;
-        case Kind::NotEqual:
-          each([&](int64_t c) { return double(a[c] != b[c]); });
-          break;
-        case Kind::True:
-          each([](int64_t) { return 1.0; });
-          break;
-        case Kind::False:
-          each([](int64_t) { return 0.0; });
-          break;
-        case Kind::UnsignedCompare: {
-          auto predicate = cast<arith::CmpIOp>(inst.op).getPredicate();
-          each([&](int64_t c) {
-            return double(arith::applyCmpPredicate(
-                predicate, APInt(64, int64_t(a[c]), /*isSigned=*/true),
-                APInt(64, int64_t(b[c]), /*isSigned=*/true)));
-          });
-          break;
-        }
-        case Kind::Copy:
-          each([&](int64_t c) { return a[c]; });
-          break;
-        }
-      }
-      out.insert(out.end(), slots[*yielded].begin(), slots[*yielded].end());
-      // Next row, row-major, and the inputs' offsets with it.
+      runRow(*prog, index, rank, row);
+      const std::vector<double> &made = prog->slots[prog->yielded];
+      out.insert(out.end(), made.begin(), made.end());
+      // Next row, row-major.
       for (int64_t d = rank - 2; d >= 0; --d) {
-        for (int k = 0; k < numInputs; ++k)
-          offsets[k] += strides[k][d];
         if (++index[d] < shape[d])
           break;
-        for (int k = 0; k < numInputs; ++k)
-          offsets[k] -= strides[k][d] * shape[d];
         index[d] = 0;
       }
     }

@@ -690,6 +690,94 @@ func.func @computed_causal_mask(%q: tensor<2x4x8x16xf32>, %k: tensor<2x4x16x8xf3
 
 // -----
 
+// The same chain keeping the upper triangle (j >= i): evaluated through the
+// inlined Trilu and Where, it is not causal, so the mask stays an operand.
+// CHECK-LABEL: func.func @computed_upper_mask
+// CHECK: autopar.attention ins({{.*}} mask %{{.*}} : {{.*}}, tensor<1x1x8x8xf32>)
+// CHECK-NOT: causal
+// CHECK-SAME: {scale = 1.000000e+00 : f64}
+#lhs = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d4)>
+#rhs = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d4, d3)>
+#out = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d3)>
+#id = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>
+#row = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>
+#scalar = affine_map<(d0, d1, d2, d3) -> ()>
+#ij = affine_map<(d0, d1, d2, d3) -> (d2, d3)>
+#bj = affine_map<(d0, d1, d2, d3) -> (d0, d3)>
+func.func @computed_upper_mask(%q: tensor<2x4x8x16xf32>, %k: tensor<2x4x16x8xf32>, %v: tensor<2x4x8x16xf32>) -> tensor<2x4x8x16xf32> {
+  %zero = arith.constant 0.0 : f32
+  %ninf = arith.constant 0xFF800000 : f32
+  %e0 = tensor.empty() : tensor<2x4x8x8xf32>
+  %f0 = linalg.fill ins(%zero : f32) outs(%e0 : tensor<2x4x8x8xf32>) -> tensor<2x4x8x8xf32>
+  %s0 = linalg.generic {indexing_maps = [#lhs, #rhs, #out], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]} ins(%q, %k : tensor<2x4x8x16xf32>, tensor<2x4x16x8xf32>) outs(%f0 : tensor<2x4x8x8xf32>) {
+  ^bb0(%a: f32, %b: f32, %c: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %c, %m : f32
+    linalg.yield %s : f32
+  } -> tensor<2x4x8x8xf32>
+  %one = arith.constant 1.0 : f32
+  %big = arith.constant -1.0e+09 : f32
+  %c0 = arith.constant 0 : index
+  %me = tensor.empty() : tensor<8x8xf32>
+  %ones = linalg.fill ins(%one : f32) outs(%me : tensor<8x8xf32>) -> tensor<8x8xf32>
+  %tril = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]} ins(%ones : tensor<8x8xf32>) outs(%me : tensor<8x8xf32>) {
+  ^bb0(%in: f32, %o: f32):
+    %r = linalg.index 0 : index
+    %c = linalg.index 1 : index
+    %d = arith.subi %c, %r : index
+    %below = arith.cmpi sge, %d, %c0 : index
+    %vb = arith.select %below, %in, %zero : f32
+    linalg.yield %vb : f32
+  } -> tensor<8x8xf32>
+  %mask = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]} ins(%tril : tensor<8x8xf32>) outs(%me : tensor<8x8xf32>) {
+  ^bb0(%in: f32, %o: f32):
+    %keep = arith.cmpf une, %in, %zero : f32
+    %vm = arith.select %keep, %zero, %big : f32
+    linalg.yield %vm : f32
+  } -> tensor<8x8xf32>
+  %x = linalg.generic {indexing_maps = [#id, #ij, #id], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%s0, %mask : tensor<2x4x8x8xf32>, tensor<8x8xf32>) outs(%e0 : tensor<2x4x8x8xf32>) {
+  ^bb0(%in: f32, %mk: f32, %o: f32):
+    %y = arith.addf %in, %mk : f32
+    linalg.yield %y : f32
+  } -> tensor<2x4x8x8xf32>
+  %e1 = tensor.empty() : tensor<2x4x8xf32>
+  %f1 = linalg.fill ins(%ninf : f32) outs(%e1 : tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  %max = linalg.reduce ins(%x : tensor<2x4x8x8xf32>) outs(%f1 : tensor<2x4x8xf32>) dimensions = [3]
+    (%in: f32, %init: f32) {
+      %r = arith.maximumf %in, %init : f32
+      linalg.yield %r : f32
+    }
+  %ex = linalg.generic {indexing_maps = [#id, #row, #id], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%x, %max : tensor<2x4x8x8xf32>, tensor<2x4x8xf32>) outs(%e0 : tensor<2x4x8x8xf32>) {
+  ^bb0(%in: f32, %mx: f32, %o: f32):
+    %d = arith.subf %in, %mx : f32
+    %x1 = math.exp %d : f32
+    linalg.yield %x1 : f32
+  } -> tensor<2x4x8x8xf32>
+  %f2 = linalg.fill ins(%zero : f32) outs(%e1 : tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  %sum = linalg.reduce ins(%ex : tensor<2x4x8x8xf32>) outs(%f2 : tensor<2x4x8xf32>) dimensions = [3]
+    (%in: f32, %init: f32) {
+      %r = arith.addf %in, %init : f32
+      linalg.yield %r : f32
+    }
+  %p = linalg.generic {indexing_maps = [#id, #row, #id], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%ex, %sum : tensor<2x4x8x8xf32>, tensor<2x4x8xf32>) outs(%e0 : tensor<2x4x8x8xf32>) {
+  ^bb0(%in: f32, %sm: f32, %o: f32):
+    %d = arith.divf %in, %sm : f32
+    linalg.yield %d : f32
+  } -> tensor<2x4x8x8xf32>
+
+  %e2 = tensor.empty() : tensor<2x4x8x16xf32>
+  %f3 = linalg.fill ins(%zero : f32) outs(%e2 : tensor<2x4x8x16xf32>) -> tensor<2x4x8x16xf32>
+  %o = linalg.generic {indexing_maps = [#lhs, #rhs, #out], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]} ins(%p, %v : tensor<2x4x8x8xf32>, tensor<2x4x8x16xf32>) outs(%f3 : tensor<2x4x8x16xf32>) {
+  ^bb0(%a: f32, %b: f32, %c: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %c, %m : f32
+    linalg.yield %s : f32
+  } -> tensor<2x4x8x16xf32>
+  return %o : tensor<2x4x8x16xf32>
+}
+
+// -----
+
 // Grouped-query attention written k[:, :, None].expand(B, Hkv, g, T, D)
 // .reshape(B, H, T, D), as autopar-sink-merging-reshapes leaves it: scores over
 // (B, Hkv, g), the query split to [B, Hkv, g, S, D], key and value broadcast
