@@ -221,14 +221,15 @@ int CompileFlow::validateRequest() {
   const ClusterSpec &cluster = request.cluster;
   request.modelName = llvm::sys::path::filename(o.modelPath).str();
   request.fusedAttention = o.fuseAttention;
-  // The optimizer's states are part of what a rank holds.
-  if (training)
+  // What a rank holds to train: gradients and optimizer states for the
+  // parameters not frozen, as many states as the optimizer keeps.
+  if (training) {
     request.frozenParameters.assign(o.freeze.begin(), o.freeze.end());
-  if (training)
     request.optimizerStatesPerParameter =
         trainConfig.optimizer != OptimizerKind::SGD ? 2
         : trainConfig.momentum != 0.0               ? 1
                                                     : 0;
+  }
   // Code generation exists for inference and one-rank training, on CPU ranks
   // and NVIDIA GPUs; planning works for every request (--plan-only).
   gpu = !cluster.isLocalCpu();

@@ -43,6 +43,7 @@
 #include "mlir/Transforms/Passes.h"
 #include "mlir/Transforms/RegionUtils.h"
 #include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/GlobPattern.h"
@@ -480,18 +481,19 @@ llvm::Error cutStage(ModuleOp stage, int64_t k, int64_t numStages,
     // A state update leaves as its parameter is laid out (the plan may split
     // BatchNorm's running statistics with the channels), so that the
     // runtime's copy into the parameter is this rank's block.
+    llvm::StringMap<Value> parameterSharding;
+    for (BlockArgument arg : f.getArguments())
+      if (auto param = f.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                      attrs::kParameter))
+        for (Operation *user : arg.getUsers())
+          if (auto shard = dyn_cast<shard::ShardOp>(user);
+              shard && !shard.getAnnotateForUsers())
+            parameterSharding[param.getValue()] = shard.getSharding();
     OpBuilder rb(ret);
     for (auto [j, p] : llvm::enumerate(stateUpdates)) {
       auto name = p.attrs.getAs<StringAttr>(attrs::kUpdate);
-      Value sharding;
-      for (BlockArgument arg : f.getArguments())
-        if (auto param = f.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
-                                                        attrs::kParameter);
-            param && name && param == name)
-          for (Operation *user : arg.getUsers())
-            if (auto shard = dyn_cast<shard::ShardOp>(user);
-                shard && !shard.getAnnotateForUsers())
-              sharding = shard.getSharding();
+      Value sharding =
+          name ? parameterSharding.lookup(name.getValue()) : Value();
       OpOperand &operand =
           ret->getOpOperand(kept.size() - stateUpdates.size() + j);
       operand.set(sharding

@@ -596,7 +596,7 @@ buildProgramGraph(func::FuncOp main,
         h = llvm::hash_combine(h, int64_t(graph.values[id].bytes));
       for (int64_t id : p.firstReadInputs)
         h = llvm::hash_combine(h, int64_t(graph.values[id].bytes));
-      for (int64_t id : graph.ops[i].operands)
+      for (int64_t id : p.operands)
         if (id >= 0 && graph.values[id].isParameter) {
           seg.parameterElements += numElements(graph.values[id].shape);
           // A frozen or state parameter has no gradient: not alike.
