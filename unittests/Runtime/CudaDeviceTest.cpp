@@ -167,6 +167,9 @@ protected:
                       shellQuote(runPath()) + " " + args);
   }
 
+  void prepareGemms();
+  void checkGemms(const std::string &env);
+
   TempDir artifact, work;
 };
 
@@ -178,7 +181,8 @@ void expectNear(const std::vector<float> &got, const std::vector<double> &want,
         << what << " element " << i;
 }
 
-TEST_F(CudaDeviceTest, GemmsOfEveryTypeAndLayout) {
+/// Writes the cuda_gemm stage's artifact and inputs.
+void CudaDeviceTest::prepareGemms() {
   std::vector<float> a = values(M * K, 0.1f), b = values(K * N, 0.2f);
   std::vector<float> bt(N * K);
   for (int p = 0; p < K; ++p)
@@ -225,8 +229,16 @@ TEST_F(CudaDeviceTest, GemmsOfEveryTypeAndLayout) {
   std::vector<float> a2 = values(BM * BK, 0.5f), b2 = values(BK * BN, 0.6f);
   input("a2", DType::Float32, {BM, BK}, a2);
   input("b2", DType::Float32, {BK, BN}, b2);
+}
 
-  CommandResult result = run(1, "");
+/// Runs the cuda_gemm stage with \p env and checks every product.
+void CudaDeviceTest::checkGemms(const std::string &env) {
+  prepareGemms();
+  CommandResult result = run(1, env);
+  // The inputs prepareGemms wrote.
+  std::vector<float> a = values(M * K, 0.1f), b = values(K * N, 0.2f);
+  std::vector<float> a3 = values(2 * M * K, 0.3f), b3 = values(2 * K * N, 0.4f);
+  std::vector<float> a2 = values(BM * BK, 0.5f), b2 = values(BK * BN, 0.6f);
   ASSERT_EQ(result.exitCode, 0) << result.out << result.err;
   std::printf("%s", result.out.c_str());
 
@@ -248,7 +260,7 @@ TEST_F(CudaDeviceTest, GemmsOfEveryTypeAndLayout) {
   expectNear(output<float>("y9"), batched, 1e-6, "y9 batched over itself");
   expectNear(output<float>("y10"), std::vector<double>(M * 2, 0.0), 0,
              "y10 = an empty sum over ones");
-  // Rows of 1025 floats: the output goes through a padded scratch.
+  // Rows of 1025 floats (not 16-byte aligned).
   expectNear(output<float>("y11"), product(a2, b2, BM, BK, BN), 1e-5,
              "y11 = a2 * b2 with unaligned rows");
 
@@ -267,6 +279,24 @@ TEST_F(CudaDeviceTest, GemmsOfEveryTypeAndLayout) {
   expectNear(output<float>("y6"), h, 1e-6, "y6 f16 -> f32");
   expectNear(fromBits(output<uint16_t>("y7"), DType::Float16), h,
              std::ldexp(1.0, -11), "y7 f16 -> f16");
+}
+
+TEST_F(CudaDeviceTest, GemmsOfEveryTypeAndLayout) { checkGemms(""); }
+
+// Every misaligned matrix of every product through an aligned scratch (in
+// the default mode only large products take that path).
+TEST_F(CudaDeviceTest, GemmsThroughAlignedCopies) {
+  checkGemms("AUTOPAR_GEMM_ALIGNMENT_COPIES=always");
+}
+
+TEST_F(CudaDeviceTest, GemmsRefuseAnUnknownAlignmentMode) {
+  prepareGemms();
+  CommandResult result = run(1, "AUTOPAR_GEMM_ALIGNMENT_COPIES=sometimes");
+  EXPECT_NE(result.exitCode, 0);
+  EXPECT_NE(result.err.find("AUTOPAR_GEMM_ALIGNMENT_COPIES is 'sometimes'; "
+                            "it takes auto (the default), always or never"),
+            std::string::npos)
+      << result.out << result.err;
 }
 
 /// cuda_collectives on several ranks: outputs, and how they communicated.

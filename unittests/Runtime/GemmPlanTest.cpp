@@ -10,6 +10,7 @@
 
 #include "gtest/gtest.h"
 
+#include <cstring>
 #include <vector>
 
 using namespace autopar::runtime::cuda;
@@ -38,11 +39,13 @@ void evaluate(const ColumnMajorGemm &g) {
 }
 
 /// A [rows, cols] view of \p storage, row-major or transposed, with a
-/// leading dimension padded by \p pad.
+/// leading dimension padded by \p pad and \p batchGap elements between
+/// batches.
 MatrixOperand view(std::vector<float> &storage, int64_t rows, int64_t cols,
-                   bool transposed, int64_t pad, int64_t batch = 1) {
+                   bool transposed, int64_t pad, int64_t batch = 1,
+                   int64_t batchGap = 0) {
   int64_t ld = (transposed ? rows : cols) + pad;
-  int64_t matrix = ld * (transposed ? cols : rows);
+  int64_t matrix = ld * (transposed ? cols : rows) + batchGap;
   storage.assign(static_cast<size_t>(matrix * batch), 0.0f);
   MatrixOperand v;
   v.data = reinterpret_cast<const char *>(storage.data());
@@ -142,6 +145,209 @@ TEST(GemmPlanTest, RefusesViewsWithoutAUnitStride) {
       reinterpret_cast<const char *>(storage.data()), 2, 1, 1, 77, 0};
   EXPECT_TRUE(planGemm(row, good, row, 1, error)) << error;
   EXPECT_TRUE(planGemm(good, column, column, 1, error)) << error;
+}
+
+/// A 16-byte aligned address standing for a device buffer (never read).
+const char *fakeDevice(uintptr_t offset = 0) {
+  return reinterpret_cast<const char *>(uintptr_t(1) << 32) + offset;
+}
+
+TEST(GemmPlanTest, MisalignedColumnsBatchesAndAddresses) {
+  StoredMatrix logits{fakeDevice(), 50257, 8192, 50257, 0, false};
+  EXPECT_TRUE(isMisaligned(logits, 1, 2)); // 100514-byte columns
+  EXPECT_TRUE(isMisaligned(logits, 1, 4)); // 201028-byte columns
+  StoredMatrix hidden{fakeDevice(), 768, 8192, 768, 0, false};
+  EXPECT_FALSE(isMisaligned(hidden, 1, 2));
+  // One column is read as one run: its leading dimension does not matter.
+  StoredMatrix column{fakeDevice(), 5, 1, 5, 0, false};
+  EXPECT_FALSE(isMisaligned(column, 1, 4));
+  StoredMatrix offset = hidden;
+  offset.data = fakeDevice(4);
+  EXPECT_TRUE(isMisaligned(offset, 1, 2));
+  StoredMatrix batched{fakeDevice(), 8, 8, 8, 65, false};
+  EXPECT_FALSE(isMisaligned(batched, 1, 4)); // one batch: no stride read
+  EXPECT_TRUE(isMisaligned(batched, 2, 4));
+  batched.batchStride = 0; // broadcast
+  EXPECT_FALSE(isMisaligned(batched, 2, 4));
+
+  EXPECT_EQ(alignedLeadingDimension(50257, 2), 50264);
+  EXPECT_EQ(alignedLeadingDimension(50257, 4), 50260);
+  EXPECT_EQ(alignedLeadingDimension(768, 2), 768);
+  EXPECT_EQ(alignedLeadingDimension(0, 4), 4);
+}
+
+/// GPT-2 small's LM head in a bf16 training step (8192 tokens, vocabulary
+/// 50257), planned as the runtime plans it.
+ColumnMajorGemm lmHead(const char *which) {
+  const int64_t T = 8192, E = 768, V = 50257;
+  ColumnMajorGemm g;
+  if (std::strcmp(which, "forward") == 0) {
+    // logits [T, V] f32 = x [T, E] * w [E, V] (the weight's bf16 copy).
+    g.m = V, g.n = T, g.k = E;
+    g.x = {fakeDevice(), V, E, V, 0, false};
+    g.y = {fakeDevice(), E, T, E, 0, false};
+    g.d = {fakeDevice(), V, T, V, 0, false};
+  } else if (std::strcmp(which, "input gradient") == 0) {
+    // dx [T, E] f32 = dlogits [T, V] * w^T.
+    g.m = E, g.n = T, g.k = V;
+    g.x = {fakeDevice(), V, E, V, 0, true};
+    g.y = {fakeDevice(), V, T, V, 0, false};
+    g.d = {fakeDevice(), E, T, E, 0, false};
+  } else {
+    // dw [E, V] f32 = x^T * dlogits.
+    g.m = V, g.n = E, g.k = T;
+    g.x = {fakeDevice(), V, T, V, 0, false};
+    g.y = {fakeDevice(), E, T, E, 0, true};
+    g.d = {fakeDevice(), V, E, V, 0, false};
+  }
+  return g;
+}
+
+TEST(GemmPlanTest, LargeProductsCopyTheirMisalignedMatrices) {
+  AlignmentCopyPlan forward = planAlignmentCopies(lmHead("forward"), 2, 4,
+                                                  false, AlignmentCopies::Auto);
+  EXPECT_TRUE(forward.x);  // the weight
+  EXPECT_FALSE(forward.y); // the hidden states: 768 columns
+  EXPECT_TRUE(forward.d);  // the logits
+  AlignmentCopyPlan input = planAlignmentCopies(lmHead("input gradient"), 2, 4,
+                                                false, AlignmentCopies::Auto);
+  EXPECT_TRUE(input.x && input.y);
+  EXPECT_FALSE(input.d);
+  AlignmentCopyPlan weight = planAlignmentCopies(
+      lmHead("weight gradient"), 2, 4, true, AlignmentCopies::Auto);
+  EXPECT_TRUE(weight.x && weight.d);
+  EXPECT_FALSE(weight.y);
+
+  // Never turns them off.
+  EXPECT_FALSE(planAlignmentCopies(lmHead("forward"), 2, 4, false,
+                                   AlignmentCopies::Never)
+                   .any());
+  // Aligned products have nothing to copy, whatever the mode.
+  ColumnMajorGemm aligned = lmHead("forward");
+  aligned.m = 50264;
+  aligned.x.rows = aligned.x.ld = aligned.d.rows = aligned.d.ld = 50264;
+  EXPECT_FALSE(
+      planAlignmentCopies(aligned, 2, 4, false, AlignmentCopies::Always).any());
+}
+
+TEST(GemmPlanTest, SmallOrThinProductsRunAsStored) {
+  // A 3 x 5 x 4 product: far too little work for the copies' launches.
+  ColumnMajorGemm tiny;
+  tiny.m = 4, tiny.n = 3, tiny.k = 5;
+  tiny.x = {fakeDevice(), 4, 5, 4, 0, false};
+  tiny.y = {fakeDevice(), 5, 3, 5, 0, false}; // 20-byte columns
+  tiny.d = {fakeDevice(), 4, 3, 4, 0, false};
+  EXPECT_FALSE(
+      planAlignmentCopies(tiny, 4, 4, false, AlignmentCopies::Auto).any());
+  AlignmentCopyPlan forced =
+      planAlignmentCopies(tiny, 4, 4, false, AlignmentCopies::Always);
+  EXPECT_TRUE(forced.y);
+  EXPECT_FALSE(forced.x || forced.d);
+  // [1024, 1025] f32 = [1024, 64] * [64, 1025]: 134 Mflop over 8 MiB of
+  // output, about 8 flops per byte copied; the copy would cost more than
+  // the faster kernel saves.
+  ColumnMajorGemm thin;
+  thin.m = 1025, thin.n = 1024, thin.k = 64;
+  thin.x = {fakeDevice(), 1025, 64, 1025, 0, false};
+  thin.y = {fakeDevice(), 64, 1024, 64, 0, false};
+  thin.d = {fakeDevice(), 1025, 1024, 1025, 0, false};
+  EXPECT_FALSE(
+      planAlignmentCopies(thin, 4, 4, false, AlignmentCopies::Auto).any());
+}
+
+TEST(GemmPlanTest, ParsesTheAlignmentCopiesSetting) {
+  EXPECT_EQ(parseAlignmentCopies(""), AlignmentCopies::Auto);
+  EXPECT_EQ(parseAlignmentCopies("auto"), AlignmentCopies::Auto);
+  EXPECT_EQ(parseAlignmentCopies("always"), AlignmentCopies::Always);
+  EXPECT_EQ(parseAlignmentCopies("never"), AlignmentCopies::Never);
+  EXPECT_FALSE(parseAlignmentCopies("yes"));
+}
+
+/// Runs \p copies on host memory, as cuMemcpy2D would on the device.
+void runCopies(const std::vector<StridedCopy> &copies) {
+  for (const StridedCopy &c : copies)
+    for (size_t r = 0; r < c.rows; ++r)
+      std::memcpy(c.dst + int64_t(r) * c.dstPitch,
+                  c.src + int64_t(r) * c.srcPitch, c.width);
+}
+
+/// The aligned copies, run on the host, then the product on them and the
+/// output copied back, give the product of the matrices as stored: for
+/// packed, strided (a copy per batch) and broadcast batches, plain and
+/// transposed operands.
+TEST(GemmPlanTest, AlignedCopiesComputeTheSameProduct) {
+  struct Case {
+    const char *name;
+    bool ta, tb, tc;
+    int64_t padA, padB, batch;
+    bool broadcastB;
+    int64_t batchGap = 0; // of A and C
+  };
+  const Case cases[] = {{"plain", false, false, false, 2, 3, 1, false},
+                        {"transposed", true, true, true, 2, 2, 1, false},
+                        {"batched", false, true, false, 2, 2, 3, false},
+                        {"broadcast", true, false, false, 2, 2, 2, true},
+                        {"strided", false, false, true, 2, 2, 2, false, 3}};
+  const int64_t M = 5, K = 3, N = 7;
+  for (const Case &c : cases) {
+    SCOPED_TRACE(c.name);
+    std::vector<float> sa, sb, sc;
+    MatrixOperand a = view(sa, M, K, c.ta, c.padA, c.batch, c.batchGap);
+    MatrixOperand b = view(sb, K, N, c.tb, c.padB, c.broadcastB ? 1 : c.batch);
+    if (c.broadcastB)
+      b.batchStride = 0;
+    MatrixOperand out = view(sc, M, N, c.tc, 1, c.batch, c.batchGap);
+    for (int64_t bt = 0; bt < c.batch; ++bt)
+      for (int64_t i = 0; i < M; ++i)
+        for (int64_t p = 0; p < K; ++p)
+          element(a, bt, i, p) = float(i * 7 - p + bt);
+    for (int64_t bt = 0; bt < (c.broadcastB ? 1 : c.batch); ++bt)
+      for (int64_t p = 0; p < K; ++p)
+        for (int64_t j = 0; j < N; ++j)
+          element(b, bt, p, j) = float(p * 3 + j - bt);
+    for (int64_t bt = 0; bt < c.batch; ++bt)
+      for (int64_t i = 0; i < M; ++i)
+        for (int64_t j = 0; j < N; ++j)
+          element(out, bt, i, j) = float(i - j); // accumulated into
+    std::string error;
+    std::optional<ColumnMajorGemm> gemm = planGemm(a, b, out, c.batch, error);
+    ASSERT_TRUE(gemm) << error;
+    AlignmentCopyPlan plan =
+        planAlignmentCopies(*gemm, 4, 4, true, AlignmentCopies::Always);
+    // Every case has misaligned A and B (odd leading dimensions).
+    ASSERT_TRUE(plan.x && plan.y);
+
+    // Scratches on the host (std::vector<float> is 16-byte aligned here).
+    std::vector<std::vector<float>> scratches;
+    ColumnMajorGemm aligned = *gemm;
+    auto stage = [&](bool copied, const StoredMatrix &m, StoredMatrix &into) {
+      if (!copied)
+        return;
+      scratches.emplace_back(alignedCopyBytes(m, gemm->batch, 4) / 4, -1.0f);
+      into = alignedCopyOf(
+          m, gemm->batch, 4,
+          reinterpret_cast<const char *>(scratches.back().data()));
+      EXPECT_FALSE(isMisaligned(into, gemm->batch, 4));
+      runCopies(matrixCopies(into, m, gemm->batch, 4));
+    };
+    stage(plan.x, gemm->x, aligned.x);
+    stage(plan.y, gemm->y, aligned.y);
+    stage(plan.d, gemm->d, aligned.d);
+    evaluate(aligned);
+    if (plan.d)
+      runCopies(matrixCopies(gemm->d, aligned.d, gemm->batch, 4));
+
+    for (int64_t bt = 0; bt < c.batch; ++bt)
+      for (int64_t i = 0; i < M; ++i)
+        for (int64_t j = 0; j < N; ++j) {
+          float expected = float(i - j);
+          int64_t bb = c.broadcastB ? 0 : bt;
+          for (int64_t p = 0; p < K; ++p)
+            expected += float(i * 7 - p + bt) * float(p * 3 + j - bb);
+          ASSERT_EQ(element(out, bt, i, j), expected)
+              << "batch " << bt << " at " << i << "," << j;
+        }
+  }
 }
 
 } // namespace

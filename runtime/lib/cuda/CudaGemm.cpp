@@ -19,8 +19,10 @@
 #include <algorithm>
 #include <array>
 #include <climits>
+#include <cstdlib>
 #include <exception>
 #include <unordered_map>
+#include <vector>
 
 using namespace autopar::runtime;
 using namespace autopar::runtime::cuda;
@@ -217,43 +219,77 @@ recipes() {
   return cache;
 }
 
-/// Outputs at least this large get a padded scratch when their columns are
-/// not 16-byte aligned (below, the copy costs more than it saves).
-constexpr size_t kPaddedOutputMinBytes = size_t(1) << 22;
-
 void runGemmAsIs(CudaDevice &device, const GemmTypes &types,
                  const ColumnMajorGemm &gemm, bool accumulate);
 
+/// AUTOPAR_GEMM_ALIGNMENT_COPIES, read once.
+AlignmentCopies alignmentCopiesMode() {
+  static const AlignmentCopies mode = [] {
+    const char *value = std::getenv("AUTOPAR_GEMM_ALIGNMENT_COPIES");
+    std::optional<AlignmentCopies> parsed =
+        parseAlignmentCopies(value ? value : "");
+    if (!parsed)
+      throw Error("AUTOPAR_GEMM_ALIGNMENT_COPIES is '" + std::string(value) +
+                  "'; it takes auto (the default), always or never");
+    return *parsed;
+  }();
+  return mode;
+}
+
+/// Copies the matrices of \p from into \p to on the device's stream.
+void copyMatrices(CudaDevice &device, const StoredMatrix &to,
+                  const StoredMatrix &from, int64_t batch, size_t elementSize) {
+  for (const StridedCopy &copy : matrixCopies(to, from, batch, elementSize))
+    device.copy2D(copy.dst, copy.dstPitch, copy.src, copy.srcPitch, copy.width,
+                  copy.rows);
+}
+
 void runGemm(CudaDevice &device, const GemmTypes &types,
              const ColumnMajorGemm &gemm, bool accumulate) {
-  // cuBLASLt's fast kernels need every column of D 16-byte aligned. With an
-  // odd leading dimension (GPT-2's vocabulary of 50257 logits) it falls back
-  // to sm_75-era align-1 kernels: on an H100 the LM head took 5.0 ms, 13% of
-  // GPT-2 small's forward. An overwrite GEMM (nothing to read from D) writes
-  // into a scratch whose columns are padded to 16 bytes and copies the
-  // result over with one strided copy.
-  size_t columnBytes = static_cast<size_t>(gemm.d.ld) * types.cSize;
-  size_t outputBytes =
-      static_cast<size_t>(gemm.d.rows * gemm.d.cols) * types.cSize;
-  if (accumulate || gemm.batch != 1 || columnBytes % 16 == 0 ||
-      outputBytes < kPaddedOutputMinBytes)
+  // cuBLASLt's fast kernels read and write 16-byte vectors: every column of
+  // every matrix must start on 16 bytes. With an odd leading dimension
+  // (GPT-2's vocabulary of 50257: the logits, their gradient, the LM head's
+  // weight) it falls back to sm_75-era align-1 kernels, which took 14.5 ms
+  // of GPT-2 small's 69 ms training step on an H200. Large products copy
+  // their misaligned matrices into scratches with aligned columns instead
+  // (GemmPlan.h says when), and the output back.
+  AlignmentCopyPlan plan = planAlignmentCopies(
+      gemm, types.abSize, types.cSize, accumulate, alignmentCopiesMode());
+  if (!plan.any())
     return runGemmAsIs(device, types, gemm, accumulate);
-  int64_t perSixteen = static_cast<int64_t>(16 / types.cSize);
-  int64_t paddedLd = (gemm.d.rows + perSixteen - 1) / perSixteen * perSixteen;
-  size_t paddedColumnBytes = static_cast<size_t>(paddedLd) * types.cSize;
-  void *scratch = device.allocator().allocate(
-      paddedColumnBytes * static_cast<size_t>(gemm.d.cols),
-      "a GEMM output with its columns padded to 16 bytes");
-  ColumnMajorGemm padded = gemm;
-  padded.d.data = static_cast<const char *>(scratch);
-  padded.d.ld = paddedLd;
-  runGemmAsIs(device, types, padded, /*accumulate=*/false);
-  device.copy2D(const_cast<char *>(gemm.d.data),
-                static_cast<int64_t>(columnBytes), scratch,
-                static_cast<int64_t>(paddedColumnBytes),
-                static_cast<size_t>(gemm.d.rows) * types.cSize,
-                static_cast<size_t>(gemm.d.cols));
-  device.allocator().free(scratch);
+  ColumnMajorGemm aligned = gemm;
+  std::vector<void *> scratches;
+  auto stage = [&](bool copied, const StoredMatrix &m, StoredMatrix &into,
+                   size_t elementSize, bool copyIn, const char *what) {
+    if (!copied)
+      return;
+    void *scratch = device.allocator().allocate(
+        alignedCopyBytes(m, gemm.batch, elementSize), what);
+    scratches.push_back(scratch);
+    into = alignedCopyOf(m, gemm.batch, elementSize,
+                         static_cast<const char *>(scratch));
+    if (copyIn)
+      copyMatrices(device, into, m, gemm.batch, elementSize);
+  };
+  try {
+    stage(plan.x, gemm.x, aligned.x, types.abSize, true,
+          "a GEMM operand with its columns aligned to 16 bytes");
+    stage(plan.y, gemm.y, aligned.y, types.abSize, true,
+          "a GEMM operand with its columns aligned to 16 bytes");
+    stage(plan.d, gemm.d, aligned.d, types.cSize, accumulate,
+          "a GEMM output with its columns aligned to 16 bytes");
+    runGemmAsIs(device, types, aligned, accumulate);
+    if (plan.d)
+      copyMatrices(device, gemm.d, aligned.d, gemm.batch, types.cSize);
+  } catch (...) {
+    for (void *scratch : scratches)
+      device.allocator().free(scratch);
+    throw;
+  }
+  // The stream orders the allocator's reuse of a scratch after the work
+  // queued on it, as for every buffer of the program.
+  for (void *scratch : scratches)
+    device.allocator().free(scratch);
 }
 
 void runGemmAsIs(CudaDevice &device, const GemmTypes &types,

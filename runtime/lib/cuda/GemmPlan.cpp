@@ -4,6 +4,8 @@
 
 #include "autopar/runtime/MatrixLayout.h"
 
+#include <algorithm>
+
 namespace autopar::runtime::cuda {
 
 namespace {
@@ -74,6 +76,106 @@ std::optional<ColumnMajorGemm> planGemm(const MatrixOperand &a,
   gemm.d =
       StoredMatrix{c.data, c.cols, c.rows, layoutC.ld, c.batchStride, false};
   return gemm;
+}
+
+std::optional<AlignmentCopies> parseAlignmentCopies(const std::string &text) {
+  if (text.empty() || text == "auto")
+    return AlignmentCopies::Auto;
+  if (text == "always")
+    return AlignmentCopies::Always;
+  if (text == "never")
+    return AlignmentCopies::Never;
+  return std::nullopt;
+}
+
+bool isMisaligned(const StoredMatrix &m, int64_t batch, size_t elementSize) {
+  auto offBy16 = [](uint64_t bytes) { return bytes % 16 != 0; };
+  // A single column is read as a run: only its start matters.
+  bool columns = m.cols > 1 && offBy16(uint64_t(m.ld) * elementSize);
+  bool batches = batch > 1 && offBy16(uint64_t(m.batchStride) * elementSize);
+  return offBy16(reinterpret_cast<uintptr_t>(m.data)) || columns || batches;
+}
+
+int64_t alignedLeadingDimension(int64_t rows, size_t elementSize) {
+  int64_t perSixteen = static_cast<int64_t>(16 / elementSize);
+  return (std::max<int64_t>(rows, 1) + perSixteen - 1) / perSixteen *
+         perSixteen;
+}
+
+size_t alignedCopyBytes(const StoredMatrix &m, int64_t batch,
+                        size_t elementSize) {
+  int64_t matrices = batch > 1 && m.batchStride != 0 ? batch : 1;
+  return static_cast<size_t>(alignedLeadingDimension(m.rows, elementSize)) *
+         static_cast<size_t>(m.cols) * static_cast<size_t>(matrices) *
+         elementSize;
+}
+
+StoredMatrix alignedCopyOf(const StoredMatrix &m, int64_t batch,
+                           size_t elementSize, const char *data) {
+  StoredMatrix copy = m;
+  copy.data = data;
+  copy.ld = alignedLeadingDimension(m.rows, elementSize);
+  copy.batchStride = batch > 1 && m.batchStride != 0 ? copy.ld * m.cols : 0;
+  return copy;
+}
+
+std::vector<StridedCopy> matrixCopies(const StoredMatrix &to,
+                                      const StoredMatrix &from, int64_t batch,
+                                      size_t elementSize) {
+  auto bytes = [&](int64_t elements) {
+    return elements * static_cast<int64_t>(elementSize);
+  };
+  bool broadcast = batch > 1 && (from.batchStride == 0 || to.batchStride == 0);
+  int64_t matrices = batch > 1 && !broadcast ? batch : 1;
+  bool packed = from.batchStride == from.ld * from.cols &&
+                to.batchStride == to.ld * to.cols;
+  StridedCopy copy;
+  copy.dst = const_cast<char *>(to.data);
+  copy.src = from.data;
+  copy.dstPitch = bytes(to.ld);
+  copy.srcPitch = bytes(from.ld);
+  copy.width = static_cast<size_t>(bytes(from.rows));
+  copy.rows = static_cast<size_t>(from.cols);
+  if (matrices == 1 || packed) {
+    copy.rows *= static_cast<size_t>(matrices);
+    return {copy};
+  }
+  std::vector<StridedCopy> copies;
+  for (int64_t b = 0; b < matrices; ++b) {
+    StridedCopy one = copy;
+    one.dst += bytes(b * to.batchStride);
+    one.src += bytes(b * from.batchStride);
+    copies.push_back(one);
+  }
+  return copies;
+}
+
+AlignmentCopyPlan planAlignmentCopies(const ColumnMajorGemm &gemm,
+                                      size_t abSize, size_t cSize,
+                                      bool accumulate, AlignmentCopies mode) {
+  AlignmentCopyPlan plan;
+  if (mode == AlignmentCopies::Never)
+    return plan;
+  plan.x = isMisaligned(gemm.x, gemm.batch, abSize);
+  plan.y = isMisaligned(gemm.y, gemm.batch, abSize);
+  plan.d = isMisaligned(gemm.d, gemm.batch, cSize);
+  if (mode == AlignmentCopies::Always || !plan.any())
+    return plan;
+  // Bytes each copy reads and writes: X and Y are copied in, D out (and in
+  // too when the product adds to it).
+  auto moved = [&](bool copied, const StoredMatrix &m, size_t size,
+                   double passes) {
+    return copied ? passes * double(alignedCopyBytes(m, gemm.batch, size)) : 0;
+  };
+  double bytes = moved(plan.x, gemm.x, abSize, 2) +
+                 moved(plan.y, gemm.y, abSize, 2) +
+                 moved(plan.d, gemm.d, cSize, accumulate ? 4 : 2);
+  double flops = 2.0 * double(gemm.m) * double(gemm.n) * double(gemm.k) *
+                 double(gemm.batch);
+  if (flops < kAlignmentCopyMinFlops ||
+      flops < kAlignmentCopyFlopsPerByte * bytes)
+    return AlignmentCopyPlan{};
+  return plan;
 }
 
 } // namespace autopar::runtime::cuda
