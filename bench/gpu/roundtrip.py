@@ -687,7 +687,16 @@ class Device:
         import torch.nn.functional as F
         from autopar import gpt_onnx
         rows = []
-        for entry in self.spec.get("train_race", []):
+        runs = [(entry, {}, entry.get("variant", ""))
+                for entry in self.spec.get("train_race", [])]
+        if self.args.trainrace_env:
+            # The same artifacts again under runtime settings (an A/B of a runtime
+            # switch on the same GPU, in the same run).
+            settings = dict(kv.split("=", 1) for kv in self.args.trainrace_env.split(","))
+            label = "env " + self.args.trainrace_env
+            runs += [(entry, settings, label)
+                     for entry in self.spec.get("train_race", []) if not entry.get("variant")]
+        for entry, settings, variant in runs:
             preset, batch = entry["preset"], entry["batch"]
             d = os.path.join(self.bundle, entry["dir"])
             cfg = gpt_onnx.replace(gpt_onnx.PRESETS[preset][0], batch=batch)
@@ -707,10 +716,10 @@ class Device:
             steps = self.args.race_steps + 2
             cmd = [self.run_bin, os.path.join(d, "artifact"), "--train", "--data", data,
                    "--steps", str(steps), "--metrics", metrics]
-            rc, out, err, secs = run(cmd, env=self.env, timeout=400)
+            rc, out, err, secs = run(cmd, env=dict(self.env, **settings), timeout=400)
             row = {"preset": preset, "batch": batch, "seq": S,
                    "predicted_ms": entry["predicted_ms"],
-                   "variant": entry.get("variant", ""), "dir": entry["dir"],
+                   "variant": variant, "dir": entry["dir"],
                    "data": data}
             if rc != 0:
                 row["error"] = (out + err).strip()[-1500:]
@@ -1092,8 +1101,9 @@ def report(args):
 
             def g(v, fmt="{:.2f}"):
                 return "" if v is None else fmt.format(v)
-            name = row["preset"] + (" (attention unfused)" if row.get("variant") == "unfused"
-                                    else "")
+            variant = row.get("variant", "")
+            name = row["preset"] + (" (attention unfused)" if variant == "unfused"
+                                    else f" ({variant})" if variant else "")
             if a is None:
                 out.append(f"| {name} | {row['batch']} | FAIL | | | | | | | |")
                 continue
@@ -1173,6 +1183,10 @@ def main(argv=None):
     pd.add_argument("--race-only", default="",
                     help="comma-separated PRESET-PRECISION entries of the race to run "
                          "(default: all the bundle has)")
+    pd.add_argument("--trainrace-env", default="",
+                    help="NAME=VALUE[,NAME=VALUE]: also run each fused trainrace step "
+                         "with these runtime settings (e.g. "
+                         "AUTOPAR_GEMM_ALIGNMENT_COPIES=never), as a variant row")
     pd.add_argument("--no-torch-compile", action="store_true",
                     help="skip torch.compile in the race (its compilation takes minutes)")
     pr = sub.add_parser("report", help="markdown for bench/RESULTS.md from a results.json")
