@@ -203,46 +203,71 @@ ColumnMajorGemm lmHead(const char *which) {
   return g;
 }
 
-TEST(GemmPlanTest, LargeProductsCopyTheirMisalignedMatrices) {
+TEST(GemmPlanTest, LargeProductsRunOnPaddedCopies) {
+  // The vocabulary is m: the weight's and the logits' rows grow to 50264.
   AlignmentCopyPlan forward = planAlignmentCopies(lmHead("forward"), 2, 4,
                                                   false, AlignmentCopies::Auto);
   EXPECT_TRUE(forward.x);  // the weight
-  EXPECT_FALSE(forward.y); // the hidden states: 768 columns
+  EXPECT_FALSE(forward.y); // the hidden states: 768 rows, aligned
   EXPECT_TRUE(forward.d);  // the logits
+  EXPECT_EQ(forward.m, 50264);
+  EXPECT_EQ(forward.n, 8192);
+  EXPECT_EQ(forward.k, 768);
+  // The vocabulary is the reduction: both operands grow, zero-padded.
   AlignmentCopyPlan input = planAlignmentCopies(lmHead("input gradient"), 2, 4,
                                                 false, AlignmentCopies::Auto);
   EXPECT_TRUE(input.x && input.y);
   EXPECT_FALSE(input.d);
+  EXPECT_EQ(input.k, 50264);
+  EXPECT_EQ(input.m, 768);
   AlignmentCopyPlan weight = planAlignmentCopies(
       lmHead("weight gradient"), 2, 4, true, AlignmentCopies::Auto);
   EXPECT_TRUE(weight.x && weight.d);
   EXPECT_FALSE(weight.y);
+  EXPECT_EQ(weight.m, 50264);
+  EXPECT_EQ(weight.k, 8192);
 
   // Never turns them off.
-  EXPECT_FALSE(planAlignmentCopies(lmHead("forward"), 2, 4, false,
-                                   AlignmentCopies::Never)
-                   .any());
+  AlignmentCopyPlan never = planAlignmentCopies(lmHead("forward"), 2, 4, false,
+                                                AlignmentCopies::Never);
+  EXPECT_FALSE(never.any());
+  EXPECT_EQ(never.m, 50257);
   // Aligned products have nothing to copy, whatever the mode.
   ColumnMajorGemm aligned = lmHead("forward");
   aligned.m = 50264;
   aligned.x.rows = aligned.x.ld = aligned.d.rows = aligned.d.ld = 50264;
   EXPECT_FALSE(
       planAlignmentCopies(aligned, 2, 4, false, AlignmentCopies::Always).any());
+  // An aligned leading dimension is not enough: the rows' count must be
+  // whole vectors too (the ld-only padding of before kept cuBLASLt on its
+  // align-1 kernels).
+  ColumnMajorGemm paddedLd = lmHead("forward");
+  paddedLd.x.ld = paddedLd.d.ld = 50264;
+  AlignmentCopyPlan still =
+      planAlignmentCopies(paddedLd, 2, 4, false, AlignmentCopies::Auto);
+  EXPECT_TRUE(still.x && still.d);
+  EXPECT_EQ(still.m, 50264);
 }
 
 TEST(GemmPlanTest, SmallOrThinProductsRunAsStored) {
-  // A 3 x 5 x 4 product: far too little work for the copies' launches.
+  // A 4 x 3 x 5 product: far too little work for the copies' launches.
   ColumnMajorGemm tiny;
   tiny.m = 4, tiny.n = 3, tiny.k = 5;
   tiny.x = {fakeDevice(), 4, 5, 4, 0, false};
   tiny.y = {fakeDevice(), 5, 3, 5, 0, false}; // 20-byte columns
   tiny.d = {fakeDevice(), 4, 3, 4, 0, false};
-  EXPECT_FALSE(
-      planAlignmentCopies(tiny, 4, 4, false, AlignmentCopies::Auto).any());
+  AlignmentCopyPlan automatic =
+      planAlignmentCopies(tiny, 4, 4, false, AlignmentCopies::Auto);
+  EXPECT_FALSE(automatic.any());
+  EXPECT_EQ(automatic.k, 5);
+  // k (5) is Y's rows: padded to 8, which X's columns follow.
   AlignmentCopyPlan forced =
       planAlignmentCopies(tiny, 4, 4, false, AlignmentCopies::Always);
-  EXPECT_TRUE(forced.y);
-  EXPECT_FALSE(forced.x || forced.d);
+  EXPECT_TRUE(forced.x && forced.y);
+  EXPECT_FALSE(forced.d);
+  EXPECT_EQ(forced.k, 8);
+  EXPECT_EQ(forced.m, 4);
+  EXPECT_EQ(forced.n, 3);
   // [1024, 1025] f32 = [1024, 64] * [64, 1025]: 134 Mflop over 8 MiB of
   // output, about 8 flops per byte copied; the copy would cost more than
   // the faster kernel saves.
@@ -261,6 +286,13 @@ TEST(GemmPlanTest, ParsesTheAlignmentCopiesSetting) {
   EXPECT_EQ(parseAlignmentCopies("always"), AlignmentCopies::Always);
   EXPECT_EQ(parseAlignmentCopies("never"), AlignmentCopies::Never);
   EXPECT_FALSE(parseAlignmentCopies("yes"));
+}
+
+/// Runs \p fills on host memory, as cuMemsetD2D8 would on the device.
+void runFills(const std::vector<StridedFill> &fills) {
+  for (const StridedFill &f : fills)
+    for (size_t r = 0; r < f.rows; ++r)
+      std::memset(f.dst + int64_t(r) * f.pitch, 0, f.width);
 }
 
 /// Runs \p copies on host memory, as cuMemcpy2D would on the device.
@@ -314,25 +346,39 @@ TEST(GemmPlanTest, AlignedCopiesComputeTheSameProduct) {
     ASSERT_TRUE(gemm) << error;
     AlignmentCopyPlan plan =
         planAlignmentCopies(*gemm, 4, 4, true, AlignmentCopies::Always);
-    // Every case has misaligned A and B (odd leading dimensions).
+    // Every case has misaligned A and B (odd leading dimensions) and pads
+    // its sizes (5, 3, 7) to whole vectors of 4 floats.
     ASSERT_TRUE(plan.x && plan.y);
+    EXPECT_TRUE(plan.m % 4 == 0 || plan.k % 4 == 0 || plan.n % 4 == 0);
 
-    // Scratches on the host (std::vector<float> is 16-byte aligned here).
+    // Scratches on the host (std::vector<float> is 16-byte aligned here),
+    // filled with garbage that only the padding fills may hide.
     std::vector<std::vector<float>> scratches;
     ColumnMajorGemm aligned = *gemm;
-    auto stage = [&](bool copied, const StoredMatrix &m, StoredMatrix &into) {
+    aligned.m = plan.m;
+    aligned.n = plan.n;
+    aligned.k = plan.k;
+    auto stage = [&](bool copied, const StoredMatrix &m, StoredMatrix &into,
+                     int64_t rows, int64_t cols, bool input) {
       if (!copied)
         return;
-      scratches.emplace_back(alignedCopyBytes(m, gemm->batch, 4) / 4, -1.0f);
-      into = alignedCopyOf(
-          m, gemm->batch, 4,
+      StoredMatrix layout = alignedLayout(m, rows, cols, gemm->batch, 4);
+      scratches.emplace_back(packedBytes(layout, gemm->batch, 4) / 4, -7.0f);
+      into = alignedLayout(
+          m, rows, cols, gemm->batch, 4,
           reinterpret_cast<const char *>(scratches.back().data()));
       EXPECT_FALSE(isMisaligned(into, gemm->batch, 4));
+      EXPECT_EQ(into.rows % 4, 0);
+      if (input)
+        runFills(paddingFills(into, m, gemm->batch, 4));
       runCopies(matrixCopies(into, m, gemm->batch, 4));
     };
-    stage(plan.x, gemm->x, aligned.x);
-    stage(plan.y, gemm->y, aligned.y);
-    stage(plan.d, gemm->d, aligned.d);
+    const StoredMatrix &x = gemm->x, &y = gemm->y;
+    stage(plan.x, x, aligned.x, x.transposed ? plan.k : plan.m,
+          x.transposed ? plan.m : plan.k, true);
+    stage(plan.y, y, aligned.y, y.transposed ? plan.n : plan.k,
+          y.transposed ? plan.k : plan.n, true);
+    stage(plan.d, gemm->d, aligned.d, plan.m, plan.n, false);
     evaluate(aligned);
     if (plan.d)
       runCopies(matrixCopies(gemm->d, aligned.d, gemm->batch, 4));

@@ -246,38 +246,49 @@ void copyMatrices(CudaDevice &device, const StoredMatrix &to,
 
 void runGemm(CudaDevice &device, const GemmTypes &types,
              const ColumnMajorGemm &gemm, bool accumulate) {
-  // cuBLASLt's fast kernels read and write 16-byte vectors: every column of
-  // every matrix must start on 16 bytes. With an odd leading dimension
-  // (GPT-2's vocabulary of 50257: the logits, their gradient, the LM head's
-  // weight) it falls back to sm_75-era align-1 kernels, which took 14.5 ms
-  // of GPT-2 small's 69 ms training step on an H200. Large products copy
-  // their misaligned matrices into scratches with aligned columns instead
-  // (GemmPlan.h says when), and the output back.
+  // cuBLASLt's fast kernels load 16-byte vectors: with GPT-2's vocabulary of
+  // 50257 (the logits, their gradient, the LM head's weight) it falls back
+  // to sm_75-era align-1 kernels, 16 ms of GPT-2 small's 72 ms training step
+  // on an H100. Large products run on copies whose sizes and columns are
+  // aligned instead (GemmPlan.h says when and how), and copy the output
+  // back.
   AlignmentCopyPlan plan = planAlignmentCopies(
       gemm, types.abSize, types.cSize, accumulate, alignmentCopiesMode());
   if (!plan.any())
     return runGemmAsIs(device, types, gemm, accumulate);
   ColumnMajorGemm aligned = gemm;
+  aligned.m = plan.m;
+  aligned.n = plan.n;
+  aligned.k = plan.k;
   std::vector<void *> scratches;
   auto stage = [&](bool copied, const StoredMatrix &m, StoredMatrix &into,
-                   size_t elementSize, bool copyIn, const char *what) {
+                   int64_t rows, int64_t cols, size_t elementSize, bool input) {
     if (!copied)
       return;
+    StoredMatrix layout = alignedLayout(m, rows, cols, gemm.batch, elementSize);
     void *scratch = device.allocator().allocate(
-        alignedCopyBytes(m, gemm.batch, elementSize), what);
+        packedBytes(layout, gemm.batch, elementSize),
+        input ? "a GEMM operand padded to aligned columns"
+              : "a GEMM output padded to aligned columns");
     scratches.push_back(scratch);
-    into = alignedCopyOf(m, gemm.batch, elementSize,
+    into = alignedLayout(m, rows, cols, gemm.batch, elementSize,
                          static_cast<const char *>(scratch));
-    if (copyIn)
+    if (input)
+      for (const StridedFill &fill :
+           paddingFills(into, m, gemm.batch, elementSize))
+        AUTOPAR_CU(cuMemsetD2D8Async, reinterpret_cast<CUdeviceptr>(fill.dst),
+                   static_cast<size_t>(fill.pitch), 0, fill.width, fill.rows,
+                   device.stream());
+    if (input || accumulate)
       copyMatrices(device, into, m, gemm.batch, elementSize);
   };
+  const StoredMatrix &x = gemm.x, &y = gemm.y;
   try {
-    stage(plan.x, gemm.x, aligned.x, types.abSize, true,
-          "a GEMM operand with its columns aligned to 16 bytes");
-    stage(plan.y, gemm.y, aligned.y, types.abSize, true,
-          "a GEMM operand with its columns aligned to 16 bytes");
-    stage(plan.d, gemm.d, aligned.d, types.cSize, accumulate,
-          "a GEMM output with its columns aligned to 16 bytes");
+    stage(plan.x, x, aligned.x, x.transposed ? plan.k : plan.m,
+          x.transposed ? plan.m : plan.k, types.abSize, true);
+    stage(plan.y, y, aligned.y, y.transposed ? plan.n : plan.k,
+          y.transposed ? plan.k : plan.n, types.abSize, true);
+    stage(plan.d, gemm.d, aligned.d, plan.m, plan.n, types.cSize, false);
     runGemmAsIs(device, types, aligned, accumulate);
     if (plan.d)
       copyMatrices(device, gemm.d, aligned.d, gemm.batch, types.cSize);

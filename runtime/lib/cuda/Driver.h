@@ -55,6 +55,7 @@ namespace autopar::runtime::cuda {
   X(cuMemcpyDtoHAsync)                                                         \
   X(cuMemcpy2DAsync)                                                           \
   X(cuMemsetD8Async)                                                           \
+  X(cuMemsetD2D8Async)                                                         \
   X(cuMemsetD16Async)                                                          \
   X(cuMemsetD32Async)                                                          \
   X(cuModuleLoadData)                                                          \

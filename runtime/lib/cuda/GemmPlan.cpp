@@ -102,21 +102,22 @@ int64_t alignedLeadingDimension(int64_t rows, size_t elementSize) {
          perSixteen;
 }
 
-size_t alignedCopyBytes(const StoredMatrix &m, int64_t batch,
-                        size_t elementSize) {
-  int64_t matrices = batch > 1 && m.batchStride != 0 ? batch : 1;
-  return static_cast<size_t>(alignedLeadingDimension(m.rows, elementSize)) *
-         static_cast<size_t>(m.cols) * static_cast<size_t>(matrices) *
-         elementSize;
-}
-
-StoredMatrix alignedCopyOf(const StoredMatrix &m, int64_t batch,
-                           size_t elementSize, const char *data) {
+StoredMatrix alignedLayout(const StoredMatrix &m, int64_t rows, int64_t cols,
+                           int64_t batch, size_t elementSize,
+                           const char *data) {
   StoredMatrix copy = m;
   copy.data = data;
-  copy.ld = alignedLeadingDimension(m.rows, elementSize);
-  copy.batchStride = batch > 1 && m.batchStride != 0 ? copy.ld * m.cols : 0;
+  copy.rows = rows;
+  copy.cols = cols;
+  copy.ld = alignedLeadingDimension(rows, elementSize);
+  copy.batchStride = batch > 1 && m.batchStride != 0 ? copy.ld * cols : 0;
   return copy;
+}
+
+size_t packedBytes(const StoredMatrix &m, int64_t batch, size_t elementSize) {
+  int64_t matrices = batch > 1 && m.batchStride != 0 ? batch : 1;
+  return static_cast<size_t>(m.ld) * static_cast<size_t>(m.cols) *
+         static_cast<size_t>(matrices) * elementSize;
 }
 
 std::vector<StridedCopy> matrixCopies(const StoredMatrix &to,
@@ -127,15 +128,17 @@ std::vector<StridedCopy> matrixCopies(const StoredMatrix &to,
   };
   bool broadcast = batch > 1 && (from.batchStride == 0 || to.batchStride == 0);
   int64_t matrices = batch > 1 && !broadcast ? batch : 1;
-  bool packed = from.batchStride == from.ld * from.cols &&
+  // Batches back to back, column after column: one copy of all columns.
+  bool packed = from.cols == to.cols &&
+                from.batchStride == from.ld * from.cols &&
                 to.batchStride == to.ld * to.cols;
   StridedCopy copy;
   copy.dst = const_cast<char *>(to.data);
   copy.src = from.data;
   copy.dstPitch = bytes(to.ld);
   copy.srcPitch = bytes(from.ld);
-  copy.width = static_cast<size_t>(bytes(from.rows));
-  copy.rows = static_cast<size_t>(from.cols);
+  copy.width = static_cast<size_t>(bytes(std::min(from.rows, to.rows)));
+  copy.rows = static_cast<size_t>(std::min(from.cols, to.cols));
   if (matrices == 1 || packed) {
     copy.rows *= static_cast<size_t>(matrices);
     return {copy};
@@ -150,31 +153,98 @@ std::vector<StridedCopy> matrixCopies(const StoredMatrix &to,
   return copies;
 }
 
+std::vector<StridedFill> paddingFills(const StoredMatrix &to,
+                                      const StoredMatrix &from, int64_t batch,
+                                      size_t elementSize) {
+  auto bytes = [&](int64_t elements) {
+    return elements * static_cast<int64_t>(elementSize);
+  };
+  int64_t matrices = batch > 1 && to.batchStride != 0 ? batch : 1;
+  std::vector<StridedFill> fills;
+  if (to.rows > from.rows) {
+    // The extra rows of every column: to's columns follow each other ld
+    // apart across its packed batches, so one fill covers them all.
+    StridedFill rows;
+    rows.dst = const_cast<char *>(to.data) + bytes(from.rows);
+    rows.pitch = bytes(to.ld);
+    rows.width = static_cast<size_t>(bytes(to.rows - from.rows));
+    rows.rows = static_cast<size_t>(to.cols * matrices);
+    fills.push_back(rows);
+  }
+  if (to.cols > from.cols)
+    for (int64_t b = 0; b < matrices; ++b) {
+      StridedFill columns;
+      columns.dst = const_cast<char *>(to.data) +
+                    bytes(b * to.batchStride + from.cols * to.ld);
+      columns.pitch = bytes(to.ld);
+      columns.width = static_cast<size_t>(bytes(from.rows));
+      columns.rows = static_cast<size_t>(to.cols - from.cols);
+      fills.push_back(columns);
+    }
+  return fills;
+}
+
+namespace {
+
+/// \p value rounded up to a multiple of \p multiple.
+int64_t roundUp(int64_t value, int64_t multiple) {
+  return (value + multiple - 1) / multiple * multiple;
+}
+
+} // namespace
+
 AlignmentCopyPlan planAlignmentCopies(const ColumnMajorGemm &gemm,
                                       size_t abSize, size_t cSize,
                                       bool accumulate, AlignmentCopies mode) {
   AlignmentCopyPlan plan;
+  plan.m = gemm.m;
+  plan.n = gemm.n;
+  plan.k = gemm.k;
   if (mode == AlignmentCopies::Never)
     return plan;
-  plan.x = isMisaligned(gemm.x, gemm.batch, abSize);
-  plan.y = isMisaligned(gemm.y, gemm.batch, abSize);
-  plan.d = isMisaligned(gemm.d, gemm.batch, cSize);
-  if (mode == AlignmentCopies::Always || !plan.any())
+  // Each dimension padded to whole vectors of every matrix that stores it
+  // as its rows (the dimension its vectors run along).
+  int64_t inputVector = static_cast<int64_t>(16 / abSize);
+  int64_t outputVector = static_cast<int64_t>(16 / cSize);
+  auto pad = [](int64_t size, int64_t vector, bool storedAsRows) {
+    return storedAsRows && size % vector ? roundUp(size, vector) : size;
+  };
+  plan.m =
+      pad(pad(gemm.m, inputVector, !gemm.x.transposed), outputVector, true);
+  plan.k = pad(gemm.k, inputVector, gemm.x.transposed || !gemm.y.transposed);
+  plan.n = pad(gemm.n, inputVector, gemm.y.transposed);
+  auto grown = [](const StoredMatrix &m, int64_t rows, int64_t cols) {
+    return m.rows != rows || m.cols != cols;
+  };
+  const StoredMatrix &x = gemm.x, &y = gemm.y, &d = gemm.d;
+  int64_t xRows = x.transposed ? plan.k : plan.m;
+  int64_t xCols = x.transposed ? plan.m : plan.k;
+  int64_t yRows = y.transposed ? plan.n : plan.k;
+  int64_t yCols = y.transposed ? plan.k : plan.n;
+  plan.x = isMisaligned(x, gemm.batch, abSize) || grown(x, xRows, xCols);
+  plan.y = isMisaligned(y, gemm.batch, abSize) || grown(y, yRows, yCols);
+  plan.d = isMisaligned(d, gemm.batch, cSize) || grown(d, plan.m, plan.n);
+  AlignmentCopyPlan asStored;
+  asStored.m = gemm.m;
+  asStored.n = gemm.n;
+  asStored.k = gemm.k;
+  if (!plan.any())
+    return asStored;
+  if (mode == AlignmentCopies::Always)
     return plan;
   // Bytes each copy reads and writes: X and Y are copied in, D out (and in
   // too when the product adds to it).
   auto moved = [&](bool copied, const StoredMatrix &m, size_t size,
                    double passes) {
-    return copied ? passes * double(alignedCopyBytes(m, gemm.batch, size)) : 0;
+    return copied ? passes * double(packedBytes(m, gemm.batch, size)) : 0;
   };
-  double bytes = moved(plan.x, gemm.x, abSize, 2) +
-                 moved(plan.y, gemm.y, abSize, 2) +
-                 moved(plan.d, gemm.d, cSize, accumulate ? 4 : 2);
+  double bytes = moved(plan.x, x, abSize, 2) + moved(plan.y, y, abSize, 2) +
+                 moved(plan.d, d, cSize, accumulate ? 4 : 2);
   double flops = 2.0 * double(gemm.m) * double(gemm.n) * double(gemm.k) *
                  double(gemm.batch);
   if (flops < kAlignmentCopyMinFlops ||
       flops < kAlignmentCopyFlopsPerByte * bytes)
-    return AlignmentCopyPlan{};
+    return asStored;
   return plan;
 }
 

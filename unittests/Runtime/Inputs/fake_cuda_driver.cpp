@@ -226,6 +226,13 @@ CUresult fake_cuMemsetD8Async(CUdeviceptr dst, unsigned char value,
                               size_t count, CUstream) {
   return fill(dst, value, count);
 }
+CUresult fake_cuMemsetD2D8Async(CUdeviceptr dst, size_t pitch,
+                                unsigned char value, size_t width,
+                                size_t height, CUstream) {
+  for (size_t row = 0; row < height; ++row)
+    fill(dst + row * pitch, value, width);
+  return CUDA_SUCCESS;
+}
 CUresult fake_cuMemsetD16Async(CUdeviceptr dst, unsigned short value,
                                size_t count, CUstream) {
   return fill(dst, value, count);
@@ -304,6 +311,7 @@ const std::map<std::string, void *> &functions() {
       FAKE(cuMemcpyDtoHAsync),
       FAKE(cuMemcpy2DAsync),
       FAKE(cuMemsetD8Async),
+      FAKE(cuMemsetD2D8Async),
       FAKE(cuMemsetD16Async),
       FAKE(cuMemsetD32Async),
       FAKE(cuModuleLoadData),

@@ -76,23 +76,23 @@ std::optional<AlignmentCopies> parseAlignmentCopies(const std::string &text);
 
 /// True if cuBLASLt's fast (16-byte vector) kernels cannot read or write
 /// \p m as stored: its address, a column or (with several batches) a batch
-/// does not start on 16 bytes. GPT-2's vocabulary of 50257 leaves every
-/// column of its logits, and of its LM head's weight, misaligned.
+/// does not start on 16 bytes.
 bool isMisaligned(const StoredMatrix &m, int64_t batch, size_t elementSize);
 
 /// The leading dimension that makes columns of \p rows elements of
 /// \p elementSize bytes start on 16 bytes.
 int64_t alignedLeadingDimension(int64_t rows, size_t elementSize);
 
-/// The bytes of \p m's copy with aligned columns: one matrix if its batches
-/// are broadcast (batch stride 0), else \p batch of them.
-size_t alignedCopyBytes(const StoredMatrix &m, int64_t batch,
-                        size_t elementSize);
+/// A copy of \p m grown to \p rows x \p cols (at least its own sizes) at
+/// \p data: same op, aligned leading dimension, batches packed back to back
+/// (or still one broadcast matrix).
+StoredMatrix alignedLayout(const StoredMatrix &m, int64_t rows, int64_t cols,
+                           int64_t batch, size_t elementSize,
+                           const char *data = nullptr);
 
-/// \p m as its aligned copy at \p data stores it: same sizes and op, the
-/// aligned leading dimension, batches packed (or still broadcast).
-StoredMatrix alignedCopyOf(const StoredMatrix &m, int64_t batch,
-                           size_t elementSize, const char *data);
+/// The bytes that \p m (with \p batch batches) spans when its batches are
+/// packed: what a scratch laid out by alignedLayout needs.
+size_t packedBytes(const StoredMatrix &m, int64_t batch, size_t elementSize);
 
 /// One strided copy: \p rows runs of \p width bytes, \p srcPitch bytes apart
 /// from \p src and \p dstPitch apart into \p dst (cuMemcpy2D's terms).
@@ -103,37 +103,59 @@ struct StridedCopy {
   size_t width = 0, rows = 0;
 };
 
-/// The strided copies that copy the matrices of \p from into \p to (the
-/// same sizes, other leading dimensions and batch strides): one per batch,
-/// or one for all when both pack their batches back to back, or one when
+/// The strided copies that copy the matrices of \p from (its rows x cols)
+/// into \p to (at least as large): one per batch, or one for all when both
+/// pack their batches back to back with the same column count, or one when
 /// either broadcasts a single matrix.
 std::vector<StridedCopy> matrixCopies(const StoredMatrix &to,
                                       const StoredMatrix &from, int64_t batch,
                                       size_t elementSize);
 
-/// Which stored matrices of a GEMM go through an aligned copy: X and Y are
-/// copied in before the product, D out after it (and in before, when the
-/// product accumulates into it).
+/// One strided zero fill: \p rows runs of \p width bytes, \p pitch apart.
+struct StridedFill {
+  char *dst = nullptr;
+  int64_t pitch = 0;
+  size_t width = 0, rows = 0;
+};
+
+/// The fills that zero what \p to (an alignedLayout of \p from) holds beyond
+/// \p from's rows and columns, so that a padded reduction adds nothing.
+std::vector<StridedFill> paddingFills(const StoredMatrix &to,
+                                      const StoredMatrix &from, int64_t batch,
+                                      size_t elementSize);
+
+/// How a GEMM runs on aligned copies: which matrices are copied (X and Y in
+/// before the product, zero-padded; D out after it, and in before when the
+/// product accumulates), and the copies' product sizes.
+///
+/// cuBLASLt's fast kernels load 16-byte vectors along each matrix's stored
+/// rows, so besides aligned addresses and leading dimensions they need the
+/// size of that dimension to be a multiple of 16 bytes' elements. A
+/// dimension that is not (GPT-2's vocabulary of 50257: m of the LM head's
+/// products, k of its input gradient's) is padded: the extra rows of m and n
+/// produce outputs that are not copied back, the extra terms of k are zero.
 struct AlignmentCopyPlan {
   bool x = false, y = false, d = false;
+  int64_t m = 0, n = 0, k = 0;
   bool any() const { return x || y || d; }
 };
 
 /// Below this many flops a GEMM runs as stored: each copy is a launch, and
 /// the product is too short for the slower kernel to cost more.
 constexpr double kAlignmentCopyMinFlops = double(int64_t(1) << 31);
-/// A GEMM copies its misaligned operands when its flops are at least this
-/// many times the bytes the copies move (read and written). On an H100
-/// cuBLASLt's misaligned (align-1) bf16 kernels ran GPT-2's LM head at about
-/// 115 TFLOP/s against about 600 aligned, and a copy moves about 3 TB/s:
-/// the copies pay for themselves from about 50 flops per byte.
+/// A GEMM is computed on copies when its flops are at least this many times
+/// the bytes the copies move (read and written). On an H100, cuBLASLt's
+/// align-1 bf16 kernels ran GPT-2's LM head at about 115 TFLOP/s against
+/// about 600 aligned, and a copy moves about 3 TB/s: the copies pay for
+/// themselves from about 50 flops per byte.
 constexpr double kAlignmentCopyFlopsPerByte = 128;
 
 /// Plans the aligned copies of \p gemm (element sizes \p abSize for X and
-/// Y, \p cSize for D) under \p mode: with Auto, every misaligned matrix is
-/// copied if the product has at least kAlignmentCopyMinFlops and
-/// kAlignmentCopyFlopsPerByte per byte copied, else none is (a product with
-/// one misaligned operand left runs the slow kernel anyway).
+/// Y, \p cSize for D) under \p mode. With Auto the product goes through
+/// copies when it has at least kAlignmentCopyMinFlops and
+/// kAlignmentCopyFlopsPerByte per byte copied, and runs as stored otherwise
+/// (never with some matrices copied: one left misaligned keeps the slow
+/// kernel).
 AlignmentCopyPlan planAlignmentCopies(const ColumnMajorGemm &gemm,
                                       size_t abSize, size_t cSize,
                                       bool accumulate, AlignmentCopies mode);
