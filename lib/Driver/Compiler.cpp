@@ -84,6 +84,14 @@ private:
   /// A model whose forward updates state (BatchNorm) cut into several
   /// micro-batches by the user's pin: says, and adds to \p notes, that its
   /// statistics are per micro-batch.
+  /// \p base with the choices of the plan that runs pinned: a tp group is
+  /// planned again when its program is partitioned, and must lay out what
+  /// the cluster plan priced (the report's memory and collectives).
+  PlanRequest withExecutedChoices(PlanRequest base) const {
+    base.pinnedOpShardings =
+        pinnedOpShardingsOf(executedPlan ? *executedPlan : *plan);
+    return base;
+  }
   void noteStatisticsPerMicroBatch(const PlanCandidate &best,
                                    llvm::json::Array &notes) const;
   /// What every training artifact takes from the flags and the plan.
@@ -220,7 +228,11 @@ int CompileFlow::validateRequest() {
   request = std::move(*built);
   const ClusterSpec &cluster = request.cluster;
   request.modelName = llvm::sys::path::filename(o.modelPath).str();
-  request.fusedAttention = o.fuseAttention;
+  // A training step split over tp runs attention unfused (the fused op has
+  // no partitioning rule yet: TrainingStep.cpp), so a plan pinned to tp > 1
+  // is priced as it runs: scores and probabilities kept for the backward.
+  request.fusedAttention =
+      o.fuseAttention && !(training && request.pins.tp && *request.pins.tp > 1);
   // What a rank holds to train: gradients and optimizer states for the
   // parameters not frozen, as many states as the optimizer keeps.
   if (training) {
@@ -693,7 +705,8 @@ int CompileFlow::compileTrainingStep() {
   if (best.tp > 1) {
     // The forward is planned for one tp group of the cluster's devices.
     step.tensorParallel = best.tp;
-    PlanRequest group = tensorParallelGroupRequest(request, best.tp);
+    PlanRequest group =
+        tensorParallelGroupRequest(withExecutedChoices(request), best.tp);
     step.makePlanPass = [group] {
       return createAutoparPlanPass(group, [](const PlanResult &) {});
     };
@@ -841,7 +854,8 @@ int CompileFlow::compilePipelineTraining() {
   if (best.tp > 1) {
     // Each stage is planned for one tp group of the cluster's devices.
     options.step.tensorParallel = best.tp;
-    PlanRequest group = tensorParallelGroupRequest(request, best.tp);
+    PlanRequest group =
+        tensorParallelGroupRequest(withExecutedChoices(request), best.tp);
     options.step.makePlanPass = [group] {
       return createAutoparPlanPass(group, [](const PlanResult &) {});
     };
@@ -972,8 +986,8 @@ int CompileFlow::chooseExecutablePlan(std::vector<StageProgram> &programs) {
         return success();
       });
       partitioned = partitionTensorParallel(
-          *trial, executable.tp, request, trialArgs, nullptr,
-          [&](llvm::StringRef name, ModuleOp m) { writeIR(name, m); });
+          *trial, executable.tp, withExecutedChoices(request), trialArgs,
+          nullptr, [&](llvm::StringRef name, ModuleOp m) { writeIR(name, m); });
     }
     if (failed(partitioned)) {
       if (reason.empty())
@@ -1088,7 +1102,8 @@ int CompileFlow::compileInference() {
     std::vector<CollectiveVolume> stageCollectives;
     if (tp > 1 &&
         failed(partitionTensorParallel(
-            *program.module, tp, request, program.arguments, &stageCollectives,
+            *program.module, tp, withExecutedChoices(request),
+            program.arguments, &stageCollectives,
             [&](llvm::StringRef file, ModuleOp m) { writeIR(file, m); })))
       return fail("partitioning " + what + " over " + llvm::Twine(tp) +
                   " tensor-parallel ranks failed (see the diagnostics above)");

@@ -400,6 +400,22 @@ static void claimSavedActivations(func::FuncOp main, ProgramGraph &graph) {
   }
 }
 
+/// Identical segments are one distinct segment solved once; the blocks of
+/// segments that repeat are the model's layers.
+static void assignDistinctSegments(ProgramGraph &graph) {
+  llvm::DenseMap<uint64_t, int64_t> ids;
+  std::vector<int64_t> distinct;
+  for (Segment &seg : graph.segments) {
+    auto [it, inserted] = ids.try_emplace(seg.signature, ids.size());
+    seg.distinctId = it->second;
+    distinct.push_back(seg.distinctId);
+  }
+  std::vector<int64_t> layers = segmentLayers(distinct);
+  for (auto [seg, layer] : llvm::zip_equal(graph.segments, layers))
+    seg.layerIndex = layer;
+  graph.distinctSegments = ids.size();
+}
+
 FailureOr<ProgramGraph>
 buildProgramGraph(func::FuncOp main,
                   std::optional<AttentionPatternOptions> fusedAttention,
@@ -449,6 +465,11 @@ buildProgramGraph(func::FuncOp main,
     } else {
       info.dataDependent = true;
       info.isInput = true;
+      // A pipeline stage's received activation is one, as in the whole
+      // program: the stage's first ops are planned and split like the
+      // cluster plan's (a convolution's padded input).
+      if (main.getArgAttr(i, attrs::kActivationIn))
+        info.isActivation = true;
     }
     if (!info.isParameter && !sawInput && !info.shape.empty()) {
       // The first graph input's leading dim is the global batch.
@@ -650,20 +671,111 @@ buildProgramGraph(func::FuncOp main,
     }
   }
 
-  // Identical segments are one distinct segment solved once; the blocks of
-  // segments that repeat are the model's layers.
-  llvm::DenseMap<uint64_t, int64_t> ids;
-  std::vector<int64_t> distinct;
-  for (Segment &seg : graph.segments) {
-    auto [it, inserted] = ids.try_emplace(seg.signature, ids.size());
-    seg.distinctId = it->second;
-    distinct.push_back(seg.distinctId);
-  }
-  std::vector<int64_t> layers = segmentLayers(distinct);
-  for (auto [seg, layer] : llvm::zip_equal(graph.segments, layers))
-    seg.layerIndex = layer;
-  graph.distinctSegments = ids.size();
+  assignDistinctSegments(graph);
   return graph;
+}
+
+std::string decisionNodeName(Operation *op) {
+  if (auto name = dyn_cast<NameLoc>(op->getLoc()))
+    return name.getName().str();
+  return "";
+}
+
+std::string opSignature(const ProgramGraph &graph, const PlanOp &op) {
+  std::string text = op.op->getName().getStringRef().str();
+  llvm::raw_string_ostream os(text);
+  // The leading dim is left out: it holds the batch, or a batch folded with
+  // other dims ([batch x sequence, hidden]), which another cut of the batch
+  // (a micro-batch, a replica's share) changes. A plan of a micro-batch of
+  // 1 cannot even tell which dims hold the batch.
+  auto shape = [&](int64_t id) {
+    const ValueInfo &v = graph.values[id];
+    for (auto [d, size] : llvm::enumerate(v.shape)) {
+      if (d)
+        os << 'x' << size;
+      else
+        os << '?';
+    }
+  };
+  os << '(';
+  for (auto [k, id] : llvm::enumerate(op.operands)) {
+    if (k)
+      os << ',';
+    // An init the op only writes (a tensor.empty) says nothing the result
+    // does not.
+    if (k < 64 && ((op.unreadOperands >> k) & 1))
+      os << '_';
+    else if (id >= 0)
+      shape(id);
+  }
+  os << ")->";
+  if (op.result >= 0)
+    shape(op.result);
+  return text;
+}
+
+int64_t followPinnedShardings(ProgramGraph &graph,
+                              ArrayRef<PinnedOpSharding> pins) {
+  if (pins.empty())
+    return 0;
+  // The pins of each node, in program order, and the ops a plan decides
+  // (PlanResult::decisions: those with an activation result), likewise.
+  llvm::StringMap<std::vector<const PinnedOpSharding *>> pinned;
+  for (const PinnedOpSharding &pin : pins)
+    pinned[pin.node].push_back(&pin);
+  // Dead ops are left out: a rewrite of the program (the training step's
+  // unbiased running variance) may leave the op it replaced behind, which
+  // would take the pin of the op that is used.
+  llvm::StringMap<std::vector<int64_t>> decided;
+  for (auto [i, op] : llvm::enumerate(graph.ops)) {
+    if (op.result < 0)
+      continue;
+    const ValueInfo &v = graph.values[op.result];
+    if (v.isActivation && (v.uses > 0 || v.isResult))
+      if (std::string node = decisionNodeName(op.op); !node.empty())
+        decided[node].push_back(i);
+  }
+  int64_t followed = 0;
+  for (auto &[node, ops] : decided) {
+    auto it = pinned.find(node);
+    if (it == pinned.end())
+      continue;
+    ArrayRef<const PinnedOpSharding *> left = it->second;
+    for (int64_t i : ops) {
+      if (left.empty())
+        break;
+      const PinnedOpSharding &pin = *left.front();
+      PlanOp &op = graph.ops[i];
+      auto matches = [&](const OpOption &option) {
+        return option.result == pin.resultSharding &&
+               llvm::equal(option.operands, pin.operandShardings);
+      };
+      auto kept = llvm::find_if(op.options, matches);
+      // An op this lowering added, or one the pin cannot describe.
+      if (opSignature(graph, op) != pin.signature || kept == op.options.end())
+        continue;
+      OpOption only = *kept;
+      op.options.assign(1, only);
+      left = left.drop_front();
+      ++followed;
+    }
+  }
+  // Segments alike before may now be held to different choices.
+  for (Segment &seg : graph.segments) {
+    llvm::hash_code h = seg.signature;
+    for (int64_t i = seg.first; i <= seg.last; ++i) {
+      const std::vector<OpOption> &options = graph.ops[i].options;
+      h = llvm::hash_combine(h, options.size());
+      if (options.size() == 1)
+        h = llvm::hash_combine(
+            h, options.front().result,
+            llvm::hash_combine_range(options.front().operands.begin(),
+                                     options.front().operands.end()));
+    }
+    seg.signature = h;
+  }
+  assignDistinctSegments(graph);
+  return followed;
 }
 
 std::vector<int64_t> segmentLayers(llvm::ArrayRef<int64_t> distinctIds) {

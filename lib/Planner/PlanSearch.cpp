@@ -1261,8 +1261,8 @@ void Search::explain(const PlanCandidate &best, PlanResult &result) {
       const OpOption &option = op.options[segs[s].choice[i - seg.first]];
       OpDecision d;
       d.op = op.op;
-      if (auto name = dyn_cast<NameLoc>(op.op->getLoc()))
-        d.name = name.getName().str();
+      d.name = decisionNodeName(op.op);
+      d.signature = opSignature(graph, op);
       d.free = op.free;
       d.splitLoop = option.splitLoop;
       d.operandShardings.assign(option.operands.begin(), option.operands.end());
@@ -1629,6 +1629,21 @@ void InfeasiblePlanError::log(llvm::raw_ostream &os) const {
     os << "no plan fits in memory";
 }
 
+std::vector<PinnedOpSharding> pinnedOpShardingsOf(const PlanResult &result) {
+  std::vector<PinnedOpSharding> pins;
+  for (const OpDecision &d : result.decisions) {
+    if (d.name.empty())
+      continue;
+    PinnedOpSharding pin;
+    pin.node = d.name;
+    pin.signature = d.signature;
+    pin.operandShardings = d.operandShardings;
+    pin.resultSharding = d.resultSharding;
+    pins.push_back(std::move(pin));
+  }
+  return pins;
+}
+
 llvm::Expected<PlanResult> planProgram(func::FuncOp main,
                                        const PlanRequest &request) {
   auto start = std::chrono::steady_clock::now();
@@ -1650,6 +1665,7 @@ llvm::Expected<PlanResult> planProgram(func::FuncOp main,
   if (failed(graph))
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    "cannot analyse the program for planning");
+  plan::followPinnedShardings(*graph, request.pinnedOpShardings);
   plan::Search search(*graph, request);
   auto result = search.run();
   if (result)

@@ -254,6 +254,20 @@ buildProgramGraph(mlir::func::FuncOp main,
                       AttentionPatternOptions(),
                   llvm::ArrayRef<llvm::GlobPattern> frozen = {});
 
+/// Restricts each op of \p graph that \p pins name to the options that
+/// shard it as pinned (PlanRequest::pinnedOpShardings), and tells the
+/// segments apart again by the options left. Returns how many ops were
+/// pinned.
+int64_t followPinnedShardings(ProgramGraph &graph,
+                              llvm::ArrayRef<PinnedOpSharding> pins);
+
+/// The ONNX node a planned op is named after (its NameLoc), or "".
+std::string decisionNodeName(mlir::Operation *op);
+
+/// OpDecision::signature of \p op: its name and the shapes of the tensors it
+/// reads and of its result, leading dims as '?'.
+std::string opSignature(const ProgramGraph &graph, const PlanOp &op);
+
 /// Which operands of an op its adjoint reads (bit k: operand k, in
 /// PlanOp::operands' order) and whether it reads the op's result, given
 /// which operands need a gradient (`active`).

@@ -406,11 +406,7 @@ def main():
             errors.append(f"cnn {tag}: no running statistic is split over "
                           "tp (the test no longer covers split updates)")
         result = cnn.train(tag, art_cnn, ranks, launcher)
-        # Not under tp: the partitioned stage keeps conv3's padded input
-        # whole where the plan prices it split over tp (51 KB of 169 KB on
-        # stage 1), an open item of docs/distributed-training.md.
-        if "--tp" not in flags:
-            activations_kept(f"cnn {tag}", art_cnn, result[2], kept)
+        activations_kept(f"cnn {tag}", art_cnn, result[2], kept)
         errors += compare(f"cnn {tag}", ref[:2], result)
         if tag == "pp2":
             art_cnn_pp2, whole_cnn = art_cnn, result

@@ -100,6 +100,56 @@ TEST_F(PlannerTest, PinsAreObeyed) {
   }
 }
 
+// A tp group planned again (a replica's or a stage's program) follows the
+// cluster plan's choices: its own pins give the same plan back, a pin that
+// asks for another option is obeyed, and a pin whose op is not there (another
+// lowering) is ignored.
+TEST_F(PlannerTest, PinnedOpShardingsAreFollowed) {
+  PlanFlags flags;
+  flags.cluster = "local:4";
+  flags.dp = 1;
+  flags.tp = 4;
+  auto request = buildPlanRequest(flags);
+  ASSERT_TRUE(bool(request)) << llvm::toString(request.takeError());
+  auto free = planProgram(main(), *request);
+  ASSERT_TRUE(bool(free)) << llvm::toString(free.takeError());
+  std::vector<PinnedOpSharding> pins = pinnedOpShardingsOf(*free);
+  ASSERT_FALSE(pins.empty());
+  auto split = llvm::find_if(
+      free->decisions, [](const OpDecision &d) { return d.splitLoop >= 0; });
+  ASSERT_NE(split, free->decisions.end()) << "the plan splits nothing";
+  EXPECT_NE(split->signature.find("linalg."), std::string::npos)
+      << split->signature;
+
+  request->pinnedOpShardings = pins;
+  auto same = planProgram(main(), *request);
+  ASSERT_TRUE(bool(same)) << llvm::toString(same.takeError());
+  ASSERT_EQ(same->decisions.size(), free->decisions.size());
+  for (auto [a, b] : llvm::zip_equal(same->decisions, free->decisions)) {
+    EXPECT_EQ(a.splitLoop, b.splitLoop) << a.name;
+    EXPECT_EQ(a.resultSharding, b.resultSharding) << a.name;
+  }
+
+  // The split op held whole (every op has that option).
+  size_t index = split - free->decisions.begin();
+  auto whole = llvm::find_if(request->pinnedOpShardings, [&](auto &pin) {
+    return pin.node == split->name && pin.signature == split->signature;
+  });
+  ASSERT_NE(whole, request->pinnedOpShardings.end());
+  whole->resultSharding = -1;
+  llvm::for_each(whole->operandShardings, [](int &s) { s = -1; });
+  auto held = planProgram(main(), *request);
+  ASSERT_TRUE(bool(held)) << llvm::toString(held.takeError());
+  EXPECT_EQ(held->decisions[index].splitLoop, -1);
+  EXPECT_EQ(held->decisions[index].resultSharding, -1);
+
+  // Another lowering's op: its pin is not applied.
+  whole->signature = "linalg.matmul(?x7,?x7,_)->?x7";
+  auto other = planProgram(main(), *request);
+  ASSERT_TRUE(bool(other)) << llvm::toString(other.takeError());
+  EXPECT_EQ(other->decisions[index].splitLoop, split->splitLoop);
+}
+
 TEST_F(PlannerTest, ImpossiblePinsAreRefusedWithThePinNamed) {
   PlanFlags flags;
   flags.cluster = "local:4";

@@ -48,6 +48,20 @@ struct PlanPins {
   std::optional<PipelineSchedule> schedule;
 };
 
+/// One op's choice over tp as a plan made it, for a later plan of the same
+/// program to follow: the plan of one tp group (a data-parallel replica or a
+/// pipeline stage, planned again when it is partitioned) adopts the cluster
+/// plan's choices, so that what runs is the layout that plan priced.
+struct PinnedOpSharding {
+  std::string node; ///< the ONNX node the op comes from (its location)
+  /// The op's name and shapes (OpDecision::signature): pins match ops of
+  /// the same kind on the same shapes, leading (batch) dims aside.
+  std::string signature;
+  /// Sharding over tp of each operand and of the result, as in OpDecision.
+  std::vector<int> operandShardings;
+  int resultSharding = -1;
+};
+
 struct PlanRequest {
   ClusterSpec cluster;
   PlanMode mode = PlanMode::Inference;
@@ -72,6 +86,13 @@ struct PlanRequest {
   /// Fill PlanResult::dimensions (`--explain-plan`). A pinned dimension is
   /// compared by searching again without its pin.
   bool compareDimensions = false;
+  /// Choices to follow (pinnedOpShardings of an earlier plan, in program
+  /// order): an op keeps only the options that shard it so. The pins of a
+  /// node are matched to its ops in order, by signature (op name and shapes,
+  /// leading dims aside); an op that matches none (another lowering added it:
+  /// a data-parallel replica's all-reduce of BatchNorm's statistics, the
+  /// parts of a fused projection) is planned freely.
+  std::vector<PinnedOpSharding> pinnedOpShardings;
 };
 
 struct MemoryBreakdown {
@@ -142,7 +163,12 @@ struct PlanCandidate {
 /// The sharding chosen for one op, for `--explain` and annotations.
 struct OpDecision {
   mlir::Operation *op = nullptr;
-  std::string name;       ///< the ONNX node name (the op's location)
+  std::string name; ///< the ONNX node name (the op's location)
+  /// The op's name and the shapes of the tensors it reads and of its
+  /// result, leading dims as '?' (e.g. "linalg.matmul(?x768,?x2304,_)->
+  /// ?x2304"): what a later plan of another cut of the batch matches the
+  /// choice by.
+  std::string signature;
   std::string sharding;   ///< e.g. "split d1 over tp (result split dim 1)"
   int64_t splitLoop = -1; ///< loop split over tp, -1 when replicated
   /// Sharding over tp of each operand and of the result: a tensor dim (>= 0),
@@ -229,6 +255,10 @@ struct PlanResult {
   /// Set when `best` does not fit in memory (InfeasiblePlanError).
   std::optional<PlanInfeasibility> infeasible;
 };
+
+/// The choices of \p result (its `decisions`), for a later request's
+/// pinnedOpShardings.
+std::vector<PinnedOpSharding> pinnedOpShardingsOf(const PlanResult &result);
 
 /// planProgram's error when no plan the pins allow fits in memory: the
 /// message says by how much, which pins to change and the nearest plan that
