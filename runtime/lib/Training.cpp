@@ -491,11 +491,15 @@ CheckpointInfo checkpointInfo(Session &session, const TrainOptions &options,
 
 /// --eval-data: the artifact's eval program (Dropout off, BatchNorm on its
 /// running statistics) run over the held-out set's full batches, reading
-/// the training session's current parameters.
+/// the training session's current parameters. Data-parallel replicas each
+/// evaluate their share of every batch (the program takes the share, as the
+/// step does) and average their means.
 class Evaluator {
 public:
-  Evaluator(Session &train, const std::string &dataDir)
-      : train(train), manifestPath(train.getManifest().path) {
+  Evaluator(Session &train, const std::string &dataDir, int64_t replicas,
+            int64_t replica)
+      : train(train), manifestPath(train.getManifest().path),
+        replicas(replicas) {
     const Manifest &manifest = train.getManifest();
     const std::string &program = manifest.training->evalProgram;
     if (program.empty())
@@ -523,6 +527,16 @@ public:
         if (!source)
           throw Error(manifest.path + ": the eval program's parameter '" +
                       args[i].name + "' is not one of the training step's");
+        // ZeRO-3 leaves each replica a block of the parameters; the eval
+        // program reads them whole.
+        const ArgumentDesc &held = train.getArguments()[*source];
+        if (held.shape != args[i].shape)
+          throw Error("--eval-data: " + manifest.path + " shards parameter '" +
+                      args[i].name + "' over the data-parallel replicas " +
+                      "(ZeRO-3: each holds " + formatShape(held.shape) +
+                      " of " + formatShape(args[i].shape) +
+                      "), and the eval program reads it whole; evaluate the "
+                      "saved model (--save-onnx), or train with ZeRO 0 to 2");
         bindings.push_back({i, *source});
       } else if (args[i].kind == ArgumentKind::Output) {
         loss = i;
@@ -530,14 +544,17 @@ public:
     }
     if (!loss)
       throw Error(manifest.path + ": the eval program has no loss output");
-    data = std::make_unique<DataLoader>(
-        args, dataDir, manifest.training->globalBatch, std::nullopt);
+    int64_t batch = manifest.training->globalBatch;
+    data = std::make_unique<DataLoader>(args, dataDir, batch, std::nullopt);
+    if (replicas > 1)
+      data->selectShare(replica * (batch / replicas), batch / replicas);
     for (size_t index : data->inputs())
       inputBuffers.push_back(session->argumentData(index));
   }
 
-  /// The mean loss over the held-out set's full batches.
-  double run(Communicator &comm) {
+  /// The mean loss over the held-out set's full batches: over the replicas'
+  /// equal shares, the mean of their means (\p hostComm adds them).
+  double run(Communicator &comm, Communicator &hostComm) {
     for (auto [eval, source] : bindings)
       session->bindArgument(eval, train.entryData(source));
     double sum = 0;
@@ -548,7 +565,13 @@ public:
       sum += *static_cast<const float *>(session->argumentData(*loss));
       position = data->next(position);
     }
-    return sum / static_cast<double>(batches());
+    double mean = sum / static_cast<double>(batches());
+    if (replicas > 1) {
+      hostComm.allReduce(&mean, &mean, 1, DType::Float64, ReduceOp::Sum,
+                         CommScope::DP);
+      mean /= static_cast<double>(replicas);
+    }
+    return mean;
   }
 
   int64_t batches() const { return data->batchesPerEpoch(); }
@@ -561,6 +584,7 @@ private:
   std::vector<std::pair<size_t, size_t>> bindings;
   std::optional<size_t> loss;
   std::vector<void *> inputBuffers;
+  int64_t replicas = 1;
 };
 
 } // namespace
@@ -602,11 +626,6 @@ int64_t runTraining(Session &session, Communicator &comm,
   // the replicas hold the same values (split ones are gathered to it). Every
   // rank writes its part of a checkpoint (writeCheckpoint).
   const bool leader = comm.worldRank() == 0;
-  if (replicas > 1 && options.evalDataDir)
-    throw Error("--eval-data: evaluating during a data-parallel run (" +
-                std::to_string(replicas) +
-                " ranks) is not supported yet; evaluate the saved model "
-                "(--save-onnx) or train on one rank");
   const TrainingDesc &training = *manifest.training;
   const std::vector<ArgumentDesc> &args = session.getArguments();
 
@@ -648,7 +667,7 @@ int64_t runTraining(Session &session, Communicator &comm,
                 "recompile the .onnx model with autopar-compile --mode train");
   std::optional<Evaluator> evaluator;
   if (options.evalDataDir)
-    evaluator.emplace(session, *options.evalDataDir);
+    evaluator.emplace(session, *options.evalDataDir, replicas, replica);
   int64_t batch = training.globalBatch;
   if (batch % replicas != 0)
     throw Error(manifest.path + ": the global batch " + std::to_string(batch) +
@@ -817,7 +836,7 @@ int64_t runTraining(Session &session, Communicator &comm,
     bool last = s + 1 == options.steps;
     if (evaluator &&
         (last || (options.evalEvery > 0 && (s + 1) % options.evalEvery == 0))) {
-      double evalLoss = evaluator->run(comm);
+      double evalLoss = evaluator->run(comm, hostComm);
       std::ostringstream line;
       line.precision(6);
       line << std::fixed << "eval after step " << s + 1 << ": loss " << evalLoss

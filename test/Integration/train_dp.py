@@ -85,6 +85,44 @@ def run(cmd, expect_ok=True):
     return result
 
 
+def eval_equals_one_rank(build, case, launcher):
+    """--eval-data on data-parallel replicas: each evaluates its share of
+    every held-out batch (BatchNorm on the running statistics the replicas
+    share), and the mean of their means is one rank's eval loss, at every
+    --eval-every step. Runs the case's local1, local2 and zero1-local2
+    artifacts (compiled already), without --check-comm: evaluating adds one
+    all-reduce of the loss over the replicas."""
+    errors, evals = [], {}
+    for tag, ranks in (("local1", 1), ("local2", 2), ("zero1-local2", 2)):
+        metrics = os.path.join(case.dir, f"eval-{tag}-metrics.jsonl")
+        cmd = [os.path.join(build, "bin", "autopar-run"),
+               os.path.join(case.dir, tag + "-art"), "--train", "--data",
+               case.data, "--steps", "3", "--eval-data", case.data,
+               "--eval-every", "2", "--metrics", metrics]
+        if ranks > 1:
+            cmd = [*launcher, "-np", str(ranks), *cmd]
+        run(cmd)
+        with open(metrics) as f:
+            evals[tag] = [(r["step"], r["eval_batches"], r["eval_loss"])
+                          for r in map(json.loads, f) if "eval_loss" in r]
+    want = evals["local1"]
+    if [(s, b) for s, b, _ in want] != [(2, 3), (3, 3)]:
+        return [f"{case.name} --eval-data on one rank: records {want}, "
+                "expected steps 2 and 3 over 3 batches"]
+    for tag in ("local2", "zero1-local2"):
+        got = evals[tag]
+        ok = [(s, b) for s, b, _ in got] == [(s, b) for s, b, _ in want] and all(
+            abs(g - w) <= 1e-5 * max(1.0, abs(w))
+            for (_, _, g), (_, _, w) in zip(got, want))
+        if ok:
+            print(f"PASS {case.name} {tag} --eval-data: eval losses "
+                  f"{[round(l, 6) for _, _, l in got]} equal one rank's")
+        else:
+            errors.append(f"{case.name} {tag} --eval-data: {got}, one rank "
+                          f"{want}")
+    return errors
+
+
 class Case:
     """A model exported once, its data and config written once. Every
     multi-rank training run is checked against its plan report (--check-comm):
@@ -543,6 +581,7 @@ def main():
     art, _ = cnn.compile("zero1-local2", 2, "--zero", "1")
     errors += compare("cnn (BatchNorm) dp2 ZeRO-1", one[:2],
                       cnn.train("zero1-local2", art, 2, launcher))
+    errors += eval_equals_one_rank(build, cnn, launcher)
 
     # What data parallelism cannot run yet is refused, saying why.
     wrong_batch = os.path.join(mlp.dir, "wrong-batch.json")
@@ -558,13 +597,12 @@ def main():
          "--dp 1 --mode train on --cluster local:2: training on several ranks "
          "executes data parallelism over all 2 ranks, or --tp or --pp with "
          "--dp the rest"),
-        ("--eval-data", run([*launcher, "-np", "2",
-                             os.path.join(build, "bin", "autopar-run"),
-                             os.path.join(gpt.dir, "local2-art"), "--train",
-                             "--data", gpt.data, "--steps", "1",
-                             "--eval-data", gpt.data], expect_ok=False),
-         "--eval-data: evaluating during a data-parallel run (2 ranks) is not "
-         "supported yet"),
+        ("--eval-data under ZeRO-3",
+         run([*launcher, "-np", "2", os.path.join(build, "bin", "autopar-run"),
+              os.path.join(gpt.dir, "zero3-local2-art"), "--train",
+              "--data", gpt.data, "--steps", "1", "--eval-data", gpt.data],
+             expect_ok=False),
+         "over the data-parallel replicas (ZeRO-3: each holds"),
     ]
     for what, result, expected in refusals:
         if result.returncode == 0 or expected not in result.stderr:
