@@ -773,6 +773,8 @@ int CompileFlow::compileTrainingStep() {
   artifact.withOptimizer = !o.emitGradients;
   artifact.tensorParallel = best.tp;
   artifact.tensorParallelSplits = std::move(splits);
+  if (best.tp > 1)
+    artifact.tensorParallelRequest = withExecutedChoices(request);
   if (gpu) {
     // The step carries its own mixed precision (f32 master weights).
     artifact.gpu = gpuTarget;

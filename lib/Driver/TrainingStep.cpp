@@ -469,13 +469,48 @@ lowerTrainingProgram(ModuleOp module, const TrainingArtifactOptions &o,
 
 namespace {
 
+/// Why the eval program cannot read \p eval's parameters where the step
+/// holds them: the first whose block differs, or "" when none does.
+std::string parameterLayoutMismatch(ArrayRef<ArtifactArgument> eval,
+                                    ArrayRef<ArtifactArgument> step) {
+  auto describe = [](const ArtifactArgument &a) {
+    std::string text = "[";
+    for (auto [i, d] : llvm::enumerate(a.shape))
+      text += (i ? ", " : "") + std::to_string(d);
+    text += "]";
+    if (a.splitDim >= 0)
+      text += " split along dim " + std::to_string(a.splitDim) + " over " +
+              a.splitAxis;
+    return text;
+  };
+  for (const ArtifactArgument &e : eval) {
+    if (e.kind != ArtifactArgument::Kind::Parameter)
+      continue;
+    auto held = llvm::find_if(step, [&](const ArtifactArgument &s) {
+      return s.kind == ArtifactArgument::Kind::Parameter && s.name == e.name;
+    });
+    if (held == step.end())
+      return "its parameter '" + e.name + "' is not one of the step's";
+    if (held->shape != e.shape || held->splitDim != e.splitDim)
+      return "the eval program's tensor-parallel plan holds parameter '" +
+             e.name + "' as " + describe(e) + ", the step as " +
+             describe(*held);
+  }
+  return "";
+}
+
 /// The eval program: the model imported again with Dropout off and
 /// BatchNorm on its running statistics, returning only the loss, lowered
-/// for the training step's target into `eval.so`.
-FailureOr<ArtifactProgram> buildEvalProgram(MLIRContext *context,
-                                            const TrainingArtifactOptions &o,
-                                            llvm::StringRef lossOutput,
-                                            std::string &error) {
+/// for the training step's target into `eval.so`. Under tensor parallelism
+/// it is partitioned for the tp group as the step is, the step's choices
+/// pinned; when it would still hold a parameter otherwise than the step
+/// (whose blocks it reads), \p unavailable says which and no program is
+/// returned.
+FailureOr<std::optional<ArtifactProgram>>
+buildEvalProgram(MLIRContext *context, const TrainingArtifactOptions &o,
+                 llvm::StringRef lossOutput,
+                 ArrayRef<ArtifactArgument> stepArguments,
+                 std::string &unavailable, std::string &error) {
   ImportOptions importOptions = o.importOptions;
   importOptions.evalMode = true;
   importOptions.trainingStateUpdates = false;
@@ -515,10 +550,52 @@ FailureOr<ArtifactProgram> buildEvalProgram(MLIRContext *context,
     error = "the eval program's @main lacks the importer's attributes";
     return failure();
   }
+  if (o.tensorParallel > 1) {
+    // The outputs keepOnlyResult dropped leave dead ops behind (an
+    // eval-mode Dropout's mask), which partitioning would have to annotate.
+    PassManager clean = PassManager::on<ModuleOp>(context);
+    clean.addPass(createCanonicalizerPass());
+    clean.addPass(createCSEPass());
+    if (failed(clean.run(*eval))) {
+      error = "simplifying the eval program failed";
+      return failure();
+    }
+    if (!o.tensorParallelRequest) {
+      error = "internal error: a tensor-parallel step without its plan "
+              "request";
+      return failure();
+    }
+    std::string diagnostics;
+    LogicalResult partitioned = success();
+    {
+      // A failure here costs --eval-data, not the training artifact.
+      ScopedDiagnosticHandler collect(context, [&](Diagnostic &diag) {
+        if (diagnostics.empty() &&
+            diag.getSeverity() == DiagnosticSeverity::Error)
+          diagnostics = diag.str();
+        return success();
+      });
+      partitioned = partitionTensorParallel(
+          *eval, o.tensorParallel, *o.tensorParallelRequest, *arguments,
+          nullptr, [](llvm::StringRef, ModuleOp) {});
+    }
+    if (failed(partitioned)) {
+      unavailable = "partitioning it over the " +
+                    std::to_string(o.tensorParallel) +
+                    " tensor-parallel ranks failed (" + diagnostics + ")";
+      return std::optional<ArtifactProgram>();
+    }
+    unavailable = parameterLayoutMismatch(*arguments, stepArguments);
+    if (!unavailable.empty())
+      return std::optional<ArtifactProgram>();
+  }
   if (failed(markDataParallelInputs(*arguments, o.dataParallel, error)))
     return failure();
-  return lowerTrainingProgram(*eval, o, "eval", std::move(*arguments), "",
-                              error);
+  auto program =
+      lowerTrainingProgram(*eval, o, "eval", std::move(*arguments), "", error);
+  if (failed(program))
+    return failure();
+  return std::optional<ArtifactProgram>(std::move(*program));
 }
 
 } // namespace
@@ -648,15 +725,18 @@ writeTrainingArtifact(ModuleOp module, const TrainingArtifactOptions &options,
       if (arg.kind == ArtifactArgument::Kind::Update)
         updated.insert(arg.updates);
     // --eval-data: the loss with Dropout off and BatchNorm on its running
-    // statistics. Not for tensor-parallel ranks yet: they hold blocks of
-    // the parameters the eval program takes whole.
-    if (options.tensorParallel == 1) {
-      auto evalProgram =
-          buildEvalProgram(module.getContext(), options, t.loss, error);
-      if (failed(evalProgram))
-        return failure();
-      description.programs.push_back(std::move(*evalProgram));
+    // statistics, reading the step's parameters (their blocks under tp).
+    std::string unavailable;
+    auto evalProgram = buildEvalProgram(module.getContext(), options, t.loss,
+                                        args, unavailable, error);
+    if (failed(evalProgram))
+      return failure();
+    if (*evalProgram) {
+      description.programs.push_back(std::move(**evalProgram));
       t.evalProgram = "eval";
+    } else {
+      t.evalUnavailable =
+          unavailable + "; evaluate the saved model (--save-onnx) instead";
     }
     if (!llvm::StringRef(options.modelPath).ends_with(".onnxtxt")) {
       llvm::SmallString<256> templatePath(options.outputDir);

@@ -272,6 +272,8 @@ LogicalResult writeManifest(llvm::StringRef dir,
       entry["inference_template"] = training.inferenceTemplate;
     if (!training.evalProgram.empty())
       entry["eval_program"] = training.evalProgram;
+    if (!training.evalUnavailable.empty())
+      entry["eval_unavailable"] = training.evalUnavailable;
     manifest["training"] = std::move(entry);
   }
   if (description.target)

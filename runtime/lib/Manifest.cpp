@@ -676,6 +676,9 @@ Manifest parseManifest(std::string_view text, const std::string &path) {
           reader.integer(training, "training", "tokens_per_sample", 0);
     if (training.contains("eval_program"))
       desc.evalProgram = reader.string(training, "training", "eval_program");
+    if (training.contains("eval_unavailable"))
+      desc.evalUnavailable =
+          reader.string(training, "training", "eval_unavailable");
     if (training.contains("loss_scaling")) {
       const json &scaling = reader.object(training, "training", "loss_scaling");
       if (!scaling.contains("min_loss_scale") ||

@@ -502,6 +502,9 @@ public:
         replicas(replicas) {
     const Manifest &manifest = train.getManifest();
     const std::string &program = manifest.training->evalProgram;
+    if (program.empty() && !manifest.training->evalUnavailable.empty())
+      throw Error("--eval-data: " + manifest.path + " has no eval program: " +
+                  manifest.training->evalUnavailable);
     if (program.empty())
       throw Error("--eval-data: " + manifest.path +
                   " has no eval program (compiled by an older "
@@ -615,11 +618,6 @@ int64_t runTraining(Session &session, Communicator &comm,
                 " pipeline stages but has no forward and backward program "
                 "per stage; recompile it with autopar-compile --mode train");
   }
-  if (comm.scopeSize(CommScope::TP) > 1 && options.evalDataDir)
-    throw Error("--eval-data: evaluating during a tensor-parallel run (" +
-                std::to_string(comm.scopeSize(CommScope::TP)) +
-                " ranks) is not supported yet; evaluate the saved model "
-                "(--save-onnx) or train on one rank");
   const int64_t replicas = comm.scopeSize(CommScope::DP);
   const int64_t replica = comm.scopeRank(CommScope::DP);
   // The first rank writes what the run leaves (metrics, the trained model):

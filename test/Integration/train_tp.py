@@ -46,7 +46,8 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gradcheck import Gpt  # noqa: E402
-from train_dp import CONFIG, Case, compare, run  # noqa: E402
+from train_dp import (CONFIG, Case, compare, eval_equals_one_rank,  # noqa: E402
+                      run)
 
 
 class WideMlp(nn.Module):
@@ -189,18 +190,10 @@ def main():
                       gpt.train("dp2xtp2", art4, 4, launcher),
                       noise_only=key_bias)
 
-    # Evaluation takes whole parameters, which tp ranks do not hold: refused.
-    refused = run([*launcher, "-np", "2",
-                   os.path.join(build, "bin", "autopar-run"), art, "--train",
-                   "--data", gpt.data, "--steps", "1", "--eval-data",
-                   gpt.data], expect_ok=False)
-    if refused.returncode == 0 or "--eval-data: evaluating during a " \
-            "tensor-parallel run (2 ranks) is not supported yet" not in \
-            refused.stderr:
-        errors.append("gpt tp2 --eval-data: expected a refusal, got exit "
-                      f"{refused.returncode}:\n{refused.stderr}")
-    else:
-        print("PASS gpt tp2 --eval-data refused, saying why")
+    # Evaluation: the eval program partitioned as the step is (attention by
+    # heads), on each rank's blocks; with dp, each replica's share.
+    errors += eval_equals_one_rank(build, gpt, launcher,
+                                   (("tp2", 2), ("dp2xtp2", 4)))
 
     # Checkpoints: the AdamW GPT stopped at step 3 and resumed under the same
     # plan is bitwise the uninterrupted run; every rank wrote its blocks.
@@ -287,6 +280,9 @@ def main():
         result = cnn.train(tag, art, ranks, launcher)
         errors += compare(f"cnn {tag}", cnn_one[:2], result)
         check_model_state(f"cnn {tag}", art, result[2], errors)
+    # BatchNorm on its running statistics, split over tp as in the step.
+    errors += eval_equals_one_rank(build, cnn, launcher,
+                                   (("tp2", 2), ("dp2xtp2", 4)))
 
     errors += Case.comm_errors
     if errors:

@@ -488,6 +488,16 @@ TEST_F(TrainCliTest, EvalAndSaveOnnxNeedWhatTheyUse) {
   // step 1, saying to recompile.
   expectRunError(train("--steps 2 --eval-data " + shellQuote(data())),
                  "has no eval program");
+  // The compiler said why it wrote none (a tp plan the eval program could
+  // not follow): the error gives its reason.
+  manifest["training"]["eval_unavailable"] =
+      "the eval program's tensor-parallel plan holds parameter 'w' as [2]";
+  saveManifest();
+  expectRunError(train("--steps 2 --eval-data " + shellQuote(data())),
+                 "has no eval program: the eval program's tensor-parallel "
+                 "plan holds parameter 'w' as [2]");
+  manifest["training"].erase("eval_unavailable");
+  saveManifest();
   expectRunError(
       train("--steps 2 --save-onnx " + shellQuote(work.file("model.onnx"))),
       "has no inference template");

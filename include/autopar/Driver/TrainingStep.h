@@ -13,6 +13,7 @@
 
 #include "autopar/Driver/TrainConfig.h"
 #include "autopar/Import/OnnxImporter.h"
+#include "autopar/Planner/Planner.h"
 #include "autopar/Target/Artifact.h"
 #include "autopar/Target/GpuCodegen.h"
 #include "autopar/Transforms/Passes.h"
@@ -143,6 +144,10 @@ struct TrainingArtifactOptions {
   /// (collectArtifactArguments' order): the whole shape and the dim split
   /// over tp, or an empty shape for one every rank holds whole.
   std::vector<TensorParallelSplit> tensorParallelSplits;
+  /// With tensorParallel > 1: the plan request the eval program's tp group
+  /// is planned for (partitionTensorParallel), the step's choices pinned, so
+  /// that it holds the parameters as the step does.
+  std::optional<PlanRequest> tensorParallelRequest;
 };
 
 /// What a training step trains, for the plan table and the report.

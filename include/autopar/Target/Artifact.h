@@ -98,6 +98,9 @@ struct ArtifactTraining {
   /// The program computing the loss with dropout off and BatchNorm on its
   /// running statistics (`--eval-data`); empty: none.
   std::string evalProgram;
+  /// Why the artifact has no eval program, for autopar-run's error
+  /// (`eval_unavailable`); empty when it has one.
+  std::string evalUnavailable;
 };
 
 /// One program: a shared library and the arguments of its entry.

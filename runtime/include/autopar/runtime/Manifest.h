@@ -182,6 +182,8 @@ struct TrainingDesc {
   /// The program computing the loss for --eval-data (Dropout off, BatchNorm
   /// on its running statistics); empty when the artifact has none.
   std::string evalProgram;
+  /// Why it has none, when the compiler said (`eval_unavailable`).
+  std::string evalUnavailable;
   /// fp16 loss scaling's smallest scale (`loss_scaling.min_loss_scale`); set
   /// exactly when the program scales its loss and skips overflowing steps.
   std::optional<double> minLossScale;
