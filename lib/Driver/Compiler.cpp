@@ -230,9 +230,13 @@ int CompileFlow::validateRequest() {
   request.modelName = llvm::sys::path::filename(o.modelPath).str();
   // A training step split over tp runs attention unfused (the fused op has
   // no partitioning rule yet: TrainingStep.cpp), so a plan pinned to tp > 1
-  // is priced as it runs: scores and probabilities kept for the backward.
+  // on CPU ranks, where such steps run, is priced as it runs: scores and
+  // probabilities kept for the backward. On GPU clusters the planner keeps
+  // modelling fused attention, as Megatron-LM runs it (the published rows
+  // it is held to pin tp).
   request.fusedAttention =
-      o.fuseAttention && !(training && request.pins.tp && *request.pins.tp > 1);
+      o.fuseAttention && !(training && cluster.device.isCpu() &&
+                           request.pins.tp && *request.pins.tp > 1);
   // What a rank holds to train: gradients and optimizer states for the
   // parameters not frozen, as many states as the optimizer keeps.
   if (training) {
