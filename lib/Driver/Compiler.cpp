@@ -241,6 +241,8 @@ int CompileFlow::validateRequest() {
   // parameters not frozen, as many states as the optimizer keeps.
   if (training) {
     request.frozenParameters.assign(o.freeze.begin(), o.freeze.end());
+    std::string fromCrossEntropy = crossEntropyOutput(o.loss);
+    request.lossOutput = fromCrossEntropy.empty() ? o.loss : fromCrossEntropy;
     request.optimizerStatesPerParameter =
         trainConfig.optimizer != OptimizerKind::SGD ? 2
         : trainConfig.momentum != 0.0               ? 1

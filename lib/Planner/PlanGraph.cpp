@@ -416,10 +416,58 @@ static void assignDistinctSegments(ProgramGraph &graph) {
   graph.distinctSegments = ids.size();
 }
 
+/// The arguments of \p main the output named \p lossOutput depends on (its
+/// default: the only scalar float output), or std::nullopt when there is no
+/// such output.
+static std::optional<llvm::DenseSet<BlockArgument>>
+argumentsTheLossReads(func::FuncOp main, llvm::StringRef lossOutput) {
+  auto ret = cast<func::ReturnOp>(main.getBody().front().getTerminator());
+  std::optional<Value> loss;
+  for (auto [k, v] : llvm::enumerate(ret.getOperands())) {
+    auto name = main.getResultAttrOfType<StringAttr>(k, attrs::kOutput);
+    if (!name)
+      continue;
+    auto type = dyn_cast<RankedTensorType>(v.getType());
+    bool scalarFloat =
+        type && type.getRank() == 0 && isa<FloatType>(type.getElementType());
+    if (lossOutput.empty() ? scalarFloat : name.getValue() == lossOutput) {
+      if (loss && lossOutput.empty())
+        return std::nullopt; // several scalars: no default
+      loss = v;
+    }
+  }
+  if (!loss)
+    return std::nullopt;
+  llvm::DenseSet<BlockArgument> read;
+  llvm::DenseSet<Value> seen;
+  SmallVector<Value> work{*loss};
+  while (!work.empty()) {
+    Value v = work.pop_back_val();
+    if (!seen.insert(v).second)
+      continue;
+    if (auto arg = dyn_cast<BlockArgument>(v)) {
+      if (arg.getOwner() == &main.getBody().front())
+        read.insert(arg);
+      continue;
+    }
+    Operation *op = v.getDefiningOp();
+    llvm::append_range(work, op->getOperands());
+    // Values a body reads from above (a linalg op's captured scalars).
+    op->walk([&](Operation *nested) {
+      for (Value operand : nested->getOperands())
+        if (!op->isProperAncestor(operand.getParentBlock()->getParentOp()) &&
+            operand.getParentBlock()->getParentOp() != op)
+          work.push_back(operand);
+    });
+  }
+  return read;
+}
+
 FailureOr<ProgramGraph>
 buildProgramGraph(func::FuncOp main,
                   std::optional<AttentionPatternOptions> fusedAttention,
-                  ArrayRef<llvm::GlobPattern> frozen) {
+                  ArrayRef<llvm::GlobPattern> frozen,
+                  std::optional<llvm::StringRef> lossOutput) {
   ProgramGraph graph;
   auto newValue = [&](Value v) {
     ValueInfo info;
@@ -443,6 +491,10 @@ buildProgramGraph(func::FuncOp main,
   for (unsigned j = 0; j < main.getNumResults(); ++j)
     if (auto name = main.getResultAttrOfType<StringAttr>(j, attrs::kUpdate))
       stateParameters.insert(name.getValue());
+  // Parameters the loss does not depend on get no gradient.
+  std::optional<llvm::DenseSet<BlockArgument>> lossReads;
+  if (lossOutput)
+    lossReads = argumentsTheLossReads(main, *lossOutput);
   bool sawInput = false;
   for (unsigned i = 0; i < main.getNumArguments(); ++i) {
     Value arg = main.getArgument(i);
@@ -451,12 +503,13 @@ buildProgramGraph(func::FuncOp main,
     if (auto name = main.getArgAttrOfType<StringAttr>(i, attrs::kParameter)) {
       info.isParameter = true;
       auto type = dyn_cast<RankedTensorType>(arg.getType());
-      info.isTrained =
-          type && isa<FloatType>(type.getElementType()) &&
-          !stateParameters.contains(name.getValue()) &&
-          llvm::none_of(frozen, [&](const llvm::GlobPattern &glob) {
-            return glob.match(name.getValue());
-          });
+      info.isTrained = type && isa<FloatType>(type.getElementType()) &&
+                       !stateParameters.contains(name.getValue()) &&
+                       llvm::none_of(frozen,
+                                     [&](const llvm::GlobPattern &glob) {
+                                       return glob.match(name.getValue());
+                                     }) &&
+                       (!lossReads || lossReads->contains(main.getArgument(i)));
       double elements = info.bytes;
       if (auto t = dyn_cast<RankedTensorType>(arg.getType()))
         elements = t.getNumElements();

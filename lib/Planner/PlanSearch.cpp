@@ -1661,7 +1661,11 @@ llvm::Expected<PlanResult> planProgram(func::FuncOp main,
                                          llvm::toString(pattern.takeError()));
     frozen.push_back(std::move(*pattern));
   }
-  auto graph = plan::buildProgramGraph(main, fused, frozen);
+  auto graph = plan::buildProgramGraph(
+      main, fused, frozen,
+      request.mode == PlanMode::Training
+          ? std::optional<llvm::StringRef>(request.lossOutput)
+          : std::nullopt);
   if (failed(graph))
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    "cannot analyse the program for planning");

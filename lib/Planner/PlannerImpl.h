@@ -247,12 +247,15 @@ std::vector<int64_t> segmentLayers(llvm::ArrayRef<int64_t> distinctIds);
 /// With `fusedAttention`, attention the backends fuse (the head dims it
 /// allows) is priced as one FlashAttention kernel (PlanGraph.cpp,
 /// priceFusedAttention); without, as the unfused ops. Parameters whose
-/// names match \p frozen are held but not trained (ValueInfo::isTrained).
+/// names match \p frozen are held but not trained (ValueInfo::isTrained),
+/// and, for a training plan (\p lossOutput given), those the loss does not
+/// depend on (PlanRequest::lossOutput).
 llvm::FailureOr<ProgramGraph>
 buildProgramGraph(mlir::func::FuncOp main,
                   std::optional<AttentionPatternOptions> fusedAttention =
                       AttentionPatternOptions(),
-                  llvm::ArrayRef<llvm::GlobPattern> frozen = {});
+                  llvm::ArrayRef<llvm::GlobPattern> frozen = {},
+                  std::optional<llvm::StringRef> lossOutput = std::nullopt);
 
 /// Restricts each op of \p graph that \p pins name to the options that
 /// shard it as pinned (PlanRequest::pinnedOpShardings), and tells the

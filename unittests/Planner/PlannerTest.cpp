@@ -213,6 +213,51 @@ TEST_F(PlannerTest, FrozenParametersAndTheOptimizerSetTheTrainingState) {
     llvm::consumeError(bad.takeError());
 }
 
+// Two heads on one input: a training plan trains only the parameters the
+// loss's output depends on, as autopar-differentiate differentiates only
+// those.
+TEST(PlannerLossTest, ParametersTheLossDoesNotReadAreNotTrained) {
+  mlir::DialectRegistry registry;
+  registerShardingModels(registry);
+  mlir::registerAllDialects(registry);
+  mlir::MLIRContext context(registry);
+  std::string values;
+  for (int i = 0; i < 64 * 64; ++i)
+    values += i ? ", 0.5" : "0.5";
+  std::string text = "<ir_version: 8, opset_import: [\"\" : 17]>\n"
+                     "g (float[8, 64] X) => (float[8, 64] Y, float[8, 64] Z)\n"
+                     "  <float[64, 64] W1 = {" +
+                     values + "}, float[64, 64] W2 = {" + values +
+                     "}> {\n"
+                     "  Y = MatMul(X, W1)\n"
+                     "  Z = MatMul(X, W2)\n"
+                     "}\n";
+  auto module = importOnnxBuffer(&context, text, "heads.onnxtxt",
+                                 /*isText=*/true, ImportOptions());
+  ASSERT_TRUE(module);
+  auto main = module->lookupSymbol<mlir::func::FuncOp>("main");
+  PlanFlags flags;
+  flags.mode = "train";
+  auto request = buildPlanRequest(flags);
+  ASSERT_TRUE(bool(request)) << llvm::toString(request.takeError());
+  const double weight = 4.0 * 64 * 64; // fp32 bytes
+  // No scalar output and no name: every parameter is trained.
+  auto all = planProgram(main, *request);
+  ASSERT_TRUE(bool(all)) << llvm::toString(all.takeError());
+  EXPECT_DOUBLE_EQ(all->best.memory.gradients, 2 * weight);
+  request->lossOutput = "Y";
+  auto first = planProgram(main, *request);
+  ASSERT_TRUE(bool(first)) << llvm::toString(first.takeError());
+  EXPECT_DOUBLE_EQ(first->best.memory.parameters, 2 * weight);
+  EXPECT_DOUBLE_EQ(first->best.memory.gradients, weight);
+  EXPECT_DOUBLE_EQ(first->best.memory.optimizerStates, 2 * weight);
+  // A name that is no output: the compiler reports it; nothing changes.
+  request->lossOutput = "nothing";
+  auto unknown = planProgram(main, *request);
+  ASSERT_TRUE(bool(unknown)) << llvm::toString(unknown.takeError());
+  EXPECT_DOUBLE_EQ(unknown->best.memory.gradients, 2 * weight);
+}
+
 // A pipeline's stage holds the activations of the micro-batches between
 // their forwards and backwards: all M under GPipe, P - k on stage k under
 // 1F1B (the schedule the runtime walks, pinned or not).

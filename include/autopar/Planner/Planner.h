@@ -83,6 +83,13 @@ struct PlanRequest {
   /// Globs of parameters the step keeps fixed (`--freeze`): held, but with
   /// no gradient, optimizer state or gradient traffic.
   std::vector<std::string> frozenParameters;
+  /// The graph output the training loss is computed from (`--loss NAME`, or
+  /// X of `cross-entropy:X`; empty: the only scalar float output, if there
+  /// is one). Parameters it does not depend on get no gradient, as
+  /// autopar-differentiate gives them none: held, but not trained. A name
+  /// that is no output leaves every parameter trained (the compiler reports
+  /// a bad --loss).
+  std::string lossOutput;
   /// Fill PlanResult::dimensions (`--explain-plan`). A pinned dimension is
   /// compared by searching again without its pin.
   bool compareDimensions = false;
