@@ -81,9 +81,6 @@ private:
   /// Training with pipeline stages: each stage's forward, backward and
   /// step (PipelineTraining.h).
   int compilePipelineTraining();
-  /// A model whose forward updates state (BatchNorm) cut into several
-  /// micro-batches by the user's pin: says, and adds to \p notes, that its
-  /// statistics are per micro-batch.
   /// \p base with the choices of the plan that runs pinned: a tp group is
   /// planned again when its program is partitioned, and must lay out what
   /// the cluster plan priced (the report's memory and collectives).
@@ -92,6 +89,9 @@ private:
         pinnedOpShardingsOf(executedPlan ? *executedPlan : *plan);
     return base;
   }
+  /// A model whose forward updates state (BatchNorm) cut into several
+  /// micro-batches by the user's pin: says, and adds to \p notes, that its
+  /// statistics are per micro-batch.
   void noteStatisticsPerMicroBatch(const PlanCandidate &best,
                                    llvm::json::Array &notes) const;
   /// What every training artifact takes from the flags and the plan.

@@ -354,31 +354,22 @@ TEST(GemmPlanTest, AlignedCopiesComputeTheSameProduct) {
     // Scratches on the host (std::vector<float> is 16-byte aligned here),
     // filled with garbage that only the padding fills may hide.
     std::vector<std::vector<float>> scratches;
-    ColumnMajorGemm aligned = *gemm;
-    aligned.m = plan.m;
-    aligned.n = plan.n;
-    aligned.k = plan.k;
+    ColumnMajorGemm aligned = alignedGemm(*gemm, plan, 4, 4);
     auto stage = [&](bool copied, const StoredMatrix &m, StoredMatrix &into,
-                     int64_t rows, int64_t cols, bool input) {
+                     bool input) {
       if (!copied)
         return;
-      StoredMatrix layout = alignedLayout(m, rows, cols, gemm->batch, 4);
-      scratches.emplace_back(packedBytes(layout, gemm->batch, 4) / 4, -7.0f);
-      into = alignedLayout(
-          m, rows, cols, gemm->batch, 4,
-          reinterpret_cast<const char *>(scratches.back().data()));
+      scratches.emplace_back(packedBytes(into, gemm->batch, 4) / 4, -7.0f);
+      into.data = reinterpret_cast<const char *>(scratches.back().data());
       EXPECT_FALSE(isMisaligned(into, gemm->batch, 4));
       EXPECT_EQ(into.rows % 4, 0);
       if (input)
         runFills(paddingFills(into, m, gemm->batch, 4));
       runCopies(matrixCopies(into, m, gemm->batch, 4));
     };
-    const StoredMatrix &x = gemm->x, &y = gemm->y;
-    stage(plan.x, x, aligned.x, x.transposed ? plan.k : plan.m,
-          x.transposed ? plan.m : plan.k, true);
-    stage(plan.y, y, aligned.y, y.transposed ? plan.n : plan.k,
-          y.transposed ? plan.k : plan.n, true);
-    stage(plan.d, gemm->d, aligned.d, plan.m, plan.n, false);
+    stage(plan.x, gemm->x, aligned.x, true);
+    stage(plan.y, gemm->y, aligned.y, true);
+    stage(plan.d, gemm->d, aligned.d, false);
     evaluate(aligned);
     if (plan.d)
       runCopies(matrixCopies(gemm->d, aligned.d, gemm->batch, 4));

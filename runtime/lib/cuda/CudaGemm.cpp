@@ -256,23 +256,20 @@ void runGemm(CudaDevice &device, const GemmTypes &types,
       gemm, types.abSize, types.cSize, accumulate, alignmentCopiesMode());
   if (!plan.any())
     return runGemmAsIs(device, types, gemm, accumulate);
-  ColumnMajorGemm aligned = gemm;
-  aligned.m = plan.m;
-  aligned.n = plan.n;
-  aligned.k = plan.k;
+  ColumnMajorGemm aligned = alignedGemm(gemm, plan, types.abSize, types.cSize);
   std::vector<void *> scratches;
+  // Gives a copied matrix's layout its scratch and, for an input (or an
+  // output the product adds to), its values.
   auto stage = [&](bool copied, const StoredMatrix &m, StoredMatrix &into,
-                   int64_t rows, int64_t cols, size_t elementSize, bool input) {
+                   size_t elementSize, bool input) {
     if (!copied)
       return;
-    StoredMatrix layout = alignedLayout(m, rows, cols, gemm.batch, elementSize);
     void *scratch = device.allocator().allocate(
-        packedBytes(layout, gemm.batch, elementSize),
+        packedBytes(into, gemm.batch, elementSize),
         input ? "a GEMM operand padded to aligned columns"
               : "a GEMM output padded to aligned columns");
     scratches.push_back(scratch);
-    into = alignedLayout(m, rows, cols, gemm.batch, elementSize,
-                         static_cast<const char *>(scratch));
+    into.data = static_cast<const char *>(scratch);
     if (input)
       for (const StridedFill &fill :
            paddingFills(into, m, gemm.batch, elementSize))
@@ -282,13 +279,10 @@ void runGemm(CudaDevice &device, const GemmTypes &types,
     if (input || accumulate)
       copyMatrices(device, into, m, gemm.batch, elementSize);
   };
-  const StoredMatrix &x = gemm.x, &y = gemm.y;
   try {
-    stage(plan.x, x, aligned.x, x.transposed ? plan.k : plan.m,
-          x.transposed ? plan.m : plan.k, types.abSize, true);
-    stage(plan.y, y, aligned.y, y.transposed ? plan.n : plan.k,
-          y.transposed ? plan.k : plan.n, types.abSize, true);
-    stage(plan.d, gemm.d, aligned.d, plan.m, plan.n, types.cSize, false);
+    stage(plan.x, gemm.x, aligned.x, types.abSize, true);
+    stage(plan.y, gemm.y, aligned.y, types.abSize, true);
+    stage(plan.d, gemm.d, aligned.d, types.cSize, false);
     runGemmAsIs(device, types, aligned, accumulate);
     if (plan.d)
       copyMatrices(device, gemm.d, aligned.d, gemm.batch, types.cSize);

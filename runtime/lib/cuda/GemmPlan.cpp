@@ -96,10 +96,18 @@ bool isMisaligned(const StoredMatrix &m, int64_t batch, size_t elementSize) {
   return offBy16(reinterpret_cast<uintptr_t>(m.data)) || columns || batches;
 }
 
+namespace {
+
+/// \p value rounded up to a multiple of \p multiple.
+int64_t roundUp(int64_t value, int64_t multiple) {
+  return (value + multiple - 1) / multiple * multiple;
+}
+
+} // namespace
+
 int64_t alignedLeadingDimension(int64_t rows, size_t elementSize) {
-  int64_t perSixteen = static_cast<int64_t>(16 / elementSize);
-  return (std::max<int64_t>(rows, 1) + perSixteen - 1) / perSixteen *
-         perSixteen;
+  return roundUp(std::max<int64_t>(rows, 1),
+                 static_cast<int64_t>(16 / elementSize));
 }
 
 StoredMatrix alignedLayout(const StoredMatrix &m, int64_t rows, int64_t cols,
@@ -184,24 +192,36 @@ std::vector<StridedFill> paddingFills(const StoredMatrix &to,
   return fills;
 }
 
-namespace {
-
-/// \p value rounded up to a multiple of \p multiple.
-int64_t roundUp(int64_t value, int64_t multiple) {
-  return (value + multiple - 1) / multiple * multiple;
+ColumnMajorGemm alignedGemm(const ColumnMajorGemm &gemm,
+                            const AlignmentCopyPlan &plan, size_t abSize,
+                            size_t cSize) {
+  ColumnMajorGemm aligned = gemm;
+  aligned.m = plan.m;
+  aligned.n = plan.n;
+  aligned.k = plan.k;
+  auto grow = [&](bool copied, StoredMatrix &m, int64_t rows, int64_t cols,
+                  size_t size) {
+    if (copied)
+      m = alignedLayout(m, rows, cols, gemm.batch, size);
+  };
+  const StoredMatrix &x = gemm.x, &y = gemm.y;
+  grow(plan.x, aligned.x, x.transposed ? plan.k : plan.m,
+       x.transposed ? plan.m : plan.k, abSize);
+  grow(plan.y, aligned.y, y.transposed ? plan.n : plan.k,
+       y.transposed ? plan.k : plan.n, abSize);
+  grow(plan.d, aligned.d, plan.m, plan.n, cSize);
+  return aligned;
 }
-
-} // namespace
 
 AlignmentCopyPlan planAlignmentCopies(const ColumnMajorGemm &gemm,
                                       size_t abSize, size_t cSize,
                                       bool accumulate, AlignmentCopies mode) {
-  AlignmentCopyPlan plan;
-  plan.m = gemm.m;
-  plan.n = gemm.n;
-  plan.k = gemm.k;
+  AlignmentCopyPlan asStored;
+  asStored.m = gemm.m;
+  asStored.n = gemm.n;
+  asStored.k = gemm.k;
   if (mode == AlignmentCopies::Never)
-    return plan;
+    return asStored;
   // Each dimension padded to whole vectors of every matrix that stores it
   // as its rows (the dimension its vectors run along).
   int64_t inputVector = static_cast<int64_t>(16 / abSize);
@@ -209,25 +229,23 @@ AlignmentCopyPlan planAlignmentCopies(const ColumnMajorGemm &gemm,
   auto pad = [](int64_t size, int64_t vector, bool storedAsRows) {
     return storedAsRows && size % vector ? roundUp(size, vector) : size;
   };
+  AlignmentCopyPlan plan = asStored;
   plan.m =
       pad(pad(gemm.m, inputVector, !gemm.x.transposed), outputVector, true);
   plan.k = pad(gemm.k, inputVector, gemm.x.transposed || !gemm.y.transposed);
   plan.n = pad(gemm.n, inputVector, gemm.y.transposed);
-  auto grown = [](const StoredMatrix &m, int64_t rows, int64_t cols) {
-    return m.rows != rows || m.cols != cols;
+  // A matrix is copied if it is misaligned or the padded sizes grow it.
+  plan.x = plan.y = plan.d = true;
+  ColumnMajorGemm grown = alignedGemm(gemm, plan, abSize, cSize);
+  auto copied = [&](const StoredMatrix &m, const StoredMatrix &grownM,
+                    size_t size) {
+    return isMisaligned(m, gemm.batch, size) || m.rows != grownM.rows ||
+           m.cols != grownM.cols;
   };
   const StoredMatrix &x = gemm.x, &y = gemm.y, &d = gemm.d;
-  int64_t xRows = x.transposed ? plan.k : plan.m;
-  int64_t xCols = x.transposed ? plan.m : plan.k;
-  int64_t yRows = y.transposed ? plan.n : plan.k;
-  int64_t yCols = y.transposed ? plan.k : plan.n;
-  plan.x = isMisaligned(x, gemm.batch, abSize) || grown(x, xRows, xCols);
-  plan.y = isMisaligned(y, gemm.batch, abSize) || grown(y, yRows, yCols);
-  plan.d = isMisaligned(d, gemm.batch, cSize) || grown(d, plan.m, plan.n);
-  AlignmentCopyPlan asStored;
-  asStored.m = gemm.m;
-  asStored.n = gemm.n;
-  asStored.k = gemm.k;
+  plan.x = copied(x, grown.x, abSize);
+  plan.y = copied(y, grown.y, abSize);
+  plan.d = copied(d, grown.d, cSize);
   if (!plan.any())
     return asStored;
   if (mode == AlignmentCopies::Always)

@@ -160,6 +160,14 @@ AlignmentCopyPlan planAlignmentCopies(const ColumnMajorGemm &gemm,
                                       size_t abSize, size_t cSize,
                                       bool accumulate, AlignmentCopies mode);
 
+/// The padded product \p plan describes: its sizes, and in place of each
+/// matrix the plan copies, that copy's layout (alignedLayout grown to the
+/// product's sizes, data null until a scratch is given). Matrices not copied
+/// are \p gemm's.
+ColumnMajorGemm alignedGemm(const ColumnMajorGemm &gemm,
+                            const AlignmentCopyPlan &plan, size_t abSize,
+                            size_t cSize);
+
 } // namespace autopar::runtime::cuda
 
 #endif // AUTOPAR_RUNTIME_CUDA_GEMMPLAN_H
