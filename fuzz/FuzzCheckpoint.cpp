@@ -50,8 +50,7 @@ struct Fixture {
     state.of = "w";
     state.shape = {4, 3};
     state.data = wExpAvg.data();
-    state.blockDim = 0;
-    state.blockCount = 2;
+    state.blockLevels = {{0, 2}};
     state.blockIndex = 1;
     CheckpointTensor scalar;
     scalar.name = "scale";

@@ -145,22 +145,24 @@ struct ChunkRecord {
   int64_t blockIndex = 0;
 };
 
-/// The box a chunk of \p tensor covers: the whole tensor, or block \p index.
-std::pair<Shape, Shape> chunkBox(const CheckpointTensor &tensor,
-                                 int64_t index) {
-  Shape offsets(tensor.shape.size(), 0), sizes = tensor.shape;
-  if (tensor.blockDim >= 0) {
-    size_t d = static_cast<size_t>(tensor.blockDim);
-    sizes[d] = tensor.shape[d] / tensor.blockCount;
-    offsets[d] = index * sizes[d];
+} // namespace
+
+TensorBox CheckpointTensor::boxOf(int64_t index) const {
+  std::vector<BlockCut> cuts(blockLevels.size());
+  for (size_t l = blockLevels.size(); l-- > 0;) {
+    cuts[l] = {blockLevels[l].dim, blockLevels[l].count,
+               index % blockLevels[l].count};
+    index /= blockLevels[l].count;
   }
-  return {offsets, sizes};
+  return cutBox(shape, cuts, "checkpoint tensor '" + name + "'");
 }
+
+namespace {
 
 /// Bytes of what a rank holds of \p tensor.
 size_t heldBytes(const CheckpointTensor &tensor) {
   return static_cast<size_t>(
-      byteSize(tensor.dtype, chunkBox(tensor, 0).second, tensor.name));
+      byteSize(tensor.dtype, tensor.boxOf(0).sizes, tensor.name));
 }
 
 json metadataJson(const CheckpointInfo &info,
@@ -197,7 +199,7 @@ json metadataJson(const CheckpointInfo &info,
       entry["of"] = tensor.of;
     json chunkList = json::array();
     for (const ChunkRecord &chunk : chunks[t]) {
-      auto [offsets, sizes] = chunkBox(tensor, chunk.blockIndex);
+      auto [offsets, sizes] = tensor.boxOf(chunk.blockIndex);
       chunkList.push_back({{"file", rankFile(chunk.rank)},
                            {"offset_bytes", chunk.offsetBytes},
                            {"offsets", offsets},
@@ -343,14 +345,8 @@ void restoreTensor(const json &entry, const CheckpointTensor &tensor,
                 " in the checkpoint, but this artifact's is " +
                 formatTensorType(tensor.dtype, tensor.shape));
   size_t elementSize = dtypeSize(tensor.dtype);
-  Box held;
-  held.offsets.assign(shape.size(), 0);
-  held.sizes = shape;
-  if (tensor.blockDim >= 0) {
-    size_t d = static_cast<size_t>(tensor.blockDim);
-    held.sizes[d] = shape[d] / tensor.blockCount;
-    held.offsets[d] = tensor.blockIndex * held.sizes[d];
-  }
+  TensorBox mine = tensor.boxOf(tensor.blockIndex);
+  Box held{mine.offsets, mine.sizes};
   int64_t total = numElements(held.sizes, tensor.name), covered = 0;
   const json &chunks = field(entry, "chunks", where);
   if (!chunks.is_array())
@@ -392,10 +388,9 @@ void restoreTensor(const json &entry, const CheckpointTensor &tensor,
     covered += numElements(part->sizes, tensor.name);
   }
   if (covered != total)
-    throw Error(
-        where + ": its chunks hold " + std::to_string(covered) + " of the " +
-        std::to_string(total) + " elements " +
-        (tensor.blockDim >= 0 ? "of this rank's block" : "of the tensor"));
+    throw Error(where + ": its chunks hold " + std::to_string(covered) +
+                " of the " + std::to_string(total) + " elements " +
+                (tensor.isBlock() ? "of this rank's block" : "of the tensor"));
 }
 
 } // namespace
@@ -612,7 +607,7 @@ void CheckpointSave::writeRankFile() {
           writeAll(fd.get(), tensor.data, bytes, binPath);
         }
         st.mine[t] = ChunkRecord{st.rank, offset, crc32(0, tensor.data, bytes),
-                                 tensor.blockDim >= 0 ? tensor.blockIndex : 0};
+                                 tensor.isBlock() ? tensor.blockIndex : 0};
         offset += bytes;
       }
       if (::fsync(fd.get()) != 0 || !fd.close())

@@ -193,35 +193,55 @@ void parseDistribution(const ManifestReader &reader, const json &value,
                        ArgumentDesc &arg) {
   if (value.contains("split")) {
     std::string at = where + ".split";
-    const json *splitValue = &value["split"];
-    // One split per tensor: a list of several (a block over dp and tp at
-    // once) is not supported yet; a list of one is that one.
-    if (splitValue->is_array()) {
-      if (splitValue->size() != 1)
-        reader.fail(at, "lists " + std::to_string(splitValue->size()) +
+    const json &splitValue = value["split"];
+    // One split, or a list of one or two: the second cuts the first's block
+    // (ZeRO's blocks of a tensor-parallel block).
+    std::vector<std::pair<const json *, std::string>> listed;
+    if (splitValue.is_array()) {
+      if (splitValue.empty() || splitValue.size() > 2)
+        reader.fail(at, "lists " + std::to_string(splitValue.size()) +
                             " splits of '" + arg.name +
-                            "', but autopar-run supports exactly one split "
-                            "per tensor (one axis, one dimension)");
-      splitValue = &(*splitValue)[0];
-      at += "[0]";
+                            "', but autopar-run supports one split per "
+                            "tensor, or two (a block of a block)");
+      for (size_t i = 0; i < splitValue.size(); ++i)
+        listed.push_back({&splitValue[i], at + ManifestReader::index("", i)});
+    } else {
+      listed.push_back({&splitValue, at});
     }
-    if (!splitValue->is_object())
-      reader.fail(at, "must be an object, got " +
-                          ManifestReader::describe(*splitValue));
-    const json &split = *splitValue;
-    SplitDesc desc;
-    desc.axis = parseAxis(reader, split, at);
-    desc.dim = reader.integer(split, at, "dim", 0);
-    if (desc.dim >= static_cast<int64_t>(arg.shape.size()))
-      reader.fail(at + ".dim", "is " + std::to_string(desc.dim) + ", but '" +
-                                   arg.name + "' has rank " +
-                                   std::to_string(arg.shape.size()));
-    if (desc.dim != 0 && arg.rankShape != arg.shape)
-      reader.fail(at + ".dim", "is " + std::to_string(desc.dim) + ", but '" +
-                                   arg.name +
-                                   "' holds several micro-batches along dim "
-                                   "0, so it can be split only along dim 0");
-    arg.split = desc;
+    std::vector<SplitDesc> splits;
+    for (auto &[entry, entryAt] : listed) {
+      if (!entry->is_object())
+        reader.fail(entryAt, "must be an object, got " +
+                                 ManifestReader::describe(*entry));
+      SplitDesc desc;
+      desc.axis = parseAxis(reader, *entry, entryAt);
+      desc.dim = reader.integer(*entry, entryAt, "dim", 0);
+      if (desc.dim >= static_cast<int64_t>(arg.shape.size()))
+        reader.fail(entryAt + ".dim", "is " + std::to_string(desc.dim) +
+                                          ", but '" + arg.name + "' has rank " +
+                                          std::to_string(arg.shape.size()));
+      if (desc.dim != 0 && arg.rankShape != arg.shape)
+        reader.fail(entryAt + ".dim",
+                    "is " + std::to_string(desc.dim) + ", but '" + arg.name +
+                        "' holds several micro-batches along dim 0, so it "
+                        "can be split only along dim 0");
+      splits.push_back(desc);
+    }
+    if (splits.size() == 2) {
+      if (splits[0].axis == splits[1].axis)
+        reader.fail(at + "[1].axis",
+                    "is \"" + std::string(gridAxisName(splits[1].axis)) +
+                        "\" again: the two splits of '" + arg.name +
+                        "' must be over different grid axes");
+      if (arg.kind != ArgumentKind::Parameter &&
+          arg.kind != ArgumentKind::OptimizerState &&
+          arg.kind != ArgumentKind::Update)
+        reader.fail(at, "lists two splits of '" + arg.name +
+                            "', which only parameters, optimizer states and "
+                            "updates may have");
+      arg.innerSplit = splits[1];
+    }
+    arg.split = splits[0];
   }
   Shape expected = arg.rankShape;
   std::string how = " (shape " + formatShape(arg.shape);
@@ -229,12 +249,16 @@ void parseDistribution(const ManifestReader &reader, const json &value,
     how += " with dim 0 times " +
            std::to_string(arg.rankShape[0] / arg.shape[0]) +
            ", the micro-batches,";
-  if (arg.split) {
-    int64_t parts = grid[static_cast<size_t>(arg.split->axis)];
-    expected[arg.split->dim] *= parts;
-    how += " with dim " + std::to_string(arg.split->dim) + " times " +
-           std::to_string(parts) + ", the size of grid axis " +
-           std::string(gridAxisName(arg.split->axis));
+  bool first = true;
+  for (const std::optional<SplitDesc> &split : {arg.split, arg.innerSplit}) {
+    if (!split)
+      continue;
+    int64_t parts = grid[static_cast<size_t>(split->axis)];
+    expected[split->dim] *= parts;
+    how += std::string(first ? "" : " and") + " with dim " +
+           std::to_string(split->dim) + " times " + std::to_string(parts) +
+           ", the size of grid axis " + std::string(gridAxisName(split->axis));
+    first = false;
   }
   how += ")";
   if (value.contains("global_shape")) {
@@ -561,9 +585,13 @@ void checkSharedTensors(const ManifestReader &reader, const Manifest &manifest,
         continue;
       auto [it, inserted] = first.emplace(std::pair(arg.kind, arg.name), &arg);
       const ArgumentDesc &other = *it->second;
-      bool sameSplit = arg.split.has_value() == other.split.has_value() &&
-                       (!arg.split || (arg.split->axis == other.split->axis &&
-                                       arg.split->dim == other.split->dim));
+      auto same = [](const std::optional<SplitDesc> &a,
+                     const std::optional<SplitDesc> &b) {
+        return a.has_value() == b.has_value() &&
+               (!a || (a->axis == b->axis && a->dim == b->dim));
+      };
+      bool sameSplit = same(arg.split, other.split) &&
+                       same(arg.innerSplit, other.innerSplit);
       if (!inserted && (arg.dtype != other.dtype || arg.shape != other.shape ||
                         arg.globalShape != other.globalShape || !sameSplit))
         reader.fail(where[p] + "[" + std::to_string(i) + "]",
@@ -575,6 +603,41 @@ void checkSharedTensors(const ManifestReader &reader, const Manifest &manifest,
 }
 
 } // namespace
+
+std::vector<GridAxis> ArgumentDesc::splitAxes() const {
+  std::vector<GridAxis> axes;
+  for (const std::optional<SplitDesc> &s : {split, innerSplit})
+    if (s)
+      axes.push_back(s->axis);
+  return axes;
+}
+
+std::vector<BlockCut> ArgumentDesc::cutsAt(const GridVector &grid,
+                                           const GridVector &coords) const {
+  std::vector<BlockCut> cuts;
+  for (const std::optional<SplitDesc> &s : {split, innerSplit})
+    if (s) {
+      auto axis = static_cast<size_t>(s->axis);
+      cuts.push_back({s->dim, grid[axis], coords[axis]});
+    }
+  return cuts;
+}
+
+TensorBox ArgumentDesc::boxAt(const GridVector &grid,
+                              const GridVector &coords) const {
+  return cutBox(globalShape, cutsAt(grid, coords),
+                std::string(argumentKindName(kind)) + " '" + name + "'");
+}
+
+bool ArgumentDesc::isFirstCopyAt(const GridVector &coords,
+                                 const std::vector<GridAxis> &axes) const {
+  std::vector<GridAxis> cutting = splitAxes();
+  for (GridAxis axis : axes)
+    if (coords[static_cast<size_t>(axis)] != 0 &&
+        std::find(cutting.begin(), cutting.end(), axis) == cutting.end())
+      return false;
+  return true;
+}
 
 std::string_view targetKindName(TargetKind kind) {
   return kind == TargetKind::Cuda ? "cuda" : "cpu";

@@ -206,15 +206,16 @@ void Session::bindHostArguments() {
       buffers[i] = HostBuffer(bytes);
       hostData.push_back(buffers[i].data());
     } else if (arg.sourceDType == arg.dtype && !manifest.training) {
-      hostData.push_back(weights.get(arg, coords));
+      hostData.push_back(weights.get(arg, coords, manifest.grid));
     } else if (arg.sourceDType == arg.dtype) {
       // Training updates parameters: each gets a writable copy (its update
       // buffer and it swap after every step).
       buffers[i] = HostBuffer(bytes);
-      std::memcpy(buffers[i].data(), weights.get(arg, coords), bytes);
+      std::memcpy(buffers[i].data(), weights.get(arg, coords, manifest.grid),
+                  bytes);
       hostData.push_back(buffers[i].data());
     } else {
-      const void *source = weights.get(asStored(arg), coords);
+      const void *source = weights.get(asStored(arg), coords, manifest.grid);
       buffers[i] = HostBuffer(bytes);
       char *converted = static_cast<char *>(buffers[i].data());
       convertInPieces(source, numElements(arg.shape, arg.name), arg.dtype,
@@ -314,7 +315,7 @@ void Session::bindDeviceArguments() {
       continue;
     }
     // Only this rank's block, uploaded once.
-    void *source = weights.get(asStored(arg), coords);
+    void *source = weights.get(asStored(arg), coords, manifest.grid);
     hostData[i] = source;
     char *target = static_cast<char *>(bases[i]);
     if (arg.sourceDType == arg.dtype)

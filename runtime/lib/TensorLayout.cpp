@@ -153,4 +153,61 @@ void copyDenseToStrided(const void *dense, const int64_t *sizes,
            sizes, strides, rank, elementSize, /*toDense=*/false, copier);
 }
 
+TensorBox cutBox(const Shape &whole, const std::vector<BlockCut> &cuts,
+                 const std::string &what) {
+  TensorBox box{Shape(whole.size(), 0), whole};
+  for (const BlockCut &cut : cuts) {
+    if (cut.dim < 0 || cut.dim >= static_cast<int64_t>(whole.size()))
+      throw Error(what + ": dimension " + std::to_string(cut.dim) +
+                  " is out of range for shape " + formatShape(whole));
+    auto d = static_cast<size_t>(cut.dim);
+    if (cut.parts < 1 || box.sizes[d] % cut.parts != 0)
+      throw Error(what + ": dimension " + std::to_string(cut.dim) +
+                  " of the block " + formatShape(box.sizes) + " of " +
+                  formatShape(whole) + " does not split into " +
+                  std::to_string(cut.parts) + " equal blocks");
+    if (cut.index < 0 || cut.index >= cut.parts)
+      throw Error(what + ": block " + std::to_string(cut.index) +
+                  " is outside its " + std::to_string(cut.parts) + " blocks");
+    box.sizes[d] /= cut.parts;
+    box.offsets[d] += cut.index * box.sizes[d];
+  }
+  return box;
+}
+
+namespace {
+
+/// Row-major strides (in elements) of \p shape, and the element offset of
+/// \p box's corner in it.
+std::pair<std::vector<int64_t>, int64_t>
+stridesAndCorner(const Shape &shape, const TensorBox &box) {
+  std::vector<int64_t> strides(shape.size(), 1);
+  for (size_t d = shape.size(); d-- > 1;)
+    strides[d - 1] = strides[d] * shape[d];
+  int64_t corner = 0;
+  for (size_t d = 0; d < shape.size(); ++d)
+    corner += box.offsets[d] * strides[d];
+  return {strides, corner};
+}
+
+} // namespace
+
+void packBox(const void *whole, const Shape &wholeShape, const TensorBox &box,
+             size_t elementSize, void *block) {
+  auto [strides, corner] = stridesAndCorner(wholeShape, box);
+  copyStridedToDense(static_cast<const char *>(whole) +
+                         static_cast<size_t>(corner) * elementSize,
+                     box.sizes.data(), strides.data(),
+                     static_cast<int>(box.sizes.size()), elementSize, block);
+}
+
+void unpackBox(const void *block, const TensorBox &box, const Shape &wholeShape,
+               size_t elementSize, void *whole) {
+  auto [strides, corner] = stridesAndCorner(wholeShape, box);
+  copyDenseToStrided(block, box.sizes.data(), strides.data(),
+                     static_cast<int>(box.sizes.size()), elementSize,
+                     static_cast<char *>(whole) +
+                         static_cast<size_t>(corner) * elementSize);
+}
+
 } // namespace autopar::runtime

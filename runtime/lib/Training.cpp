@@ -86,6 +86,16 @@ std::vector<ArgumentDesc> stateArguments(const Session &session) {
   return all;
 }
 
+/// The cuts of \p arg's blocks, for its checkpoint tensor (none when whole).
+std::vector<CheckpointTensor::BlockLevel>
+blockLevelsOf(const ArgumentDesc &arg, const Communicator &comm) {
+  std::vector<CheckpointTensor::BlockLevel> levels;
+  for (const std::optional<SplitDesc> &split : {arg.split, arg.innerSplit})
+    if (split)
+      levels.push_back({split->dim, comm.scopeSize(scopeOf(split->axis))});
+  return levels;
+}
+
 /// The training state of \p session, pointing at host memory holding its
 /// current values (on a GPU, copied from the device: call again after each
 /// step; after changing them, call commitState). A split argument (ZeRO's
@@ -116,27 +126,24 @@ std::vector<CheckpointTensor> currentState(Session &session,
       // parallelism within the stage) are what the metadata describes.
       tensor.write = false;
       auto it = stateByName.find(tensor.name);
-      if (it != stateByName.end() && it->second->split) {
-        tensor.blockDim = it->second->split->dim;
-        tensor.blockCount = comm.scopeSize(scopeOf(it->second->split->axis));
-      }
+      if (it != stateByName.end())
+        tensor.blockLevels = blockLevelsOf(*it->second, comm);
       continue;
     }
     tensor.data = session.readArgument(*index);
     const ArgumentDesc &arg = args[*index];
-    std::optional<CommScope> splitScope;
-    if (arg.split) {
-      splitScope = scopeOf(arg.split->axis);
-      tensor.blockDim = arg.split->dim;
-      tensor.blockCount = comm.scopeSize(*splitScope);
-      tensor.blockIndex = comm.scopeRank(*splitScope);
-    }
+    tensor.blockLevels = blockLevelsOf(arg, comm);
+    // The block's number, row-major over the cuts.
+    for (GridAxis axis : arg.splitAxes())
+      tensor.blockIndex = tensor.blockIndex * comm.scopeSize(scopeOf(axis)) +
+                          comm.scopeRank(scopeOf(axis));
     // Each pipeline stage holds its own tensors: their stage writes them (a
     // tied weight, the first stage that holds it).
-    for (CommScope scope : {CommScope::DP, CommScope::TP, CommScope::PP})
-      if (scope != splitScope && comm.scopeRank(scope) != 0 &&
-          !(pipeline && scope == CommScope::PP))
-        tensor.write = false;
+    std::vector<GridAxis> replicating{GridAxis::DP, GridAxis::TP};
+    if (!pipeline)
+      replicating.push_back(GridAxis::PP);
+    if (!arg.isFirstCopyAt(comm.coordsOf(comm.worldRank()), replicating))
+      tensor.write = false;
     if (pipeline && firstStage.at(tensor.name) != comm.scopeRank(CommScope::PP))
       tensor.write = false;
   }
@@ -166,20 +173,16 @@ std::vector<char> wholeParameter(Session &session, Communicator &comm,
               CommScope::World);
   if (comm.worldRank() != 0)
     return {};
-  auto axis = static_cast<size_t>(arg.split->axis);
-  BlockSplit blocks(arg.globalShape, arg.split->dim,
-                    comm.scopeSize(scopeOf(arg.split->axis)),
-                    dtypeSize(arg.dtype), arg.name);
+  const GridVector &grid = session.getManifest().grid;
+  size_t elementSize = dtypeSize(arg.dtype);
   std::vector<char> whole(
       static_cast<size_t>(byteSize(arg.dtype, arg.globalShape, arg.name)));
   for (int64_t r = 0; r < ranks; ++r) {
     const GridVector &coords = comm.coordsOf(r);
-    bool replicaZero = true;
-    for (size_t a = 0; a < coords.size(); ++a)
-      replicaZero &= a == axis || coords[a] == 0;
-    if (replicaZero)
-      blocks.unpack(all.data() + static_cast<size_t>(r) * blockBytes,
-                    coords[axis], whole.data());
+    if (arg.isFirstCopyAt(coords, {GridAxis::DP, GridAxis::TP, GridAxis::PP}))
+      unpackBox(all.data() + static_cast<size_t>(r) * blockBytes,
+                arg.boxAt(grid, coords), arg.globalShape, elementSize,
+                whole.data());
   }
   return whole;
 }
@@ -218,13 +221,12 @@ gatherPipelineParameters(Session &session, const Communicator &comm,
         if (arg.kind != ArgumentKind::Parameter ||
             firstStage.at(arg.name) != stage)
           continue;
-        if (arg.split && arg.split->axis != GridAxis::TP &&
-            arg.split->axis != GridAxis::DP)
-          throw Error("internal error: pipeline stage parameter '" + arg.name +
-                      "' is split over " +
-                      std::string(gridAxisName(arg.split->axis)) +
-                      ", which writing the trained parameters does not "
-                      "gather");
+        for (GridAxis axis : arg.splitAxes())
+          if (axis == GridAxis::PP)
+            throw Error("internal error: pipeline stage parameter '" +
+                        arg.name +
+                        "' is split over pp, which writing the trained "
+                        "parameters does not gather");
         size_t blockBytes =
             static_cast<size_t>(byteSize(arg.dtype, arg.shape, arg.name));
         std::vector<char> zeros;
@@ -260,29 +262,16 @@ gatherPipelineParameters(Session &session, const Communicator &comm,
             });
         p.bytes.resize(
             static_cast<size_t>(byteSize(arg.dtype, p.shape, arg.name)));
-        // The blocks come from the ranks of the stage along the split axis
-        // (tp, or dp for ZeRO-3), at coordinate 0 of the other.
-        std::optional<BlockSplit> blocks;
-        auto splitAxis =
-            static_cast<size_t>(arg.split ? arg.split->axis : GridAxis::TP);
-        auto otherAxis = static_cast<size_t>(
-            splitAxis == static_cast<size_t>(GridAxis::TP) ? GridAxis::DP
-                                                           : GridAxis::TP);
-        if (arg.split)
-          blocks.emplace(arg.globalShape, arg.split->dim,
-                         manifest.grid[splitAxis], dtypeSize(arg.dtype),
-                         arg.name);
+        // The blocks come from the stage's ranks along the split axes (tp,
+        // dp for ZeRO-3, or both), at coordinate 0 of the others.
         for (int64_t r = 0; r < ranks; ++r) {
           const GridVector &coords = hostComm.coordsOf(r);
-          int64_t index = coords[splitAxis];
           if (coords[static_cast<size_t>(GridAxis::PP)] != stage ||
-              coords[otherAxis] != 0 || (!blocks && index != 0))
+              !arg.isFirstCopyAt(coords, {GridAxis::DP, GridAxis::TP}))
             continue;
-          const char *block = all.data() + static_cast<size_t>(r) * blockBytes;
-          if (blocks)
-            blocks->unpack(block, index, p.bytes.data());
-          else
-            std::memcpy(p.bytes.data(), block, blockBytes);
+          unpackBox(all.data() + static_cast<size_t>(r) * blockBytes,
+                    arg.boxAt(manifest.grid, coords), p.shape,
+                    dtypeSize(arg.dtype), p.bytes.data());
         }
         result.push_back(std::move(p));
       }

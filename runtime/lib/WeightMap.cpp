@@ -73,7 +73,8 @@ MappedFile &WeightMap::mapFile(const std::string &resolvedPath) {
   return *slot;
 }
 
-void *WeightMap::get(const ArgumentDesc &arg, const GridVector &coords) {
+void *WeightMap::get(const ArgumentDesc &arg, const GridVector &coords,
+                     const GridVector &grid) {
   std::string what = "parameter '" + arg.name + "'";
   if (!arg.source)
     throw Error(what + " has no source");
@@ -102,7 +103,18 @@ void *WeightMap::get(const ArgumentDesc &arg, const GridVector &coords) {
 
   int64_t block = 0, parts = 1;
   std::optional<BlockSplit> blocks;
-  if (arg.split) {
+  std::optional<TensorBox> box;
+  if (arg.innerSplit) {
+    // A block of a block: its box, which the file holds strided.
+    if (grid.empty())
+      throw Error("internal error: " + what +
+                  " is cut twice, and loading its block needs the grid");
+    box = arg.boxAt(grid, coords);
+    if (box->sizes != arg.shape)
+      throw Error(what + ": its block of " + formatShape(whole) + " is " +
+                  formatShape(box->sizes) + ", but its shape is " +
+                  formatShape(arg.shape));
+  } else if (arg.split) {
     size_t axis = static_cast<size_t>(arg.split->axis);
     block = coords[axis];
     if (arg.shape.size() != whole.size() || arg.split->dim < 0 ||
@@ -136,6 +148,14 @@ void *WeightMap::get(const ArgumentDesc &arg, const GridVector &coords) {
 
   uint8_t *bytes = mapped->data() + offset;
   size_t blockLength = static_cast<size_t>(length);
+  if (box) {
+    blockLength = static_cast<size_t>(byteSize(arg.dtype, arg.shape, what));
+    alignedCopies.emplace_back(blockLength);
+    if (blockLength > 0)
+      packBox(bytes, whole, *box, dtypeSize(arg.dtype),
+              alignedCopies.back().data());
+    return alignedCopies.back().data();
+  }
   if (blocks) {
     blockLength = blocks->blockBytes();
     if (!blocks->blocksAreContiguous()) {

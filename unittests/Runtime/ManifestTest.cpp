@@ -258,6 +258,38 @@ TEST(ManifestTest, ParsesSplitParameters) {
   EXPECT_EQ(parseManifest(manifest.dump(), Path).arguments[0].split->dim, 1);
 }
 
+TEST(ManifestTest, ParsesABlockOfABlock) {
+  // fc.weight [4, 8] split over tp along dim 1 ([4, 4] per tp rank), each
+  // tp block's dim 0 over dp ([2, 4] per rank): ZeRO-3 under tp.
+  json manifest = tensorParallelManifest(1);
+  json &weight = manifest["arguments"][0];
+  weight["shape"] = {2, 4};
+  weight["split"] =
+      json::array({{{"axis", "tp"}, {"dim", 1}}, {{"axis", "dp"}, {"dim", 0}}});
+  Manifest parsed = parseManifest(manifest.dump(), Path);
+  const ArgumentDesc &arg = parsed.arguments[0];
+  ASSERT_TRUE(arg.split && arg.innerSplit);
+  EXPECT_EQ(arg.split->axis, GridAxis::TP);
+  EXPECT_EQ(arg.innerSplit->axis, GridAxis::DP);
+  EXPECT_EQ(arg.innerSplit->dim, 0);
+  EXPECT_EQ(arg.globalShape, (Shape{4, 8}));
+  // The rank at dp 1, tp 0 holds rows 2-3 of columns 0-3.
+  TensorBox box = arg.boxAt(parsed.grid, GridVector{1, 0, 0});
+  EXPECT_EQ(box.offsets, (Shape{2, 0}));
+  EXPECT_EQ(box.sizes, (Shape{2, 4}));
+  EXPECT_EQ(arg.splitAxes(),
+            (std::vector<GridAxis>{GridAxis::TP, GridAxis::DP}));
+  EXPECT_TRUE(arg.isFirstCopyAt(GridVector{1, 1, 0},
+                                {GridAxis::DP, GridAxis::TP, GridAxis::PP}));
+
+  // A global shape that leaves out one of the two splits.
+  weight["global_shape"] = {2, 8};
+  expectError(manifest, "'arguments[0].global_shape' is [2, 8], but "
+                        "'fc.weight' needs [4, 8] (shape [2, 4] with dim 1 "
+                        "times 2, the size of grid axis tp and with dim 0 "
+                        "times 2, the size of grid axis dp)");
+}
+
 TEST(ManifestTest, ReportsInconsistentParameterSplits) {
   json manifest = tensorParallelManifest(1);
   manifest["arguments"][0]["global_shape"] = {4, 4};
@@ -336,8 +368,19 @@ TEST(ManifestTest, ReportsBadGridsCoordinatesAndSplits) {
       {"/arguments/1/split",
        json::array(
            {{{"axis", "dp"}, {"dim", 0}}, {{"axis", "tp"}, {"dim", 1}}}),
-       "'arguments[1].split' lists 2 splits of 'x', but autopar-run supports "
-       "exactly one split per tensor"},
+       "'arguments[1].split' lists two splits of 'x', which only "
+       "parameters, optimizer states and updates may have"},
+      {"/arguments/0/split",
+       json::array({{{"axis", "dp"}, {"dim", 0}},
+                    {{"axis", "tp"}, {"dim", 1}},
+                    {{"axis", "pp"}, {"dim", 1}}}),
+       "'arguments[0].split' lists 3 splits of 'fc.weight', but autopar-run "
+       "supports one split per tensor, or two (a block of a block)"},
+      {"/arguments/0/split",
+       json::array(
+           {{{"axis", "dp"}, {"dim", 0}}, {{"axis", "dp"}, {"dim", 1}}}),
+       "'arguments[0].split[1].axis' is \"dp\" again: the two splits of "
+       "'fc.weight' must be over different grid axes"},
       {"/arguments/1/split", 3, "'arguments[1].split' must be an object"},
       {"/arguments/0/global_shape", json{8, 8},
        "'arguments[0].global_shape' is [8, 8], but 'fc.weight' needs [4, 8] "

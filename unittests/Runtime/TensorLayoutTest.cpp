@@ -63,6 +63,46 @@ TEST(TensorLayoutTest, RejectsUnevenOrMissingDimensions) {
   EXPECT_THROW(BlockSplit({}, 0, 1, 4, "t"), Error);
 }
 
+TEST(TensorLayoutTest, NestedCutsGiveABoxOfABlock) {
+  // [4, 6] cut over tp (2) along dim 1, then each tp block's dim 0 over dp
+  // (2): the rank at tp 1, dp 0 holds rows 0-1 of columns 3-5.
+  std::vector<int> whole = iota(24);
+  TensorBox box = cutBox({4, 6}, {{1, 2, 1}, {0, 2, 0}}, "t");
+  EXPECT_EQ(box.offsets, (Shape{0, 3}));
+  EXPECT_EQ(box.sizes, (Shape{2, 3}));
+  std::vector<int> block(6);
+  packBox(whole.data(), {4, 6}, box, sizeof(int), block.data());
+  EXPECT_EQ(block, (std::vector<int>{3, 4, 5, 9, 10, 11}));
+  // Every (tp, dp) block, unpacked, tiles the whole.
+  std::vector<int> back(24, -1);
+  for (int64_t tp = 0; tp < 2; ++tp)
+    for (int64_t dp = 0; dp < 2; ++dp) {
+      TensorBox b = cutBox({4, 6}, {{1, 2, tp}, {0, 2, dp}}, "t");
+      packBox(whole.data(), {4, 6}, b, sizeof(int), block.data());
+      unpackBox(block.data(), b, {4, 6}, sizeof(int), back.data());
+    }
+  EXPECT_EQ(back, whole);
+  // Two cuts of one dim: tp's block 1 of [8], then dp's block 0 of that.
+  TensorBox same = cutBox({8}, {{0, 2, 1}, {0, 2, 0}}, "t");
+  EXPECT_EQ(same.offsets, (Shape{4}));
+  EXPECT_EQ(same.sizes, (Shape{2}));
+  // No cuts: the whole.
+  EXPECT_EQ(cutBox({3, 2}, {}, "t").sizes, (Shape{3, 2}));
+}
+
+TEST(TensorLayoutTest, NestedCutsRejectWhatDoesNotDivide) {
+  try {
+    cutBox({4, 6}, {{1, 2, 0}, {1, 2, 0}}, "parameter 'w'");
+    ADD_FAILURE();
+  } catch (const Error &error) {
+    EXPECT_STREQ(error.what(), "parameter 'w': dimension 1 of the block "
+                               "[4, 3] of [4, 6] does not split into 2 equal "
+                               "blocks");
+  }
+  EXPECT_THROW(cutBox({4}, {{1, 2, 0}}, "t"), Error);
+  EXPECT_THROW(cutBox({4}, {{0, 2, 2}}, "t"), Error);
+}
+
 TEST(TensorLayoutTest, CopiesStridedViews) {
   // The transpose of a [2, 3] matrix as a [3, 2] view.
   std::vector<int> matrix = iota(6);

@@ -22,6 +22,7 @@
 #include "autopar/runtime/Communicator.h"
 #include "autopar/runtime/DataLoader.h"
 #include "autopar/runtime/Manifest.h"
+#include "autopar/runtime/TensorLayout.h"
 
 #include <cstdint>
 #include <memory>
@@ -52,11 +53,21 @@ struct CheckpointTensor {
   /// listed so that every rank describes the same training state, never
   /// written or read by this rank.
   void *data = nullptr;
+  /// One cut of a split tensor: `count` equal blocks along `dim` of what
+  /// the cuts before it left.
+  struct BlockLevel {
+    int64_t dim = 0, count = 1;
+  };
   /// When the rank holds one block of the tensor (an argument split over a
-  /// grid axis, such as ZeRO's optimizer states): `data` is block
-  /// `blockIndex` of `blockCount` equal blocks along dim `blockDim`
-  /// (-1: the whole tensor).
-  int64_t blockDim = -1, blockCount = 1, blockIndex = 0;
+  /// grid axis, such as ZeRO's optimizer states; or a block of a block,
+  /// ZeRO's over tensor parallelism): the cuts, outermost first (empty: the
+  /// whole tensor), and `data` is block `blockIndex` of them, numbered
+  /// row-major over the cuts (the first cut's index most significant).
+  std::vector<BlockLevel> blockLevels;
+  int64_t blockIndex = 0;
+  bool isBlock() const { return !blockLevels.empty(); }
+  /// The box block \p index covers (blockIndex's numbering).
+  TensorBox boxOf(int64_t index) const;
   /// Whether this rank writes what it holds: false on the ranks whose copy
   /// another rank writes (replicas).
   bool write = true;

@@ -14,6 +14,7 @@
 #include "autopar/runtime/Grid.h"
 #include "autopar/runtime/PipelineSchedule.h"
 #include "autopar/runtime/Tensor.h"
+#include "autopar/runtime/TensorLayout.h"
 
 #include <cstdint>
 #include <optional>
@@ -87,6 +88,11 @@ struct ArgumentDesc {
   /// Present only for split tensors (inputs, outputs, and parameters of
   /// which each rank takes a block; their source holds `globalShape`).
   std::optional<SplitDesc> split;
+  /// A second split, of `split`'s block (the manifest's "split" as a list
+  /// of two): ZeRO's data-parallel blocks (dim 0) of a tensor-parallel block,
+  /// PyTorch FSDP2's layout over TP. Only on parameters, optimizer states
+  /// and their updates.
+  std::optional<SplitDesc> innerSplit;
   /// Present exactly for parameters.
   std::optional<TensorSource> source;
   /// The element type of the parameter's source bytes (`source_dtype`;
@@ -103,6 +109,19 @@ struct ArgumentDesc {
   std::string role, of;
   /// Updates: the argument whose next value this result is (`updates`).
   std::string updates;
+  /// The grid axes that cut this tensor (none, one or two).
+  std::vector<GridAxis> splitAxes() const;
+  /// The cuts that give the rank at \p coords its block of `globalShape`
+  /// on \p grid (empty: it holds the whole).
+  std::vector<BlockCut> cutsAt(const GridVector &grid,
+                               const GridVector &coords) const;
+  /// The box of `globalShape` the rank at \p coords holds.
+  TensorBox boxAt(const GridVector &grid, const GridVector &coords) const;
+  /// True if the rank at \p coords holds the copy of its block that is
+  /// written or gathered: coordinate 0 on every axis of \p axes (those
+  /// that replicate the tensor) that does not cut it.
+  bool isFirstCopyAt(const GridVector &coords,
+                     const std::vector<GridAxis> &axes) const;
   bool isActivation() const {
     return kind == ArgumentKind::ActivationIn ||
            kind == ArgumentKind::ActivationOut;

@@ -14,6 +14,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
+#include <vector>
 
 namespace autopar::runtime {
 
@@ -67,6 +69,33 @@ void copyStridedToDense(const void *src, const int64_t *sizes,
 void copyDenseToStrided(const void *dense, const int64_t *sizes,
                         const int64_t *strides, int rank, size_t elementSize,
                         void *dst, const ByteCopier &copier = hostCopier());
+
+/// A box of a row-major tensor: its corner and extent.
+struct TensorBox {
+  Shape offsets, sizes;
+};
+
+/// One cut of a nested split: `parts` equal blocks along dimension `dim` of
+/// what the cuts before it left, of which block `index` is kept.
+struct BlockCut {
+  int64_t dim = 0;
+  int64_t parts = 1;
+  int64_t index = 0;
+};
+
+/// The box of a tensor of shape \p whole that \p cuts leave, applied in
+/// order (a tensor-parallel block, then ZeRO's block of it: PyTorch FSDP2's
+/// layout over TP). Throws Error (naming \p what) where a dim is out of range
+/// or does not divide, or an index is outside its parts.
+TensorBox cutBox(const Shape &whole, const std::vector<BlockCut> &cuts,
+                 const std::string &what);
+
+/// Copies \p box of the dense row-major \p whole (of shape \p wholeShape)
+/// to the dense \p block, or back.
+void packBox(const void *whole, const Shape &wholeShape, const TensorBox &box,
+             size_t elementSize, void *block);
+void unpackBox(const void *block, const TensorBox &box, const Shape &wholeShape,
+               size_t elementSize, void *whole);
 
 /// True if \p strides are those of a dense row-major tensor of \p sizes
 /// (strides of dimensions of size 1 do not matter).

@@ -54,8 +54,11 @@ public:
   /// result is the block of the rank at \p coords (its coordinate on the
   /// split axis): a pointer into the mapping when the block is contiguous
   /// (split along dim 0, or only size-1 dims before it) and aligned to the
-  /// element size, otherwise a dense copy made here, once.
-  void *get(const ArgumentDesc &arg, const GridVector &coords = {});
+  /// element size, otherwise a dense copy made here, once. A parameter cut
+  /// twice (`innerSplit`: ZeRO-3's blocks of a tensor-parallel block) needs
+  /// the \p grid too.
+  void *get(const ArgumentDesc &arg, const GridVector &coords = {},
+            const GridVector &grid = {});
 
   /// Number of distinct files mapped so far.
   size_t numMappedFiles() const { return files.size(); }
