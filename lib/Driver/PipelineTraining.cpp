@@ -24,6 +24,7 @@
 #include "autopar/Planner/Recompute.h"
 #include "autopar/Target/Artifact.h"
 #include "autopar/Target/LoweringPasses.h"
+#include "autopar/Planner/ActiveValues.h"
 #include "autopar/Transforms/Autodiff.h"
 #include "autopar/Transforms/GradientBuckets.h"
 #include "autopar/Transforms/LossNormalisation.h"

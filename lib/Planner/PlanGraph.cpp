@@ -11,6 +11,7 @@
 
 #include "PlannerImpl.h"
 
+#include "autopar/Planner/ActiveValues.h"
 #include "autopar/Planner/Recompute.h"
 #include "autopar/Planner/ReshapeSplits.h"
 
@@ -416,11 +417,13 @@ static void assignDistinctSegments(ProgramGraph &graph) {
   graph.distinctSegments = ids.size();
 }
 
-/// The arguments of \p main the output named \p lossOutput depends on (its
-/// default: the only scalar float output), or std::nullopt when there is no
-/// such output.
-static std::optional<llvm::DenseSet<BlockArgument>>
-argumentsTheLossReads(func::FuncOp main, llvm::StringRef lossOutput) {
+/// The arguments of \p main that carry a gradient from the output named
+/// \p lossOutput (its default: the only scalar float output), as
+/// autopar-differentiate finds them (ActiveValues.h): a float buffer read
+/// only by a comparison (a causal mask) is not trained. std::nullopt when
+/// there is no such output.
+static std::optional<llvm::DenseSet<Value>>
+argumentsTheLossTrains(func::FuncOp main, llvm::StringRef lossOutput) {
   auto ret = cast<func::ReturnOp>(main.getBody().front().getTerminator());
   std::optional<Value> loss;
   for (auto [k, v] : llvm::enumerate(ret.getOperands())) {
@@ -438,29 +441,11 @@ argumentsTheLossReads(func::FuncOp main, llvm::StringRef lossOutput) {
   }
   if (!loss)
     return std::nullopt;
-  llvm::DenseSet<BlockArgument> read;
-  llvm::DenseSet<Value> seen;
-  SmallVector<Value> work{*loss};
-  while (!work.empty()) {
-    Value v = work.pop_back_val();
-    if (!seen.insert(v).second)
-      continue;
-    if (auto arg = dyn_cast<BlockArgument>(v)) {
-      if (arg.getOwner() == &main.getBody().front())
-        read.insert(arg);
-      continue;
-    }
-    Operation *op = v.getDefiningOp();
-    llvm::append_range(work, op->getOperands());
-    // Values a body reads from above (a linalg op's captured scalars).
-    op->walk([&](Operation *nested) {
-      for (Value operand : nested->getOperands())
-        if (!op->isProperAncestor(operand.getParentBlock()->getParentOp()) &&
-            operand.getParentBlock()->getParentOp() != op)
-          work.push_back(operand);
-    });
-  }
-  return read;
+  SmallVector<Value> parameters;
+  for (BlockArgument arg : main.getArguments())
+    if (main.getArgAttr(arg.getArgNumber(), attrs::kParameter))
+      parameters.push_back(arg);
+  return findActiveValues(main, parameters, *loss);
 }
 
 FailureOr<ProgramGraph>
@@ -491,10 +476,11 @@ buildProgramGraph(func::FuncOp main,
   for (unsigned j = 0; j < main.getNumResults(); ++j)
     if (auto name = main.getResultAttrOfType<StringAttr>(j, attrs::kUpdate))
       stateParameters.insert(name.getValue());
-  // Parameters the loss does not depend on get no gradient.
-  std::optional<llvm::DenseSet<BlockArgument>> lossReads;
+  // Parameters the loss does not depend on, or only through comparisons
+  // or indices, get no gradient.
+  std::optional<llvm::DenseSet<Value>> lossReads;
   if (lossOutput)
-    lossReads = argumentsTheLossReads(main, *lossOutput);
+    lossReads = argumentsTheLossTrains(main, *lossOutput);
   bool sawInput = false;
   for (unsigned i = 0; i < main.getNumArguments(); ++i) {
     Value arg = main.getArgument(i);

@@ -10,6 +10,7 @@
 
 #include "autopar/Dialect/Attributes.h"
 #include "autopar/Dialect/AutoparOps.h"
+#include "autopar/Planner/ActiveValues.h"
 #include "autopar/Planner/Planner.h"
 #include "autopar/Transforms/Autodiff.h"
 #include "autopar/Transforms/GradientBuckets.h"

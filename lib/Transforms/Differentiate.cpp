@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "autopar/Dialect/Attributes.h"
+#include "autopar/Planner/ActiveValues.h"
 #include "autopar/Transforms/Autodiff.h"
 #include "autopar/Transforms/Passes.h"
 

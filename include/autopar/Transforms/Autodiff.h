@@ -29,13 +29,6 @@ llvm::FailureOr<llvm::SmallVector<mlir::Value>>
 buildGradients(mlir::func::FuncOp func, mlir::Value loss,
                llvm::ArrayRef<mlir::Value> wrt);
 
-/// The values of `func`'s body that depend on any of `from` through
-/// float-typed data flow, intersected with those `to` depends on: the values
-/// that carry a gradient from `to` back to `from`.
-llvm::DenseSet<mlir::Value> findActiveValues(mlir::func::FuncOp func,
-                                             llvm::ArrayRef<mlir::Value> from,
-                                             mlir::Value to);
-
 } // namespace autopar
 
 #endif // AUTOPAR_TRANSFORMS_AUTODIFF_H
