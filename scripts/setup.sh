@@ -8,8 +8,9 @@ SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
 
 APT_PACKAGES=(
-  # Compiler toolchain and build system.
-  build-essential cmake ninja-build git
+  # Compiler toolchain and build system; ccache makes a second checkout's build
+  # (a CI clone) and rebuilds after switching branches cheap (scripts/test.sh).
+  build-essential cmake ninja-build git ccache
   # LLVM/MLIR 22 (libMLIR.so, mlir-opt, FileCheck, lit).
   libmlir-22-dev mlir-22-tools llvm-22-dev llvm-22-tools
   # ONNX (C++ library, protobuf, shape inference) and its backend node test suite.
