@@ -9,6 +9,7 @@
 #include "autopar/Driver/TrainingStep.h"
 
 #include "autopar/Conversion/Passes.h"
+#include "autopar/Dialect/Attributes.h"
 #include "autopar/Import/OnnxImporter.h"
 #include "autopar/Import/WeightLocator.h"
 #include "autopar/Planner/Cluster.h"
@@ -28,6 +29,7 @@
 #include "mlir/InitAllPasses.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Target/LLVMIR/Dialect/All.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "mlir/Transforms/Passes.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -415,13 +417,13 @@ int CompileFlow::pinTensorParallelTraining() {
   if (o.emitGradients)
     return refuse("--emit-gradients returns whole gradients; tensor-"
                   "parallel ranks hold blocks of them (drop one of the two)");
-  if (request.pins.zeroStage && *request.pins.zeroStage > 0)
-    return refuse("ZeRO under tensor parallelism is being built (drop --zero "
-                  "and zero_optimization.stage)");
   request.pins.dp = world / o.tp;
   request.pins.tp = o.tp;
   request.pins.pp = 1;
-  request.pins.zeroStage = 0;
+  // ZeRO 1 to 3 over the replicas when pinned (--zero or
+  // zero_optimization.stage), else none.
+  if (!request.pins.zeroStage)
+    request.pins.zeroStage = 0;
   tensorParallelTraining = true;
   return 0;
 }
@@ -440,9 +442,6 @@ int CompileFlow::pinPipelineTraining() {
                   llvm::Twine(world) + " ranks: --pp" +
                   (tp > 1 ? " times --tp" : "") +
                   " must divide the rank count, with --dp the rest");
-  if (tp > 1 && request.pins.zeroStage && *request.pins.zeroStage > 0)
-    return refuse("ZeRO under tensor parallelism is being built (drop --zero "
-                  "and zero_optimization.stage, or --tp)");
   if (o.emitGradients)
     return refuse("--emit-gradients returns one program's gradients; the "
                   "stages of a pipeline each hold their own (drop one of the "
@@ -718,12 +717,27 @@ int CompileFlow::compileTrainingStep() {
     };
     llvm::outs() << "  tensor parallel " << best.tp
                  << " ranks: the forward is partitioned as planned, and the "
-                    "backward and the update as its annotations imply\n";
+                 << (best.zeroStage > 0
+                         ? "backward as its annotations imply; ZeRO's update "
+                           "runs on each rank's blocks\n"
+                         : "backward and the update as its annotations "
+                           "imply\n");
   }
-  auto pm = PassManager::on<ModuleOp>(context.get());
-  applyPassManagerCLOptionsIfAny(pm);
-  buildTrainingStepPipeline(pm, step);
-  if (failed(pm.run(*module)))
+  // Under ZeRO, a tp step is partitioned before its update, so that ZeRO
+  // cuts each rank's tp block over the replicas as it would cut a whole
+  // parameter (docs/distributed-training.md, "ZeRO with tensor
+  // parallelism"); otherwise the update is annotated and partitioned with
+  // the rest.
+  step.partitionedForTensorParallel = best.tp > 1 && best.zeroStage > 0;
+  auto runPasses = [&](auto build) {
+    auto pm = PassManager::on<ModuleOp>(context.get());
+    applyPassManagerCLOptionsIfAny(pm);
+    build(pm, step);
+    return pm.run(*module);
+  };
+  if (failed(runPasses(step.partitionedForTensorParallel
+                           ? buildGradientPipeline
+                           : buildTrainingStepPipeline)))
     return 1;
   std::vector<TensorParallelSplit> splits;
   if (best.tp > 1) {
@@ -748,7 +762,21 @@ int CompileFlow::compileTrainingStep() {
           problems.push_back(problem);
         return success();
       });
-      partitioned = partitionTrainingStep(*module, splits);
+      if (step.partitionedForTensorParallel) {
+        // The gradients, and the updates of what the forward updates, are
+        // laid out as their parameters.
+        auto main = module->lookupSymbol<func::FuncOp>("main");
+        if (llvm::Error err = partitionDifferentiated(
+                *module, main, "the training step", [&](unsigned j) {
+                  return main.getResultAttr(j, attrs::kGradient) ||
+                         main.getResultAttr(j, attrs::kUpdate);
+                })) {
+          problems.push_back(llvm::toString(std::move(err)));
+          partitioned = failure();
+        }
+      } else {
+        partitioned = partitionTrainingStep(*module, splits);
+      }
     }
     if (failed(partitioned)) {
       std::string list;
@@ -761,6 +789,17 @@ int CompileFlow::compileTrainingStep() {
           "\ndrop --tp to train it data-parallel over the ranks "
           "(--dump-ir DIR writes train-step-annotated.mlir)");
     }
+  }
+  if (step.partitionedForTensorParallel) {
+    if (failed(runPasses(buildUpdatePipeline)))
+      return 1;
+    // The collectives as they will run: the update's canonicalization
+    // exposes more of the rewrites autopar-lower-collectives-to-runtime
+    // makes first (an all-reduce whose block is sliced: a reduce-scatter).
+    RewritePatternSet fold(context.get());
+    populateCollectiveFoldPatterns(fold);
+    if (failed(applyPatternsGreedily(*module, std::move(fold))))
+      return fail("folding the training step's collectives did not converge");
   }
   // What the step exchanges, exactly (the report's predicted collectives),
   // before the collectives become runtime calls.
@@ -847,11 +886,22 @@ int CompileFlow::compilePipelineTraining() {
                << recomputeName(best.recompute)
                << "): each stage runs its forward and backward per "
                   "micro-batch, then its update\n";
-  if (best.dp > 1)
+  if (best.dp > 1 && best.zeroStage == 0)
     llvm::outs() << "  data parallel " << best.dp << " replicas of the "
                  << "pipeline, " << plan->globalBatch / best.dp
                  << " samples each: each stage's gradients are all-reduced "
                     "over them before the update\n";
+  else if (best.dp > 1)
+    llvm::outs() << "  data parallel " << best.dp << " replicas of the "
+                 << "pipeline, " << plan->globalBatch / best.dp
+                 << " samples each, ZeRO-" << best.zeroStage
+                 << ": each stage's replicas update their blocks of its "
+                 << (best.zeroStage >= 3
+                         ? "parameters, gradients and optimizer states"
+                     : best.zeroStage == 2 ? "gradients and optimizer states"
+                                           : "optimizer states")
+                 << (best.tp > 1 ? " (blocks of each rank's tp blocks)" : "")
+                 << "\n";
   if (best.tp > 1)
     llvm::outs() << "  tensor parallel " << best.tp
                  << " ranks per stage: each stage's forward is partitioned "

@@ -21,10 +21,10 @@
 #include "autopar/Dialect/Attributes.h"
 #include "autopar/Import/InferenceModel.h"
 #include "autopar/Import/WeightLocator.h"
+#include "autopar/Planner/ActiveValues.h"
 #include "autopar/Planner/Recompute.h"
 #include "autopar/Target/Artifact.h"
 #include "autopar/Target/LoweringPasses.h"
-#include "autopar/Planner/ActiveValues.h"
 #include "autopar/Transforms/Autodiff.h"
 #include "autopar/Transforms/GradientBuckets.h"
 #include "autopar/Transforms/LossNormalisation.h"
@@ -241,96 +241,6 @@ struct StepFacts {
   llvm::StringSet<> trained;
 };
 
-/// `v` annotated whole (replicated) on every rank of @autopar_grid.
-Value annotateWhole(OpBuilder &b, Location loc, Value v) {
-  MLIRContext *ctx = b.getContext();
-  // One empty entry, not none: see createSharding in PlanAnnotate.cpp.
-  Value replicated =
-      shard::ShardingOp::create(
-          b, loc, FlatSymbolRefAttr::get(ctx, "autopar_grid"),
-          ArrayRef<shard::GridAxesAttr>{shard::GridAxesAttr::get(ctx, {})})
-          .getResult();
-  return shard::ShardOp::create(b, loc, v, replicated,
-                                /*annotate_for_users=*/false);
-}
-
-/// Partitions the differentiated stage \p f over its tensor-parallel group
-/// (the plan annotated its forward before autodiff, whose shard rule lays
-/// out each cotangent as its value, so the backward gets Megatron's
-/// conjugate collectives), as the one-program step is. A parameter the plan
-/// splits becomes this rank's block and is marked `autopar.tp_split`. The
-/// stage's other arguments, and its results outside [\p firstBlockResult,
-/// \p endBlockResult) (the parameters' gradients and the updates of the
-/// state the forward updates, laid out as their parameters), are what it
-/// receives, sends and sums: they must stay whole.
-llvm::Error partitionStage(ModuleOp stage, func::FuncOp f, int64_t k,
-                           size_t firstBlockResult, size_t endBlockResult) {
-  MLIRContext *ctx = stage.getContext();
-  auto shapesOf = [](TypeRange types) {
-    SmallVector<SmallVector<int64_t>> shapes;
-    for (Type t : types)
-      shapes.emplace_back(cast<RankedTensorType>(t).getShape());
-    return shapes;
-  };
-  auto wholeArgs = shapesOf(f.getArgumentTypes());
-  auto wholeResults = shapesOf(f.getResultTypes());
-  // An argument the differentiated stage no longer reads (the cotangent of
-  // an output no parameter affects, a parameter of such an output) is
-  // whole: partitioning reads every argument through one annotation.
-  {
-    OpBuilder b = OpBuilder::atBlockBegin(&f.getBody().front());
-    for (BlockArgument arg : f.getArguments()) {
-      auto type = dyn_cast<RankedTensorType>(arg.getType());
-      if (!arg.use_empty() || !type || type.getRank() == 0)
-        continue;
-      annotateWhole(b, arg.getLoc(), arg);
-    }
-  }
-  auto pm = PassManager::on<ModuleOp>(ctx);
-  applyPassManagerCLOptionsIfAny(pm);
-  addTensorParallelPartitioning(pm);
-  if (failed(pm.run(stage)))
-    return error("partitioning pipeline stage " + llvm::Twine(k) +
-                 " over its tensor-parallel group failed (see the "
-                 "diagnostics above)");
-  // The collectives as they will run (as partitionTrainingStep).
-  RewritePatternSet fold(ctx);
-  populateCollectiveFoldPatterns(fold);
-  if (failed(applyPatternsGreedily(stage, std::move(fold))))
-    return error("folding the collectives of pipeline stage " + llvm::Twine(k) +
-                 " did not converge");
-  Builder b(ctx);
-  for (auto [i, shapes] :
-       llvm::enumerate(llvm::zip(wholeArgs, shapesOf(f.getArgumentTypes())))) {
-    auto &[whole, local] = shapes;
-    if (whole == local)
-      continue;
-    SmallVector<int64_t> dims;
-    for (size_t d = 0; d < whole.size(); ++d)
-      if (whole[d] != local[d])
-        dims.push_back(int64_t(d));
-    auto parameter = f.getArgAttrOfType<StringAttr>(i, attrs::kParameter);
-    if (!parameter || dims.size() != 1)
-      return error("internal error: partitioning pipeline stage " +
-                   llvm::Twine(k) + " split its argument " + llvm::Twine(i) +
-                   (parameter
-                        ? " ('" + parameter.getValue() + "') along several dims"
-                        : llvm::Twine(", which is not a parameter: what a "
-                                      "stage receives must stay whole")));
-    f.setArgAttr(i, attrs::kTensorParallelSplit,
-                 b.getI64IntegerAttr(dims.front()));
-  }
-  for (auto [j, shapes] :
-       llvm::enumerate(llvm::zip(wholeResults, shapesOf(f.getResultTypes())))) {
-    auto &[whole, local] = shapes;
-    if (whole != local && (j < firstBlockResult || j >= endBlockResult))
-      return error("internal error: partitioning pipeline stage " +
-                   llvm::Twine(k) + " split its result " + llvm::Twine(j) +
-                   ", which it sends or sums: it must stay whole");
-  }
-  return llvm::Error::success();
-}
-
 /// Cuts stage module \p stage (from autopar-split-pipeline-stages) into its
 /// forward and backward programs; \p tensorParallel when the plan annotated
 /// the stage for its tp group.
@@ -504,9 +414,12 @@ llvm::Error cutStage(ModuleOp stage, int64_t k, int64_t numStages,
                             .getResult()
                       : annotateWhole(rb, loc, operand.get()));
     }
-    if (llvm::Error err = partitionStage(
-            stage, f, k, forwardResults.size() + forwardSums.size(),
-            kept.size()))
+    size_t firstBlockResult = forwardResults.size() + forwardSums.size(),
+           endBlockResult = kept.size();
+    if (llvm::Error err = partitionDifferentiated(
+            stage, f, "pipeline stage " + std::to_string(k), [&](unsigned j) {
+              return j >= firstBlockResult && j < endBlockResult;
+            }))
       return err;
   }
   // The values by their places, which the cleanup and partitioning keep.
@@ -965,11 +878,6 @@ llvm::Expected<std::vector<PipelineTrainingStage>>
 buildPipelineTraining(MLIRContext &context, const PlanCandidate &plan,
                       const PipelineTrainingOptions &options) {
   const TrainingStepOptions &step = options.step;
-  if (plan.tp > 1 && plan.zeroStage > 0)
-    return error("pipeline-parallel training runs with ZeRO 0 under tensor "
-                 "parallelism so far (the plan has tp " +
-                 llvm::Twine(plan.tp) + ", ZeRO-" +
-                 llvm::Twine(plan.zeroStage) + ")");
   if (step.config.precision == "fp16")
     return error("fp16 loss scaling under pipeline parallelism is being "
                  "built; train in fp32 or bf16");
@@ -1388,51 +1296,6 @@ pipelineCollectives(std::vector<PipelineTrainingStage> &stages,
   return collectivesJson(most);
 }
 
-namespace {
-
-/// The manifest's view of tensor parallelism within a stage: a parameter
-/// marked `autopar.tp_split` is this rank's block of a tensor of \p tp
-/// blocks along that dim (the runtime loads and checkpoints its block), and
-/// so are the parameter's optimizer states and the updates of both.
-void markTensorParallelBlocks(func::FuncOp main, int64_t tp,
-                              std::vector<ArtifactArgument> &arguments) {
-  if (tp <= 1)
-    return;
-  // (global shape, dim) of each split tensor, by name.
-  llvm::StringMap<std::pair<llvm::SmallVector<int64_t>, int64_t>> blocks;
-  auto mark = [&](ArtifactArgument &arg, llvm::StringRef of) {
-    auto it = blocks.find(of);
-    if (it == blocks.end() || arg.splitDim >= 0)
-      return;
-    arg.globalShape = it->second.first;
-    arg.splitDim = it->second.second;
-    arg.splitAxis = "tp";
-  };
-  for (unsigned i = 0; i < main.getNumArguments(); ++i) {
-    auto dim =
-        main.getArgAttrOfType<IntegerAttr>(i, attrs::kTensorParallelSplit);
-    if (!dim)
-      continue;
-    ArtifactArgument &arg = arguments[i];
-    llvm::SmallVector<int64_t> global(arg.shape.begin(), arg.shape.end());
-    global[dim.getInt()] *= tp;
-    blocks[arg.name] = {global, dim.getInt()};
-    mark(arg, arg.name);
-  }
-  for (ArtifactArgument &arg : arguments)
-    if (arg.kind == ArtifactArgument::Kind::OptimizerState)
-      if (auto it = blocks.find(arg.stateOf); it != blocks.end()) {
-        auto block = it->second;
-        blocks[arg.name] = std::move(block);
-        mark(arg, arg.name);
-      }
-  for (ArtifactArgument &arg : arguments)
-    if (arg.kind == ArtifactArgument::Kind::Update)
-      mark(arg, arg.updates);
-}
-
-} // namespace
-
 llvm::FailureOr<TrainedSummary> writePipelineTrainingArtifact(
     std::vector<PipelineTrainingStage> &stages, const PlanCandidate &plan,
     const TrainingArtifactOptions &options, std::string &error) {
@@ -1487,7 +1350,7 @@ llvm::FailureOr<TrainedSummary> writePipelineTrainingArtifact(
         return fail("pipeline stage " + llvm::Twine(k) + "'s " +
                     (part.phase.empty() ? std::string("step") : part.phase) +
                     " lacks the importer's attributes");
-      markTensorParallelBlocks(main, plan.tp, *arguments);
+      markTensorParallelBlocks(main, plan.tp, plan.dp, *arguments);
       // The data: the global batch, cut over the replicas.
       for (ArtifactArgument &arg : *arguments) {
         if (arg.kind != ArtifactArgument::Kind::Input || arg.shape.empty())

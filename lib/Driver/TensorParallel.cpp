@@ -10,6 +10,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/SCF/Utils/Utils.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/Dialect/Shard/Transforms/Passes.h"
 #include "mlir/Pass/PassOptions.h"
 #include "mlir/Pass/PassRegistry.h"
@@ -154,6 +155,137 @@ LogicalResult partitionTensorParallel(
              << out.name << "' is not whole after partitioning";
   }
   return success();
+}
+
+Value annotateWhole(OpBuilder &b, Location loc, Value v) {
+  MLIRContext *ctx = b.getContext();
+  // One empty entry, not none: see createSharding in PlanAnnotate.cpp.
+  Value replicated =
+      shard::ShardingOp::create(
+          b, loc, FlatSymbolRefAttr::get(ctx, "autopar_grid"),
+          ArrayRef<shard::GridAxesAttr>{shard::GridAxesAttr::get(ctx, {})})
+          .getResult();
+  return shard::ShardOp::create(b, loc, v, replicated,
+                                /*annotate_for_users=*/false);
+}
+
+llvm::Error
+partitionDifferentiated(ModuleOp module, func::FuncOp f, llvm::StringRef what,
+                        llvm::function_ref<bool(unsigned)> resultMayBeBlock) {
+  auto error = [](const llvm::Twine &message) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+  };
+  MLIRContext *ctx = module.getContext();
+  auto shapesOf = [](TypeRange types) {
+    SmallVector<SmallVector<int64_t>> shapes;
+    for (Type t : types)
+      shapes.emplace_back(cast<RankedTensorType>(t).getShape());
+    return shapes;
+  };
+  auto wholeArgs = shapesOf(f.getArgumentTypes());
+  auto wholeResults = shapesOf(f.getResultTypes());
+  // Partitioning reads every argument through one annotation. One the
+  // differentiated program no longer reads (the cotangent of an output no
+  // parameter affects, a parameter of such an output), or reads without an
+  // annotation (the labels autopar-add-cross-entropy-loss added after the
+  // plan), is whole; so are the results that must stay whole.
+  {
+    Block &body = f.getBody().front();
+    OpBuilder b = OpBuilder::atBlockBegin(&body);
+    auto isShardable = [](Type t) {
+      auto type = dyn_cast<RankedTensorType>(t);
+      return type && type.getRank() > 0;
+    };
+    auto isAnnotation = [](Operation *op) {
+      auto shard = dyn_cast_or_null<shard::ShardOp>(op);
+      return shard && !shard.getAnnotateForUsers();
+    };
+    for (BlockArgument arg : f.getArguments()) {
+      if (!isShardable(arg.getType()) ||
+          llvm::any_of(arg.getUsers(), isAnnotation))
+        continue;
+      Value whole = annotateWhole(b, arg.getLoc(), arg);
+      arg.replaceAllUsesExcept(whole, whole.getDefiningOp());
+    }
+    auto ret = cast<func::ReturnOp>(body.getTerminator());
+    b.setInsertionPoint(ret);
+    // The sharding each parameter is read with, by name.
+    llvm::StringMap<Value> parameterSharding;
+    for (BlockArgument arg : f.getArguments())
+      if (auto name = f.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                     attrs::kParameter))
+        for (Operation *user : arg.getUsers())
+          if (isAnnotation(user))
+            parameterSharding[name.getValue()] =
+                cast<shard::ShardOp>(user).getSharding();
+    for (OpOperand &result : ret->getOpOperands()) {
+      Value value = result.get();
+      if (!isShardable(value.getType()))
+        continue;
+      auto annotation = value.getDefiningOp<shard::ShardOp>();
+      if (annotation && annotation.getAnnotateForUsers())
+        annotation = {};
+      // The update of what the forward updates (BatchNorm's running
+      // statistics) is annotated whole as a graph output, but it leaves as
+      // its parameter is split, or the rank's block would not hold it.
+      unsigned j = result.getOperandNumber();
+      if (auto of = f.getResultAttrOfType<StringAttr>(j, attrs::kUpdate))
+        if (Value sharding = parameterSharding.lookup(of.getValue());
+            sharding &&
+            (!annotation || shard::Sharding(annotation.getSharding()) !=
+                                shard::Sharding(sharding))) {
+          result.set(shard::ShardOp::create(
+              b, ret.getLoc(), value,
+              b.clone(*sharding.getDefiningOp())->getResult(0),
+              /*annotate_for_users=*/false));
+          continue;
+        }
+      if (!resultMayBeBlock(j) && !annotation)
+        result.set(annotateWhole(b, ret.getLoc(), value));
+    }
+  }
+  auto pm = PassManager::on<ModuleOp>(ctx);
+  applyPassManagerCLOptionsIfAny(pm);
+  addTensorParallelPartitioning(pm);
+  if (failed(pm.run(module)))
+    return error("partitioning " + what +
+                 " over its tensor-parallel group failed (see the "
+                 "diagnostics above)");
+  // The collectives as they will run (as partitionTrainingStep).
+  RewritePatternSet fold(ctx);
+  populateCollectiveFoldPatterns(fold);
+  if (failed(applyPatternsGreedily(module, std::move(fold))))
+    return error("folding the collectives of " + what + " did not converge");
+  Builder b(ctx);
+  for (auto [i, shapes] :
+       llvm::enumerate(llvm::zip(wholeArgs, shapesOf(f.getArgumentTypes())))) {
+    auto &[whole, local] = shapes;
+    if (whole == local)
+      continue;
+    SmallVector<int64_t> dims;
+    for (size_t d = 0; d < whole.size(); ++d)
+      if (whole[d] != local[d])
+        dims.push_back(int64_t(d));
+    auto parameter = f.getArgAttrOfType<StringAttr>(i, attrs::kParameter);
+    if (!parameter || dims.size() != 1)
+      return error("internal error: partitioning " + what +
+                   " split its argument " + llvm::Twine(i) +
+                   (parameter
+                        ? " ('" + parameter.getValue() + "') along several dims"
+                        : llvm::Twine(", which is not a parameter: what it "
+                                      "receives must stay whole")));
+    f.setArgAttr(i, attrs::kTensorParallelSplit,
+                 b.getI64IntegerAttr(dims.front()));
+  }
+  for (auto [j, shapes] :
+       llvm::enumerate(llvm::zip(wholeResults, shapesOf(f.getResultTypes())))) {
+    auto &[whole, local] = shapes;
+    if (whole != local && !resultMayBeBlock(unsigned(j)))
+      return error("internal error: partitioning " + what +
+                   " split its result " + llvm::Twine(j) +
+                   ", which it sends or sums: it must stay whole");
+  }
+  return llvm::Error::success();
 }
 
 LogicalResult partitionTrainingStep(ModuleOp module,

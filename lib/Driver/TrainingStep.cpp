@@ -93,8 +93,22 @@ std::string crossEntropyOutput(llvm::StringRef loss) {
              : std::string();
 }
 
-void buildTrainingStepPipeline(OpPassManager &pm,
-                               const TrainingStepOptions &options) {
+namespace {
+
+/// fp16's loss scale, for autopar-differentiate and autopar-apply-optimizer
+/// alike: 0 without fp16 loss scaling.
+double lossScaleOf(const TrainingStepOptions &options) {
+  const LossScaling &scaling = options.config.lossScaling;
+  if (options.config.precision != "fp16" || options.emitGradients)
+    return 0;
+  return scaling.staticScale > 0 ? scaling.staticScale
+                                 : std::ldexp(1.0, scaling.initialScalePower);
+}
+
+} // namespace
+
+void buildGradientPipeline(OpPassManager &pm,
+                           const TrainingStepOptions &options) {
   bool tensorParallel = options.tensorParallel > 1;
   // Tensor parallelism: the forward is planned and annotated for the group
   // before it is differentiated, so that each cotangent is laid out as its
@@ -122,14 +136,9 @@ void buildTrainingStepPipeline(OpPassManager &pm,
     pm.addPass(createAddCrossEntropyLoss(addLoss));
     differentiate.loss = "loss";
   }
-  const LossScaling &scaling = options.config.lossScaling;
-  bool fp16 = options.config.precision == "fp16";
-  if (fp16 && !options.emitGradients) {
-    differentiate.lossScale = scaling.staticScale > 0
-                                  ? scaling.staticScale
-                                  : std::ldexp(1.0, scaling.initialScalePower);
-    differentiate.dynamicLossScale = scaling.staticScale == 0;
-  }
+  differentiate.lossScale = lossScaleOf(options);
+  differentiate.dynamicLossScale = differentiate.lossScale > 0 &&
+                                   options.config.lossScaling.staticScale == 0;
   pm.addPass(createDifferentiate(differentiate));
   if (options.recompute != "none") {
     // Before the micro-batch loop and ZeRO-3's gathers, which read the
@@ -138,17 +147,28 @@ void buildTrainingStepPipeline(OpPassManager &pm,
     remat.mode = options.recompute;
     pm.addPass(createRematerialize(remat));
   }
+}
+
+void buildUpdatePipeline(OpPassManager &pm,
+                         const TrainingStepOptions &options) {
+  bool tensorParallel = options.tensorParallel > 1;
+  // Annotated for the group, not yet partitioned: the replicas' sums and
+  // the optimizer work on whole tensors, partitioned afterwards.
+  bool annotated = tensorParallel && !options.partitionedForTensorParallel;
   {
     // Also with one call per step: it sets Dropout's sample offset.
     AccumulateGradientsOptions accumulate;
     accumulate.microBatches = options.microBatches;
     accumulate.dataParallel = options.dataParallel;
     accumulate.zeroStage = options.zeroStage;
-    // A tensor-parallel rank's gradients are blocks: one all-reduce each
-    // (over dp) keeps them so, where a flat bucket would gather them.
-    accumulate.bucket = !tensorParallel;
+    // An annotated tensor-parallel step's gradients become blocks: one
+    // all-reduce each (over dp) keeps them so, where a flat bucket would
+    // gather them. A partitioned step's are blocks already.
+    accumulate.bucket = !annotated;
     pm.addPass(createAccumulateGradients(accumulate));
   }
+  const LossScaling &scaling = options.config.lossScaling;
+  bool fp16 = options.config.precision == "fp16";
   if (!options.config.precision.empty()) {
     // Mixed precision: the forward and backward store activations in bf16
     // and round parameters to bf16 where GEMMs read them; the parameters
@@ -165,8 +185,8 @@ void buildTrainingStepPipeline(OpPassManager &pm,
   }
   if (!options.emitGradients) {
     ApplyOptimizerOptions o = optimizerOptions(options.config);
-    o.lossScale = differentiate.lossScale;
-    o.dynamicLossScale = differentiate.dynamicLossScale;
+    o.lossScale = lossScaleOf(options);
+    o.dynamicLossScale = o.lossScale > 0 && scaling.staticScale == 0;
     o.lossScaleWindow = scaling.window;
     o.hysteresis = scaling.hysteresis;
     o.consecutiveHysteresis = scaling.consecutiveHysteresis;
@@ -175,13 +195,19 @@ void buildTrainingStepPipeline(OpPassManager &pm,
     o.dataParallel = options.dataParallel;
     pm.addPass(createApplyOptimizer(o));
   }
-  if (tensorParallel && !options.emitGradients)
+  if (annotated && !options.emitGradients)
     pm.addPass(createShardTrainingState());
   // The replicas' sums become runtime all-reduces over dp.
   if (options.dataParallel > 1 && options.lowerCollectives && !tensorParallel)
     pm.addPass(createLowerCollectivesToRuntime());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
+}
+
+void buildTrainingStepPipeline(OpPassManager &pm,
+                               const TrainingStepOptions &options) {
+  buildGradientPipeline(pm, options);
+  buildUpdatePipeline(pm, options);
 }
 
 namespace {
@@ -382,7 +408,9 @@ void markZeroShardedStates(std::vector<ArtifactArgument> &arguments,
   for (ArtifactArgument &arg : arguments) {
     if (arg.kind != ArtifactArgument::Kind::Parameter)
       continue;
-    if (blockParameters.contains(arg.name)) {
+    // A block of a tensor-parallel block is marked with both splits
+    // already (markTensorParallelBlocks).
+    if (blockParameters.contains(arg.name) && arg.splitDim < 0) {
       arg.globalShape = arg.shape;
       arg.globalShape[0] *= dataParallel;
       arg.splitDim = 0;
@@ -418,6 +446,69 @@ void markZeroShardedStates(std::vector<ArtifactArgument> &arguments,
     arg.splitDim = 0;
     arg.splitAxis = "dp";
   }
+}
+
+/// The manifest's view of tensor parallelism (within a pipeline stage, or a
+/// one-program step partitioned before its update): a parameter
+/// marked `autopar.tp_split` is this rank's block of a tensor of \p tp
+/// blocks along that dim (the runtime loads and checkpoints its block), and
+/// so are the parameter's optimizer states and the updates of both. Under
+/// ZeRO over \p dp replicas such a tensor may be cut again, dim 0 of its tp
+/// block over dp (`autopar.zero_blocks` on a ZeRO-3 parameter; an optimizer
+/// state or update of a block's shape): the manifest lists both splits.
+void markTensorParallelBlocks(func::FuncOp main, int64_t tp, int64_t dp,
+                              std::vector<ArtifactArgument> &arguments) {
+  if (tp <= 1)
+    return;
+  // The global shape, the tp block's shape and the tp split dim of each
+  // split tensor's parameter, by name.
+  struct Split {
+    llvm::SmallVector<int64_t> global, tpBlock;
+    int64_t dim;
+  };
+  llvm::StringMap<Split> blocks;
+  auto mark = [&](ArtifactArgument &arg, llvm::StringRef of) {
+    auto it = blocks.find(of);
+    if (it == blocks.end() || arg.splitDim >= 0)
+      return;
+    const Split &split = it->second;
+    arg.globalShape = split.global;
+    arg.splitDim = split.dim;
+    arg.splitAxis = "tp";
+    if (llvm::ArrayRef<int64_t>(arg.shape) != llvm::ArrayRef(split.tpBlock)) {
+      arg.innerSplitDim = 0;
+      arg.innerSplitAxis = "dp";
+    }
+  };
+  for (unsigned i = 0; i < main.getNumArguments(); ++i) {
+    auto dim =
+        main.getArgAttrOfType<IntegerAttr>(i, attrs::kTensorParallelSplit);
+    if (!dim)
+      continue;
+    ArtifactArgument &arg = arguments[i];
+    Split split;
+    split.dim = dim.getInt();
+    split.tpBlock.assign(arg.shape.begin(), arg.shape.end());
+    if (main.getArgAttr(i, attrs::kZeroBlocks))
+      split.tpBlock[0] *= dp;
+    split.global = split.tpBlock;
+    split.global[split.dim] *= tp;
+    blocks[arg.name] = split;
+    mark(arg, arg.name);
+  }
+  for (ArtifactArgument &arg : arguments)
+    if (arg.kind == ArtifactArgument::Kind::OptimizerState)
+      mark(arg, arg.stateOf);
+  for (ArtifactArgument &arg : arguments)
+    if (arg.kind == ArtifactArgument::Kind::Update) {
+      // An optimizer state's update is laid out as the state.
+      auto state = llvm::find_if(arguments, [&](const ArtifactArgument &a) {
+        return a.kind == ArtifactArgument::Kind::OptimizerState &&
+               a.name == arg.updates;
+      });
+      mark(arg, state != arguments.end() ? llvm::StringRef(state->stateOf)
+                                         : llvm::StringRef(arg.updates));
+    }
 }
 
 llvm::StringSet<> zeroBlockParameters(func::FuncOp main) {
@@ -481,6 +572,9 @@ std::string parameterLayoutMismatch(ArrayRef<ArtifactArgument> eval,
     if (a.splitDim >= 0)
       text += " split along dim " + std::to_string(a.splitDim) + " over " +
               a.splitAxis;
+    if (a.innerSplitDim >= 0)
+      text += ", then along dim " + std::to_string(a.innerSplitDim) + " over " +
+              a.innerSplitAxis + " (ZeRO-3)";
     return text;
   };
   for (const ArtifactArgument &e : eval) {
@@ -635,8 +729,12 @@ writeTrainingArtifact(ModuleOp module, const TrainingArtifactOptions &options,
   if (failed(arguments))
     return fail("the training step's @main lacks the importer's attributes");
   llvm::StringSet<> blockParameters = zeroBlockParameters(main);
-  // Tensor parallelism: each rank holds blocks of the state it keeps.
-  if (options.tensorParallel > 1) {
+  // Tensor parallelism: each rank holds blocks of the state it keeps. A
+  // step partitioned before its update marks its blocks itself.
+  if (options.tensorParallel > 1 && options.tensorParallelSplits.empty()) {
+    markTensorParallelBlocks(main, options.tensorParallel, options.dataParallel,
+                             *arguments);
+  } else if (options.tensorParallel > 1) {
     if (options.tensorParallelSplits.size() != arguments->size())
       return fail("internal error: the tensor-parallel splits do not match "
                   "the training step's arguments and results");
@@ -656,7 +754,8 @@ writeTrainingArtifact(ModuleOp module, const TrainingArtifactOptions &options,
     int64_t elements = 1;
     for (int64_t d : arg.globalShape.empty() ? arg.shape : arg.globalShape)
       elements *= d;
-    if (blockParameters.contains(arg.name))
+    // A ZeRO-3 block not yet given its whole shape.
+    if (blockParameters.contains(arg.name) && arg.globalShape.empty())
       elements *= options.dataParallel;
     ++trained.tensors;
     trained.elements += elements;

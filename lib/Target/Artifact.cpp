@@ -145,7 +145,12 @@ LogicalResult writeManifest(llvm::StringRef dir,
                                {"shape", llvm::json::Array(arg.shape)}};
       if (!arg.globalShape.empty() && arg.globalShape != arg.shape)
         entry["global_shape"] = llvm::json::Array(arg.globalShape);
-      if (arg.splitDim >= 0)
+      if (arg.splitDim >= 0 && arg.innerSplitDim >= 0)
+        entry["split"] = llvm::json::Array{
+            llvm::json::Object{{"axis", arg.splitAxis}, {"dim", arg.splitDim}},
+            llvm::json::Object{{"axis", arg.innerSplitAxis},
+                               {"dim", arg.innerSplitDim}}};
+      else if (arg.splitDim >= 0)
         entry["split"] =
             llvm::json::Object{{"axis", arg.splitAxis}, {"dim", arg.splitDim}};
       if (arg.peerStage >= 0)

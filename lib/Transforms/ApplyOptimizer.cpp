@@ -280,16 +280,6 @@ struct ApplyOptimizerPass
       tpBlock.push_back(main.getArgAttr(entry.first.getArgNumber(),
                                         autopar::attrs::kTensorParallelSplit) !=
                         nullptr);
-      if (tpBlock.back() && sharded[k]) {
-        main.emitError()
-            << "autopar-apply-optimizer: '"
-            << main.getArgAttrOfType<StringAttr>(entry.first.getArgNumber(),
-                                                 autopar::attrs::kParameter)
-                   .getValue()
-            << "' is a tensor-parallel block; ZeRO does not shard such "
-               "blocks over the replicas (zero-stage 0)";
-        return signalPassFailure();
-      }
     }
     if (llvm::is_contained(tpBlock, true)) {
       auto tpGrid = module.lookupSymbol<shard::GridOp>("autopar_grid");
@@ -471,8 +461,9 @@ struct ApplyOptimizerPass
     // gradient (clip_grad_norm_'s total_norm for norm_type 2).
     // Under ZeRO the blocks' sums add up over the replicas first.
     // Under tensor parallelism (pipeline stages) a block's sum adds up over
-    // the tp ranks; a replicated parameter's is counted once.
-    Value sumSq, blockSumSq, tpSumSq;
+    // the tp ranks; a replicated parameter's is counted once. ZeRO's block
+    // of a tp block adds up over both (first over the replicas).
+    Value sumSq, blockSumSq, tpSumSq, tpBlockSumSq;
     for (auto [k, entry] : llvm::enumerate(trained)) {
       // A tied weight's copy: the stage that holds it first counts it.
       if (main.getArgAttr(entry.first.getArgNumber(),
@@ -482,7 +473,10 @@ struct ApplyOptimizerPass
           b, u.loc, u.sumOfSquares(entry.second), ValueRange{});
       if (s.getType() != f32)
         s = arith::ExtFOp::create(b, u.loc, f32, s);
-      Value &total = sharded[k] ? blockSumSq : tpBlock[k] ? tpSumSq : sumSq;
+      Value &total = sharded[k] && tpBlock[k] ? tpBlockSumSq
+                     : sharded[k]             ? blockSumSq
+                     : tpBlock[k]             ? tpSumSq
+                                              : sumSq;
       total = total ? u.add(total, s) : s;
     }
     // An f32 scalar summed over one axis of a grid.
@@ -498,6 +492,10 @@ struct ApplyOptimizerPass
           b, u.loc, reduced,
           ValueRange{arith::ConstantIndexOp::create(b, u.loc, 0)});
     };
+    if (tpBlockSumSq) {
+      Value overReplicas = sumOver(tpBlockSumSq, grid.getValue(), 0);
+      tpSumSq = tpSumSq ? u.add(tpSumSq, overReplicas) : overReplicas;
+    }
     if (tpSumSq) {
       Value global = sumOver(tpSumSq, "autopar_grid", 1);
       sumSq = sumSq ? u.add(sumSq, global) : global;

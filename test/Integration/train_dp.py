@@ -253,6 +253,46 @@ def compare(tag, reference, run_result, noise_only=None):
     return errors
 
 
+def resumed_bitwise(case, tag, art, ranks, launcher, whole, errors,
+                    flags=()):
+    """`case` on `art` stopped at step 3 and resumed under the same plan
+    equals the uninterrupted run `whole` (trained with `flags`) bitwise;
+    returns the checkpoint directory (its latest at step 3 again)."""
+    ckpt = os.path.join(case.dir, tag + "-ckpt")
+    run(["rm", "-rf", ckpt])
+    first = case.train(tag + "-resumed", art, ranks, launcher,
+                       "--checkpoint-dir", ckpt, "--checkpoint-every", "3",
+                       *flags)
+    run(["sh", "-c", f"echo step-00000003 > {ckpt}/latest"])
+    resumed = case.train(tag + "-resumed", art, ranks, launcher,
+                         "--checkpoint-dir", ckpt, "--resume", *flags)
+    losses = first[0][:3] + resumed[0]
+    same = set(resumed[1]) == set(whole[1]) and all(
+        np.array_equal(resumed[1][k], v) for k, v in whole[1].items())
+    if losses != whole[0] or not same:
+        errors.append(f"{case.name} {tag} resumed at step 3: losses {losses} "
+                      f"vs {whole[0]} uninterrupted; parameters "
+                      f"{'equal' if same else 'differ'}")
+    else:
+        print(f"PASS {case.name} {tag} resumed at step 3: bitwise the "
+              "uninterrupted run")
+    run(["sh", "-c", f"echo step-00000003 > {ckpt}/latest"])
+    return ckpt
+
+
+def on_one_rank(case, tag, one, ckpt, launcher, noise_only, flags=()):
+    """`ckpt` (its latest at step 3) resumed on one rank continues one
+    rank's run `one` (compared from step 4; trained with `flags`): the
+    chunks of any plan tile each tensor."""
+    return compare(f"{case.name} {tag} checkpoint resumed on one rank",
+                   (one[0][3:], one[1]),
+                   case.train(f"{tag}-on-local1",
+                              os.path.join(case.dir, "local1-art"), 1,
+                              launcher, "--checkpoint-dir", ckpt, "--resume",
+                              *flags),
+                   noise_only=noise_only)
+
+
 def check_zero_mlp(mlp, one, launcher):
     """ZeRO-1 on 2 ranks and ZeRO-2 on 4 against one rank, their
     collectives, and a ZeRO-2 checkpoint resumed under the same plan

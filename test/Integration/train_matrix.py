@@ -7,8 +7,8 @@ max |difference| / max |reference|; entries with an exactly zero gradient,
 where Adam scales rounding noise up, at the noise's level). This script runs
 the matrix: the MLP, the GPT, the GPT with Dropout and the CNN with
 BatchNorm, each on local:2, 4 and 8, under dp, tp, pp, dp x tp, tp x pp,
-dp x pp, dp x tp x pp, ZeRO 1/2/3 (also with pp), recompute selective and full, and the
-automatic plan. A plan the compiler refuses (not built yet, or not
+dp x pp, dp x tp x pp, ZeRO 1/2/3 (also with pp, tp, and tp x pp),
+recompute selective and full, and the automatic plan. A plan the compiler refuses (not built yet, or not
 applicable to the model: a convolution under tp, BatchNorm under tp x pp)
 is listed with the compiler's reason; every other plan must train to one
 rank's numbers, and its collectives must equal the plan report's
@@ -19,6 +19,7 @@ training-pp); this script runs all of it (about 10 to 20 minutes on 2 cores):
 
   test/Integration/train_matrix.py build build/train-matrix mpirun --allow-run-as-root --oversubscribe
   test/Integration/train_matrix.py build build/train-matrix mpirun ... --ranks 2,4 --models mlp,gpt
+  test/Integration/train_matrix.py build build/train-matrix mpirun ... --plans "dp x tp ZeRO-1,tp x pp"
 
 It prints one line per cell and a table at the end, and exits 1 if any plan
 that compiled differs from one rank (refusals do not fail it).
@@ -45,6 +46,8 @@ PLANS = [
     ("dp recompute full", lambda n: ["--dp", str(n), "--recompute", "full"]),
     ("tp", lambda n: ["--tp", str(n)]),
     ("dp x tp", lambda n: ["--tp", "2"] if n >= 4 else None),
+    ("dp x tp ZeRO-1", lambda n: ["--tp", "2", "--zero", "1"] if n >= 4 else None),
+    ("dp x tp ZeRO-3", lambda n: ["--tp", "2", "--zero", "3"] if n >= 4 else None),
     ("pp", lambda n: ["--pp", str(n)]),
     ("dp x pp", lambda n: ["--pp", "2"] if n >= 4 else None),
     ("dp x pp ZeRO-1", lambda n: ["--pp", "2", "--zero", "1"] if n >= 4 else None),
@@ -55,6 +58,8 @@ PLANS = [
     ("pp gpipe", lambda n: ["--pp", "2", "--pipeline-schedule", "gpipe"]),
     ("tp x pp", lambda n: ["--tp", "2", "--pp", "2"] if n >= 4 else None),
     ("dp x tp x pp", lambda n: ["--tp", "2", "--pp", "2"] if n >= 8 else None),
+    ("dp x tp x pp ZeRO-1", lambda n: ["--tp", "2", "--pp", "2", "--zero", "1"] if n >= 8 else None),
+    ("dp x tp x pp ZeRO-3", lambda n: ["--tp", "2", "--pp", "2", "--zero", "3"] if n >= 8 else None),
     ("automatic", lambda n: []),
 ]
 
@@ -86,7 +91,7 @@ def models(batch):
 def main():
     argv = sys.argv[1:]
     opts = {"--ranks": "2,4,8", "--models": "mlp,gpt,gpt-dropout,cnn",
-            "--batch": "8"}
+            "--batch": "8", "--plans": ",".join(name for name, _ in PLANS)}
     for flag in opts:
         if flag in argv:
             i = argv.index(flag)
@@ -101,6 +106,12 @@ def main():
                               batch=int(opts["--batch"]))
     ranks = [int(r) for r in args.ranks.split(",")]
     wanted = set(args.models.split(","))
+    plans = [(name, pins) for name, pins in PLANS
+             if name in opts["--plans"].split(",")]
+    unknown = set(opts["--plans"].split(",")) - {name for name, _ in PLANS}
+    if unknown:
+        sys.exit(f"--plans: unknown {sorted(unknown)}; the plans are "
+                 f"{', '.join(name for name, _ in PLANS)}")
     os.makedirs(args.work, exist_ok=True)
     rows, failures = [], []
     for name, module, data, config, noise in models(args.batch):
@@ -110,7 +121,7 @@ def main():
         seed = ["--seed", "5"] if "dropout" in name else []
         one = case.train("local1", case.compile("local1", 1)[0], 1, launcher, *seed)
         for n in ranks:
-            for plan, pins in PLANS:
+            for plan, pins in plans:
                 flags = pins(n)
                 if flags is None:
                     continue

@@ -25,14 +25,18 @@ for call and byte for byte (--check-comm):
   ZeRO-3 (holding blocks of the parameters, gathered by each micro-batch's
   forward and backward; resumed bitwise);
   tp2 x pp2 (each stage partitioned over its tp group), also with
-  recompute full; dp2 x tp2 x pp2 on 8 ranks; each rank holds the
+  recompute full; dp2 x tp2 x pp2 on 8 ranks, also with ZeRO-1 and ZeRO-3
+  over the replicas of the tp blocks (each rank holding a block, dim 0
+  over dp, of its tp block: resumed bitwise, and on one rank); each rank
+  holds the
   parameters and optimizer states the report predicts; pp4, deeper than
   the MLP's layers (the planner cuts the loss's own chain; the loss's parts
   still come out of the last stage);
 - gpt: embeddings, attention, LayerNorm, a GELU MLP and cross-entropy, pp2
   with AdamW, dp2 x pp2, tp2 x pp2, and with Dropout (masks by global
   sample index: each micro-batch's forward is told its first sample), also
-  with recompute selective, and tp2 x pp2 with it;
+  with recompute selective, and tp2 x pp2 with it; dp2 x tp2 x pp2 with
+  ZeRO-2 on 8 ranks, holding the model state the report predicts;
 - faults: a rank of a dp2 x pp2 run killed or hung at step 4 ends every
   rank within the timeout, and the last checkpoint resumes bitwise;
 - the automatic plan (no --dp, --tp or --pp) for the GPT on 2 and 4 ranks,
@@ -57,8 +61,8 @@ for call and byte for byte (--check-comm):
   bitwise, and on one rank) and written by --save-onnx;
 - a stage that trains nothing: one linear layer on pp2, its loss alone in
   stage 1;
-- refusals: a model with BatchNorm under --tp and --pp, ZeRO with
-  --tp and --pp, tied weights across stages with --tp, and --eval-data,
+- refusals: a model with BatchNorm under --tp and --pp, tied weights
+  across stages with --tp, and --eval-data,
   each an error saying what to do.
 
 Usage: train_pp.py BUILD_DIR WORK_DIR MPIRUN [MPIRUN_FLAG...]
@@ -76,7 +80,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from train_dp import CONFIG, Case, check_faults, compare, run  # noqa: E402
+from train_dp import (CONFIG, Case, check_faults, compare,  # noqa: E402
+                      on_one_rank, resumed_bitwise, run)
 from train_tp import WideGpt, WideMlp, check_model_state  # noqa: E402
 
 
@@ -121,44 +126,6 @@ class TiedGpt(WideGpt):
     def __init__(self):
         super().__init__()
         self.head.weight = self.wte.weight
-
-
-def resumed_bitwise(case, tag, art, ranks, launcher, whole, errors,
-                    flags=()):
-    """`case` on `art` stopped at step 3 and resumed under the same plan
-    equals the uninterrupted run `whole` (trained with `flags`) bitwise;
-    returns the checkpoint directory (its latest at step 3 again)."""
-    ckpt = os.path.join(case.dir, tag + "-ckpt")
-    run(["rm", "-rf", ckpt])
-    first = case.train(tag + "-resumed", art, ranks, launcher,
-                       "--checkpoint-dir", ckpt, "--checkpoint-every", "3",
-                       *flags)
-    run(["sh", "-c", f"echo step-00000003 > {ckpt}/latest"])
-    resumed = case.train(tag + "-resumed", art, ranks, launcher,
-                         "--checkpoint-dir", ckpt, "--resume", *flags)
-    losses = first[0][:3] + resumed[0]
-    same = set(resumed[1]) == set(whole[1]) and all(
-        np.array_equal(resumed[1][k], v) for k, v in whole[1].items())
-    if losses != whole[0] or not same:
-        errors.append(f"{case.name} {tag} resumed at step 3: losses {losses} "
-                      f"vs {whole[0]} uninterrupted; parameters "
-                      f"{'equal' if same else 'differ'}")
-    else:
-        print(f"PASS {case.name} {tag} resumed at step 3: bitwise the "
-              "uninterrupted run")
-    run(["sh", "-c", f"echo step-00000003 > {ckpt}/latest"])
-    return ckpt
-
-
-def on_one_rank(case, tag, one, ckpt, launcher, noise_only):
-    """`ckpt` (its latest at step 3) resumed on one rank continues one
-    rank's run `one` (compared from step 4)."""
-    return compare(f"{case.name} {tag} checkpoint resumed on one rank",
-                   (one[0][3:], one[1]),
-                   case.train(f"{tag}-on-local1",
-                              os.path.join(case.dir, "local1-art"), 1,
-                              launcher, "--checkpoint-dir", ckpt, "--resume"),
-                   noise_only=noise_only)
 
 
 def pipeline_config(base, batch, micro_batch):
@@ -237,6 +204,10 @@ def main():
             ("tp2xpp2", 4, 2, ("--tp", "2")),
             ("tp2xpp2-recompute", 4, 2, ("--tp", "2", "--recompute", "full")),
             ("dp2xtp2xpp2", 8, 2, ("--tp", "2")),
+            # ZeRO over the replicas of tp blocks: each rank holds dim 0's
+            # block (over dp) of its tp block (PyTorch FSDP2's layout).
+            ("dp2xtp2xpp2-zero1", 8, 2, ("--tp", "2", "--zero", "1")),
+            ("dp2xtp2xpp2-zero3", 8, 2, ("--tp", "2", "--zero", "3")),
             # Deeper than the MLP has layers: the planner cuts the loss's own
             # chain, and the loss's parts still come out of the last stage.
             ("pp4", 4, 4, ())):
@@ -247,10 +218,16 @@ def main():
         activations_kept(f"mlp {tag}", art, result[2], kept)
         if tag == "dp2xpp2":
             four = art, result
-        if tag == "dp2xpp2-zero3":
-            # Each replica writes its blocks of the stage's parameters.
-            resumed_bitwise(mlp, tag, art, ranks, launcher, result[:2],
-                            errors, ("--shuffle", "3"))
+        if tag in ("dp2xpp2-zero3", "dp2xtp2xpp2-zero3"):
+            # Each replica writes its blocks of the stage's parameters
+            # (under tp, its blocks of its tp blocks).
+            ckpt = resumed_bitwise(mlp, tag, art, ranks, launcher,
+                                   result[:2], errors, ("--shuffle", "3"))
+            if tag == "dp2xtp2xpp2-zero3":
+                # The blocks of blocks tile each tensor: one rank reads
+                # them back whole.
+                errors += on_one_rank(mlp, tag, one, ckpt, launcher, None,
+                                      ("--shuffle", "3"))
     # Faults: a rank of the 4 killed, or hung, at step 4 ends every rank
     # within the timeout (the exchanges of the stages wait under the
     # watchdog too), and the checkpoint of step 2 resumes bitwise.
@@ -288,6 +265,15 @@ def main():
     whole_tp = gpt.train("tp2xpp2", art_tp, 4, launcher)
     errors += compare("gpt tp2xpp2", one[:2], whole_tp, noise_only=key_bias)
     activations_kept("gpt tp2xpp2", art_tp, whole_tp[2], kept)
+
+    # ZeRO-2 over the replicas of the GPT's tp blocks (attention by heads,
+    # the MLP by columns and rows; each gradient block reduce-scattered).
+    art8 = compile_pp(gpt, "dp2xtp2xpp2-zero2", 8, 2, errors, "--tp", "2",
+                     "--zero", "2", config=micro)
+    result = gpt.train("dp2xtp2xpp2-zero2", art8, 8, launcher)
+    errors += compare("gpt dp2xtp2xpp2 zero2", one[:2], result,
+                      noise_only=key_bias)
+    check_model_state("gpt dp2xtp2xpp2 zero2", art8, result[2], errors)
 
     # The automatic plan: without --dp, --tp or --pp the search chooses
     # between data parallelism and pipelines of replicas (any ZeRO stage, with
@@ -504,10 +490,9 @@ def main():
 
     # Refusals at compile time.
     for case, tag, flags, want in (
-            (gpt, "pp2xtp2-zero1", ("--pp", "2", "--tp", "2", "--zero", "1"),
-             "ZeRO under tensor parallelism is being built"),
             (tied, "pp2xtp2", ("--pp", "2", "--tp", "2"),
-             "(tied weights), which each partition it over tp on their own")):
+             "(tied weights), which each partition it over tp on their own"),
+    ):
         result = case.compile(tag, 4, *flags, expect_ok=False)[1]
         if result.returncode == 0 or want not in result.stderr:
             errors.append(f"{case.name} {tag}: expected an error saying "

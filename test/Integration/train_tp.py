@@ -17,17 +17,22 @@ report's predicted ones, call for call and byte for byte (--check-comm).
 - mlp: a ReLU MLP wide enough for the planner to split (Megatron's column-
   then row-parallel pair), AdamW with clipping (the global norm sums the
   ranks' blocks) and a warmup-cosine schedule, tp on 2 and 4 ranks and
-  dp2 x tp2 on 4, shuffled; each rank holds the parameters and optimizer
-  states the report's memory breakdown predicts, byte for byte;
+  dp2 x tp2 on 4, shuffled, also under ZeRO 1, 2 and 3 (the step
+  partitioned before its update, ZeRO cutting each rank's tp block along
+  dim 0 over dp; ZeRO-3 resumed bitwise, and on one rank); each rank holds
+  the parameters and optimizer states the report's memory breakdown
+  predicts, byte for byte;
 - gpt: embeddings, attention, LayerNorm, a GELU MLP and cross-entropy, tp on
   2 ranks with SGD with momentum and with AdamW, also with recompute full and
-  selective (autopar-rematerialize before partitioning), and dp2 x tp2 on 4; and with
+  selective (autopar-rematerialize before partitioning), and dp2 x tp2 on 4,
+  also with ZeRO-2; and with
   Dropout (masks by global element index: a loop whose position a body reads
   is never split), tp2, dp2 x tp2, and dp2 x tp2 with 2 micro-batches per
   replica (the micro-batch loop unrolled before partitioning);
 - cnn: convolutions with BatchNorm and max pooling, split by channels (the
   backward's flipped filters and the pool's scatter too; the running
-  statistics split with the channels), tp2 and dp2 x tp2;
+  statistics split with the channels), tp2, dp2 x tp2 and dp2 x tp2 with
+  ZeRO-1;
 - checkpoints: the GPT on 2 ranks stopped at step 3 and resumed under the
   same plan equals the uninterrupted run bitwise (each rank writes its
   blocks), and the checkpoint resumes on one rank to one rank's numbers.
@@ -39,7 +44,6 @@ import os
 import re
 import sys
 
-import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -47,7 +51,7 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gradcheck import Gpt  # noqa: E402
 from train_dp import (CONFIG, Case, compare, eval_equals_one_rank,  # noqa: E402
-                      run)
+                      on_one_rank, resumed_bitwise)
 
 
 class WideMlp(nn.Module):
@@ -93,9 +97,12 @@ def split_parameters(art):
     """The names of the parameters a tp artifact splits, from its manifest."""
     with open(os.path.join(art, "manifest.json")) as f:
         manifest = json.load(f)
+    def axes(arg):
+        split = arg.get("split", [])
+        return [s["axis"] for s in
+                (split if isinstance(split, list) else [split])]
     return sorted(a["name"] for a in manifest["arguments"]
-                  if a["kind"] == "parameter" and
-                  a.get("split", {}).get("axis") == "tp")
+                  if a["kind"] == "parameter" and "tp" in axes(a))
 
 
 def check_split(tag, art, errors):
@@ -151,6 +158,24 @@ def main():
         errors += compare(f"mlp {tag}", one[:2], result)
         check_model_state(f"mlp {tag}", art, result[2], errors)
 
+    # ZeRO over the replicas of tp groups: the step is partitioned before
+    # its update, and ZeRO cuts each rank's tp block along dim 0 over dp as
+    # it would cut a whole parameter (PyTorch FSDP2's layout over TP).
+    for zero in (1, 2, 3):
+        tag = f"dp2xtp2-zero{zero}"
+        art, _ = mlp.compile(tag, 4, "--tp", "2", "--zero", str(zero))
+        check_split(f"mlp {tag}", art, errors)
+        result = mlp.train(tag, art, 4, launcher, "--shuffle", "3")
+        errors += compare(f"mlp {tag}", one[:2], result)
+        check_model_state(f"mlp {tag}", art, result[2], errors)
+        if zero == 3:
+            # Each rank writes its blocks of its tp blocks; they tile each
+            # tensor, so one rank reads them back whole.
+            ckpt = resumed_bitwise(mlp, tag, art, 4, launcher, result[:2],
+                                   errors, ("--shuffle", "3"))
+            errors += on_one_rank(mlp, tag, one, ckpt, launcher, None,
+                                  ("--shuffle", "3"))
+
     # GPT: 12 sequences, batches of 4.
     data = {"idx": torch.randint(0, WideGpt.vocab, (12, WideGpt.seq)),
             "targets": torch.randint(0, WideGpt.vocab, (12, WideGpt.seq))}
@@ -190,6 +215,14 @@ def main():
                       gpt.train("dp2xtp2", art4, 4, launcher),
                       noise_only=key_bias)
 
+    # ZeRO-2 over the replicas of the GPT's tp groups (attention by heads,
+    # the MLP by columns and rows; each gradient block reduce-scattered).
+    art_zero, _ = gpt.compile("dp2xtp2-zero2", 4, "--tp", "2", "--zero", "2")
+    result = gpt.train("dp2xtp2-zero2", art_zero, 4, launcher)
+    errors += compare("gpt dp2xtp2 zero2", one[:2], result,
+                      noise_only=key_bias)
+    check_model_state("gpt dp2xtp2 zero2", art_zero, result[2], errors)
+
     # Evaluation: the eval program partitioned as the step is (attention by
     # heads), on each rank's blocks; with dp, each replica's share.
     errors += eval_equals_one_rank(build, gpt, launcher,
@@ -197,31 +230,12 @@ def main():
 
     # Checkpoints: the AdamW GPT stopped at step 3 and resumed under the same
     # plan is bitwise the uninterrupted run; every rank wrote its blocks.
-    ckpt = os.path.join(gpt.dir, "tp2-ckpt")
-    run(["rm", "-rf", ckpt])
-    first = gpt.train("tp2-resumed", art, 2, launcher, "--checkpoint-dir",
-                      ckpt, "--checkpoint-every", "3")
+    ckpt = resumed_bitwise(gpt, "tp2", art, 2, launcher, whole[:2], errors)
     step3 = os.path.join(ckpt, "step-00000003")
     files = sorted(f for f in os.listdir(step3) if f.endswith(".bin"))
     if files != ["rank-00000.bin", "rank-00001.bin"]:
         errors.append(f"tp2 checkpoint: files {files}, expected one per rank")
-    run(["sh", "-c", f"echo step-00000003 > {ckpt}/latest"])
-    resumed = gpt.train("tp2-resumed", art, 2, launcher, "--checkpoint-dir",
-                        ckpt, "--resume")
-    losses = first[0][:3] + resumed[0]
-    same = all(np.array_equal(resumed[1][k], v) for k, v in whole[1].items())
-    if losses != whole[0] or not same:
-        errors.append(f"gpt tp2 resumed at step 3: losses {losses} vs "
-                      f"{whole[0]} uninterrupted; parameters "
-                      f"{'equal' if same else 'differ'}")
-    else:
-        print("PASS gpt tp2 resumed at step 3: bitwise the uninterrupted run")
-    # The same checkpoint on one rank: the blocks tile each tensor.
-    run(["sh", "-c", f"echo step-00000003 > {ckpt}/latest"])
-    single = gpt.train("tp2-on-local1", os.path.join(gpt.dir, "local1-art"),
-                       1, launcher, "--checkpoint-dir", ckpt, "--resume")
-    errors += compare("gpt tp2 checkpoint resumed on one rank",
-                      (one[0][3:], one[1]), single, noise_only=key_bias)
+    errors += on_one_rank(gpt, "tp2", one, ckpt, launcher, key_bias)
 
     # GPT with Dropout: the masks hash global element indices, so the loops
     # that read them stay whole and the ranks draw one rank's masks.
@@ -280,6 +294,13 @@ def main():
         result = cnn.train(tag, art, ranks, launcher)
         errors += compare(f"cnn {tag}", cnn_one[:2], result)
         check_model_state(f"cnn {tag}", art, result[2], errors)
+    # ZeRO-1 over the replicas: the channel blocks of the filters and of
+    # their optimizer states cut again over dp (BatchNorm's statistics
+    # still all-reduced over dp in the forward).
+    art, _ = cnn.compile("dp2xtp2-zero1", 4, "--tp", "2", "--zero", "1")
+    result = cnn.train("dp2xtp2-zero1", art, 4, launcher)
+    errors += compare("cnn dp2xtp2 zero1", cnn_one[:2], result)
+    check_model_state("cnn dp2xtp2 zero1", art, result[2], errors)
     # BatchNorm on its running statistics, split over tp as in the step.
     errors += eval_equals_one_rank(build, cnn, launcher,
                                    (("tp2", 2), ("dp2xtp2", 4)))

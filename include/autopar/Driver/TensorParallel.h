@@ -16,9 +16,11 @@
 #include "autopar/Planner/Planner.h"
 #include "autopar/Target/Artifact.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/STLFunctionalExtras.h"
+#include "llvm/Support/Error.h"
 
 #include <memory>
 #include <vector>
@@ -65,6 +67,23 @@ mlir::LogicalResult partitionTensorParallel(
     std::vector<ArtifactArgument> &arguments,
     std::vector<CollectiveVolume> *predicted,
     llvm::function_ref<void(llvm::StringRef, mlir::ModuleOp)> dumpIR);
+
+/// \p v annotated whole (replicated) on every rank of @autopar_grid.
+mlir::Value annotateWhole(mlir::OpBuilder &b, mlir::Location loc,
+                          mlir::Value v);
+
+/// Partitions the differentiated program \p f of \p module over its
+/// tensor-parallel group (the plan annotated its forward before autodiff,
+/// whose shard rule lays out each cotangent as its value, so the backward
+/// gets Megatron's conjugate collectives), folding the collectives as they
+/// will run. A parameter the plan splits becomes this rank's block and is
+/// marked `autopar.tp_split` (its dim). Its other arguments, and the results
+/// for which \p resultMayBeBlock is false, must stay whole. \p what names
+/// the program in errors ("pipeline stage 1", "the training step").
+llvm::Error
+partitionDifferentiated(mlir::ModuleOp module, mlir::func::FuncOp f,
+                        llvm::StringRef what,
+                        llvm::function_ref<bool(unsigned)> resultMayBeBlock);
 
 /// Partitions a training step that `buildTrainingStepPipeline` planned and
 /// annotated for a tp group (TrainingStepOptions::tensorParallel), leaving

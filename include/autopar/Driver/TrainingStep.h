@@ -80,6 +80,12 @@ struct TrainingStepOptions {
   std::string recompute = "none";
   /// The `autopar-plan` pass for the group; null: planned as `local:N`.
   std::function<std::unique_ptr<mlir::Pass>()> makePlanPass;
+  /// Tensor parallelism: the differentiated step was partitioned over its
+  /// group before the gradient accumulation and the optimizer
+  /// (partitionDifferentiated), so that they see each rank's blocks: ZeRO
+  /// then cuts a rank's tp block over dp as it would a whole parameter.
+  /// For buildUpdatePipeline.
+  bool partitionedForTensorParallel = false;
 };
 
 /// The output named by a "cross-entropy:OUTPUT" loss, or "" for any other.
@@ -92,6 +98,20 @@ std::string crossEntropyOutput(llvm::StringRef loss);
 /// (unless emitGradients), canonicalize and CSE.
 void buildTrainingStepPipeline(mlir::OpPassManager &pm,
                                const TrainingStepOptions &options);
+
+/// The first half of buildTrainingStepPipeline: the forward planned for the
+/// tp group (tensorParallel > 1), fused attention, the added loss,
+/// autopar-differentiate and autopar-rematerialize; @main then returns the
+/// loss and the gradients.
+void buildGradientPipeline(mlir::OpPassManager &pm,
+                           const TrainingStepOptions &options);
+
+/// The second half: autopar-accumulate-gradients (micro-batches, the
+/// replicas' sums, ZeRO), mixed precision, autopar-apply-optimizer (unless
+/// emitGradients), the optimizer states' layout under tp, canonicalize and
+/// CSE.
+void buildUpdatePipeline(mlir::OpPassManager &pm,
+                         const TrainingStepOptions &options);
 
 /// Registers `autopar-train-pipeline` (options `train-config=FILE`,
 /// `loss=NAME`, `freeze=GLOB,...`, `emit-gradients`, `micro-batches=N`,
@@ -138,7 +158,10 @@ struct TrainingArtifactOptions {
   /// Fuse attention in the programs lowered here (the eval program).
   bool fuseAttention = true;
   /// Tensor-parallel ranks: the manifest's tp axis. The step's arguments and
-  /// results are then each rank's blocks, as `tensorParallelSplits` says.
+  /// results are then each rank's blocks, as `tensorParallelSplits` says,
+  /// or, where it is empty (a step partitioned before its update), as the
+  /// `autopar.tp_split` attributes of its parameters say
+  /// (markTensorParallelBlocks).
   int64_t tensorParallel = 1;
   /// For each argument then each result of the partitioned step's @main
   /// (collectArtifactArguments' order): the whole shape and the dim split
@@ -149,6 +172,14 @@ struct TrainingArtifactOptions {
   /// that it holds the parameters as the step does.
   std::optional<PlanRequest> tensorParallelRequest;
 };
+
+/// The manifest's splits of \p main's tensor-parallel blocks: a parameter
+/// marked `autopar.tp_split` is this rank's block of a tensor of \p tp
+/// blocks along that dim, and so are its optimizer states and the updates
+/// of both; under ZeRO over \p dp replicas, also cut along dim 0 of the tp
+/// block over dp (a second split) where their shape is that block's block.
+void markTensorParallelBlocks(mlir::func::FuncOp main, int64_t tp, int64_t dp,
+                              std::vector<ArtifactArgument> &arguments);
 
 /// What a training step trains, for the plan table and the report.
 /// The collectives one call of the training step's @main runs (`shard`

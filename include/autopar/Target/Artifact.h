@@ -65,6 +65,11 @@ struct ArtifactArgument {
   int64_t splitDim = -1;
   /// The grid axis the tensor is cut over: "dp" or "tp".
   std::string splitAxis = "dp";
+  /// A second cut, of the block the first leaves: ZeRO's data-parallel
+  /// blocks (dim 0) of a tensor-parallel block (PyTorch FSDP2's layout over
+  /// TP); the manifest lists both splits, outermost first (-1: none).
+  int64_t innerSplitDim = -1;
+  std::string innerSplitAxis = "dp";
   /// For activations: the pipeline stage they come from or go to.
   int64_t peerStage = -1;
   /// Parameters of a training step: whether it is trained.

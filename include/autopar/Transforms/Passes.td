@@ -641,7 +641,10 @@ def ApplyOptimizer : Pass<"autopar-apply-optimizer", "mlir::ModuleOp"> {
     a tensor-parallel split (a pipeline stage's step, built after its
     programs were partitioned): the blocks' sum of squares is all-reduced
     over axis 1 (tp) before it joins the replicated parameters' (counted
-    once), and ZeRO does not shard such a block (an error). A parameter
+    once). ZeRO shards such a block as any parameter (its dim 0 over the
+    replicas: PyTorch FSDP2's layout over TP), and the sum of squares of
+    those blocks is all-reduced over axis 0 first, then with the other tp
+    blocks' over axis 1. A parameter
     marked `autopar.tied_copy` (a tied weight an earlier stage holds and
     counts) adds nothing to the stage's sum.
   }];
