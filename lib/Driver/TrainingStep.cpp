@@ -496,19 +496,18 @@ void markTensorParallelBlocks(func::FuncOp main, int64_t tp, int64_t dp,
     blocks[arg.name] = split;
     mark(arg, arg.name);
   }
+  // An optimizer state is split as its parameter, and an update as what it
+  // updates.
   for (ArtifactArgument &arg : arguments)
     if (arg.kind == ArtifactArgument::Kind::OptimizerState)
-      mark(arg, arg.stateOf);
+      if (auto it = blocks.find(arg.stateOf); it != blocks.end()) {
+        Split split = it->second;
+        blocks[arg.name] = std::move(split);
+        mark(arg, arg.name);
+      }
   for (ArtifactArgument &arg : arguments)
-    if (arg.kind == ArtifactArgument::Kind::Update) {
-      // An optimizer state's update is laid out as the state.
-      auto state = llvm::find_if(arguments, [&](const ArtifactArgument &a) {
-        return a.kind == ArtifactArgument::Kind::OptimizerState &&
-               a.name == arg.updates;
-      });
-      mark(arg, state != arguments.end() ? llvm::StringRef(state->stateOf)
-                                         : llvm::StringRef(arg.updates));
-    }
+    if (arg.kind == ArtifactArgument::Kind::Update)
+      mark(arg, arg.updates);
 }
 
 llvm::StringSet<> zeroBlockParameters(func::FuncOp main) {

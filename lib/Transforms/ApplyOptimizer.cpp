@@ -276,11 +276,10 @@ struct ApplyOptimizerPass
     // partitioned before its step is built): their sums of squares add up
     // over tp for the global norm.
     SmallVector<bool> tpBlock;
-    for (auto [k, entry] : llvm::enumerate(trained)) {
+    for (auto &entry : trained)
       tpBlock.push_back(main.getArgAttr(entry.first.getArgNumber(),
                                         autopar::attrs::kTensorParallelSplit) !=
                         nullptr);
-    }
     if (llvm::is_contained(tpBlock, true)) {
       auto tpGrid = module.lookupSymbol<shard::GridOp>("autopar_grid");
       if (!tpGrid || tpGrid.getShape().size() < 2) {
