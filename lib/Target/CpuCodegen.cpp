@@ -33,6 +33,10 @@ void buildCpuBufferizationPipeline(OpPassManager &pm, bool fuseAttention) {
   tensors.addPass(createCanonicalizerPass());
   tensors.addPass(createSplitSharedInits());
   addBufferizationPasses(pm, /*allowReturnAllocsFromLoops=*/true);
+  // Each buffer freed at its last use, not at its block's end: a training
+  // step's temporaries die as they do in PyTorch, and what the step keeps
+  // for its backward is what the planner prices.
+  pm.addNestedPass<func::FuncOp>(createDeallocateAtLastUse());
 }
 
 void buildCpuLoweringToLLVMPipeline(OpPassManager &pm) {
