@@ -136,6 +136,7 @@ void buildGradientPipeline(OpPassManager &pm,
     pm.addPass(createAddCrossEntropyLoss(addLoss));
     differentiate.loss = "loss";
   }
+  differentiate.phaseMarks = options.phaseMarks;
   differentiate.lossScale = lossScaleOf(options);
   differentiate.dynamicLossScale = differentiate.lossScale > 0 &&
                                    options.config.lossScaling.staticScale == 0;

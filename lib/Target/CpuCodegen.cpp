@@ -64,7 +64,16 @@ void buildCpuLoweringToLLVMPipeline(OpPassManager &pm) {
   addMathLoweringPasses(pm);
   pm.addPass(createConvertMathToLLVMPass());
   pm.addPass(createConvertMathToLibmPass());
-  pm.addPass(createFinalizeMemRefToLLVMConversionPass());
+  // Buffers are allocated through the runtime (_mlir_memref_to_llvm_*,
+  // runtime/include/autopar/runtime/BufferAccounting.h), which counts them:
+  // autopar-run measures the activations a training step keeps. Aligned
+  // allocation asks for the buffer's bytes (rounded up to the alignment),
+  // where the malloc lowering asks for an alignment's worth more to align
+  // the pointer itself.
+  FinalizeMemRefToLLVMConversionPassOptions memrefToLLVM;
+  memrefToLLVM.useGenericFunctions = true;
+  memrefToLLVM.useAlignedAlloc = true;
+  pm.addPass(createFinalizeMemRefToLLVMConversionPass(memrefToLLVM));
   pm.addPass(createArithToLLVMConversionPass());
   pm.addPass(createConvertIndexToLLVMPass());
   pm.addPass(createConvertFuncToLLVMPass());

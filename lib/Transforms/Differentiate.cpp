@@ -11,6 +11,8 @@
 #include "autopar/Transforms/Autodiff.h"
 #include "autopar/Transforms/Passes.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/Transforms/Transforms.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "llvm/Support/GlobPattern.h"
@@ -62,9 +64,13 @@ struct DifferentiatePass : autopar::impl::DifferentiateBase<DifferentiatePass> {
     SmallVector<Value> wrt;
     for (unsigned i : *trainable)
       wrt.push_back(main.getArgument(i));
+    // The backward goes before the terminator, after the forward's last op.
+    Operation *forwardLast = ret->getPrevNode();
     auto gradients = autopar::buildGradients(main, loss, wrt);
     if (failed(gradients))
       return signalPassFailure();
+    if (phaseMarks)
+      markPhases(module, main, forwardLast);
 
     // @main now returns the loss and the gradients, and the parameters the
     // forward updates itself (BatchNorm's running statistics); the forward's
@@ -110,6 +116,32 @@ struct DifferentiatePass : autopar::impl::DifferentiateBase<DifferentiatePass> {
     linalg::populateEraseUnusedOperandsAndResultsPatterns(patterns);
     if (failed(applyPatternsGreedily(main, std::move(patterns))))
       return signalPassFailure();
+  }
+
+  /// Calls `autopar_rt_step_phase(0)` first in `main` and
+  /// `autopar_rt_step_phase(1)` after `forwardLast` (the forward's last op;
+  /// null: the forward is empty), declaring the function.
+  void markPhases(ModuleOp module, func::FuncOp main, Operation *forwardLast) {
+    constexpr StringLiteral kPhase = "autopar_rt_step_phase";
+    OpBuilder b(&getContext());
+    auto type = b.getFunctionType({b.getI32Type()}, {});
+    if (!module.lookupSymbol<func::FuncOp>(kPhase)) {
+      b.setInsertionPointToStart(module.getBody());
+      auto decl = func::FuncOp::create(b, module.getLoc(), kPhase, type);
+      decl.setPrivate();
+    }
+    auto mark = [&](int32_t phase) {
+      Location loc = main.getLoc();
+      Value value =
+          arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(phase));
+      func::CallOp::create(b, loc, kPhase, TypeRange{}, ValueRange{value});
+    };
+    Block &body = main.getBody().front();
+    b.setInsertionPointToStart(&body);
+    mark(0);
+    if (forwardLast)
+      b.setInsertionPointAfter(forwardLast);
+    mark(1);
   }
 
   /// `loss` times the loss scale (fp16 training): the backward starts from

@@ -3,6 +3,7 @@
 #include "autopar/runtime/Training.h"
 #include "autopar/runtime/PipelineTraining.h"
 
+#include "autopar/runtime/BufferAccounting.h"
 #include "autopar/runtime/Checkpoint.h"
 #include "autopar/runtime/DataLoader.h"
 #include "autopar/runtime/Error.h"
@@ -736,6 +737,11 @@ int64_t runTraining(Session &session, Communicator &comm,
   DataPosition position = start.position;
   int64_t savedStep = start.step;
   BackgroundSaver saver(hostComm, options, progress);
+  // What the generated code's buffers held during the steps: the most any
+  // micro-batch's forward kept for its backward, the most live above what
+  // was live before the step (BufferAccounting.h).
+  int64_t keptForBackward = 0, keptBuffers = 0, stepBufferPeak = 0,
+          backwards = 0;
   for (int64_t s = start.step; s < options.steps; ++s) {
     data.fill(position, inputBuffers);
     *static_cast<int64_t *>(session.argumentData(step)) = s + 1;
@@ -743,7 +749,16 @@ int64_t runTraining(Session &session, Communicator &comm,
     injectTestFault(hostComm, s + 1);
     if (pipeline)
       pipeline->runMicroBatches(comm);
+    resetBufferPeaks();
+    const int64_t liveBefore = bufferStats().live;
     session.runStep(comm);
+    BufferStats buffers = bufferStats();
+    if (buffers.keptForBackward > keptForBackward) {
+      keptForBackward = buffers.keptForBackward;
+      keptBuffers = buffers.buffersKeptForBackward;
+    }
+    stepBufferPeak = std::max(stepBufferPeak, buffers.peak - liveBefore);
+    backwards += buffers.backwards;
     double seconds =
         std::chrono::duration<double>(Clock::now() - begin).count();
     float lossValue = *static_cast<const float *>(session.argumentData(loss));
@@ -846,6 +861,22 @@ int64_t runTraining(Session &session, Communicator &comm,
   saver.complete();
   progress.finish();
   const int64_t taken = std::max<int64_t>(0, options.steps - start.step);
+  if (!pipeline && backwards > 0) {
+    // The activations a step without pipeline stages kept between a
+    // micro-batch's forward and its backward, which the plan report
+    // predicts (memory_breakdown_bytes.activations); the most over ranks.
+    double measured[3] = {static_cast<double>(keptForBackward),
+                          static_cast<double>(keptBuffers),
+                          static_cast<double>(stepBufferPeak)};
+    hostComm.maxOverWorld(measured, 3);
+    if (leader)
+      std::printf("autopar-run: activations kept for the backward: %lld B "
+                  "per micro-batch in %lld buffers (the step's buffers "
+                  "peaked at %lld B)\n",
+                  static_cast<long long>(measured[0]),
+                  static_cast<long long>(measured[1]),
+                  static_cast<long long>(measured[2]));
+  }
   if (pipeline && taken > 0) {
     // The activations each stage kept between a micro-batch's forward and
     // its backward (its residuals, times the micro-batches in flight at

@@ -86,6 +86,11 @@ struct TrainingStepOptions {
   /// then cuts a rank's tp block over dp as it would a whole parameter.
   /// For buildUpdatePipeline.
   bool partitionedForTensorParallel = false;
+  /// Mark where each micro-batch's forward and backward begin
+  /// (autopar-differentiate's phase-marks), so that autopar-run measures
+  /// the activations kept for the backward. CPU steps only: the runtime's
+  /// allocation accounting is the CPU code's.
+  bool phaseMarks = false;
 };
 
 /// The output named by a "cross-entropy:OUTPUT" loss, or "" for any other.

@@ -440,6 +440,12 @@ def Differentiate : Pass<"autopar-differentiate", "mlir::ModuleOp"> {
       first (a generic marked `autopar.loss_scaling`), so the backward starts
       from the scale; the returned loss and gradients are scaled and
       `autopar-apply-optimizer` divides the scale out.
+    - With `phase-marks` the forward begins with a call of the runtime's
+      `autopar_rt_step_phase(0)` and the backward with one of
+      `autopar_rt_step_phase(1)`: autopar-run measures the bytes the
+      forward allocates that are still live when the backward begins, the
+      activations kept for the backward
+      (runtime/include/autopar/runtime/BufferAccounting.h). CPU steps only.
   }];
   let options = [
     Option<"loss", "loss", "std::string", "\"\"",
@@ -453,9 +459,13 @@ def Differentiate : Pass<"autopar-differentiate", "mlir::ModuleOp"> {
     Option<"dynamicLossScale", "dynamic-loss-scale", "bool", "false",
            "Add the optimizer state loss_scaler.scale_offset to the scale "
            "(dynamic loss scaling; autopar-apply-optimizer updates it)">,
+    Option<"phaseMarks", "phase-marks", "bool", "false",
+           "Call autopar_rt_step_phase where the forward and the backward "
+           "begin, for autopar-run's activation measurement">,
   ];
   let dependentDialects = ["mlir::linalg::LinalgDialect",
                            "mlir::arith::ArithDialect",
+                           "mlir::func::FuncDialect",
                            "mlir::math::MathDialect",
                            "mlir::tensor::TensorDialect"];
 }
