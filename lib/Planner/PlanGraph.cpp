@@ -401,6 +401,58 @@ static void claimSavedActivations(func::FuncOp main, ProgramGraph &graph) {
   }
 }
 
+/// Full recomputation in a step without pipeline stages
+/// (autopar-rematerialize) keeps the segments' outputs and recomputes the
+/// rest: a segment output is kept when an adjoint reads it (what
+/// claimSavedActivations keeps without recomputation) or a recomputed op
+/// does, on the way from the segment's start to what an adjoint reads. An
+/// output nothing recomputed reads (an embedding's lookup, summed with the
+/// positions at once) is not kept. What the parameters do not flow into
+/// is kept as it is (autopar-rematerialize recomputes none of it).
+static void claimKeptUnderFull(ProgramGraph &graph) {
+  std::vector<int64_t> producer(graph.values.size(), -1);
+  for (auto [i, p] : llvm::enumerate(graph.ops))
+    if (p.result >= 0)
+      producer[p.result] = int64_t(i);
+  std::vector<bool> output(graph.values.size());
+  for (const Segment &seg : graph.segments)
+    for (int64_t i = seg.first; i <= seg.last; ++i) {
+      int64_t id = graph.ops[i].result;
+      if (id >= 0 && graph.values[id].isActivation &&
+          (graph.values[id].lastUse > seg.last || graph.values[id].isResult))
+        output[id] = true;
+    }
+  llvm::SmallVector<int64_t> work;
+  for (const PlanOp &p : graph.ops) {
+    for (auto [k, id] : llvm::enumerate(p.operands))
+      if (k < 64 && ((p.savedOperands >> k) & 1))
+        work.push_back(id);
+    if (p.savesResult)
+      work.push_back(p.result);
+    llvm::append_range(work, p.attentionSaved);
+  }
+  std::vector<bool> seen(graph.values.size()), kept(graph.values.size());
+  while (!work.empty()) {
+    int64_t id = work.pop_back_val();
+    if (id < 0 || seen[id])
+      continue;
+    seen[id] = true;
+    const ValueInfo &v = graph.values[id];
+    // An output, or what no recomputation makes (computed from the data
+    // but not from a parameter: Dropout's masks, a one-hot of the labels).
+    if (output[id] || (v.dataDependent && !v.isActivation && !v.isInput)) {
+      kept[id] = producer[id] >= 0;
+      continue;
+    }
+    if (v.dataDependent && producer[id] >= 0)
+      llvm::append_range(work, graph.ops[producer[id]].operands);
+  }
+  for (Segment &seg : graph.segments)
+    for (int64_t i = seg.first; i <= seg.last; ++i)
+      if (int64_t id = graph.ops[i].result; id >= 0 && kept[id])
+        seg.keptUnderFull.push_back(id);
+}
+
 /// Identical segments are one distinct segment solved once; the blocks of
 /// segments that repeat are the model's layers.
 static void assignDistinctSegments(ProgramGraph &graph) {
@@ -710,6 +762,7 @@ buildProgramGraph(func::FuncOp main,
     }
   }
 
+  claimKeptUnderFull(graph);
   assignDistinctSegments(graph);
   return graph;
 }

@@ -492,6 +492,15 @@ std::vector<StageTotals> Search::segmentTotals(const PlanKey &key) {
     s.trained = c.trainedElementsPerRank;
     s.tpGradBytes = c.tpGradientSyncBytes;
     s.saved = c.savedActivationBytes[r];
+    if (key.recompute == Recompute::Full && key.pp == 1) {
+      // Without pipeline stages, full recomputation keeps the segment
+      // boundaries the backward reads (per segment: segments alike may
+      // differ, the last block's output feeding the final norm).
+      const CostContext ctx = context(key.tp, key.microBatch);
+      s.saved = 0;
+      for (int64_t id : graph.segments[i].keptUnderFull)
+        s.saved += ctx.bytes(graph.values[id]);
+    }
     s.received = c.receivedBytes;
     s.dataInputs = c.dataInputBytes;
     s.segments = 1;

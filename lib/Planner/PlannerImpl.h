@@ -212,6 +212,11 @@ struct Segment {
   int64_t layerIndex = -1;
   double parameterElements = 0;
   int64_t onnxNodes = 0;
+  /// What a step without pipeline stages keeps of this segment for the
+  /// backward under full recomputation: its outputs an adjoint or a
+  /// recomputation reads, and what it makes that no recomputation makes
+  /// (claimKeptUnderFull). Value ids.
+  llvm::SmallVector<int64_t> keptUnderFull;
 };
 
 struct ProgramGraph {

@@ -29,6 +29,56 @@ using namespace mlir;
 
 namespace {
 
+/// The forward ops after which one value computed from the data is live in
+/// the forward (the planner's segment cuts, PlanGraph.cpp): what the data
+/// (the arguments other than parameters) flows into, counted live from its
+/// op to its last use by a forward op. The op making the loss is no cut.
+llvm::DenseSet<Operation *>
+segmentBoundaries(func::FuncOp main, const llvm::DenseSet<Operation *> &forward,
+                  Operation *forwardEnd) {
+  Block &body = main.getBody().front();
+  llvm::DenseSet<Value> fromData;
+  for (BlockArgument arg : main.getArguments())
+    if (!main.getArgAttr(arg.getArgNumber(), autopar::attrs::kParameter))
+      fromData.insert(arg);
+  // The position of each forward op, and each value's last forward reader.
+  llvm::DenseMap<Operation *, int64_t> position;
+  SmallVector<Operation *> order;
+  for (Operation &op : body) {
+    if (!forward.contains(&op))
+      break;
+    position[&op] = int64_t(order.size());
+    order.push_back(&op);
+  }
+  llvm::DenseMap<Value, int64_t> lastRead;
+  for (Operation *op : order) {
+    llvm::SetVector<Value> read(op->operand_begin(), op->operand_end());
+    getUsedValuesDefinedAbove(op->getRegions(), read);
+    if (llvm::any_of(read, [&](Value v) { return fromData.contains(v); }))
+      for (Value r : op->getResults())
+        fromData.insert(r);
+    for (Value v : read)
+      lastRead[v] = position[op];
+  }
+  llvm::DenseSet<Operation *> cuts;
+  llvm::DenseSet<Value> live;
+  for (Operation *op : order) {
+    int64_t at = position[op];
+    llvm::SetVector<Value> read(op->operand_begin(), op->operand_end());
+    getUsedValuesDefinedAbove(op->getRegions(), read);
+    for (Value v : read)
+      if (lastRead.lookup(v) == at)
+        live.erase(v);
+    for (Value r : op->getResults())
+      if (fromData.contains(r) && lastRead.count(r) && lastRead[r] > at)
+        live.insert(r);
+    if (op != forwardEnd && op->getNumResults() == 1 && live.size() == 1 &&
+        live.contains(op->getResult(0)))
+      cuts.insert(op);
+  }
+  return cuts;
+}
+
 struct RematerializePass : autopar::impl::RematerializeBase<RematerializePass> {
   using Base::Base;
 
@@ -88,6 +138,13 @@ struct RematerializePass : autopar::impl::RematerializeBase<RematerializePass> {
       }
     }
     bool full = mode == "full";
+    // Full recomputation keeps the forward's segment boundaries (Megatron's
+    // per-layer checkpoints, the planner's model): recomputing from the
+    // arguments instead would make the backward's first op recompute the
+    // whole forward, all of it live at once.
+    llvm::DenseSet<Operation *> boundaries;
+    if (full)
+      boundaries = segmentBoundaries(main, forward, forwardEnd);
     auto recomputed = [&](Operation *op) {
       if (!op || !active.contains(op) || op->getNumOperands() == 0 ||
           !isMemoryEffectFree(op))
@@ -99,8 +156,9 @@ struct RematerializePass : autopar::impl::RematerializeBase<RematerializePass> {
       if (auto shard = dyn_cast<shard::ShardOp>(op);
           shard && isa<BlockArgument>(shard.getSrc()))
         return false;
-      return full ||
-             (autopar::isSelectivelyRecomputed(op) && !random.contains(op));
+      if (full)
+        return !boundaries.contains(op);
+      return autopar::isSelectivelyRecomputed(op) && !random.contains(op);
     };
 
     // Each recomputed value, once, before the first backward op reading it.

@@ -20,12 +20,12 @@
 // SELECTIVE: linalg.generic {{.*}} ins(%[[AGAIN]], %[[MM]] : tensor<2x2xf32>, tensor<2x2xf32>)
 // SELECTIVE: return %[[LOSS]]
 
-// Full: the GEMM is recomputed too, and the ReLU from it.
+// Full: the GEMM's output and then the ReLU's are each the only value of
+// the data live (segment boundaries, Megatron's checkpoints): both kept,
+// nothing recomputed.
 // FULL-LABEL: func.func @main
-// FULL: %[[MM:.*]] = linalg.matmul ins
-// FULL: %[[MM2:.*]] = linalg.matmul {autopar.recomputed} ins
-// FULL: %[[RELU2:.*]] = linalg.generic {{.*}} ins(%[[MM2]] : tensor<2x2xf32>)
-// FULL: linalg.generic {{.*}} ins(%[[RELU2]], %[[MM2]] : tensor<2x2xf32>, tensor<2x2xf32>)
+// FULL-NOT: autopar.recomputed
+// FULL: return
 
 // NONE-LABEL: func.func @main
 // NONE-NOT: autopar.recomputed
@@ -117,19 +117,82 @@ func.func @main(%w: tensor<2x2xf32> {autopar.parameter = "w", autopar.trainable}
   %wa = shard.shard %w to %sw : tensor<2x2xf32>
   %e = tensor.empty() : tensor<2x2xf32>
   %z = linalg.fill ins(%zero : f32) outs(%e : tensor<2x2xf32>) -> tensor<2x2xf32>
+  // A value of the data live across the GEMM: its output is no segment
+  // boundary.
+  %t = linalg.generic {indexing_maps = [#map, #map], iterator_types = ["parallel", "parallel"]} ins(%x : tensor<2x2xf32>) outs(%e : tensor<2x2xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %ex = math.exp %a : f32
+    linalg.yield %ex : f32
+  } -> tensor<2x2xf32>
   %mm = linalg.matmul ins(%x, %wa : tensor<2x2xf32>, tensor<2x2xf32>) outs(%z : tensor<2x2xf32>) -> tensor<2x2xf32>
   %mma = shard.shard %mm to %sw : tensor<2x2xf32>
   %s0 = tensor.empty() : tensor<f32>
   %s = linalg.fill ins(%zero : f32) outs(%s0 : tensor<f32>) -> tensor<f32>
-  %loss = linalg.generic {indexing_maps = [#map, #scalar], iterator_types = ["reduction", "reduction"]} ins(%mma : tensor<2x2xf32>) outs(%s : tensor<f32>) {
-  ^bb0(%a: f32, %o: f32):
-    %p = arith.addf %a, %o : f32
+  %loss = linalg.generic {indexing_maps = [#map, #map, #scalar], iterator_types = ["reduction", "reduction"]} ins(%mma, %t : tensor<2x2xf32>, tensor<2x2xf32>) outs(%s : tensor<f32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %ab = arith.addf %a, %b : f32
+    %p = arith.addf %ab, %o : f32
     linalg.yield %p : f32
   } -> tensor<f32>
   // The backward reads the annotated GEMM output.
   %g = linalg.generic {indexing_maps = [#map, #map], iterator_types = ["parallel", "parallel"]} ins(%mma : tensor<2x2xf32>) outs(%e : tensor<2x2xf32>) {
   ^bb0(%v: f32, %o: f32):
     %dv = arith.mulf %v, %v : f32
+    linalg.yield %dv : f32
+  } -> tensor<2x2xf32>
+  return %loss, %g : tensor<f32>, tensor<2x2xf32>
+}
+
+// -----
+
+#map = affine_map<(d0, d1) -> (d0, d1)>
+#scalar = affine_map<(d0, d1) -> ()>
+// Full recomputation keeps the segment boundaries: a residual block's output
+// (the only value of the data live after it) is kept; the GEMM and the ReLU
+// inside the block, while the residual's input is live too, are recomputed.
+// (The arguments are kept whatever the mode, and are not counted live.)
+// FULL-LABEL: func.func @main
+// FULL: %[[H:.*]] = linalg.generic {{.*}} ins(%arg1 : tensor<2x2xf32>)
+// FULL: %[[MM:.*]] = linalg.matmul ins(%[[H]], %arg0
+// FULL: %[[RELU:.*]] = linalg.generic {{.*}} ins(%[[MM]] : tensor<2x2xf32>)
+// FULL: %[[RES:.*]] = linalg.generic {{.*}} ins(%[[RELU]], %[[H]] : tensor<2x2xf32>, tensor<2x2xf32>)
+// FULL: %[[LOSS:.*]] = linalg.generic {{.*}} ins(%[[RES]] : tensor<2x2xf32>)
+// FULL: %[[MM2:.*]] = linalg.matmul {autopar.recomputed} ins(%[[H]], %arg0
+// FULL-NOT: autopar.recomputed
+// FULL: linalg.generic {{.*}} ins(%[[RES]], %[[MM2]] : tensor<2x2xf32>, tensor<2x2xf32>)
+func.func @main(%w: tensor<2x2xf32> {autopar.parameter = "w", autopar.trainable}, %x: tensor<2x2xf32> {autopar.input = "x"})
+    -> (tensor<f32> {autopar.output = "loss"}, tensor<2x2xf32> {autopar.gradient = "w"}) {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<2x2xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<2x2xf32>) -> tensor<2x2xf32>
+  %h = linalg.generic {indexing_maps = [#map, #map], iterator_types = ["parallel", "parallel"]} ins(%x : tensor<2x2xf32>) outs(%e : tensor<2x2xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %two = arith.addf %a, %a : f32
+    linalg.yield %two : f32
+  } -> tensor<2x2xf32>
+  %mm = linalg.matmul ins(%h, %w : tensor<2x2xf32>, tensor<2x2xf32>) outs(%z : tensor<2x2xf32>) -> tensor<2x2xf32>
+  %relu = linalg.generic {indexing_maps = [#map, #map], iterator_types = ["parallel", "parallel"]} ins(%mm : tensor<2x2xf32>) outs(%e : tensor<2x2xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %m = arith.maximumf %a, %zero : f32
+    linalg.yield %m : f32
+  } -> tensor<2x2xf32>
+  %res = linalg.generic {indexing_maps = [#map, #map, #map], iterator_types = ["parallel", "parallel"]} ins(%relu, %h : tensor<2x2xf32>, tensor<2x2xf32>) outs(%e : tensor<2x2xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %p = arith.addf %a, %b : f32
+    linalg.yield %p : f32
+  } -> tensor<2x2xf32>
+  %s0 = tensor.empty() : tensor<f32>
+  %s = linalg.fill ins(%zero : f32) outs(%s0 : tensor<f32>) -> tensor<f32>
+  %loss = linalg.generic {indexing_maps = [#map, #scalar], iterator_types = ["reduction", "reduction"]} ins(%res : tensor<2x2xf32>) outs(%s : tensor<f32>) {
+  ^bb0(%a: f32, %o: f32):
+    %sq = arith.mulf %a, %a : f32
+    %p = arith.addf %sq, %o : f32
+    linalg.yield %p : f32
+  } -> tensor<f32>
+  // The backward reads the block's output and the GEMM's.
+  %g = linalg.generic {indexing_maps = [#map, #map, #map], iterator_types = ["parallel", "parallel"]} ins(%res, %mm : tensor<2x2xf32>, tensor<2x2xf32>) outs(%e : tensor<2x2xf32>) {
+  ^bb0(%r: f32, %v: f32, %o: f32):
+    %dv = arith.mulf %r, %v : f32
     linalg.yield %dv : f32
   } -> tensor<2x2xf32>
   return %loss, %g : tensor<f32>, tensor<2x2xf32>
