@@ -4,6 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "autopar/Dialect/Attributes.h"
 #include "autopar/Transforms/Passes.h"
 
 #include "mlir/Dialect/Linalg/Transforms/Transforms.h"
@@ -56,6 +57,27 @@ bool fusesWithoutRecomputation(OpOperand *fusedOperand) {
   return cheapToRecompute(producer);
 }
 
+/// Marks what replaces a recomputed op (autopar-rematerialize's clones) as
+/// recomputed too: the fusion patterns build new ops without the original's
+/// attributes, and the CSE after them would merge an unmarked clone back
+/// into the forward op it copies, keeping the forward's value alive for the
+/// backward after all.
+struct KeepRecomputedMarks : RewriterBase::Listener {
+  void notifyOperationInserted(Operation *op, OpBuilder::InsertPoint) override {
+    inserted.insert(op);
+  }
+  void notifyOperationErased(Operation *op) override { inserted.erase(op); }
+  void notifyOperationReplaced(Operation *op, ValueRange values) override {
+    if (!op->hasAttr(autopar::attrs::kRecomputed))
+      return;
+    for (Value v : values)
+      if (Operation *def = v.getDefiningOp(); def && inserted.contains(def))
+        def->setAttr(autopar::attrs::kRecomputed,
+                     UnitAttr::get(op->getContext()));
+  }
+  llvm::DenseSet<Operation *> inserted;
+};
+
 struct FuseElementwisePass
     : autopar::impl::FuseElementwiseBase<FuseElementwisePass> {
   void runOnOperation() override {
@@ -67,7 +89,11 @@ struct FuseElementwisePass
     // is dead, but its init (often a zero fill) and its stores stay unless
     // erased.
     linalg::populateEraseUnusedOperandsAndResultsPatterns(patterns);
-    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
+    KeepRecomputedMarks marks;
+    GreedyRewriteConfig config;
+    config.setListener(&marks);
+    if (failed(
+            applyPatternsGreedily(getOperation(), std::move(patterns), config)))
       signalPassFailure();
   }
 };

@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "autopar/Transforms/ZeroSharding.h"
+#include "autopar/Dialect/Attributes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
@@ -255,8 +256,24 @@ void gatherZeroBlockAtUses(func::FuncOp f, BlockArgument param,
     if (owner->isBeforeInBlock(first))
       first = owner;
   OpBuilder b(first);
+  // The ops of the backward's gather are marked as a recomputation, so that
+  // CSE does not merge them back into the forward's identical ones (which
+  // would hold the whole, or the bucket it is gathered from, from the
+  // forward to the backward after all: autopar-run's activation
+  // measurement found it).
+  struct Inserted : OpBuilder::Listener {
+    void notifyOperationInserted(Operation *op,
+                                 OpBuilder::InsertPoint) override {
+      ops.push_back(op);
+    }
+    SmallVector<Operation *> ops;
+  } inserted;
+  b.setListener(&inserted);
   Value backwardWhole = allGatherBlocks(b, param.getLoc(), grid, dataParallel,
                                         ValueRange{Value(param)})[0];
+  b.setListener(nullptr);
+  for (Operation *op : inserted.ops)
+    op->setAttr(autopar::attrs::kRecomputed, b.getUnitAttr());
   IRMapping again;
   again.map(forwardWhole, backwardWhole);
   again.map(Value(param), backwardWhole);

@@ -177,3 +177,32 @@ func.func @multi_use(%x: tensor<4x8xf32>, %b: tensor<8xf32>) -> (tensor<4x8xf32>
   } -> tensor<4x8xf32>
   return %c1, %c2, %r1, %r2, %l1, %l2 : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>
 }
+
+// -----
+
+// A recomputed op (autopar-rematerialize's clone) stays marked when the
+// patterns rebuild it (here: its splat operand folded into the body), so that
+// CSE does not merge it back into the forward op it copies.
+// CHECK-LABEL: func.func @recomputed
+// CHECK: linalg.generic
+// CHECK-NOT: autopar.recomputed
+// CHECK: math.powf
+// CHECK: linalg.generic {{.*}}autopar.recomputed
+// CHECK: math.powf
+#id = affine_map<(d0) -> (d0)>
+#scalar = affine_map<(d0) -> ()>
+func.func @recomputed(%x: tensor<8xf32>) -> (tensor<8xf32>, tensor<8xf32>) {
+  %two = arith.constant dense<2.0> : tensor<f32>
+  %e = tensor.empty() : tensor<8xf32>
+  %forward = linalg.generic {indexing_maps = [#id, #scalar, #id], iterator_types = ["parallel"]} ins(%x, %two : tensor<8xf32>, tensor<f32>) outs(%e : tensor<8xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %p = math.powf %a, %b : f32
+    linalg.yield %p : f32
+  } -> tensor<8xf32>
+  %again = linalg.generic {indexing_maps = [#id, #scalar, #id], iterator_types = ["parallel"]} ins(%x, %two : tensor<8xf32>, tensor<f32>) outs(%e : tensor<8xf32>) attrs = {autopar.recomputed} {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %p = math.powf %a, %b : f32
+    linalg.yield %p : f32
+  } -> tensor<8xf32>
+  return %forward, %again : tensor<8xf32>, tensor<8xf32>
+}

@@ -17,8 +17,11 @@
 // CHECK: %[[WHOLE:.*]] = tensor.expand_shape %{{.*}} {{\[}}[0, 1]] output_shape [4, 3] : tensor<12xf32> into tensor<4x3xf32>
 // CHECK: %[[Y:.*]] = linalg.matmul ins(%[[X]], %[[WHOLE]] : tensor<2x4xf32>, tensor<4x3xf32>)
 // CHECK: %[[LOSS:.*]] = arith.addf
-// CHECK: shard.all_gather %{{.*}} on @autopar_grid grid_axes = [0] gather_axis = 0 : tensor<1x6xf32> -> tensor<2x6xf32>
-// CHECK: %[[AGAIN:.*]] = tensor.expand_shape %{{.*}} {{\[}}[0, 1]] output_shape [4, 3] : tensor<12xf32> into tensor<4x3xf32>
+// The backward's gather is marked recomputed, so that CSE does not merge it
+// (and the bucket it gathers from) back into the forward's.
+// CHECK: %[[ROW2:.*]] = tensor.insert_slice {{.*}} {autopar.recomputed}
+// CHECK: shard.all_gather %[[ROW2]] on @autopar_grid grid_axes = [0] gather_axis = 0 {autopar.recomputed} : tensor<1x6xf32> -> tensor<2x6xf32>
+// CHECK: %[[AGAIN:.*]] = tensor.expand_shape %{{.*}} {{\[}}[0, 1]] output_shape [4, 3] {autopar.recomputed} : tensor<12xf32> into tensor<4x3xf32>
 // CHECK: %[[WT:.*]] = linalg.transpose ins(%[[AGAIN]] : tensor<4x3xf32>) outs(%[[EMPTY_T]] : tensor<3x4xf32>)
 // CHECK: linalg.matmul ins(%[[Y]], %[[WT]] : tensor<2x3xf32>, tensor<3x4xf32>)
 // CHECK: %[[GW:.*]] = arith.mulf %[[AGAIN]], %[[AGAIN]] : tensor<4x3xf32>
