@@ -46,6 +46,13 @@ magnitude.
 - gpt with Dropout: masks by global sample index, so dp2, and dp2 with two
   micro-batches each under ZeRO-3, draw one rank's masks.
 
+- activations: every run's activations kept between a micro-batch's forward
+  and its backward (autopar-run's 'activations kept for the backward' line:
+  the bytes the generated code allocated in the forward and still held when
+  the backward began) within 10% of the plan report's
+  memory_breakdown_bytes.activations: one rank and dp, ZeRO 0-3, gradient
+  accumulation, recompute none, selective and full.
+
 What cannot run data-parallel yet is refused with a clear error: pipeline
 parallelism pinned for training (tensor parallelism: train_tp.py).
 
@@ -69,6 +76,10 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
 from autopar.compare import compare_collectives, describe_collectives  # noqa: E402
 
 STEPS, TOL, NOISE_TOL = 6, 1e-5, 1e-3
+# Activations kept for the backward against the plan report (train_pp.py
+# holds pipeline stages to the same).
+ACTIVATION_TOLERANCE, ACTIVATION_SLACK_BYTES = 0.10, 16
+ACTIVATION_ALIGNMENT = 64
 CONFIG = {
     "gradient_clipping": 0.5,
     "optimizer": {"type": "AdamW", "params": {
@@ -133,6 +144,9 @@ class Case:
     each collective's calls and bus bytes as predicted (comm_errors)."""
 
     comm_errors = []
+    # (case, tag, recompute, measured, predicted) for every run:
+    # check_activations.
+    activations = []
 
     def __init__(self, build, work, name, model, data, batch, config):
         self.build, self.work, self.name = build, work, name
@@ -187,11 +201,51 @@ class Case:
         result = run(cmd)
         if ranks > 1 and "--comm-stats-json" not in flags:
             self.check_comm(tag, art, stats)
+        self.record_activations(tag, art, result.stdout)
         with open(metrics) as f:
             losses = [json.loads(line)["loss"] for line in f]
         params = {name[:-4]: np.load(os.path.join(out, name))
                   for name in os.listdir(out) if name.endswith(".npy")}
         return losses, params, result.stdout
+
+
+def record_activations(self, tag, art, stdout):
+    """Adds the run's activations kept for the backward (autopar-run's
+    line) beside its plan report's prediction to Case.activations."""
+    with open(art + "-report.json") as f:
+        report = json.load(f)
+    found = re.search(r"activations kept for the backward: (\d+) B per "
+                      r"micro-batch in (\d+) buffers", stdout)
+    Case.activations.append(
+        (self.name, tag, report["recompute"],
+         int(found.group(1)) if found else None,
+         int(found.group(2)) if found else 0,
+         report["stages"][0]["memory_breakdown_bytes"]["activations"]))
+
+
+def check_activations():
+    """Every run's measured activations within ACTIVATION_TOLERANCE of the
+    prediction (docs/distributed-training.md, "Activation memory"), each
+    kept buffer allowed its alignment's padding (the generated code's
+    buffers are 64-byte aligned allocations; the model counts tensors'
+    bytes: at these toy sizes the padding is a tenth of the total)."""
+    errors = []
+    print("activations kept between forward and backward, measured vs "
+          "predicted:")
+    for name, tag, recompute, got, buffers, predicted in Case.activations:
+        print(f"  {name} {tag} (recompute {recompute}): {got} B in "
+              f"{buffers} buffers vs {predicted:.0f} B"
+              + (f" ({got / predicted:.3f})" if got and predicted else ""))
+        if got is None:
+            errors.append(f"{name} {tag}: autopar-run printed no "
+                          "activations kept for the backward")
+        elif abs(got - predicted) > max(ACTIVATION_TOLERANCE * predicted,
+                                        ACTIVATION_SLACK_BYTES) + \
+                ACTIVATION_ALIGNMENT * buffers:
+            errors.append(f"{name} {tag}: activations kept {got} B, the "
+                          f"plan predicts {predicted:.0f} B (more than "
+                          f"{ACTIVATION_TOLERANCE:.0%} apart)")
+    return errors
 
 
 def check_comm(self, tag, art, stats):
@@ -211,6 +265,7 @@ def check_comm(self, tag, art, stats):
 
 
 Case.check_comm = check_comm
+Case.record_activations = record_activations
 
 
 def compare(tag, reference, run_result, noise_only=None):
@@ -659,6 +714,7 @@ def main():
 
     errors += check_model_state(build, work, launcher)
     errors += Case.comm_errors
+    errors += check_activations()
     if errors:
         sys.exit("\n".join(errors))
     print("data-parallel training equals one rank's")
