@@ -707,7 +707,7 @@ int CompileFlow::compileTrainingStep() {
     step.attentionHeadDimMultiple = fuse.headDimMultiple;
   }
   step.lowerCollectives = false;
-  step.phaseMarks = !gpu && best.tp == 1;
+  step.phaseMarks = !gpu;
   if (best.tp > 1) {
     // The forward is planned for one tp group of the cluster's devices.
     step.tensorParallel = best.tp;

@@ -13,6 +13,7 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Linalg/Transforms/Transforms.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "llvm/Support/GlobPattern.h"
@@ -120,21 +121,27 @@ struct DifferentiatePass : autopar::impl::DifferentiateBase<DifferentiatePass> {
 
   /// Calls `autopar_rt_step_phase(0)` first in `main` and
   /// `autopar_rt_step_phase(1)` after `forwardLast` (the forward's last op;
-  /// null: the forward is empty), declaring the function.
+  /// null: the forward is empty), declaring the function. LLVM dialect calls:
+  /// the partitioner passes them through (ScalarShardingModels.cpp), and a
+  /// func.func declaration would stop it (it partitions every func.func).
   void markPhases(ModuleOp module, func::FuncOp main, Operation *forwardLast) {
     constexpr StringLiteral kPhase = "autopar_rt_step_phase";
     OpBuilder b(&getContext());
-    auto type = b.getFunctionType({b.getI32Type()}, {});
-    if (!module.lookupSymbol<func::FuncOp>(kPhase)) {
+    auto i32 = b.getI32Type();
+    if (!module.lookupSymbol(kPhase)) {
       b.setInsertionPointToStart(module.getBody());
-      auto decl = func::FuncOp::create(b, module.getLoc(), kPhase, type);
-      decl.setPrivate();
+      LLVM::LLVMFuncOp::create(
+          b, module.getLoc(), kPhase,
+          LLVM::LLVMFunctionType::get(LLVM::LLVMVoidType::get(&getContext()),
+                                      {i32}));
     }
     auto mark = [&](int32_t phase) {
       Location loc = main.getLoc();
       Value value =
-          arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(phase));
-      func::CallOp::create(b, loc, kPhase, TypeRange{}, ValueRange{value});
+          LLVM::ConstantOp::create(b, loc, i32, b.getI32IntegerAttr(phase));
+      LLVM::CallOp::create(b, loc, TypeRange{},
+                           FlatSymbolRefAttr::get(&getContext(), kPhase),
+                           ValueRange{value});
     };
     Block &body = main.getBody().front();
     b.setInsertionPointToStart(&body);

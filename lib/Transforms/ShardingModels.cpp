@@ -16,6 +16,7 @@
 #include "autopar/Dialect/AutoparOps.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Shard/IR/ShardDialect.h"
@@ -163,6 +164,12 @@ void autopar::registerShardingModels(DialectRegistry &registry) {
   registry.addExtension(+[](MLIRContext *ctx, autopar::AutoparDialect *) {
     autopar::detail::attachAttentionShardingModels(ctx);
   });
+  // The runtime's phase marks in a training step (llvm.call of
+  // autopar_rt_step_phase, autopar-differentiate{phase-marks}) are cloned.
+  registry.addExtension(
+      +[](MLIRContext *ctx, LLVM::LLVMDialect *, shard::ShardDialect *) {
+        autopar::detail::attachScalarShardingModels(ctx, "llvm");
+      });
   registry.addExtension(+[](MLIRContext *ctx, shard::ShardDialect *) {
     autopar::detail::attachCollectiveShardingModels(ctx);
     autopar::detail::attachScalarShardingModels(ctx, "shard");

@@ -446,6 +446,9 @@ def Differentiate : Pass<"autopar-differentiate", "mlir::ModuleOp"> {
       forward allocates that are still live when the backward begins, the
       activations kept for the backward
       (runtime/include/autopar/runtime/BufferAccounting.h). CPU steps only.
+      The calls are `llvm.call`s of an `llvm.func` declaration, which a
+      tensor-parallel step's partitioner clones (a `func.func` declaration
+      would stop it).
   }];
   let options = [
     Option<"loss", "loss", "std::string", "\"\"",
@@ -466,6 +469,7 @@ def Differentiate : Pass<"autopar-differentiate", "mlir::ModuleOp"> {
   let dependentDialects = ["mlir::linalg::LinalgDialect",
                            "mlir::arith::ArithDialect",
                            "mlir::func::FuncDialect",
+                           "mlir::LLVM::LLVMDialect",
                            "mlir::math::MathDialect",
                            "mlir::tensor::TensorDialect"];
 }
