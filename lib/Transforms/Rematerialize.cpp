@@ -36,41 +36,36 @@ namespace {
 llvm::DenseSet<Operation *>
 segmentBoundaries(func::FuncOp main, const llvm::DenseSet<Operation *> &forward,
                   Operation *forwardEnd) {
-  Block &body = main.getBody().front();
   llvm::DenseSet<Value> fromData;
   for (BlockArgument arg : main.getArguments())
     if (!main.getArgAttr(arg.getArgNumber(), autopar::attrs::kParameter))
       fromData.insert(arg);
-  // The position of each forward op, and each value's last forward reader.
-  llvm::DenseMap<Operation *, int64_t> position;
+  // The forward's ops in order, what each reads, and each value's last
+  // forward reader.
   SmallVector<Operation *> order;
-  for (Operation &op : body) {
+  SmallVector<llvm::SetVector<Value>> reads;
+  llvm::DenseMap<Value, int64_t> lastRead;
+  for (Operation &op : main.getBody().front()) {
     if (!forward.contains(&op))
       break;
-    position[&op] = int64_t(order.size());
-    order.push_back(&op);
-  }
-  llvm::DenseMap<Value, int64_t> lastRead;
-  for (Operation *op : order) {
-    llvm::SetVector<Value> read(op->operand_begin(), op->operand_end());
-    getUsedValuesDefinedAbove(op->getRegions(), read);
+    llvm::SetVector<Value> read(op.operand_begin(), op.operand_end());
+    getUsedValuesDefinedAbove(op.getRegions(), read);
     if (llvm::any_of(read, [&](Value v) { return fromData.contains(v); }))
-      for (Value r : op->getResults())
+      for (Value r : op.getResults())
         fromData.insert(r);
     for (Value v : read)
-      lastRead[v] = position[op];
+      lastRead[v] = int64_t(order.size());
+    order.push_back(&op);
+    reads.push_back(std::move(read));
   }
   llvm::DenseSet<Operation *> cuts;
   llvm::DenseSet<Value> live;
-  for (Operation *op : order) {
-    int64_t at = position[op];
-    llvm::SetVector<Value> read(op->operand_begin(), op->operand_end());
-    getUsedValuesDefinedAbove(op->getRegions(), read);
-    for (Value v : read)
-      if (lastRead.lookup(v) == at)
+  for (auto [at, op] : llvm::enumerate(order)) {
+    for (Value v : reads[at])
+      if (lastRead.lookup(v) == int64_t(at))
         live.erase(v);
     for (Value r : op->getResults())
-      if (fromData.contains(r) && lastRead.count(r) && lastRead[r] > at)
+      if (fromData.contains(r) && lastRead.lookup(r) > int64_t(at))
         live.insert(r);
     if (op != forwardEnd && op->getNumResults() == 1 && live.size() == 1 &&
         live.contains(op->getResult(0)))

@@ -2,7 +2,6 @@
 
 #include "autopar/runtime/CpuProgram.h"
 
-#include "autopar/runtime/BufferAccounting.h"
 #include "autopar/runtime/Error.h"
 
 #include <dlfcn.h>
@@ -10,14 +9,6 @@
 namespace autopar::runtime {
 
 namespace {
-/// The generated library allocates through these (BufferAccounting.h): a
-/// program that loads one links them, whether or not it reads the counts.
-[[maybe_unused]] void *const kAllocationFunctions[] = {
-    reinterpret_cast<void *>(&_mlir_memref_to_llvm_alloc),
-    reinterpret_cast<void *>(&_mlir_memref_to_llvm_aligned_alloc),
-    reinterpret_cast<void *>(&_mlir_memref_to_llvm_free),
-    reinterpret_cast<void *>(&autopar_rt_step_phase)};
-
 std::string lastDlError() {
   const char *message = dlerror();
   return message ? message : "unknown error";

@@ -468,7 +468,6 @@ def Differentiate : Pass<"autopar-differentiate", "mlir::ModuleOp"> {
   ];
   let dependentDialects = ["mlir::linalg::LinalgDialect",
                            "mlir::arith::ArithDialect",
-                           "mlir::func::FuncDialect",
                            "mlir::LLVM::LLVMDialect",
                            "mlir::math::MathDialect",
                            "mlir::tensor::TensorDialect"];

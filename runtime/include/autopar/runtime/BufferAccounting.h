@@ -1,10 +1,12 @@
 //===- BufferAccounting.h - What the generated code allocates --*- C++ -*-===//
 //
 // The CPU code autopar-compile generates allocates its buffers through
-// `_mlir_memref_to_llvm_alloc` and frees them through
-// `_mlir_memref_to_llvm_free` (MLIR's memref lowering with generic
+// `_mlir_memref_to_llvm_aligned_alloc` and frees them through
+// `_mlir_memref_to_llvm_free` (MLIR's memref lowering with generic, aligned
 // allocation functions), which the runtime defines: it counts the bytes
-// live, so that autopar-run measures what the plan report predicts.
+// live, so that autopar-run measures what the plan report predicts. They
+// live in AutoparRuntime beside the trainer that reads the counts, which
+// links them into autopar-run (exported to the generated library).
 //
 // A training step compiled for CPU ranks also calls `autopar_rt_step_phase`
 // where each micro-batch's forward begins (phase 0) and where its backward
