@@ -12,8 +12,11 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <mutex>
 
 namespace {
 
@@ -34,6 +37,24 @@ std::atomic<int64_t> keptForBackward{0};
 std::atomic<int64_t> buffersKeptForBackward{0};
 std::atomic<int64_t> backwards{0};
 
+/// AUTOPAR_TRACE_BUFFERS=1: every buffer is remembered (address -> its
+/// allocation's index and size), and the first backward's mark lists those
+/// the forward allocated and still holds, in allocation order, on stderr:
+/// what to compare with the IR when the measured activations and the
+/// plan's disagree.
+struct Trace {
+  bool enabled = std::getenv("AUTOPAR_TRACE_BUFFERS") != nullptr;
+  std::mutex mutex;
+  std::map<void *, std::pair<uint64_t, uint64_t>> live;
+  uint64_t allocations = 0, forwardBegan = 0;
+  bool printed = false;
+};
+
+Trace &trace() {
+  static Trace t;
+  return t;
+}
+
 void raise(std::atomic<int64_t> &maximum, int64_t value) {
   int64_t seen = maximum.load(std::memory_order_relaxed);
   while (value > seen &&
@@ -49,6 +70,10 @@ void *record(void *base, char *user, uint64_t size) {
       live.fetch_add(static_cast<int64_t>(size), std::memory_order_relaxed) +
       static_cast<int64_t>(size);
   raise(peak, now);
+  if (Trace &t = trace(); t.enabled) {
+    std::lock_guard<std::mutex> lock(t.mutex);
+    t.live[user] = {t.allocations++, size};
+  }
   return user;
 }
 
@@ -103,11 +128,33 @@ void _mlir_memref_to_llvm_free(void *ptr) {
   std::memcpy(&header, static_cast<char *>(ptr) - kHeaderBytes, sizeof header);
   live.fetch_sub(static_cast<int64_t>(header.size), std::memory_order_relaxed);
   liveBuffers.fetch_sub(1, std::memory_order_relaxed);
+  if (Trace &t = trace(); t.enabled) {
+    std::lock_guard<std::mutex> lock(t.mutex);
+    t.live.erase(ptr);
+  }
   std::free(header.base);
 }
 
 void autopar_rt_step_phase(int32_t phase) {
   int64_t now = live.load(), buffers = liveBuffers.load();
+  if (Trace &t = trace(); t.enabled) {
+    std::lock_guard<std::mutex> lock(t.mutex);
+    if (phase == 0) {
+      t.forwardBegan = t.allocations;
+    } else if (!t.printed) {
+      t.printed = true;
+      std::map<uint64_t, uint64_t> kept;
+      for (auto &[ptr, entry] : t.live)
+        if (entry.first >= t.forwardBegan)
+          kept[entry.first - t.forwardBegan] = entry.second;
+      for (auto [index, size] : kept)
+        std::fprintf(stderr,
+                     "autopar-run: kept for the backward: the forward's "
+                     "allocation %llu, %llu B\n",
+                     static_cast<unsigned long long>(index),
+                     static_cast<unsigned long long>(size));
+    }
+  }
   if (phase == 0) {
     forwardBegan.store(now);
     buffersAtForward.store(buffers);
