@@ -34,6 +34,7 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
+#include "mlir/IR/Matchers.h"
 #include "llvm/ADT/SmallBitVector.h"
 #include "llvm/ADT/TypeSwitch.h"
 
@@ -126,10 +127,16 @@ FailureOr<ShardingArray> loopAxes(linalg::LinalgOp op,
 
 /// `partitioned`, the local block of the init, on the first rank of each
 /// reduction group; a tensor of `neutral` (the combiner's neutral element)
-/// on the others, so the all-reduce adds the init once.
+/// on the others, so the all-reduce adds the init once. An init that is
+/// `neutral` already is every rank's: a rank-dependent choice between two
+/// equal tensors would cost a buffer whose free depends on the rank
+/// (bufferization frees it at the block's end, not at its last use).
 Value initOnLeadRank(TypedAttr neutral, Value partitioned,
                      ArrayRef<GridAxis> reductionAxes, GridOp grid,
                      ImplicitLocOpBuilder &b) {
+  if (autopar::detail::sameFillConstant(
+          autopar::detail::fillConstant(partitioned), neutral))
+    return partitioned;
   Value index = createProcessLinearIndex(grid.getSymName(), reductionAxes, b);
   Value zero = arith::ConstantIndexOp::create(b, 0);
   Value isLead =
@@ -314,4 +321,26 @@ void autopar::detail::attachLinalgShardingModels(MLIRContext *ctx) {
          linalg::Conv2DNgchwGfchwOp, linalg::Conv3DNcdhwFcdhwOp,
          linalg::DepthwiseConv2DNchwChwOp, linalg::PoolingNchwMaxOp,
          linalg::PoolingNchwSumOp>(ctx);
+}
+
+Attribute autopar::detail::fillConstant(Value init) {
+  while (auto slice = init.getDefiningOp<tensor::ExtractSliceOp>())
+    init = slice.getSource();
+  Attribute value;
+  if (auto fill = init.getDefiningOp<linalg::FillOp>())
+    return matchPattern(fill.value(), m_Constant(&value)) ? value : nullptr;
+  DenseElementsAttr dense;
+  if (matchPattern(init, m_Constant(&dense)) && dense.isSplat())
+    return dense.getSplatValue<Attribute>();
+  return nullptr;
+}
+
+bool autopar::detail::sameFillConstant(Attribute a, Attribute b) {
+  if (!a || !b)
+    return false;
+  if (a == b)
+    return true;
+  auto fa = dyn_cast<FloatAttr>(a), fb = dyn_cast<FloatAttr>(b);
+  return fa && fb && fa.getType() == fb.getType() && fa.getValue().isZero() &&
+         fb.getValue().isZero();
 }

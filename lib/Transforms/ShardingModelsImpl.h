@@ -83,6 +83,17 @@ checkAttentionShardings(mlir::Operation *op,
                         mlir::SymbolTableCollection &symbols,
                         llvm::function_ref<mlir::InFlightDiagnostic()> error);
 
+/// The constant `init` holds everywhere (a linalg.fill of a constant or a
+/// splat constant, possibly sliced); null if it is not one
+/// (LinalgShardingModels.cpp).
+mlir::Attribute fillConstant(mlir::Value init);
+
+/// Whether two fill constants are the same value; float zeros of either
+/// sign count as one (the neutral element of addition is -0.0; inits are
+/// filled with +0.0, and a sum does not tell them apart). False if either
+/// is null.
+bool sameFillConstant(mlir::Attribute a, mlir::Attribute b);
+
 } // namespace autopar::detail
 
 #endif // AUTOPAR_LIB_TRANSFORMS_SHARDINGMODELSIMPL_H

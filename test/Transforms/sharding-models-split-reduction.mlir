@@ -1,11 +1,14 @@
 // autopar's linalg sharding model partitions a softmax over a split dim (a row
 // split over tp): each rank reduces its block, the partial max and the partial
 // sum are all-reduced with their own reduction kinds (max, then sum), and the
-// elementwise ops stay split, with no all-gather.
-// RUN: autopar-opt %s --pass-pipeline='builtin.module(func.func(sharding-propagation,shard-partition))' | FileCheck %s
+// elementwise ops stay split, with no all-gather. Inits that are the
+// combiner's neutral element (-inf for max, 0 for a sum) are every rank's: no
+// rank-dependent choice of init.
+// RUN: autopar-opt %s -split-input-file --pass-pipeline='builtin.module(func.func(sharding-propagation,shard-partition))' | FileCheck %s
 
 // CHECK-LABEL: func.func @softmax_split_dim
 // CHECK-SAME: (%[[X:.*]]: tensor<4x4xf32>) -> tensor<4x4xf32>
+// CHECK-NOT: scf.if
 // CHECK: %[[M:.*]] = linalg.generic {{.*}} ins(%[[X]] : tensor<4x4xf32>)
 // CHECK: arith.maximumf
 // CHECK: %[[MAX:.*]] = shard.all_reduce %[[M]] on @grid grid_axes = [0] reduction = max : tensor<4xf32> -> tensor<4xf32>
@@ -56,4 +59,35 @@ func.func @softmax_split_dim(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
   } -> tensor<4x8xf32>
   %ys = shard.shard %y to %s : tensor<4x8xf32>
   return %ys : tensor<4x8xf32>
+}
+
+// -----
+
+// A split sum onto an init that is not neutral (a bias): the first rank of
+// the reduction group adds it, the others start from zero, so the all-reduce
+// adds it once.
+// CHECK-LABEL: func.func @row_sum_onto_bias
+// CHECK-SAME: (%[[X:.*]]: tensor<4x4xf32>, %[[B:.*]]: tensor<4xf32>)
+// CHECK: %[[IDX:.*]] = shard.process_multi_index on @grid axes = [0]
+// CHECK: %[[LEAD:.*]] = arith.cmpi eq, %[[IDX]], %{{.*}} : index
+// CHECK: %[[INIT:.*]] = scf.if %[[LEAD]]
+// CHECK-NEXT: scf.yield %[[B]]
+// CHECK: } else {
+// CHECK: %[[Z:.*]] = linalg.fill
+// CHECK-NEXT: scf.yield %[[Z]]
+// CHECK: %[[S:.*]] = linalg.generic {{.*}} ins(%[[X]] : tensor<4x4xf32>) outs(%[[INIT]] : tensor<4xf32>)
+// CHECK: %[[SUM:.*]] = shard.all_reduce %[[S]] on @grid grid_axes = [0]
+// CHECK: return %[[SUM]]
+#row = affine_map<(d0, d1) -> (d0, d1)>
+#red = affine_map<(d0, d1) -> (d0)>
+shard.grid @grid(shape = 2)
+func.func @row_sum_onto_bias(%x: tensor<4x8xf32>, %bias: tensor<4xf32>) -> tensor<4xf32> {
+  %s = shard.sharding @grid split_axes = [[], [0]] : !shard.sharding
+  %xs = shard.shard %x to %s annotate_for_users : tensor<4x8xf32>
+  %sum = linalg.generic {indexing_maps = [#row, #red], iterator_types = ["parallel", "reduction"]} ins(%xs : tensor<4x8xf32>) outs(%bias : tensor<4xf32>) {
+  ^bb0(%a: f32, %acc: f32):
+    %r = arith.addf %a, %acc : f32
+    linalg.yield %r : f32
+  } -> tensor<4xf32>
+  return %sum : tensor<4xf32>
 }
