@@ -450,7 +450,7 @@ static void claimKeptUnderFull(ProgramGraph &graph) {
   for (Segment &seg : graph.segments)
     for (int64_t i = seg.first; i <= seg.last; ++i)
       if (int64_t id = graph.ops[i].result; id >= 0 && kept[id])
-        seg.keptUnderFull.push_back(id);
+        seg.keptUnderFull.push_back(i);
 }
 
 /// Identical segments are one distinct segment solved once; the blocks of

@@ -434,21 +434,25 @@ SegmentCost evaluateSegment(const ProgramGraph &graph, const Segment &segment,
     }
     // What the backward keeps for this op's adjoint: the operands it reads,
     // as the option lays them out (PlanGraph.cpp, claimSavedActivations).
+    auto keep = [&](Recompute mode, int64_t id, double bytes) {
+      result.savedActivationBytes[int(mode)] += bytes;
+      if (graph.values[id].isInput)
+        result.savedInputBytes[int(mode)] += bytes;
+    };
     for (auto [k, id] : llvm::enumerate(op.operands)) {
       if (k >= 64 || !((op.savedOperands >> k) & 1))
         continue;
       bool split = k < option.operands.size() && isSplit(option.operands[k]);
-      result.savedActivationBytes[int(Recompute::None)] +=
-          ctx.bytes(graph.values[id]) / (split ? tp : 1);
+      keep(Recompute::None, id, ctx.bytes(graph.values[id]) / (split ? tp : 1));
     }
     for (int64_t id : op.firstReadInputs)
       result.dataInputBytes += ctx.bytes(graph.values[id]);
     for (int64_t id : op.attentionSaved)
-      result.savedActivationBytes[int(Recompute::None)] +=
-          ctx.bytes(graph.values[id]) / (isSplit(shardingOf(id)) ? tp : 1);
+      keep(Recompute::None, id,
+           ctx.bytes(graph.values[id]) / (isSplit(shardingOf(id)) ? tp : 1));
     for (int64_t id : op.savedUnderSelective)
-      result.savedActivationBytes[int(Recompute::Selective)] +=
-          ctx.bytes(graph.values[id]) / (isSplit(shardingOf(id)) ? tp : 1);
+      keep(Recompute::Selective, id,
+           ctx.bytes(graph.values[id]) / (isSplit(shardingOf(id)) ? tp : 1));
     if (op.result >= 0) {
       state[op.result] = option.result;
       const ValueInfo &v = graph.values[op.result];

@@ -215,7 +215,8 @@ struct Segment {
   /// What a step without pipeline stages keeps of this segment for the
   /// backward under full recomputation: its outputs an adjoint or a
   /// recomputation reads, and what it makes that no recomputation makes
-  /// (claimKeptUnderFull). Value ids.
+  /// (claimKeptUnderFull). Indices of the ops making them (each kept as
+  /// its op's option lays out its result).
   llvm::SmallVector<int64_t> keptUnderFull;
 };
 
@@ -294,6 +295,10 @@ struct SegmentCost {
   double recomputeCompute[3] = {0, 0, 0};
   /// Activation bytes kept for the backward pass, per Recompute mode.
   double savedActivationBytes[3] = {0, 0, 0};
+  /// The part of savedActivationBytes that is graph inputs (the data an
+  /// MLP's first GEMM reads): a pipeline stage keeps its micro-batch's
+  /// copy, a step without stages reads the batch the runtime holds anyway.
+  double savedInputBytes[3] = {0, 0, 0};
   /// What a pipeline stage that starts here keeps under full recomputation
   /// (it recomputes everything from what it receives): the activation it
   /// receives, and the graph inputs (data, labels) its ops read first here.
