@@ -148,11 +148,19 @@ struct RematerializePass : autopar::impl::RematerializeBase<RematerializePass> {
       // says how it is laid out: a clone would annotate the argument a
       // second time, after uses the first one serves. Annotations of
       // recomputed values are cloned with them.
-      if (auto shard = dyn_cast<shard::ShardOp>(op);
-          shard && isa<BlockArgument>(shard.getSrc()))
+      auto shard = dyn_cast<shard::ShardOp>(op);
+      if (shard && isa<BlockArgument>(shard.getSrc()))
         return false;
       if (full)
         return !boundaries.contains(op);
+      // Selectively too, annotations are made again: what is kept is a
+      // value as the op that made it laid it out, and a resharding the
+      // backward reads (a GEMM's all-gathered input) is repeated there, as
+      // Megatron's sequence parallelism gathers again in the backward
+      // rather than keep the gathered tensor (the planner prices each kept
+      // value where it is made).
+      if (shard)
+        return true;
       return autopar::isSelectivelyRecomputed(op) && !random.contains(op);
     };
 

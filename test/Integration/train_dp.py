@@ -223,19 +223,25 @@ def record_activations(self, tag, art, stdout):
          report["stages"][0]["memory_breakdown_bytes"]["activations"]))
 
 
-def check_activations():
+def check_activations(not_held=lambda recompute: False):
     """Every run's measured activations within ACTIVATION_TOLERANCE of the
     prediction (docs/distributed-training.md, "Activation memory"), each
     kept buffer allowed its alignment's padding (the generated code's
     buffers are 64-byte aligned allocations; the model counts tensors'
-    bytes: at these toy sizes the padding is a tenth of the total)."""
+    bytes: at these toy sizes the padding is a tenth of the total). Runs
+    whose recompute mode `not_held` names are printed, not checked (a
+    known gap the docs describe)."""
     errors = []
     print("activations kept between forward and backward, measured vs "
           "predicted:")
     for name, tag, recompute, got, buffers, predicted in Case.activations:
+        held = not not_held(recompute)
         print(f"  {name} {tag} (recompute {recompute}): {got} B in "
               f"{buffers} buffers vs {predicted:.0f} B"
-              + (f" ({got / predicted:.3f})" if got and predicted else ""))
+              + (f" ({got / predicted:.3f})" if got and predicted else "")
+              + ("" if held else " (not held to the plan yet)"))
+        if not held:
+            continue
         if got is None:
             errors.append(f"{name} {tag}: autopar-run printed no "
                           "activations kept for the backward")

@@ -12,7 +12,10 @@ and on the tp ranks and requires every step's loss within 1e-5 relative and
 every final parameter within 1e-5 of its largest magnitude (entries with an
 exactly zero gradient, where Adam scales rounding noise up, at 1e-3: the
 one-rank tests' caveat), and the collectives each rank ran to equal the plan
-report's predicted ones, call for call and byte for byte (--check-comm).
+report's predicted ones, call for call and byte for byte (--check-comm), and
+the activations each rank keeps for its backward (the largest rank's, as
+autopar-run measures them) within 10% of the report's (not yet held under
+recomputation).
 
 - mlp: a ReLU MLP wide enough for the planner to split (Megatron's column-
   then row-parallel pair), AdamW with clipping (the global norm sums the
@@ -50,8 +53,9 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gradcheck import Gpt  # noqa: E402
-from train_dp import (CONFIG, Case, compare, eval_equals_one_rank,  # noqa: E402
-                      on_one_rank, resumed_bitwise)
+from train_dp import (CONFIG, Case, check_activations,  # noqa: E402
+                      compare, eval_equals_one_rank, on_one_rank,
+                      resumed_bitwise)
 
 
 class WideMlp(nn.Module):
@@ -306,6 +310,13 @@ def main():
                                    (("tp2", 2), ("dp2xtp2", 4)))
 
     errors += Case.comm_errors
+    # Recomputation under tp is executed (the clones partitioned as their
+    # originals) but its activations are not yet priced as kept: the plan
+    # prices what a selective recomputation keeps where it is made, the
+    # step keeps what it reads through a resharding (docs/distributed-
+    # training.md, "Activation memory").
+    errors += check_activations(
+        not_held=lambda recompute: recompute != "none")
     if errors:
         sys.exit("FAILED:\n" + "\n".join(errors))
     print("tensor-parallel training equals one rank's")

@@ -147,6 +147,66 @@ func.func @main(%w: tensor<2x2xf32> {autopar.parameter = "w", autopar.trainable}
 
 #map = affine_map<(d0, d1) -> (d0, d1)>
 #scalar = affine_map<(d0, d1) -> ()>
+// Selective under a tensor-parallel plan: the ReLU reads the GEMM's output
+// all-gathered (a user's annotation replicating a split value). The backward
+// recomputes the ReLU from the split GEMM output it keeps, gathering it again
+// (the annotation cloned with the ReLU), rather than keep the gathered
+// tensor: what is kept is each value as the op that made it laid it out,
+// as the planner prices it. The parameter's annotation is not cloned.
+// SELECTIVE-LABEL: func.func @main
+// SELECTIVE: %[[SPLIT:.*]] = shard.sharding @autopar_grid split_axes = {{\[\[}}], [1]]
+// SELECTIVE: %[[WHOLE:.*]] = shard.sharding @autopar_grid split_axes = {{\[\[}}]]
+// SELECTIVE: %[[W:.*]] = shard.shard %arg0 to %[[SPLIT]]
+// SELECTIVE: %[[MM:.*]] = linalg.matmul ins(%arg1, %[[W]] :
+// SELECTIVE: %[[MMA:.*]] = shard.shard %[[MM]] to %[[SPLIT]] :
+// SELECTIVE: %[[GATHERED:.*]] = shard.shard %[[MMA]] to %[[WHOLE]] annotate_for_users :
+// SELECTIVE: %[[RELU:.*]] = linalg.generic {{.*}} ins(%[[GATHERED]] :
+// The backward: the GEMM's output annotated again (its annotation goes with
+// the clones that read it; autopar-unify-result-annotations keeps one), then
+// gathered again; the GEMM itself is kept.
+// SELECTIVE-NOT: linalg.matmul
+// SELECTIVE: %[[MMA2:.*]] = shard.shard %[[MM]] to %[[SPLIT]] {autopar.recomputed}
+// SELECTIVE-NEXT: %[[AGAIN:.*]] = shard.shard %[[MMA2]] to %[[WHOLE]] annotate_for_users {autopar.recomputed}
+// SELECTIVE: %[[RELU2:.*]] = linalg.generic {{.*}} ins(%[[AGAIN]] : {{.*}}{autopar.recomputed}
+// SELECTIVE: linalg.generic {{.*}} ins(%[[RELU2]] :
+// SELECTIVE-NOT: shard.shard %arg0
+shard.grid @autopar_grid(shape = 1x2)
+func.func @main(%w: tensor<2x2xf32> {autopar.parameter = "w", autopar.trainable}, %x: tensor<2x2xf32> {autopar.input = "x"})
+    -> (tensor<f32> {autopar.output = "loss"}, tensor<2x2xf32> {autopar.gradient = "w"}) {
+  %zero = arith.constant 0.0 : f32
+  %sw = shard.sharding @autopar_grid split_axes = [[], [1]] : !shard.sharding
+  %sr = shard.sharding @autopar_grid split_axes = [[]] : !shard.sharding
+  %wa = shard.shard %w to %sw : tensor<2x2xf32>
+  %e = tensor.empty() : tensor<2x2xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<2x2xf32>) -> tensor<2x2xf32>
+  %mm = linalg.matmul ins(%x, %wa : tensor<2x2xf32>, tensor<2x2xf32>) outs(%z : tensor<2x2xf32>) -> tensor<2x2xf32>
+  %mma = shard.shard %mm to %sw : tensor<2x2xf32>
+  %mmu = shard.shard %mma to %sr annotate_for_users : tensor<2x2xf32>
+  %relu = linalg.generic {indexing_maps = [#map, #map], iterator_types = ["parallel", "parallel"]} ins(%mmu : tensor<2x2xf32>) outs(%e : tensor<2x2xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %r = arith.maximumf %a, %zero : f32
+    linalg.yield %r : f32
+  } -> tensor<2x2xf32>
+  %s0 = tensor.empty() : tensor<f32>
+  %s = linalg.fill ins(%zero : f32) outs(%s0 : tensor<f32>) -> tensor<f32>
+  %loss = linalg.generic {indexing_maps = [#map, #scalar], iterator_types = ["reduction", "reduction"]} ins(%relu : tensor<2x2xf32>) outs(%s : tensor<f32>) {
+  ^bb0(%a: f32, %o: f32):
+    %p = arith.addf %a, %o : f32
+    linalg.yield %p : f32
+  } -> tensor<f32>
+  // The backward reads the ReLU's output.
+  %g = linalg.generic {indexing_maps = [#map, #map], iterator_types = ["parallel", "parallel"]} ins(%relu : tensor<2x2xf32>) outs(%e : tensor<2x2xf32>) {
+  ^bb0(%v: f32, %o: f32):
+    %dv = arith.mulf %v, %v : f32
+    linalg.yield %dv : f32
+  } -> tensor<2x2xf32>
+  return %loss, %g : tensor<f32>, tensor<2x2xf32>
+}
+
+// -----
+
+#map = affine_map<(d0, d1) -> (d0, d1)>
+#scalar = affine_map<(d0, d1) -> ()>
 // Full recomputation keeps the segment boundaries: a residual block's output
 // (the only value of the data live after it) is kept; the GEMM and the ReLU
 // inside the block, while the residual's input is live too, are recomputed.
