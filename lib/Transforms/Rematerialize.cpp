@@ -29,10 +29,20 @@ using namespace mlir;
 
 namespace {
 
+/// The value a chain of `shard.shard` annotations annotates: under a
+/// tensor-parallel plan each value is read through its annotations, which
+/// are the value as far as liveness goes.
+Value annotatedValue(Value v) {
+  while (auto shard = v.getDefiningOp<shard::ShardOp>())
+    v = shard.getSrc();
+  return v;
+}
+
 /// The forward ops after which one value computed from the data is live in
 /// the forward (the planner's segment cuts, PlanGraph.cpp): what the data
 /// (the arguments other than parameters) flows into, counted live from its
-/// op to its last use by a forward op. The op making the loss is no cut.
+/// op to its last use by a forward op (through any of its annotations). The
+/// op making the loss is no cut, nor is an annotation.
 llvm::DenseSet<Operation *>
 segmentBoundaries(func::FuncOp main, const llvm::DenseSet<Operation *> &forward,
                   Operation *forwardEnd) {
@@ -48,8 +58,13 @@ segmentBoundaries(func::FuncOp main, const llvm::DenseSet<Operation *> &forward,
   for (Operation &op : main.getBody().front()) {
     if (!forward.contains(&op))
       break;
-    llvm::SetVector<Value> read(op.operand_begin(), op.operand_end());
-    getUsedValuesDefinedAbove(op.getRegions(), read);
+    llvm::SetVector<Value> read;
+    for (Value v : op.getOperands())
+      read.insert(annotatedValue(v));
+    llvm::SetVector<Value> captured;
+    getUsedValuesDefinedAbove(op.getRegions(), captured);
+    for (Value v : captured)
+      read.insert(annotatedValue(v));
     if (llvm::any_of(read, [&](Value v) { return fromData.contains(v); }))
       for (Value r : op.getResults())
         fromData.insert(r);
@@ -64,6 +79,8 @@ segmentBoundaries(func::FuncOp main, const llvm::DenseSet<Operation *> &forward,
     for (Value v : reads[at])
       if (lastRead.lookup(v) == int64_t(at))
         live.erase(v);
+    if (isa<shard::ShardOp>(op))
+      continue;
     for (Value r : op->getResults())
       if (fromData.contains(r) && lastRead.lookup(r) > int64_t(at))
         live.insert(r);

@@ -153,6 +153,7 @@ func.func @main(%w: tensor<2x2xf32> {autopar.parameter = "w", autopar.trainable}
 // (the annotation cloned with the ReLU), rather than keep the gathered
 // tensor: what is kept is each value as the op that made it laid it out,
 // as the planner prices it. The parameter's annotation is not cloned.
+// FULL-LABEL: func.func @main
 // SELECTIVE-LABEL: func.func @main
 // SELECTIVE: %[[SPLIT:.*]] = shard.sharding @autopar_grid split_axes = {{\[\[}}], [1]]
 // SELECTIVE: %[[WHOLE:.*]] = shard.sharding @autopar_grid split_axes = {{\[\[}}]]
@@ -165,11 +166,12 @@ func.func @main(%w: tensor<2x2xf32> {autopar.parameter = "w", autopar.trainable}
 // the clones that read it; autopar-unify-result-annotations keeps one), then
 // gathered again; the GEMM itself is kept.
 // SELECTIVE-NOT: linalg.matmul
+// SELECTIVE-NOT: shard.shard %arg0
 // SELECTIVE: %[[MMA2:.*]] = shard.shard %[[MM]] to %[[SPLIT]] {autopar.recomputed}
 // SELECTIVE-NEXT: %[[AGAIN:.*]] = shard.shard %[[MMA2]] to %[[WHOLE]] annotate_for_users {autopar.recomputed}
 // SELECTIVE: %[[RELU2:.*]] = linalg.generic {{.*}} ins(%[[AGAIN]] : {{.*}}{autopar.recomputed}
 // SELECTIVE: linalg.generic {{.*}} ins(%[[RELU2]] :
-// SELECTIVE-NOT: shard.shard %arg0
+// SELECTIVE: return
 shard.grid @autopar_grid(shape = 1x2)
 func.func @main(%w: tensor<2x2xf32> {autopar.parameter = "w", autopar.trainable}, %x: tensor<2x2xf32> {autopar.input = "x"})
     -> (tensor<f32> {autopar.output = "loss"}, tensor<2x2xf32> {autopar.gradient = "w"}) {
@@ -198,6 +200,82 @@ func.func @main(%w: tensor<2x2xf32> {autopar.parameter = "w", autopar.trainable}
   %g = linalg.generic {indexing_maps = [#map, #map], iterator_types = ["parallel", "parallel"]} ins(%relu : tensor<2x2xf32>) outs(%e : tensor<2x2xf32>) {
   ^bb0(%v: f32, %o: f32):
     %dv = arith.mulf %v, %v : f32
+    linalg.yield %dv : f32
+  } -> tensor<2x2xf32>
+  return %loss, %g : tensor<f32>, tensor<2x2xf32>
+}
+
+// -----
+
+#map = affine_map<(d0, d1) -> (d0, d1)>
+#scalar = affine_map<(d0, d1) -> ()>
+// Full under a tensor-parallel plan: every value is read through its
+// annotations, a result annotation and one per user, so liveness goes by the
+// value they annotate. The GEMM's output and the residual add's are each the
+// one value of the data live: both kept (no boundary would be found if each
+// annotation counted as a value of its own, and the whole forward would be
+// recomputed at the backward's start); the two tanh are made again from them.
+// FULL-LABEL: func.func @main
+// FULL: %[[H:.*]] = linalg.matmul
+// FULL: linalg.generic {{.*}} ins(%{{.*}} : tensor<2x2xf32>)
+// FULL: math.tanh
+// FULL: %[[RES:.*]] = linalg.generic {{.*}} ins(%{{.*}}, %{{.*}} : tensor<2x2xf32>, tensor<2x2xf32>)
+// FULL: arith.addf
+// The backward:
+// FULL: shard.shard %[[H]] to %{{.*}} {autopar.recomputed}
+// FULL: math.tanh
+// FULL: shard.shard %[[RES]] to %{{.*}} {autopar.recomputed}
+// FULL: math.tanh
+// FULL-NOT: linalg.matmul
+// FULL-NOT: arith.addf
+// FULL: return
+shard.grid @autopar_grid(shape = 1x2)
+func.func @main(%w: tensor<2x2xf32> {autopar.parameter = "w", autopar.trainable}, %x: tensor<2x2xf32> {autopar.input = "x"})
+    -> (tensor<f32> {autopar.output = "loss"}, tensor<2x2xf32> {autopar.gradient = "w"}) {
+  %zero = arith.constant 0.0 : f32
+  %sr = shard.sharding @autopar_grid split_axes = [[]] : !shard.sharding
+  %wa = shard.shard %w to %sr : tensor<2x2xf32>
+  %wu = shard.shard %wa to %sr annotate_for_users : tensor<2x2xf32>
+  %e = tensor.empty() : tensor<2x2xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<2x2xf32>) -> tensor<2x2xf32>
+  %h = linalg.matmul ins(%x, %wu : tensor<2x2xf32>, tensor<2x2xf32>) outs(%z : tensor<2x2xf32>) -> tensor<2x2xf32>
+  %ha = shard.shard %h to %sr : tensor<2x2xf32>
+  %hu1 = shard.shard %ha to %sr annotate_for_users : tensor<2x2xf32>
+  %hu2 = shard.shard %ha to %sr annotate_for_users : tensor<2x2xf32>
+  %t = linalg.generic {indexing_maps = [#map, #map], iterator_types = ["parallel", "parallel"]} ins(%hu1 : tensor<2x2xf32>) outs(%e : tensor<2x2xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %r = math.tanh %a : f32
+    linalg.yield %r : f32
+  } -> tensor<2x2xf32>
+  %ta = shard.shard %t to %sr : tensor<2x2xf32>
+  %tu = shard.shard %ta to %sr annotate_for_users : tensor<2x2xf32>
+  %res = linalg.generic {indexing_maps = [#map, #map, #map], iterator_types = ["parallel", "parallel"]} ins(%tu, %hu2 : tensor<2x2xf32>, tensor<2x2xf32>) outs(%e : tensor<2x2xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %r = arith.addf %a, %b : f32
+    linalg.yield %r : f32
+  } -> tensor<2x2xf32>
+  %ra = shard.shard %res to %sr : tensor<2x2xf32>
+  %ru1 = shard.shard %ra to %sr annotate_for_users : tensor<2x2xf32>
+  %ru2 = shard.shard %ra to %sr annotate_for_users : tensor<2x2xf32>
+  %u = linalg.generic {indexing_maps = [#map, #map], iterator_types = ["parallel", "parallel"]} ins(%ru1 : tensor<2x2xf32>) outs(%e : tensor<2x2xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %r = math.tanh %a : f32
+    linalg.yield %r : f32
+  } -> tensor<2x2xf32>
+  %ua = shard.shard %u to %sr : tensor<2x2xf32>
+  %uu = shard.shard %ua to %sr annotate_for_users : tensor<2x2xf32>
+  %s0 = tensor.empty() : tensor<f32>
+  %s = linalg.fill ins(%zero : f32) outs(%s0 : tensor<f32>) -> tensor<f32>
+  %loss = linalg.generic {indexing_maps = [#map, #map, #scalar], iterator_types = ["reduction", "reduction"]} ins(%uu, %ru2 : tensor<2x2xf32>, tensor<2x2xf32>) outs(%s : tensor<f32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %ab = arith.mulf %a, %b : f32
+    %p = arith.addf %ab, %o : f32
+    linalg.yield %p : f32
+  } -> tensor<f32>
+  // The backward reads tanh's outputs (the derivative 1 - y^2).
+  %g = linalg.generic {indexing_maps = [#map, #map, #map], iterator_types = ["parallel", "parallel"]} ins(%ta, %ua : tensor<2x2xf32>, tensor<2x2xf32>) outs(%e : tensor<2x2xf32>) {
+  ^bb0(%v: f32, %y: f32, %o: f32):
+    %dv = arith.mulf %v, %y : f32
     linalg.yield %dv : f32
   } -> tensor<2x2xf32>
   return %loss, %g : tensor<f32>, tensor<2x2xf32>
