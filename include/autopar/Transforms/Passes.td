@@ -515,8 +515,11 @@ def Rematerialize : Pass<"autopar-rematerialize", "mlir::ModuleOp"> {
       ops (elementwise ops, normalisations, softmax, reshapes) are
       recomputed; GEMM and convolution outputs, and ops that read the random
       seed (Dropout's masks), are kept.
-    - `full`: every forward op the backward reads is recomputed, from the
-      program's arguments (a pipeline stage's inputs).
+    - `full`: every forward op the backward reads is recomputed, except
+      the segment boundaries, which are kept (Megatron's per-layer
+      checkpoints): the ops after which a single value computed from the
+      data is live, as the planner cuts segments. The op making the loss is
+      no boundary.
     - `none`: nothing changes.
 
     Only values the trained parameters flow into are recomputed: labels,
@@ -524,8 +527,11 @@ def Rematerialize : Pass<"autopar-rematerialize", "mlir::ModuleOp"> {
     `autopar-accumulate-gradients` replaces by one in the backward) are
     kept, and constants and empty tensors are never cloned. Under a
     tensor-parallel plan a `shard.shard` of an argument (a parameter's
-    layout) is never cloned, and one of a recomputed value is cloned with
-    it.
+    layout) is never cloned; any other annotation is cloned with the
+    value it annotates, in both modes, so a kept value is the one its op
+    made, laid out as that op laid it out, and a resharding the backward
+    reads (a GEMM's all-gathered input) is repeated there. Annotations
+    count as the value they annotate when boundaries are looked for.
   }];
   let options = [
     Option<"mode", "mode", "std::string", "\"none\"",
