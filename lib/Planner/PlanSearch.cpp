@@ -484,6 +484,7 @@ std::vector<StageTotals> Search::segmentTotals(const PlanKey &key) {
     return collectiveTime(cluster, k, b, dpGroup).seconds;
   };
   int r = int(key.recompute);
+  const CostContext ctx = context(key.tp, key.microBatch);
   std::vector<StageTotals> totals(segs.size());
   for (auto [i, c] : llvm::enumerate(segs)) {
     StageTotals &s = totals[i];
@@ -491,25 +492,22 @@ std::vector<StageTotals> Search::segmentTotals(const PlanKey &key) {
     s.params = c.parameterElementsPerRank;
     s.trained = c.trainedElementsPerRank;
     s.tpGradBytes = c.tpGradientSyncBytes;
-    s.saved = c.savedActivationBytes[r];
     // Without pipeline stages the step reads its data where the runtime
     // holds the batch for the whole step, whatever the plan: not an
     // activation (a stage keeps each micro-batch's own copy).
-    if (key.pp == 1)
-      s.saved -= c.savedInputBytes[r];
+    s.saved =
+        c.savedActivationBytes[r] - (key.pp == 1 ? c.savedInputBytes[r] : 0.0);
     if (key.recompute == Recompute::Full && key.pp == 1) {
       // Without pipeline stages, full recomputation keeps the segment
       // boundaries the backward reads (per segment: segments alike may
       // differ, the last block's output feeding the final norm), each as
       // its op lays it out (a tp rank keeps its block of a split one;
       // segments alike are solved alike, op for op).
-      const CostContext ctx = context(key.tp, key.microBatch);
       const Segment &segment = graph.segments[i];
       s.saved = 0;
       for (int64_t opIndex : segment.keptUnderFull) {
         const PlanOp &op = graph.ops[opIndex];
-        const OpOption &option =
-            op.options[c.choice[opIndex - segment.first]];
+        const OpOption &option = op.options[c.choice[opIndex - segment.first]];
         s.saved += ctx.bytes(graph.values[op.result]) /
                    (option.result >= 0 ? key.tp : 1);
       }

@@ -58,12 +58,10 @@ segmentBoundaries(func::FuncOp main, const llvm::DenseSet<Operation *> &forward,
   for (Operation &op : main.getBody().front()) {
     if (!forward.contains(&op))
       break;
+    llvm::SetVector<Value> used(op.operand_begin(), op.operand_end());
+    getUsedValuesDefinedAbove(op.getRegions(), used);
     llvm::SetVector<Value> read;
-    for (Value v : op.getOperands())
-      read.insert(annotatedValue(v));
-    llvm::SetVector<Value> captured;
-    getUsedValuesDefinedAbove(op.getRegions(), captured);
-    for (Value v : captured)
+    for (Value v : used)
       read.insert(annotatedValue(v));
     if (llvm::any_of(read, [&](Value v) { return fromData.contains(v); }))
       for (Value r : op.getResults())
