@@ -728,6 +728,7 @@ class Device:
                 continue
             with open(metrics) as f:
                 records = [json.loads(line) for line in f]
+            row.update(device_memory_of(out, os.path.join(d, "report.json")))
             times = [r["step_time_s"] * 1e3 for r in records]
             row["autopar_ms"] = statistics.median(times[2:])
             row["losses"] = [r["loss"] for r in records]
@@ -842,6 +843,26 @@ def time_cuda(fn, steps, warmup=3):
     return statistics.median(times)
 
 
+def device_memory_of(output, report_path):
+    """The training step's GPU memory: autopar-run's peak (its caching allocator's
+    high-water mark and what it took from the driver) and the plan report's prediction
+    (memory_per_gpu_bytes and its breakdown), in MiB."""
+    row = {}
+    m = re.search(r"device memory: peak ([0-9.]+) MiB in use, ([0-9.]+) MiB allocated",
+                  output)
+    if m:
+        row["autopar_peak_mib"] = float(m.group(1))
+        row["autopar_reserved_mib"] = float(m.group(2))
+    if os.path.exists(report_path):
+        with open(report_path) as f:
+            predicted = json.load(f)["predicted"]
+        if "memory_per_gpu_bytes" in predicted:
+            row["predicted_mib"] = predicted["memory_per_gpu_bytes"] / 2**20
+            row["predicted_breakdown_mib"] = {
+                k: v / 2**20 for k, v in predicted.get("memory_breakdown_bytes", {}).items()}
+    return row
+
+
 def torch_training(cfg, w, x, steps, with_compile):
     """PyTorch's training step (AdamW, bf16 autocast, fp32 master weights), eager and
     compiled, as the scale the autopar training step is to be raced against."""
@@ -862,7 +883,12 @@ def torch_training(cfg, w, x, steps, with_compile):
                 loss.backward()
                 opt.step()
                 opt.zero_grad(set_to_none=True)
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
             out[f"train_{mode}_ms"] = time_cuda(step, max(steps // 2, 5))
+            # The step's high-water mark (weights, AdamW states, activations, the
+            # caching allocator's blocks in use), comparable with autopar-run's peak.
+            out[f"train_{mode}_peak_mib"] = torch.cuda.max_memory_allocated() / 2**20
             model = opt = fwd = None
             torch.cuda.empty_cache()
         except Exception as e:  # noqa: BLE001
@@ -982,7 +1008,8 @@ def summary(results, log):
     for row in results.get("train_race", []):
         log(f"trainrace {row['preset']} b{row['batch']}: autopar "
             f"{row.get('autopar_ms')} ms, MFU {row.get('autopar_mfu')}, first loss error "
-            f"{row.get('first_loss_rel_err')} {row.get('error', '')[-300:]}")
+            f"{row.get('first_loss_rel_err')}, GPU memory peak {row.get('autopar_peak_mib')} MiB "
+            f"(predicted {row.get('predicted_mib')}) {row.get('error', '')[-300:]}")
     for row in results.get("train", []):
         log(f"{'PASS' if row.get('ok') else 'FAIL'} train {row['case']:24} "
             f"loss err {row.get('loss_err', float('nan')):.2e} param err "
@@ -1114,6 +1141,29 @@ def report(args):
                        f"{g(row.get('autopar_mfu'), '{:.1%}')} | "
                        f"{g(row.get('first_loss_rel_err'), '{:.1e}')} |")
         out.append("")
+        memory_rows = [row for row in r["train_race"] if row.get("autopar_peak_mib")]
+        if memory_rows:
+            out += ["GPU memory of the training step: autopar-run's peak in use (its caching "
+                    "allocator's high-water mark) and what it took from the driver, against "
+                    "the plan report's `memory_per_gpu_bytes` and PyTorch eager's "
+                    "`torch.cuda.max_memory_allocated()` over its timed steps (MiB).", "",
+                    "| model | batch | predicted | autopar peak in use | from the driver | "
+                    "PyTorch eager peak | autopar / predicted | autopar / PyTorch | "
+                    "predicted breakdown |",
+                    "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+            for row in memory_rows:
+                t = torch_rows.get(row["preset"], {})
+                a, p, e = (row.get("autopar_peak_mib"), row.get("predicted_mib"),
+                           t.get("train_eager_peak_mib"))
+                parts = ", ".join(f"{k} {v:.0f}" for k, v in
+                                  row.get("predicted_breakdown_mib", {}).items() if v >= 0.5)
+                variant = row.get("variant", "")
+                name = row["preset"] + (f" ({variant})" if variant else "")
+                out.append(f"| {name} | {row['batch']} | {g(p, '{:.0f}')} | {g(a, '{:.0f}')} | "
+                           f"{g(row.get('autopar_reserved_mib'), '{:.0f}')} | "
+                           f"{g(e, '{:.0f}')} | {g(a / p if p else None, '{:.2f}x')} | "
+                           f"{g(a / e if e else None, '{:.2f}x')} | {parts} |")
+            out.append("")
     if r.get("train"):
         out += ["#### Training on one GPU against PyTorch (fp32 reference, same weights and "
                 "data)", "",

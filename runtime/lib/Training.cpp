@@ -900,6 +900,18 @@ int64_t runTraining(Session &session, Communicator &comm,
       std::printf("%s\n", line.c_str());
     }
   }
+  if (DeviceBackend *device = session.device(); device && taken > 0) {
+    // What the step needed of the GPU's memory, which the plan report
+    // predicts as memory_per_gpu_bytes: the caching allocator's high-water
+    // mark, and what it took from the driver to serve it.
+    double peaks[2] = {static_cast<double>(device->peakBytesInUse()),
+                       static_cast<double>(device->peakBytesReserved())};
+    hostComm.maxOverWorld(peaks, 2);
+    if (leader)
+      std::printf("autopar-run: device memory: peak %.1f MiB in use, %.1f MiB "
+                  "allocated from the driver (most of any rank)\n",
+                  peaks[0] / (1 << 20), peaks[1] / (1 << 20));
+  }
 
   // The parameters' whole values on the first rank (ZeRO-3's are blocks).
   std::map<size_t, std::vector<char>> wholes;
