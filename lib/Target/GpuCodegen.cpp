@@ -116,7 +116,7 @@ void buildGpuBufferizationPipeline(OpPassManager &pm, const GpuTarget &target) {
   //   materialized is demoted, then the conversions are fused into the
   //   kernels next to them);
   // - bufferize as on CPU: dense row-major arguments, results as
-  //   out-params, temporaries freed.
+  //   out-params, temporaries freed at their last use.
   OpPassManager &tensors = pm.nest<func::FuncOp>();
   // Attention first, while its pieces are still the importer's ops, with
   // the head dims the CUDA kernels take.
@@ -143,6 +143,14 @@ void buildGpuBufferizationPipeline(OpPassManager &pm, const GpuTarget &target) {
   tensors.addPass(createSplitFullReductions());
   tensors.addPass(createSplitSharedInits());
   addBufferizationPasses(pm, /*allowReturnAllocsFromLoops=*/false);
+  // Each buffer freed at its last use, as on CPU: the frees return blocks
+  // to the runtime's caching allocator, whose reuse is ordered on the one
+  // compute stream (collectives on the communication stream are waited for
+  // before the compute stream goes on), so a block freed while queued
+  // kernels still read it is only handed to work queued after them. Freed
+  // at the block's end instead, GPT-2 small's training step held 22 GB on an
+  // H100 where the plan predicts 7 GB (bench/RESULTS.md).
+  pm.addNestedPass<func::FuncOp>(createDeallocateAtLastUse());
 }
 
 void buildGpuLoweringToLLVMPipeline(OpPassManager &pm, const GpuTarget &target,
