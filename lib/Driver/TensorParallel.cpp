@@ -55,6 +55,7 @@ void addTensorParallelPartitioning(OpPassManager &pm) {
   main.addPass(createUnifyResultAnnotations());
   main.addPass(createCheckPartitionable());
   main.addPass(shard::createPartition());
+  main.addPass(createFoldInitCollectives());
   main.addPass(createFoldEqualRankChoices());
   main.addPass(createLowerEmbeddings());
   main.addPass(createMergeProjectionParts());

@@ -14,8 +14,8 @@ exactly zero gradient, where Adam scales rounding noise up, at 1e-3: the
 one-rank tests' caveat), and the collectives each rank ran to equal the plan
 report's predicted ones, call for call and byte for byte (--check-comm), and
 the activations each rank keeps for its backward (the largest rank's, as
-autopar-run measures them) within 10% of the report's (not yet held under
-recomputation).
+autopar-run measures them) within 10% of the report's, with and without
+recomputation.
 
 - mlp: a ReLU MLP wide enough for the planner to split (Megatron's column-
   then row-parallel pair), AdamW with clipping (the global norm sums the
@@ -310,13 +310,11 @@ def main():
                                    (("tp2", 2), ("dp2xtp2", 4)))
 
     errors += Case.comm_errors
-    # Recomputation under tp is executed (the clones partitioned as their
-    # originals) but its activations are not yet priced as kept: the plan
-    # prices what a selective recomputation keeps where it is made, the
-    # step keeps what it reads through a resharding (docs/distributed-
-    # training.md, "Activation memory").
-    errors += check_activations(
-        not_held=lambda recompute: recompute != "none")
+    # Recomputation under tp too: the clones are partitioned as their
+    # originals, and the inits partitioning resharded are made in place
+    # (autopar-fold-init-collectives), so a recomputed op no longer keeps
+    # a resharded init of the forward's alive.
+    errors += check_activations()
     if errors:
         sys.exit("FAILED:\n" + "\n".join(errors))
     print("tensor-parallel training equals one rank's")
