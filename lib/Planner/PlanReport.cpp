@@ -17,6 +17,7 @@ static llvm::json::Object memoryJson(const MemoryBreakdown &m) {
                             {"gradients", m.gradients},
                             {"optimizer_states", m.optimizerStates},
                             {"activations", m.activations},
+                            {"working_set", m.workingSet},
                             {"communication", m.communication},
                             {"other", m.other}};
 }
@@ -224,11 +225,12 @@ void printPlanTable(llvm::raw_ostream &os, const PlanResult &result,
                       b.tokensPerSecond, b.tflopsPerGpu, b.mfu);
   const MemoryBreakdown &m = b.memory;
   os << llvm::formatv("  memory/device {0} of {1:F1} GiB (params {2}, grads "
-                      "{3}, optimizer {4}, activations {5}, comm {6}, other "
-                      "{7})\n",
+                      "{3}, optimizer {4}, activations {5}, working set {6}, "
+                      "comm {7}, other {8})\n",
                       gib(m.total()), c.device.memoryGiB, gib(m.parameters),
                       gib(m.gradients), gib(m.optimizerStates),
-                      gib(m.activations), gib(m.communication), gib(m.other));
+                      gib(m.activations), gib(m.workingSet),
+                      gib(m.communication), gib(m.other));
   for (auto [i, s] : llvm::enumerate(b.stages))
     os << llvm::formatv(
         "  stage {0,-3}    segments {1}-{2}{3}, {4} ONNX "

@@ -512,6 +512,16 @@ std::vector<StageTotals> Search::segmentTotals(const PlanKey &key) {
                    (option.result >= 0 ? key.tp : 1);
       }
     }
+    // While the segment's backward runs, what recomputation made of it is
+    // live beside what was kept, and so is the gradient of its largest
+    // value (the LM head's logits; the value itself is kept or recomputed,
+    // counted either way). An upper bound of sorts: recomputed values die
+    // as the backward passes their last use.
+    double unrecomputed =
+        c.savedActivationBytes[int(Recompute::None)] -
+        (key.pp == 1 ? c.savedInputBytes[int(Recompute::None)] : 0.0);
+    s.unrecomputed = unrecomputed;
+    s.workingSet = std::max(0.0, unrecomputed - s.saved) + c.peakLiveBytes / 2;
     s.received = c.receivedBytes;
     s.dataInputs = c.dataInputBytes;
     s.segments = 1;
@@ -568,6 +578,11 @@ StagePrice Search::priceStage(const PlanPricing &pricing,
                        ? totals.received + totals.dataInputs
                        : totals.saved;
     m.activations = saved * pricing.inFlight[stage];
+    // One backward runs at a time. A stage under full recomputation makes
+    // its whole forward again first (its backward program's recomputation).
+    m.workingSet = key.pp > 1 && key.recompute == Recompute::Full
+                       ? totals.unrecomputed + totals.peakLive / 2
+                       : totals.workingSet;
     // Gradients are reduced over dp: ZeRO 0 all-reduces them once per
     // step, ZeRO 1-2 reduce-scatter them and all-gather the updated
     // parameters; all overlapped with the last micro-batch's backward.

@@ -64,28 +64,43 @@ double objectiveOf(const Maxes &x, int64_t microBatches) {
          x.optimizer;
 }
 
-/// The split that puts as many segments in each stage as fit in `cap`
-/// (leaving one for each stage after it), or nullopt when none fits: memory
-/// only grows as a stage takes segments, so if any split fits, this one does.
+/// A split whose every stage fits in `cap`, or nullopt when none does. A
+/// stage's memory only grows as it takes segments, but it depends on the
+/// stage's place too (earlier 1F1B stages hold more micro-batches), so no
+/// greedy fill is sure to find one: the reachable stage ends are searched
+/// stage by stage, each stage growing from each reachable start until it no
+/// longer fits.
 std::optional<StageRanges> fillWithin(const StageSplitProblem &problem,
                                       double cap) {
   int64_t n = problem.segments.size(), p = problem.stages;
-  StageRanges ranges;
-  int64_t first = 0;
-  for (int64_t s = 0; s < p; ++s) {
-    int64_t last = s == p - 1 ? n - 1 : n - (p - s);
-    StageTotals t;
-    int64_t end = -1;
-    for (int64_t i = first; i <= last; ++i) {
-      t.add(problem.segments[i]);
-      if (problem.price(t, s).memory > cap)
-        break;
-      end = i;
+  // start[k][i]: where stage k - 1 starts in a fitting split of segments
+  // 0..i-1 into stages 0..k-1; -1 where there is none.
+  std::vector<std::vector<int64_t>> start(p + 1,
+                                          std::vector<int64_t>(n + 1, -1));
+  start[0][0] = 0;
+  for (int64_t k = 0; k < p; ++k) {
+    // Stage k leaves a segment for each stage after it.
+    int64_t lastEnd = n - (p - k);
+    for (int64_t i = k; i <= lastEnd; ++i) {
+      if (start[k][i] < 0)
+        continue;
+      StageTotals t;
+      for (int64_t j = i; j <= lastEnd; ++j) {
+        t.add(problem.segments[j]);
+        if (problem.price(t, k).memory > cap)
+          break;
+        if (start[k + 1][j + 1] < 0)
+          start[k + 1][j + 1] = i;
+      }
     }
-    if (end < first || (s == p - 1 && end != n - 1))
-      return std::nullopt;
-    ranges.push_back({first, end});
-    first = end + 1;
+  }
+  if (start[p][n] < 0)
+    return std::nullopt;
+  StageRanges ranges(p);
+  for (int64_t k = p, end = n; k > 0; --k) {
+    int64_t first = start[k][end];
+    ranges[k - 1] = {first, end - 1};
+    end = first;
   }
   return ranges;
 }

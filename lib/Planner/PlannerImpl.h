@@ -410,6 +410,13 @@ struct StageTotals {
   /// ZeRO-3's exposed gathers and reduce-scatters per micro-batch.
   double zero3PerMicroBatch = 0;
   double peakLive = 0, message = 0, largestLayerBytes = 0; ///< largest
+  /// The backward's working set beyond the kept activations (the largest
+  /// over the segments): what the mode recomputes of the segment, live while
+  /// its backward runs, and the gradient of its largest value.
+  double workingSet = 0;
+  /// The activations without recomputation, summed: what a pipeline stage
+  /// under full recomputation makes again before its backward.
+  double unrecomputed = 0;
   /// A pipeline stage under full recomputation keeps what its first segment
   /// receives and the data its segments read (SegmentCost).
   double received = 0, dataInputs = 0;
@@ -427,6 +434,8 @@ struct StageTotals {
     backward += o.backward;
     zero3PerMicroBatch += o.zero3PerMicroBatch;
     peakLive = std::max(peakLive, o.peakLive);
+    workingSet = std::max(workingSet, o.workingSet);
+    unrecomputed += o.unrecomputed;
     message = std::max(message, o.message);
     largestLayerBytes = std::max(largestLayerBytes, o.largestLayerBytes);
   }

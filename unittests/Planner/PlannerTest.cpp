@@ -494,3 +494,49 @@ TEST(AttentionEfficiency, FollowsThePublishedKernels) {
 }
 
 } // namespace
+
+// The backward holds, beside what the forward kept, the gradient of the value
+// it differentiates (the largest of a segment: here every value is 32 x 256
+// floats) and what recomputation made again of the segment.
+TEST_F(PlannerTest, TheBackwardsWorkingSetIsPriced) {
+  PlanFlags flags;
+  flags.cluster = "local:1";
+  flags.mode = "train";
+  double activation = 32.0 * 256 * 4;
+  auto memory = [&](const char *mode) {
+    flags.recompute = mode;
+    auto result = plan(flags);
+    EXPECT_TRUE(bool(result)) << llvm::toString(result.takeError());
+    const MemoryBreakdown &m = result->best.memory;
+    EXPECT_DOUBLE_EQ(m.total(), m.parameters + m.gradients + m.optimizerStates +
+                                    m.activations + m.workingSet +
+                                    m.communication + m.other)
+        << mode;
+    return m;
+  };
+  // Without recomputation: the two values the adjoints read are kept, and
+  // the backward adds one gradient.
+  MemoryBreakdown none = memory("none");
+  EXPECT_DOUBLE_EQ(none.activations, 2 * activation);
+  EXPECT_DOUBLE_EQ(none.workingSet, activation);
+  // Selective keeps the first GEMM's output and makes the ReLU's again
+  // while the backward runs: the same peak, one value moved.
+  MemoryBreakdown selective = memory("selective");
+  EXPECT_DOUBLE_EQ(selective.activations, activation);
+  EXPECT_DOUBLE_EQ(selective.workingSet, 2 * activation);
+  // Full keeps both GEMM outputs (each a segment boundary an adjoint reads)
+  // and never prices less than that peak; it counts the second segment's
+  // boundary once more (a value is attributed to the segment that reads it
+  // without recomputation, kept by the one that makes it under full): an
+  // upper bound by one value.
+  MemoryBreakdown full = memory("full");
+  EXPECT_DOUBLE_EQ(full.activations, 2 * activation);
+  EXPECT_GE(full.activations + full.workingSet, 3 * activation);
+  EXPECT_LE(full.activations + full.workingSet, 4 * activation);
+  // Inference has no backward: its activations are the largest live set.
+  flags.mode = "infer";
+  flags.recompute.clear();
+  auto inference = plan(flags);
+  ASSERT_TRUE(bool(inference)) << llvm::toString(inference.takeError());
+  EXPECT_EQ(inference->best.memory.workingSet, 0);
+}

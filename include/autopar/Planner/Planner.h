@@ -105,8 +105,12 @@ struct PlanRequest {
 struct MemoryBreakdown {
   double parameters = 0, gradients = 0, optimizerStates = 0, activations = 0,
          communication = 0, other = 0;
+  /// Training: what the backward holds beyond the kept activations while it
+  /// differentiates one segment: what recomputation makes again of it, and
+  /// the gradient of the segment's largest value.
+  double workingSet = 0;
   double total() const {
-    return parameters + gradients + optimizerStates + activations +
+    return parameters + gradients + optimizerStates + activations + workingSet +
            communication + other;
   }
 };
