@@ -853,6 +853,11 @@ def device_memory_of(output, report_path):
     if m:
         row["autopar_peak_mib"] = float(m.group(1))
         row["autopar_reserved_mib"] = float(m.group(2))
+    m = re.search(r"([0-9.]+) MiB more in use on the device", output)
+    if m:
+        # The CUDA context and the libraries' workspaces: what the plan's
+        # "other" assumes.
+        row["autopar_context_mib"] = float(m.group(1))
     if os.path.exists(report_path):
         with open(report_path) as f:
             predicted = json.load(f)["predicted"]
@@ -889,6 +894,9 @@ def torch_training(cfg, w, x, steps, with_compile):
             # The step's high-water mark (weights, AdamW states, activations, the
             # caching allocator's blocks in use), comparable with autopar-run's peak.
             out[f"train_{mode}_peak_mib"] = torch.cuda.max_memory_allocated() / 2**20
+            free, total = torch.cuda.mem_get_info()
+            out[f"train_{mode}_context_mib"] = \
+                (total - free - torch.cuda.memory_reserved()) / 2**20
             model = opt = fwd = None
             torch.cuda.empty_cache()
         except Exception as e:  # noqa: BLE001
@@ -1146,11 +1154,14 @@ def report(args):
             out += ["GPU memory of the training step: autopar-run's peak in use (its caching "
                     "allocator's high-water mark) and what it took from the driver, against "
                     "the plan report's `memory_per_gpu_bytes` and PyTorch eager's "
-                    "`torch.cuda.max_memory_allocated()` over its timed steps (MiB).", "",
+                    "`torch.cuda.max_memory_allocated()` over its timed steps (MiB). The "
+                    "predicted total includes `other`, the CUDA context and workspaces, "
+                    "which neither peak counts; the last column measures it (the driver's "
+                    "used memory less the allocator's).", "",
                     "| model | batch | predicted | autopar peak in use | from the driver | "
                     "PyTorch eager peak | autopar / predicted | autopar / PyTorch | "
-                    "predicted breakdown |",
-                    "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+                    "predicted breakdown | context and libraries: autopar, PyTorch |",
+                    "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
             for row in memory_rows:
                 t = torch_rows.get(row["preset"], {})
                 a, p, e = (row.get("autopar_peak_mib"), row.get("predicted_mib"),
@@ -1162,7 +1173,9 @@ def report(args):
                 out.append(f"| {name} | {row['batch']} | {g(p, '{:.0f}')} | {g(a, '{:.0f}')} | "
                            f"{g(row.get('autopar_reserved_mib'), '{:.0f}')} | "
                            f"{g(e, '{:.0f}')} | {g(a / p if p else None, '{:.2f}x')} | "
-                           f"{g(a / e if e else None, '{:.2f}x')} | {parts} |")
+                           f"{g(a / e if e else None, '{:.2f}x')} | {parts} | "
+                           f"{g(row.get('autopar_context_mib'), '{:.0f}')}, "
+                           f"{g(t.get('train_eager_context_mib'), '{:.0f}')} |")
             out.append("")
     if r.get("train"):
         out += ["#### Training on one GPU against PyTorch (fp32 reference, same weights and "

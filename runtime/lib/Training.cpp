@@ -904,13 +904,21 @@ int64_t runTraining(Session &session, Communicator &comm,
     // What the step needed of the GPU's memory, which the plan report
     // predicts as memory_per_gpu_bytes: the caching allocator's high-water
     // mark, and what it took from the driver to serve it.
-    double peaks[2] = {static_cast<double>(device->peakBytesInUse()),
-                       static_cast<double>(device->peakBytesReserved())};
-    hostComm.maxOverWorld(peaks, 2);
+    // Beyond the allocator's blocks, the device holds the CUDA context and
+    // the libraries' workspaces (the plan's "other"): what the driver says
+    // is in use less what the allocator holds, which it has not given back.
+    double used = static_cast<double>(device->deviceBytesUsed());
+    double reserved = static_cast<double>(device->peakBytesReserved());
+    double peaks[3] = {static_cast<double>(device->peakBytesInUse()), reserved,
+                       used > reserved ? used - reserved : 0.0};
+    hostComm.maxOverWorld(peaks, 3);
     if (leader)
       std::printf("autopar-run: device memory: peak %.1f MiB in use, %.1f MiB "
-                  "allocated from the driver (most of any rank)\n",
-                  peaks[0] / (1 << 20), peaks[1] / (1 << 20));
+                  "allocated from the driver, %.1f MiB more in use on the "
+                  "device (the CUDA context, libraries, other processes); "
+                  "most of any rank\n",
+                  peaks[0] / (1 << 20), peaks[1] / (1 << 20),
+                  peaks[2] / (1 << 20));
   }
 
   // The parameters' whole values on the first rank (ZeRO-3's are blocks).

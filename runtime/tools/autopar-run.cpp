@@ -408,13 +408,19 @@ std::string formatMemory(double bytes) {
 
 /// Prints the device memory the run needed at most, over all ranks.
 void printDeviceMemory(DeviceBackend &device, Communicator &comm, bool leader) {
-  double peaks[2] = {static_cast<double>(device.peakBytesInUse()),
-                     static_cast<double>(device.peakBytesReserved())};
-  comm.maxOverWorld(peaks, 2);
+  // What the driver says is in use beyond the allocator's blocks: the CUDA
+  // context and the libraries' workspaces (the plan's "other").
+  double used = static_cast<double>(device.deviceBytesUsed());
+  double reserved = static_cast<double>(device.peakBytesReserved());
+  double peaks[3] = {static_cast<double>(device.peakBytesInUse()), reserved,
+                     used > reserved ? used - reserved : 0.0};
+  comm.maxOverWorld(peaks, 3);
   if (leader)
-    std::printf("device memory: peak %s in use, %s allocated from the driver "
-                "(most of any rank)\n",
-                formatMemory(peaks[0]).c_str(), formatMemory(peaks[1]).c_str());
+    std::printf("device memory: peak %s in use, %s allocated from the driver, "
+                "%s more in use on the device (the CUDA context, libraries, "
+                "other processes); most of any rank\n",
+                formatMemory(peaks[0]).c_str(), formatMemory(peaks[1]).c_str(),
+                formatMemory(peaks[2]).c_str());
 }
 
 /// The communicator of the program's collectives and of a pipeline's sends

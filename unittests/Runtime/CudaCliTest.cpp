@@ -135,6 +135,8 @@ TEST_F(CudaCliTest, RunsAProgramOnTheDevice) {
   EXPECT_NE(result.out.find("step 3/3: "), std::string::npos) << result.out;
   EXPECT_NE(result.out.find("device memory: peak "), std::string::npos)
       << result.out;
+  EXPECT_NE(result.out.find("more in use on the device"), std::string::npos)
+      << result.out;
   NpyArray y = readNpy(out + "/y.npy");
   ASSERT_EQ(y.shape, (Shape{N}));
   std::vector<float> values(N);

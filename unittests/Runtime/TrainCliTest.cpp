@@ -562,6 +562,12 @@ TEST_F(GpuTrainCliTest, TrainsAndEvaluatesAsOnTheCpu) {
                               onFakeGpu());
   EXPECT_NE(gpu.out.find("sm_90"), std::string::npos) << gpu.out;
   EXPECT_NE(gpu.out.find("eval after step 4"), std::string::npos) << gpu.out;
+  // What the step needed of the device, beside the plan's prediction.
+  EXPECT_NE(gpu.out.find("autopar-run: device memory: peak "),
+            std::string::npos)
+      << gpu.out;
+  EXPECT_NE(gpu.out.find("MiB more in use on the device"), std::string::npos)
+      << gpu.out;
   manifest = cpuManifest;
   saveManifest();
   trainOk(evalFlags + work.file("cpu.jsonl") + " --outputs " +

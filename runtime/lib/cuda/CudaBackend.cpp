@@ -98,6 +98,12 @@ public:
   size_t peakBytesReserved() const override {
     return device->allocator().peakBytesReserved();
   }
+  size_t deviceBytesUsed() const override {
+    size_t free = 0, total = 0;
+    if (driver().cuMemGetInfo(&free, &total) != CUDA_SUCCESS)
+      return 0;
+    return total - free;
+  }
 
 private:
   /// Why the program's collectives cannot use NCCL, or empty if they can.

@@ -78,6 +78,10 @@ public:
   /// program's temporaries), and what the allocator held from the driver.
   virtual size_t peakBytesInUse() const = 0;
   virtual size_t peakBytesReserved() const = 0;
+  /// What the driver reports in use on the device now (total minus free):
+  /// every context's memory, this process's CUDA context, library
+  /// workspaces and the allocator's blocks included; 0 if it cannot say.
+  virtual size_t deviceBytesUsed() const = 0;
 };
 
 /// Loads libautopar_cuda.so (AUTOPAR_CUDA_RUNTIME, else lib/ beside the
