@@ -95,6 +95,35 @@ TEST(CachingAllocatorTest, ReusesFreedBlocksAfterTheFirstStep) {
   EXPECT_EQ(backend.releases, 4) << "the allocator gives everything back";
 }
 
+TEST(CachingAllocatorTest, TemporariesTakeAFreeBlockUpToTwiceTheirClass) {
+  FakeBackend backend(size_t(1) << 30);
+  CachingAllocator allocator(backend);
+  void *big = allocator.allocate(70000, "big"); // class 73728
+  allocator.free(big);
+  // Class 40960: the free 73728-byte block is within twice that.
+  void *smaller = allocator.allocate(40000, "smaller");
+  EXPECT_EQ(smaller, big);
+  EXPECT_EQ(allocator.bytesInUse(), 73728u) << "the block keeps its size";
+  EXPECT_EQ(backend.allocations, 1);
+  allocator.free(smaller);
+  // Class 30720: twice that is below 73728, so a block of its own.
+  void *small = allocator.allocate(30000, "small");
+  EXPECT_NE(small, big);
+  EXPECT_EQ(backend.allocations, 2);
+  // A block for the whole run takes only its own size.
+  void *weights = allocator.allocate(70000, "weights", /*exact=*/true);
+  EXPECT_NE(weights, big);
+  EXPECT_EQ(backend.allocations, 3);
+  // The big block went back to its own class: a request of that class
+  // takes it.
+  void *again = allocator.allocate(73000, "again");
+  EXPECT_EQ(again, big);
+  EXPECT_EQ(backend.allocations, 3);
+  allocator.free(small);
+  allocator.free(weights);
+  allocator.free(again);
+}
+
 TEST(CachingAllocatorTest, GivesTheCacheBackWhenMemoryRunsOut) {
   FakeBackend backend(4096 + 2048);
   CachingAllocator allocator(backend);

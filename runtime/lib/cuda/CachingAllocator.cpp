@@ -46,8 +46,22 @@ void *CachingAllocator::allocate(size_t bytes, const std::string &what,
       exact ? std::max(MinBlock, (bytes + MinBlock - 1) / MinBlock * MinBlock)
             : sizeClass(bytes);
   void *block = nullptr;
-  auto free = cached.find(size);
-  if (free != cached.end() && !free->second.empty()) {
+  // A free block of the class, else (for temporaries) the smallest free one
+  // of a larger class up to twice the size: a step's temporaries come in
+  // many sizes, and blocks of one class only taken by that class left the
+  // GPT-2 step's allocator holding 13.1 GB for a 10.2 GB peak. A block keeps
+  // its size: it returns to its own class when freed.
+  auto free = cached.end();
+  for (auto it = cached.lower_bound(size);
+       it != cached.end() &&
+       (it->first == size || (!exact && it->first <= 2 * size));
+       ++it)
+    if (!it->second.empty()) {
+      free = it;
+      break;
+    }
+  if (free != cached.end()) {
+    size = free->first;
     block = free->second.back();
     free->second.pop_back();
   } else {

@@ -60,7 +60,8 @@ public:
   static size_t sizeClass(size_t bytes);
 
   /// A block of at least \p bytes (0 is served too), from the cache if one of
-  /// its class is free, else from the backend. When the backend is out of
+  /// its class is free (or, unless \p exact, the smallest free one up to
+  /// twice the class), else from the backend. When the backend is out of
   /// memory, the cache is given back to it and the request tried again;
   /// if that fails too, throws Error naming \p what and the sizes involved.
   /// \p exact: a block of \p bytes rounded up to MinBlock only, for buffers
