@@ -115,6 +115,12 @@ private:
   /// Inference with dp > 1 and no pipeline: the program of one replica,
   /// imported for its share of the batch.
   int importReplica();
+  /// The whole program as the planner reads it (`module`).
+  int importForPlanning();
+  /// Training: the search chose tensor parallelism that the step cannot be
+  /// partitioned for (\p reason): trains the best plan without it instead,
+  /// saying so, or fails when none exists.
+  int trainWithoutTensorParallelism(llvm::StringRef reason);
 
   const CompileOptions &o;
   std::chrono::steady_clock::time_point start;
@@ -272,9 +278,10 @@ int CompileFlow::validateRequest() {
   } else if (!o.planOnly && training && cluster.worldSize() != 1) {
     // Distributed training: the search chooses among the plans the
     // executor runs (docs/distributed-training.md): data parallelism (ZeRO
-    // 0-3) and, on CPU ranks, pipelines of data-parallel replicas (ZeRO 0
-    // or 1); tensor parallelism only when pinned (--tp). On GPUs the step's
-    // collectives go to the NCCL backend.
+    // 0-3) and, on CPU ranks, tensor parallelism and pipelines of either
+    // (a tensor-parallel step that cannot be partitioned falls back to the
+    // best plan without tp). On GPUs the step is data-parallel, its
+    // collectives going to the NCCL backend.
     if (o.dp > 0 && o.dp != cluster.worldSize())
       return fail("--dp " + llvm::Twine(o.dp) + " --mode train on --cluster " +
                   o.cluster +
@@ -282,8 +289,8 @@ int CompileFlow::validateRequest() {
                   "over all " +
                   llvm::Twine(cluster.worldSize()) +
                   " ranks, or --tp or --pp with --dp the rest");
-    request.pins.tp = 1;
     if (o.dp > 0 || gpu || o.emitGradients) {
+      request.pins.tp = 1;
       request.pins.dp = cluster.worldSize();
       request.pins.pp = 1;
     } else {
@@ -563,15 +570,10 @@ bool CompileFlow::writeReport(const PlanResult &result,
   return true;
 }
 
-int CompileFlow::run() {
-  if (int rc = validateRequest())
-    return rc;
-  createContext();
+int CompileFlow::importForPlanning() {
   module = importProgram(importOptions);
   if (!module)
     return 1;
-  auto main = module->lookupSymbol<func::FuncOp>("main");
-  writeIR("imported.mlir", *module);
   // On several ranks, plan attention's fused QKV projection as the parts a
   // tensor-parallel partition splits (a replica is re-imported).
   if (request.cluster.worldSize() > 1) {
@@ -581,10 +583,30 @@ int CompileFlow::run() {
     if (failed(pm.run(*module)))
       return 1;
   }
+  return 0;
+}
+
+int CompileFlow::run() {
+  if (int rc = validateRequest())
+    return rc;
+  createContext();
+  if (int rc = importForPlanning())
+    return rc;
+  auto main = module->lookupSymbol<func::FuncOp>("main");
+  writeIR("imported.mlir", *module);
   auto collected = collectArtifactArguments(main);
   if (failed(collected))
     return 1;
   arguments = std::move(*collected);
+  // Every input's global shape, explicit: the re-imports for one replica
+  // or micro-batch (the eval program's too) cut the batch of the shapes
+  // given, and a model with static shapes had none to cut (its eval
+  // program then read the global batch beside a step of a replica's).
+  for (const ArtifactArgument &arg : arguments)
+    if (arg.kind == ArtifactArgument::Kind::Input &&
+        !importOptions.inputShapes.count(arg.name))
+      importOptions.inputShapes[arg.name] =
+          llvm::SmallVector<int64_t>(arg.shape);
   if (training)
     if (int rc = pinTrainingMicroBatch())
       return rc;
@@ -783,6 +805,10 @@ int CompileFlow::compileTrainingStep() {
       std::string list;
       for (const std::string &problem : problems)
         list += "\n  " + problem;
+      if (!request.pins.tp)
+        return trainWithoutTensorParallelism(
+            "the training step cannot be partitioned over " +
+            std::to_string(best.tp) + " tensor-parallel ranks yet:" + list);
       return fail(
           "--tp " + llvm::Twine(best.tp) + ": the training step of " +
           o.modelPath +
@@ -997,6 +1023,27 @@ int CompileFlow::compilePipelineTraining() {
   llvm::outs() << "wrote " << o.outputDir << " (pipeline training, compiled in "
                << llvm::format("%.2f", elapsedSeconds()) << " s)\n";
   return writeSbatchScript();
+}
+
+int CompileFlow::trainWithoutTensorParallelism(llvm::StringRef reason) {
+  llvm::outs() << "  note: the plan's tensor parallelism cannot be trained ("
+               << reason << "); training the best plan without it\n";
+  int64_t tp = plan->best.tp;
+  PlanRequest withoutTensor = request;
+  withoutTensor.pins.tp = 1;
+  // The step's passes rewrote the module: plan a fresh import.
+  if (int rc = importForPlanning())
+    return rc;
+  auto main = module->lookupSymbol<func::FuncOp>("main");
+  auto replanned = planProgram(main, withoutTensor);
+  if (!replanned)
+    return fail("the plan's tensor parallelism (tp=" + llvm::Twine(tp) +
+                ") cannot be trained (" + reason +
+                "), and without it: " + llvm::toString(replanned.takeError()));
+  request = std::move(withoutTensor);
+  plan = std::move(*replanned);
+  printPlanTable(llvm::outs(), *plan, request);
+  return compileTrainingStep();
 }
 
 bool CompileFlow::fallBack(const PlanRequest &replanRequest,

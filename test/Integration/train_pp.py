@@ -276,8 +276,8 @@ def main():
     check_model_state("gpt dp2xtp2xpp2 zero2", art8, result[2], errors)
 
     # The automatic plan: without --dp, --tp or --pp the search chooses
-    # between data parallelism and pipelines of replicas (any ZeRO stage, with
-    # a pipeline); whatever it picks trains to one rank's numbers.
+    # among data and tensor parallelism and pipelines of either (any ZeRO
+    # stage); whatever it picks trains to one rank's numbers.
     for ranks in (2, 4):
         art_auto, result = gpt.compile(f"auto{ranks}", ranks, config=micro,
                                        automatic=True)

@@ -162,6 +162,24 @@ def main():
         errors += compare(f"mlp {tag}", one[:2], result)
         check_model_state(f"mlp {tag}", art, result[2], errors)
 
+    # The automatic plan: on 4 ranks the search splits this MLP over tp
+    # (dp2 x tp2 under ZeRO-2 today), and it trains as the pinned plans do.
+    # Without --input-shape: the model's static shapes, which the eval
+    # program must still cut to a replica's batch as the step does.
+    shapes, mlp.shapes = mlp.shapes, []
+    art, result = mlp.compile("auto", 4, automatic=True)
+    mlp.shapes = shapes
+    with open(art + "-report.json") as f:
+        mesh = json.load(f)["mesh"]
+    if mesh["tp"] < 2:
+        errors.append(f"mlp auto: the search chose {mesh}; this case checks "
+                      "an automatic tensor-parallel plan (give it a model "
+                      "the search splits)")
+    result = mlp.train("auto", art, 4, launcher, "--shuffle", "3")
+    errors += compare(f"mlp auto (dp{mesh['dp']} x tp{mesh['tp']})", one[:2],
+                      result)
+    check_model_state("mlp auto", art, result[2], errors)
+
     # ZeRO over the replicas of tp groups: the step is partitioned before
     # its update, and ZeRO cuts each rank's tp block along dim 0 over dp as
     # it would cut a whole parameter (PyTorch FSDP2's layout over TP).
