@@ -117,10 +117,13 @@ private:
   int importReplica();
   /// The whole program as the planner reads it (`module`).
   int importForPlanning();
-  /// Training: the search chose tensor parallelism that the step cannot be
-  /// partitioned for (\p reason): trains the best plan without it instead,
-  /// saying so, or fails when none exists.
-  int trainWithoutTensorParallelism(llvm::StringRef reason);
+  /// Training: the search chose what the step cannot run (\p chosen, why in
+  /// \p reason): trains the best plan of \p without (the request with
+  /// \p dropped pinned off) instead, saying so, or fails when none exists.
+  /// \p rewritten: the failed attempt rewrote `module`, imported again first.
+  int trainBestPlanWithout(PlanRequest without, const llvm::Twine &chosen,
+                           llvm::StringRef dropped, llvm::StringRef reason,
+                           bool rewritten);
 
   const CompileOptions &o;
   std::chrono::steady_clock::time_point start;
@@ -805,10 +808,18 @@ int CompileFlow::compileTrainingStep() {
       std::string list;
       for (const std::string &problem : problems)
         list += "\n  " + problem;
-      if (!request.pins.tp)
-        return trainWithoutTensorParallelism(
-            "the training step cannot be partitioned over " +
-            std::to_string(best.tp) + " tensor-parallel ranks yet:" + list);
+      if (!request.pins.tp) {
+        PlanRequest withoutTensor = request;
+        withoutTensor.pins.tp = 1;
+        return trainBestPlanWithout(
+            withoutTensor,
+            "tensor parallelism (tp=" + llvm::Twine(best.tp) + ")",
+            "tensor parallelism",
+            "the training step cannot be partitioned over tensor-parallel "
+            "ranks yet:" +
+                list,
+            /*rewritten=*/true);
+      }
       return fail(
           "--tp " + llvm::Twine(best.tp) + ": the training step of " +
           o.modelPath +
@@ -964,21 +975,12 @@ int CompileFlow::compilePipelineTraining() {
     // nothing, tied weights across stages, ...): the best plan without
     // one does.
     std::string reason = llvm::toString(stages.takeError());
-    llvm::outs() << "  note: the plan's pipeline cannot be trained (" << reason
-                 << "); training the best plan without pipeline stages\n";
     PlanRequest withoutPipeline = request;
     withoutPipeline.pins.pp = 1;
-    auto main = module->lookupSymbol<func::FuncOp>("main");
-    auto replanned = planProgram(main, withoutPipeline);
-    if (!replanned)
-      return fail("the plan's " + llvm::Twine(best.pp) +
-                  " pipeline stages cannot be trained (" + reason +
-                  "), and without pipeline stages: " +
-                  llvm::toString(replanned.takeError()));
-    request = std::move(withoutPipeline);
-    plan = std::move(*replanned);
-    printPlanTable(llvm::outs(), *plan, request);
-    return compileTrainingStep();
+    return trainBestPlanWithout(withoutPipeline,
+                                llvm::Twine(best.pp) + " pipeline stages",
+                                "pipeline stages", reason,
+                                /*rewritten=*/false);
   }
   if (!stages)
     return fail(llvm::toString(stages.takeError()));
@@ -1025,22 +1027,24 @@ int CompileFlow::compilePipelineTraining() {
   return writeSbatchScript();
 }
 
-int CompileFlow::trainWithoutTensorParallelism(llvm::StringRef reason) {
-  llvm::outs() << "  note: the plan's tensor parallelism cannot be trained ("
-               << reason << "); training the best plan without it\n";
-  int64_t tp = plan->best.tp;
-  PlanRequest withoutTensor = request;
-  withoutTensor.pins.tp = 1;
-  // The step's passes rewrote the module: plan a fresh import.
-  if (int rc = importForPlanning())
-    return rc;
+int CompileFlow::trainBestPlanWithout(PlanRequest without,
+                                      const llvm::Twine &chosen,
+                                      llvm::StringRef dropped,
+                                      llvm::StringRef reason, bool rewritten) {
+  std::string subject = chosen.str();
+  llvm::outs() << "  note: the plan's " << subject << " cannot be trained ("
+               << reason << "); training the best plan without " << dropped
+               << "\n";
+  if (rewritten)
+    if (int rc = importForPlanning())
+      return rc;
   auto main = module->lookupSymbol<func::FuncOp>("main");
-  auto replanned = planProgram(main, withoutTensor);
+  auto replanned = planProgram(main, without);
   if (!replanned)
-    return fail("the plan's tensor parallelism (tp=" + llvm::Twine(tp) +
-                ") cannot be trained (" + reason +
-                "), and without it: " + llvm::toString(replanned.takeError()));
-  request = std::move(withoutTensor);
+    return fail("the plan's " + subject + " cannot be trained (" + reason +
+                "), and without " + dropped + ": " +
+                llvm::toString(replanned.takeError()));
+  request = std::move(without);
   plan = std::move(*replanned);
   printPlanTable(llvm::outs(), *plan, request);
   return compileTrainingStep();

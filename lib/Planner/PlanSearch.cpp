@@ -497,8 +497,11 @@ std::vector<StageTotals> Search::segmentTotals(const PlanKey &key) {
     // Without pipeline stages the step reads its data where the runtime
     // holds the batch for the whole step, whatever the plan: not an
     // activation (a stage keeps each micro-batch's own copy).
-    s.saved =
-        c.savedActivationBytes[r] - (key.pp == 1 ? c.savedInputBytes[r] : 0.0);
+    auto kept = [&](int mode) {
+      return c.savedActivationBytes[mode] -
+             (key.pp == 1 ? c.savedInputBytes[mode] : 0.0);
+    };
+    s.saved = kept(r);
     if (key.recompute == Recompute::Full && key.pp == 1) {
       // Without pipeline stages, full recomputation keeps the segment
       // boundaries the backward reads (per segment: segments alike may
@@ -519,11 +522,9 @@ std::vector<StageTotals> Search::segmentTotals(const PlanKey &key) {
     // value (the LM head's logits; the value itself is kept or recomputed,
     // counted either way). An upper bound of sorts: recomputed values die
     // as the backward passes their last use.
-    double unrecomputed =
-        c.savedActivationBytes[int(Recompute::None)] -
-        (key.pp == 1 ? c.savedInputBytes[int(Recompute::None)] : 0.0);
-    s.unrecomputed = unrecomputed;
-    s.workingSet = std::max(0.0, unrecomputed - s.saved) + c.peakLiveBytes / 2;
+    s.unrecomputed = kept(int(Recompute::None));
+    s.workingSet =
+        std::max(0.0, s.unrecomputed - s.saved) + c.peakLiveBytes / 2;
     s.received = c.receivedBytes;
     s.dataInputs = c.dataInputBytes;
     s.segments = 1;
