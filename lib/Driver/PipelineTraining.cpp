@@ -96,6 +96,23 @@ void collectSlice(ArrayRef<Value> roots,
   }
 }
 
+/// A conversion of a value to a wider float type, elementwise (mixed
+/// precision's extension of a low-typed value for an f32 kernel): the
+/// backward makes it again from the low-typed value, which the stage keeps
+/// instead (half the bytes).
+bool isWidening(Operation *op) {
+  auto generic = dyn_cast<linalg::GenericOp>(op);
+  if (!generic || generic.getNumDpsInputs() != 1 ||
+      generic.getNumDpsInits() != 1 || generic.getNumReductionLoops() != 0 ||
+      !llvm::all_of(generic.getIndexingMapsArray(),
+                    [](AffineMap map) { return map.isIdentity(); }))
+    return false;
+  Block &body = generic.getRegion().front();
+  auto ext = dyn_cast<arith::ExtFOp>(&body.front());
+  return ext && ext.getIn() == body.getArgument(0) &&
+         body.getOperations().size() == 2;
+}
+
 /// `a + b`, elementwise, for tensors of one type.
 Value addTensors(OpBuilder &b, Location loc, Value a, Value c) {
   auto type = cast<RankedTensorType>(a.getType());
@@ -241,12 +258,68 @@ struct StepFacts {
   llvm::StringSet<> trained;
 };
 
+/// `loss` (a rank-0 f32 tensor of \p f's body) times fp16's loss scale:
+/// \p scale, plus, for dynamic scaling, the loss scaler's state
+/// `loss_scaler.scale_offset` (a new argument of \p f, which the stage's
+/// step updates; autopar-differentiate's `scaleLoss` for the one-program
+/// step). The multiply carries `autopar.loss_scaling`; \p tensorParallel:
+/// the stage is annotated for its tp group.
+Value scaleLoss(func::FuncOp f, OpBuilder &b, Location loc, Value loss,
+                double scale, bool dynamic, bool tensorParallel) {
+  Builder attrs(f.getContext());
+  auto type = cast<RankedTensorType>(loss.getType());
+  SmallVector<Value> inputs{loss};
+  if (dynamic) {
+    auto f32Scalar = RankedTensorType::get({}, b.getF32Type());
+    unsigned position = f.getNumArguments();
+    (void)f.insertArgument(
+        position, f32Scalar,
+        attrs.getDictionaryAttr(
+            {attrs.getNamedAttr(attrs::kOptimizerState,
+                                attrs.getStringAttr("scale_offset")),
+             attrs.getNamedAttr(attrs::kStateOf,
+                                attrs.getStringAttr("loss_scaler")),
+             attrs.getNamedAttr(attrs::kDType,
+                                attrs.getStringAttr("float32"))}),
+        loc);
+    Value offset = f.getArgument(position);
+    inputs.push_back(tensorParallel ? annotateWhole(b, loc, offset) : offset);
+  }
+  AffineMap id = b.getMultiDimIdentityMap(type.getRank());
+  SmallVector<AffineMap> maps(inputs.size() + 1, id);
+  Value init =
+      tensor::EmptyOp::create(b, loc, type.getShape(), type.getElementType());
+  auto scaled = linalg::GenericOp::create(
+      b, loc, TypeRange{type}, inputs, ValueRange{init}, maps,
+      SmallVector<utils::IteratorType>(type.getRank(),
+                                       utils::IteratorType::parallel),
+      [&](OpBuilder &nb, Location nl, ValueRange args) {
+        Value s = arith::ConstantOp::create(
+            nb, nl, nb.getFloatAttr(type.getElementType(), scale));
+        if (dynamic) {
+          Value o = args[1];
+          if (o.getType() != s.getType())
+            o = arith::TruncFOp::create(nb, nl, s.getType(), o);
+          s = arith::AddFOp::create(nb, nl, s, o);
+        }
+        linalg::YieldOp::create(
+            nb, nl, ValueRange{arith::MulFOp::create(nb, nl, args[0], s)});
+      });
+  scaled->setAttr("autopar.loss_scaling", b.getUnitAttr());
+  // Within a tp group the scale and the scaled loss are whole on every
+  // rank: annotated, since sharding propagation gives a rank-0 op none of
+  // whose values is annotated a sharding without a grid.
+  return tensorParallel ? annotateWhole(b, loc, scaled.getResult(0))
+                        : scaled.getResult(0);
+}
+
 /// Cuts stage module \p stage (from autopar-split-pipeline-stages) into its
 /// forward and backward programs; \p tensorParallel when the plan annotated
 /// the stage for its tp group.
 llvm::Error cutStage(ModuleOp stage, int64_t k, int64_t numStages,
                      const StepFacts &facts, Recompute recompute,
-                     bool tensorParallel, PipelineTrainingStage &out) {
+                     bool tensorParallel, const TrainingStepOptions &step,
+                     PipelineTrainingStage &out) {
   MLIRContext *ctx = stage.getContext();
   Builder attrs(ctx);
   auto f = stage.lookupSymbol<func::FuncOp>("main");
@@ -283,6 +356,16 @@ llvm::Error cutStage(ModuleOp stage, int64_t k, int64_t numStages,
     return error("internal error: the last pipeline stage does not return "
                  "the loss '" +
                  facts.lossName + "'");
+  if (loss && lossScaleOf(step) > 0) {
+    // fp16: the loss times the loss scale, as autopar-differentiate scales
+    // the one-program step's. The backward starts from it, so that every
+    // stage's gradients are scaled (the cotangents it sends carry the
+    // scale), and the loss's sum is of it too: the steps divide both by the
+    // scale (autopar-apply-optimizer) as the one-program step does.
+    OpBuilder sb(ret);
+    loss = scaleLoss(f, sb, loc, loss, lossScaleOf(step),
+                     dynamicLossScaleOf(step), tensorParallel);
+  }
   if (loss)
     forwardSums.insert(forwardSums.begin(), {loss, kLossSum.str()});
 
@@ -422,7 +505,23 @@ llvm::Error cutStage(ModuleOp stage, int64_t k, int64_t numStages,
             }))
       return err;
   }
-  // The values by their places, which the cleanup and partitioning keep.
+  if (!step.config.precision.empty()) {
+    // Mixed precision, as the one-program step's (buildUpdatePipeline): on
+    // the differentiated stage, before it is cut, so that the residuals it
+    // keeps per micro-batch are stored in the low type. What the stage
+    // sends and returns keeps its type. After partitioning: its collectives
+    // (tp) stay f32, which the CPU runtime's collectives take.
+    auto pm = PassManager::on<ModuleOp>(ctx);
+    applyPassManagerCLOptionsIfAny(pm);
+    pm.addNestedPass<func::FuncOp>(
+        createMixedPrecision(mixedPrecisionOptions(step)));
+    if (failed(pm.run(stage)))
+      return error("mixed precision (" + step.config.precision +
+                   ") of pipeline stage " + llvm::Twine(k) +
+                   " failed (see the diagnostics above)");
+  }
+  // The values by their places, which the cleanup, partitioning and mixed
+  // precision keep.
   body = &f.getBody().front();
   ret = cast<func::ReturnOp>(body->getTerminator());
   {
@@ -476,7 +575,8 @@ llvm::Error cutStage(ModuleOp stage, int64_t k, int64_t numStages,
 
   // The backward: what its results need, apart from the forward's ops
   // (recompute none), with the memory-bound ones (selective) or with all of
-  // them (full).
+  // them (full); under mixed precision, with the widenings of low-typed
+  // values too, so that it keeps them in the low type.
   llvm::DenseSet<Operation *> randomOps = opsReadingTheSeed(f);
   llvm::DenseSet<Operation *> parameterOnly = opsOfParametersAlone(f);
   SmallVector<Value> backwardRoots;
@@ -490,20 +590,23 @@ llvm::Error cutStage(ModuleOp stage, int64_t k, int64_t numStages,
       backwardRoots,
       [&](Operation *op) {
         return recompute == Recompute::Full || !forwardOps.contains(op) ||
-               isRecomputedAnyway(op) || parameterOnly.contains(op) ||
+               isRecomputedAnyway(op) || isWidening(op) ||
+               parameterOnly.contains(op) ||
                (recompute == Recompute::Selective &&
                 isSelectivelyRecomputed(op) && !randomOps.contains(op));
       },
       backwardOps, backwardReads);
 
   // The values the backward reads that are neither shared (parameters, the
-  // seed, the step: the runtime binds them to the step's) nor received
+  // seed, the step, fp16's loss scaler: the runtime binds them to the
+  // step's) nor received
   // (cotangents) are residuals: the forward returns them and the runtime keeps
   // them per micro-batch.
   auto isShared = [&](Value v) {
     auto arg = dyn_cast<BlockArgument>(v);
     return arg && arg.getOwner() == body &&
            (f.getArgAttr(arg.getArgNumber(), attrs::kParameter) ||
+            f.getArgAttr(arg.getArgNumber(), attrs::kOptimizerState) ||
             f.getArgAttr(arg.getArgNumber(), attrs::kSeed) ||
             f.getArgAttr(arg.getArgNumber(), attrs::kStep));
   };
@@ -704,6 +807,18 @@ llvm::Error buildStep(MLIRContext &context, PipelineTrainingStage &stage,
         {attrs.getNamedAttr(attrs::kInput, attrs.getStringAttr(arg.name)),
          attrs.getNamedAttr(attrs::kDType, attrs.getStringAttr(arg.dtype))}));
   }
+  // fp16's dynamic loss scaler: every stage holds its state and updates it
+  // alike (the overflow is the global norm's, summed over the stages), so
+  // that the stages agree on the scale and on skipping a step.
+  if (dynamicLossScaleOf(options.step)) {
+    types.push_back(f32Scalar);
+    argAttrs.push_back(attrs.getDictionaryAttr(
+        {attrs.getNamedAttr(attrs::kOptimizerState,
+                            attrs.getStringAttr("scale_offset")),
+         attrs.getNamedAttr(attrs::kStateOf,
+                            attrs.getStringAttr("loss_scaler")),
+         attrs.getNamedAttr(attrs::kDType, attrs.getStringAttr("float32"))}));
+  }
   auto main = func::FuncOp::create(b, loc, "main",
                                    FunctionType::get(&context, types, {}));
   main.setAllArgAttrs(argAttrs);
@@ -856,6 +971,7 @@ llvm::Error buildStep(MLIRContext &context, PipelineTrainingStage &stage,
   main.setAllResultAttrs(resultAttrs);
   stage.trainedParameters = int64_t(n);
   ApplyOptimizerOptions o = optimizerOptions(options.step.config);
+  setLossScaling(o, options.step);
   o.pipelineStages = plan.pp;
   // ZeRO-1 (DeepSpeed's pipeline engine's only stage) and ZeRO-2: the
   // stage's replicas each update a block of its optimizer states (from
@@ -878,9 +994,6 @@ llvm::Expected<std::vector<PipelineTrainingStage>>
 buildPipelineTraining(MLIRContext &context, const PlanCandidate &plan,
                       const PipelineTrainingOptions &options) {
   const TrainingStepOptions &step = options.step;
-  if (step.config.precision == "fp16")
-    return error("fp16 loss scaling under pipeline parallelism is being "
-                 "built; train in fp32 or bf16");
   int64_t microBatch = plan.microBatchSize;
   if (microBatch * plan.numMicroBatches * plan.dp != options.globalBatch)
     return error(llvm::Twine(plan.dp) + " replicas of " +
@@ -1219,7 +1332,7 @@ buildPipelineTraining(MLIRContext &context, const PlanCandidate &plan,
   std::vector<PipelineTrainingStage> stages(plan.pp);
   for (auto [k, stage] : llvm::enumerate(stageModules))
     if (llvm::Error err = cutStage(stage, k, plan.pp, facts, plan.recompute,
-                                   plan.tp > 1, stages[k]))
+                                   plan.tp > 1, step, stages[k]))
       return std::move(err);
   // ZeRO-3: a stage's replicas each hold a block (dim 0) of each trained
   // parameter ZeRO shards; the forward gathers it before its first use, and
@@ -1414,6 +1527,7 @@ llvm::FailureOr<TrainedSummary> writePipelineTrainingArtifact(
   ArtifactTraining t =
       trainingDescription(description.programs[0].arguments, options);
   t.microBatches = plan.numMicroBatches;
+  t.lossScaling = lossScalingDescription(options.config);
   // --save-onnx: the inference model without the parameters the stages
   // update, which the runtime appends with their trained values.
   if (!llvm::StringRef(options.modelPath).ends_with(".onnxtxt")) {

@@ -93,10 +93,6 @@ std::string crossEntropyOutput(llvm::StringRef loss) {
              : std::string();
 }
 
-namespace {
-
-/// fp16's loss scale, for autopar-differentiate and autopar-apply-optimizer
-/// alike: 0 without fp16 loss scaling.
 double lossScaleOf(const TrainingStepOptions &options) {
   const LossScaling &scaling = options.config.lossScaling;
   if (options.config.precision != "fp16" || options.emitGradients)
@@ -105,7 +101,55 @@ double lossScaleOf(const TrainingStepOptions &options) {
                                  : std::ldexp(1.0, scaling.initialScalePower);
 }
 
-} // namespace
+bool dynamicLossScaleOf(const TrainingStepOptions &options) {
+  return lossScaleOf(options) > 0 &&
+         options.config.lossScaling.staticScale == 0;
+}
+
+void setLossScaling(ApplyOptimizerOptions &o,
+                    const TrainingStepOptions &options) {
+  const LossScaling &scaling = options.config.lossScaling;
+  o.lossScale = lossScaleOf(options);
+  o.dynamicLossScale = dynamicLossScaleOf(options);
+  o.lossScaleWindow = scaling.window;
+  o.hysteresis = scaling.hysteresis;
+  o.consecutiveHysteresis = scaling.consecutiveHysteresis;
+  o.minLossScale = scaling.minScale;
+}
+
+MixedPrecisionOptions
+mixedPrecisionOptions(const TrainingStepOptions &options) {
+  // The forward and backward store activations in the low type and round
+  // parameters to it where GEMMs read them; the parameters (master
+  // weights), the gradients and the optimizer stay f32, since the optimizer
+  // is added after. CPU GEMM kernels are f32: they read the low-rounded
+  // operands extended back; GPU GEMMs read them as they are.
+  MixedPrecisionOptions mixed;
+  mixed.type = options.config.precision == "fp16" ? LowPrecision::F16
+                                                  : LowPrecision::BF16;
+  mixed.keepParameters = true;
+  mixed.f32Gemms = !options.lowPrecisionGemms;
+  // As autocast: log-softmax, the losses and their mean in f32.
+  mixed.f32LossHead = true;
+  return mixed;
+}
+
+std::optional<llvm::json::Object>
+lossScalingDescription(const TrainConfig &config) {
+  if (config.precision != "fp16")
+    return std::nullopt;
+  const LossScaling &ls = config.lossScaling;
+  return llvm::json::Object{
+      {"dynamic", ls.staticScale == 0},
+      {"initial_scale", ls.staticScale > 0
+                            ? ls.staticScale
+                            : std::ldexp(1.0, ls.initialScalePower)},
+      {"loss_scale_window", ls.window},
+      {"hysteresis", ls.hysteresis},
+      // A fixed scale never shrinks: its overflows are skipped, never an
+      // error.
+      {"min_loss_scale", ls.staticScale > 0 ? 0.0 : ls.minScale}};
+}
 
 void buildGradientPipeline(OpPassManager &pm,
                            const TrainingStepOptions &options) {
@@ -138,8 +182,7 @@ void buildGradientPipeline(OpPassManager &pm,
   }
   differentiate.phaseMarks = options.phaseMarks;
   differentiate.lossScale = lossScaleOf(options);
-  differentiate.dynamicLossScale = differentiate.lossScale > 0 &&
-                                   options.config.lossScaling.staticScale == 0;
+  differentiate.dynamicLossScale = dynamicLossScaleOf(options);
   pm.addPass(createDifferentiate(differentiate));
   if (options.recompute != "none") {
     // Before the micro-batch loop and ZeRO-3's gathers, which read the
@@ -168,30 +211,12 @@ void buildUpdatePipeline(OpPassManager &pm,
     accumulate.bucket = !annotated;
     pm.addPass(createAccumulateGradients(accumulate));
   }
-  const LossScaling &scaling = options.config.lossScaling;
-  bool fp16 = options.config.precision == "fp16";
-  if (!options.config.precision.empty()) {
-    // Mixed precision: the forward and backward store activations in bf16
-    // and round parameters to bf16 where GEMMs read them; the parameters
-    // (master weights), the gradients and the optimizer stay f32, since the
-    // optimizer is added after. CPU GEMM kernels are f32: they read the
-    // bf16-rounded operands extended back; GPU GEMMs read them as they are.
-    MixedPrecisionOptions mixed;
-    mixed.type = fp16 ? LowPrecision::F16 : LowPrecision::BF16;
-    mixed.keepParameters = true;
-    mixed.f32Gemms = !options.lowPrecisionGemms;
-    // As autocast: log-softmax, the losses and their mean in f32.
-    mixed.f32LossHead = true;
-    pm.addNestedPass<func::FuncOp>(createMixedPrecision(mixed));
-  }
+  if (!options.config.precision.empty())
+    pm.addNestedPass<func::FuncOp>(
+        createMixedPrecision(mixedPrecisionOptions(options)));
   if (!options.emitGradients) {
     ApplyOptimizerOptions o = optimizerOptions(options.config);
-    o.lossScale = lossScaleOf(options);
-    o.dynamicLossScale = o.lossScale > 0 && scaling.staticScale == 0;
-    o.lossScaleWindow = scaling.window;
-    o.hysteresis = scaling.hysteresis;
-    o.consecutiveHysteresis = scaling.consecutiveHysteresis;
-    o.minLossScale = scaling.minScale;
+    setLossScaling(o, options);
     o.zeroStage = options.zeroStage;
     o.dataParallel = options.dataParallel;
     pm.addPass(createApplyOptimizer(o));
@@ -804,19 +829,7 @@ writeTrainingArtifact(ModuleOp module, const TrainingArtifactOptions &options,
     const std::vector<ArtifactArgument> &args =
         description.programs[0].arguments;
     ArtifactTraining t = trainingDescription(args, options);
-    if (options.config.precision == "fp16") {
-      const LossScaling &ls = options.config.lossScaling;
-      t.lossScaling = llvm::json::Object{
-          {"dynamic", ls.staticScale == 0},
-          {"initial_scale", ls.staticScale > 0
-                                ? ls.staticScale
-                                : std::ldexp(1.0, ls.initialScalePower)},
-          {"loss_scale_window", ls.window},
-          {"hysteresis", ls.hysteresis},
-          // A fixed scale never shrinks: its overflows are skipped, never
-          // an error.
-          {"min_loss_scale", ls.staticScale > 0 ? 0.0 : ls.minScale}};
-    }
+    t.lossScaling = lossScalingDescription(options.config);
     // --save-onnx: the inference model without the parameters training
     // updates, which the runtime appends with their trained values.
     llvm::StringSet<> updated;

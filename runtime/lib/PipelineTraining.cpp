@@ -21,8 +21,8 @@ namespace autopar::runtime {
 struct PipelineTrainer::Phase {
   std::unique_ptr<Session> session;
   bool isForward = true;
-  /// (argument, the step's argument): parameters (and the step number) and
-  /// data inputs.
+  /// (argument, the step's argument): parameters (and the step number,
+  /// fp16's loss scaler) and data inputs.
   std::vector<std::pair<size_t, size_t>> parameters, inputs;
   /// Activations (forward) or cotangents (backward), in argument order.
   std::vector<size_t> received, sent;
@@ -148,6 +148,19 @@ PipelineTrainer::PipelineTrainer(Session &step) : step(step) {
           throw Error(manifest.path + ": program '" + program->name +
                       "' reads the step number, which its stage's step "
                       "does not take");
+        phase->parameters.push_back({i, *j});
+        break;
+      }
+      case ArgumentKind::OptimizerState: {
+        // fp16's loss scaler (the last stage's forward and backward scale
+        // the loss by it): the step's state, which it updates.
+        std::optional<size_t> j =
+            step.findArgument(ArgumentKind::OptimizerState, arg.name);
+        if (!j || stepArgs[*j].dtype != arg.dtype ||
+            bytesOf(stepArgs[*j]) != bytesOf(arg))
+          throw Error(manifest.path + ": program '" + program->name +
+                      "' reads optimizer state '" + arg.name +
+                      "', which its stage's step does not hold alike");
         phase->parameters.push_back({i, *j});
         break;
       }

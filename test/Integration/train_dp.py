@@ -274,18 +274,22 @@ Case.check_comm = check_comm
 Case.record_activations = record_activations
 
 
-def compare(tag, reference, run_result, noise_only=None):
-    """Errors of a run against one rank's (losses, params). noise_only:
-    {parameter: index} of entries whose gradient is exactly zero, where both
-    runs follow rounding noise scaled up by Adam (the one-rank tests'
-    zero-gradient caveat): held to NOISE_TOL instead."""
+def compare(tag, reference, run_result, noise_only=None, tol=TOL,
+            param_tol=None, noise_tol=NOISE_TOL):
+    """Errors of a run against one rank's (losses, params): the losses
+    within `tol` relative, each parameter within `param_tol` (default `tol`)
+    of its largest magnitude. noise_only: {parameter: index} of entries
+    whose gradient is exactly zero, where both runs follow rounding noise
+    scaled up by Adam (the one-rank tests' zero-gradient caveat): held to
+    `noise_tol` instead (None: not held)."""
+    param_tol = tol if param_tol is None else param_tol
     noise_only = noise_only or {}
     errors = []
     (ref_losses, ref_params), (losses, params) = reference, run_result[:2]
     if len(losses) != len(ref_losses):
         return [f"{tag}: {len(losses)} steps, one rank {len(ref_losses)}"]
     worst_loss = max(abs(a - b) / abs(b) for a, b in zip(losses, ref_losses))
-    if worst_loss > TOL:
+    if worst_loss > tol:
         errors.append(f"{tag}: losses {losses} != one rank's {ref_losses} "
                       f"(relative error {worst_loss:.2e})")
     if set(params) != set(ref_params):
@@ -299,14 +303,14 @@ def compare(tag, reference, run_result, noise_only=None):
         scale = max(np.abs(ref).max(), 1e-30)
         if name in noise_only:
             noise = float(diff[noise_only[name]].max() / scale)
-            if noise > NOISE_TOL:
+            if noise_tol is not None and noise > noise_tol:
                 errors.append(f"{tag}: parameter {name}'s zero-gradient "
                               f"entries differ by {noise:.2e}")
             diff = diff.copy()
             diff[noise_only[name]] = 0
         err = float(diff.max() / scale)
         worst = max(worst, err)
-        if err > TOL:
+        if err > param_tol:
             errors.append(f"{tag}: parameter {name} differs by {err:.2e} of "
                           "its largest magnitude")
     print(f"{'FAIL' if errors else 'PASS'} {tag}: loss error {worst_loss:.1e}, "

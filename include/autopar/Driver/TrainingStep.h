@@ -230,6 +230,29 @@ ArtifactTraining trainingDescription(llvm::ArrayRef<ArtifactArgument> step,
 /// stages left at their defaults).
 ApplyOptimizerOptions optimizerOptions(const TrainConfig &config);
 
+/// fp16's loss scale (the static scale, or the dynamic scaler's initial
+/// one) for autopar-differentiate and autopar-apply-optimizer alike: 0
+/// without fp16 loss scaling (another precision, or `--emit-gradients`).
+double lossScaleOf(const TrainingStepOptions &options);
+
+/// Whether fp16's loss scale moves (dynamic scaling: the scaler's state
+/// `loss_scaler.scale_offset` and the rest).
+bool dynamicLossScaleOf(const TrainingStepOptions &options);
+
+/// `o` with fp16's loss scaling of `options` (unchanged without it).
+void setLossScaling(ApplyOptimizerOptions &o,
+                    const TrainingStepOptions &options);
+
+/// autopar-mixed-precision's options for a training step in
+/// `options.config.precision` (bf16 or fp16): f32 master weights, the loss
+/// head in f32, f32 GEMMs unless the target has low-precision ones.
+MixedPrecisionOptions mixedPrecisionOptions(const TrainingStepOptions &options);
+
+/// The manifest's `training.loss_scaling` for fp16 training under
+/// `config`; none otherwise.
+std::optional<llvm::json::Object>
+lossScalingDescription(const TrainConfig &config);
+
 /// `main` returning only its result named `name`; false if it has none.
 bool keepOnlyResult(mlir::func::FuncOp main, llvm::StringRef name);
 
