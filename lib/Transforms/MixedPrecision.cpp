@@ -138,19 +138,25 @@ public:
     return generic.getResult(0);
   }
 
-  /// The f32 copy of a low-typed value, made once, right after it.
-  Value f32Copy(Value lowValue) {
-    auto [it, inserted] = f32Copies.try_emplace(lowValue, Value());
-    if (!inserted)
-      return it->second;
+  /// An f32 copy of a low-typed value for one reader, made right before
+  /// `user`: each reader its own, so that a copy lives only until its
+  /// reader runs (a copy shared by the forward and the backward would be
+  /// kept between them beside the low-typed value, more than f32 alone).
+  Value f32CopyFor(Operation *user, Value lowValue) {
     OpBuilder::InsertionGuard guard(rewriter);
-    if (Operation *def = lowValue.getDefiningOp())
-      rewriter.setInsertionPointAfter(def);
-    else
-      rewriter.setInsertionPointToStart(
-          cast<BlockArgument>(lowValue).getOwner());
-    it->second = convert(lowValue.getLoc(), lowValue, rewriter.getF32Type());
-    return it->second;
+    rewriter.setInsertionPoint(user);
+    return readCopy(
+        convert(lowValue.getLoc(), lowValue, rewriter.getF32Type()));
+  }
+
+  /// Marks `copy` (a conversion made for one reader) with its own
+  /// `read_copy` number, so that CSE does not merge it with another
+  /// reader's copy of the same value. A plain discardable attribute: no
+  /// pass reads it, and autopar's dialect verifies only its own names.
+  Value readCopy(Value copy) {
+    copy.getDefiningOp()->setAttr("read_copy",
+                                  rewriter.getI64IntegerAttr(nextReadCopy++));
+    return copy;
   }
 
   /// Makes `uses`, which read an f32 tensor, read `lowValue` (the same
@@ -208,7 +214,7 @@ public:
         use->set(lowValue);
         continue;
       }
-      use->set(f32Copy(lowValue));
+      use->set(f32CopyFor(user, lowValue));
     }
   }
 
@@ -324,7 +330,8 @@ public:
       if (staticF32Tensor(operand.getType()))
         operand = convert(gemm->getLoc(), operand, low);
       if (f32Operands)
-        operand = convert(gemm->getLoc(), operand, rewriter.getF32Type());
+        operand =
+            readCopy(convert(gemm->getLoc(), operand, rewriter.getF32Type()));
       inputs.push_back(operand);
     }
     Value init = gemm->getOperand(2);
@@ -350,7 +357,7 @@ public:
 private:
   IRRewriter rewriter;
   Type low;
-  llvm::DenseMap<Value, Value> f32Copies;
+  int64_t nextReadCopy = 0;
   /// The conversions made here: never demoted themselves.
   llvm::DenseSet<Operation *> conversions;
 };

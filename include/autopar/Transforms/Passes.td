@@ -94,7 +94,10 @@ def MixedPrecision : Pass<"autopar-mixed-precision", "mlir::func::FuncOp"> {
     - a low-typed value is read in f32 by its consumers: a `linalg.generic`
       input (`arith.extf` inside the body), a `tensor.extract`, reshapes and
       slices (which carry the low type on); other consumers get an explicit
-      f32 copy;
+      f32 copy each, made right before them (marked `read_copy`
+      with its own number, as are `f32-gemms`' extended operands, so that
+      CSE does not merge the forward's copy with the backward's and keep
+      it between them);
     - `linalg.matmul` / `linalg.batch_matmul` take both operands in the low
       type (truncating any f32 one) and keep their f32 result: the GEMM
       kernels accumulate in f32;
