@@ -11,6 +11,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
@@ -40,6 +41,56 @@ std::string typeSuffix(Type t) {
   if (t.isInteger(64))
     return "i64";
   return "";
+}
+
+/// `value` converted elementwise to element type `to` (f32 from a 16-bit
+/// float, or back).
+Value convertFloats(OpBuilder &b, Location loc, Value value, Type to) {
+  auto type = cast<RankedTensorType>(value.getType());
+  Value init = tensor::EmptyOp::create(b, loc, type.getShape(), to);
+  AffineMap id = b.getMultiDimIdentityMap(type.getRank());
+  bool widen = to.getIntOrFloatBitWidth() >
+               type.getElementType().getIntOrFloatBitWidth();
+  return linalg::GenericOp::create(
+             b, loc, TypeRange{init.getType()}, ValueRange{value},
+             ValueRange{init}, ArrayRef<AffineMap>{id, id},
+             SmallVector<utils::IteratorType>(type.getRank(),
+                                              utils::IteratorType::parallel),
+             [&](OpBuilder &nb, Location nl, ValueRange args) {
+               Value converted =
+                   widen
+                       ? arith::ExtFOp::create(nb, nl, to, args[0]).getResult()
+                       : arith::TruncFOp::create(nb, nl, to, args[0])
+                             .getResult();
+               linalg::YieldOp::create(nb, nl, converted);
+             })
+      .getResult(0);
+}
+
+/// A collective of bf16 or f16 values (mixed precision) run on f32: its
+/// operand widened, its result rounded back. The runtime's collectives take
+/// f32 (MPI has no 16-bit float type); moving data this way is exact, and
+/// sums accumulate in f32 before the one rounding.
+void widenHalfCollective(Operation *op) {
+  auto inType = dyn_cast<RankedTensorType>(op->getOperand(0).getType());
+  auto outType = dyn_cast<RankedTensorType>(op->getResult(0).getType());
+  if (!inType || !outType || !inType.hasStaticShape() ||
+      !outType.hasStaticShape())
+    return;
+  Type element = inType.getElementType();
+  if (!element.isBF16() && !element.isF16())
+    return;
+  OpBuilder b(op);
+  Location loc = op->getLoc();
+  Type f32 = b.getF32Type();
+  Value wide = convertFloats(b, loc, op->getOperand(0), f32);
+  Operation *wideOp = b.clone(*op);
+  wideOp->setOperand(0, wide);
+  wideOp->getResult(0).setType(outType.clone(f32));
+  b.setInsertionPointAfter(wideOp);
+  op->getResult(0).replaceAllUsesWith(
+      convertFloats(b, loc, wideOp->getResult(0), element));
+  op->erase();
 }
 
 /// Declares (once) a private runtime function in `op`'s module; memref-taking
@@ -292,7 +343,7 @@ LogicalResult checkSupported(Operation *op) {
       !outType.hasStaticShape())
     return error() << op->getName().stripDialect() << " of " << inType
                    << " is not supported (static f32, f64, i32 or i64 "
-                      "tensors)";
+                      "tensors; bf16 and f16 run as f32)";
   return success();
 }
 
@@ -308,6 +359,15 @@ struct LowerCollectivesToRuntimePass
       if (failed(applyPatternsGreedily(module, std::move(fold))))
         return signalPassFailure();
     }
+
+    SmallVector<Operation *> halves;
+    module.walk([&](Operation *op) {
+      if (isa<shard::AllReduceOp, shard::AllGatherOp, shard::ReduceScatterOp,
+              shard::AllToAllOp>(op))
+        halves.push_back(op);
+    });
+    for (Operation *op : halves)
+      widenHalfCollective(op);
 
     // Every unsupported collective is reported, then nothing is lowered.
     bool supported = true;

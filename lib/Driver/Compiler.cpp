@@ -752,9 +752,13 @@ int CompileFlow::compileTrainingStep() {
   // Under ZeRO, a tp step is partitioned before its update, so that ZeRO
   // cuts each rank's tp block over the replicas as it would cut a whole
   // parameter (docs/distributed-training.md, "ZeRO with tensor
-  // parallelism"); otherwise the update is annotated and partitioned with
-  // the rest.
-  step.partitionedForTensorParallel = best.tp > 1 && best.zeroStage > 0;
+  // parallelism"); so is one in mixed precision, so that
+  // autopar-mixed-precision sees the partitioned step (its collectives stay
+  // f32, its loss head f32, no widened copy resharded) as a pipeline
+  // stage's; otherwise the update is annotated and partitioned with the
+  // rest.
+  step.partitionedForTensorParallel =
+      best.tp > 1 && (best.zeroStage > 0 || !trainConfig.precision.empty());
   auto runPasses = [&](auto build) {
     auto pm = PassManager::on<ModuleOp>(context.get());
     applyPassManagerCLOptionsIfAny(pm);

@@ -13,6 +13,7 @@
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Linalg/Transforms/Transforms.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "llvm/Support/GlobPattern.h"
 
@@ -189,7 +190,7 @@ struct DifferentiatePass : autopar::impl::DifferentiateBase<DifferentiatePass> {
     SmallVector<Value> inputs{loss};
     SmallVector<AffineMap> maps{id};
     if (offset) {
-      inputs.push_back(offset);
+      inputs.push_back(wholeWhereAnnotated(main, b, loc, offset));
       maps.push_back(scalarMap);
     }
     maps.push_back(id);
@@ -209,7 +210,30 @@ struct DifferentiatePass : autopar::impl::DifferentiateBase<DifferentiatePass> {
               nb, nl, ValueRange{arith::MulFOp::create(nb, nl, args[0], s)});
         });
     scaled->setAttr("autopar.loss_scaling", b.getUnitAttr());
-    return scaled.getResult(0);
+    return wholeWhereAnnotated(main, b, loc, scaled.getResult(0));
+  }
+
+  /// `value` annotated whole (replicated) on the grid of `main`'s sharding
+  /// annotations, when the plan annotated `main` (tensor parallelism):
+  /// sharding propagation would give a rank-0 op none of whose values is
+  /// annotated a sharding without a grid. Unchanged otherwise.
+  Value wholeWhereAnnotated(func::FuncOp main, OpBuilder &b, Location loc,
+                            Value value) {
+    FlatSymbolRefAttr grid;
+    main.walk([&](shard::ShardingOp sharding) {
+      grid = sharding.getGridAttr();
+      return WalkResult::interrupt();
+    });
+    if (!grid)
+      return value;
+    Value replicated = shard::ShardingOp::create(
+                           b, loc, grid,
+                           ArrayRef<shard::GridAxesAttr>{
+                               shard::GridAxesAttr::get(b.getContext(), {})})
+                           .getResult();
+    return shard::ShardOp::create(b, loc, value, replicated,
+                                  /*annotate_for_users=*/false)
+        .getResult();
   }
 
   /// The index of the loss among @main's results.

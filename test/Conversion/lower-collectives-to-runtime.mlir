@@ -59,10 +59,35 @@ func.func @two_axes(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
 // -----
 
 shard.grid @grid3(shape = 4)
-func.func @f16(%x: tensor<4x8xf16>) -> tensor<4x8xf16> {
-  // expected-error @below {{all_reduce of 'tensor<4x8xf16>' is not supported (static f32, f64, i32 or i64 tensors)}}
-  %0 = shard.all_reduce %x on @grid3 grid_axes = [0] : tensor<4x8xf16> -> tensor<4x8xf16>
-  return %0 : tensor<4x8xf16>
+func.func @i16(%x: tensor<4x8xi16>) -> tensor<4x8xi16> {
+  // expected-error @below {{all_reduce of 'tensor<4x8xi16>' is not supported (static f32, f64, i32 or i64 tensors; bf16 and f16 run as f32)}}
+  %0 = shard.all_reduce %x on @grid3 grid_axes = [0] : tensor<4x8xi16> -> tensor<4x8xi16>
+  return %0 : tensor<4x8xi16>
+}
+
+// -----
+
+// Mixed precision: a collective of bf16 or f16 values runs on f32, its
+// operand widened and its result rounded back (MPI has no 16-bit floats).
+// CHECK-LABEL: func.func @half_floats
+// CHECK-SAME: (%[[X:.*]]: tensor<4x8xbf16>, %[[Y:.*]]: tensor<4x8xf16>)
+// CHECK: %[[XW:.*]] = linalg.generic {{.*}} ins(%[[X]] : tensor<4x8xbf16>) outs(%{{.*}} : tensor<4x8xf32>)
+// CHECK: arith.extf %{{.*}} : bf16 to f32
+// CHECK: %[[XB:.*]] = bufferization.to_buffer %[[XW]]
+// CHECK: call @autopar_rt_all_reduce_f32
+// CHECK: %[[SUM:.*]] = bufferization.to_tensor
+// CHECK: %[[XN:.*]] = linalg.generic {{.*}} ins(%[[SUM]] : tensor<4x8xf32>) outs(%{{.*}} : tensor<4x8xbf16>)
+// CHECK: arith.truncf %{{.*}} : f32 to bf16
+// CHECK: linalg.generic {{.*}} ins(%[[Y]] : tensor<4x8xf16>) outs(%{{.*}} : tensor<4x8xf32>)
+// CHECK: call @autopar_rt_all_gather_f32
+// CHECK: %[[G:.*]] = bufferization.to_tensor {{.*}} : memref<16x8xf32> to tensor<16x8xf32>
+// CHECK: %[[YN:.*]] = linalg.generic {{.*}} ins(%[[G]] : tensor<16x8xf32>) outs(%{{.*}} : tensor<16x8xf16>)
+// CHECK: return %[[XN]], %[[YN]] : tensor<4x8xbf16>, tensor<16x8xf16>
+shard.grid @grid5(shape = 4)
+func.func @half_floats(%x: tensor<4x8xbf16>, %y: tensor<4x8xf16>) -> (tensor<4x8xbf16>, tensor<16x8xf16>) {
+  %0 = shard.all_reduce %x on @grid5 grid_axes = [0] : tensor<4x8xbf16> -> tensor<4x8xbf16>
+  %1 = shard.all_gather %y on @grid5 grid_axes = [0] gather_axis = 0 : tensor<4x8xf16> -> tensor<16x8xf16>
+  return %0, %1 : tensor<4x8xbf16>, tensor<16x8xf16>
 }
 
 // -----
@@ -70,13 +95,13 @@ func.func @f16(%x: tensor<4x8xf16>) -> tensor<4x8xf16> {
 // Every collective the runtime cannot run is reported, not only the first;
 // nothing is rewritten then (the supported gather stays).
 shard.grid @grid4(shape = 2x4)
-func.func @several(%x: tensor<4x8xf16>, %y: tensor<4x8xf32>) -> (tensor<4x8xf16>, tensor<4x8xf32>, tensor<8x8xf32>) {
-  // expected-error @below {{all_reduce of 'tensor<4x8xf16>' is not supported}}
-  %0 = shard.all_reduce %x on @grid4 grid_axes = [0] : tensor<4x8xf16> -> tensor<4x8xf16>
+func.func @several(%x: tensor<4x8xi16>, %y: tensor<4x8xf32>) -> (tensor<4x8xi16>, tensor<4x8xf32>, tensor<8x8xf32>) {
+  // expected-error @below {{all_reduce of 'tensor<4x8xi16>' is not supported}}
+  %0 = shard.all_reduce %x on @grid4 grid_axes = [0] : tensor<4x8xi16> -> tensor<4x8xi16>
   // expected-error @below {{collectives over 2 grid axes at once are not supported}}
   %1 = shard.all_reduce %y on @grid4 grid_axes = [0, 1] : tensor<4x8xf32> -> tensor<4x8xf32>
   %2 = shard.all_gather %y on @grid4 grid_axes = [0] gather_axis = 0 : tensor<4x8xf32> -> tensor<8x8xf32>
-  return %0, %1, %2 : tensor<4x8xf16>, tensor<4x8xf32>, tensor<8x8xf32>
+  return %0, %1, %2 : tensor<4x8xi16>, tensor<4x8xf32>, tensor<8x8xf32>
 }
 
 // -----

@@ -36,6 +36,10 @@ recomputation.
   backward's flipped filters and the pool's scatter too; the running
   statistics split with the channels), tp2, dp2 x tp2 and dp2 x tp2 with
   ZeRO-1;
+- mixed precision: the GPT in bf16 and in fp16 (dynamic loss scaling) on
+  tp2 and dp2 x tp2 against one rank in the same precision (within
+  MIXED_TOL); under fp16 every run skips the steps one rank skips, at its
+  loss scales;
 - checkpoints: the GPT on 2 ranks stopped at step 3 and resumed under the
   same plan equals the uninterrupted run bitwise (each rank writes its
   blocks), and the checkpoint resumes on one rank to one rank's numbers.
@@ -54,8 +58,8 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gradcheck import Gpt  # noqa: E402
 from train_dp import (CONFIG, Case, check_activations,  # noqa: E402
-                      compare, eval_equals_one_rank, on_one_rank,
-                      resumed_bitwise)
+                      check_mixed_precision, compare, eval_equals_one_rank,
+                      on_one_rank, resumed_bitwise)
 
 
 class WideMlp(nn.Module):
@@ -258,6 +262,16 @@ def main():
     if files != ["rank-00000.bin", "rank-00001.bin"]:
         errors.append(f"tp2 checkpoint: files {files}, expected one per rank")
     errors += on_one_rank(gpt, "tp2", one, ckpt, launcher, key_bias)
+
+    # Mixed precision: bf16 and fp16 (dynamic loss scaling) on tp2 and
+    # dp2 x tp2. The step is partitioned before its update, then put in the
+    # low type (its collectives stay f32, its loss head f32), as a pipeline
+    # stage is.
+    check_mixed_precision(
+        build, work, launcher, "gpt", WideGpt, data, 4, gpt_config,
+        (("tp2", 2, ("--tp", "2")), ("dp2xtp2", 4, ("--tp", "2"))),
+        key_bias, errors,
+        lambda case, tag, ranks, *flags: case.compile(tag, ranks, *flags)[0])
 
     # GPT with Dropout: the masks hash global element indices, so the loops
     # that read them stay whole and the ranks draw one rank's masks.

@@ -460,11 +460,16 @@ def LowerCollectivesToRuntime
     Each op has its `OpConversionPattern`, applied with a `ConversionTarget`
     that makes every shard collective and grid query illegal; first an
     `all_slice` of a sum `all_reduce` is folded into a `reduce_scatter`.
+    A collective of bf16 or f16 tensors (mixed precision) runs on f32: its
+    operand is widened and its result rounded back (linalg generics), since
+    MPI has no 16-bit float type; data movement stays exact, and sums
+    accumulate in f32 before one rounding.
     Collectives the runtime cannot run (over several grid axes at once, other
     reductions, other element types or dynamic shapes) are all reported, each
     at its op, before anything is rewritten.
   }];
   let dependentDialects = ["mlir::func::FuncDialect",
+                           "mlir::linalg::LinalgDialect",
                            "mlir::memref::MemRefDialect",
                            "mlir::bufferization::BufferizationDialect",
                            "mlir::arith::ArithDialect",
