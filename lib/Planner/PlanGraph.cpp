@@ -500,6 +500,60 @@ argumentsTheLossTrains(func::FuncOp main, llvm::StringRef lossOutput) {
   return findActiveValues(main, parameters, *loss);
 }
 
+/// Marks the values autopar-mixed-precision leaves in f32
+/// (ValueInfo::f32UnderMixedPrecision): it stores only the outputs of
+/// elementwise generics in the low type, and not those of the loss head
+/// (what a returned f32 scalar is computed from after the last GEMM or
+/// convolution: its `lossHead`); reshapes and slices carry their source's
+/// type. Float graph inputs and parameters keep theirs (priced elsewhere).
+static void markF32UnderMixedPrecision(func::FuncOp main, ProgramGraph &graph) {
+  auto isReshapeOrSlice = [](Operation *op) {
+    return isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp,
+               tensor::ExtractSliceOp>(op);
+  };
+  llvm::DenseSet<Operation *> head;
+  SmallVector<Value> work;
+  main.walk([&](func::ReturnOp ret) {
+    for (Value v : ret.getOperands())
+      if (auto type = dyn_cast<RankedTensorType>(v.getType());
+          type && type.getRank() == 0 && type.getElementType().isF32())
+        work.push_back(v);
+  });
+  while (!work.empty()) {
+    Operation *def = work.pop_back_val().getDefiningOp();
+    if (!def || head.contains(def) ||
+        !(isa<linalg::GenericOp, tensor::ExtractOp, tensor::FromElementsOp>(
+              def) ||
+          isReshapeOrSlice(def)))
+      continue;
+    head.insert(def);
+    llvm::append_range(work, def->getOperands());
+  }
+  main.walk([&](Operation *op) {
+    if (op->getNumResults() != 1)
+      return;
+    auto it = graph.valueIds.find(op->getResult(0));
+    if (it == graph.valueIds.end())
+      return;
+    ValueInfo &info = graph.values[it->second];
+    auto type = dyn_cast<RankedTensorType>(op->getResult(0).getType());
+    if (!type || !type.getElementType().isF32())
+      return;
+    if (isReshapeOrSlice(op)) {
+      auto source = graph.valueIds.find(op->getOperand(0));
+      info.f32UnderMixedPrecision =
+          source != graph.valueIds.end() &&
+          (graph.values[source->second].f32UnderMixedPrecision ||
+           graph.values[source->second].isInput);
+      return;
+    }
+    auto generic = dyn_cast<linalg::GenericOp>(op);
+    bool elementwise = generic && generic.getNumReductionLoops() == 0;
+    info.f32UnderMixedPrecision =
+        isa<linalg::LinalgOp>(op) && (!elementwise || head.contains(op));
+  });
+}
+
 FailureOr<ProgramGraph>
 buildProgramGraph(func::FuncOp main,
                   std::optional<AttentionPatternOptions> fusedAttention,
@@ -669,6 +723,8 @@ buildProgramGraph(func::FuncOp main,
     graph.forwardFlops += planOp.cost.flops;
     graph.ops.push_back(std::move(planOp));
   }
+
+  markF32UnderMixedPrecision(main, graph);
 
   if (fusedAttention)
     priceFusedAttention(main, *fusedAttention, opIndex, graph.valueIds,

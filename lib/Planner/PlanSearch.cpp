@@ -513,7 +513,7 @@ std::vector<StageTotals> Search::segmentTotals(const PlanKey &key) {
       for (int64_t opIndex : segment.keptUnderFull) {
         const PlanOp &op = graph.ops[opIndex];
         const OpOption &option = op.options[c.choice[opIndex - segment.first]];
-        s.saved += ctx.bytes(graph.values[op.result]) /
+        s.saved += ctx.keptBytes(graph.values[op.result]) /
                    (option.result >= 0 ? key.tp : 1);
       }
     }

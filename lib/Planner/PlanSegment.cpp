@@ -443,29 +443,44 @@ SegmentCost evaluateSegment(const ProgramGraph &graph, const Segment &segment,
       if (k >= 64 || !((op.savedOperands >> k) & 1))
         continue;
       bool split = k < option.operands.size() && isSplit(option.operands[k]);
-      keep(Recompute::None, id, ctx.bytes(graph.values[id]) / (split ? tp : 1));
+      keep(Recompute::None, id,
+           ctx.keptBytes(graph.values[id]) / (split ? tp : 1));
     }
     for (int64_t id : op.firstReadInputs)
       result.dataInputBytes += ctx.bytes(graph.values[id]);
+    // A fused attention's query, key and value are kept as the kernel reads
+    // them: in the plan's precision (mixed precision converts them for it,
+    // whatever made them; a CPU's f32 copies are made per reader).
     for (int64_t id : op.attentionSaved)
       keep(Recompute::None, id,
            ctx.bytes(graph.values[id]) / (isSplit(shardingOf(id)) ? tp : 1));
     for (int64_t id : op.savedUnderSelective)
       keep(Recompute::Selective, id,
-           ctx.bytes(graph.values[id]) / (isSplit(shardingOf(id)) ? tp : 1));
+           ctx.keptBytes(graph.values[id]) /
+               (isSplit(shardingOf(id)) ? tp : 1));
     if (op.result >= 0) {
       state[op.result] = option.result;
       const ValueInfo &v = graph.values[op.result];
       double bytes = ctx.bytes(v) / (isSplit(option.result) ? tp : 1);
       maxValueBytes = std::max(maxValueBytes, bytes);
+      double kept = ctx.keptBytes(v) / (isSplit(option.result) ? tp : 1);
+      // A fused attention's statistics (log-sum-exp) are f32 under mixed
+      // precision too, and so is its output on CPU ranks (f32 kernels; a
+      // GPU's writes the low type).
+      double statsBytes = kept * op.attentionStatsFraction;
+      if (!op.attentionOperands.empty()) {
+        double f32Bytes = v.bytes * (v.isParameter ? 1 : ctx.batchScale) /
+                          (isSplit(option.result) ? tp : 1);
+        statsBytes = f32Bytes * op.attentionStatsFraction;
+        bool cpu = ctx.cluster && ctx.cluster->isLocalCpu();
+        kept = cpu ? f32Bytes : f32Bytes * ctx.elementScale;
+      }
       if (op.savesResult)
-        result.savedActivationBytes[int(Recompute::None)] +=
-            bytes * (1 + op.attentionStatsFraction);
+        result.savedActivationBytes[int(Recompute::None)] += kept + statsBytes;
       // Selective recomputation keeps a fused attention's output and
       // statistics too (the kernel is not recomputed).
       if (!op.attentionOperands.empty())
-        result.savedActivationBytes[int(Recompute::Selective)] +=
-            bytes * op.attentionStatsFraction;
+        result.savedActivationBytes[int(Recompute::Selective)] += statsBytes;
     }
   }
   // Handing the outputs on as the boundary says.
@@ -480,8 +495,8 @@ SegmentCost evaluateSegment(const ProgramGraph &graph, const Segment &segment,
       tally(result.backwardCollectives, shardingOf(id), to, bytes, true);
     }
     // The segment's input/output is what full recomputation keeps.
-    for (int r = 0; r < 3; ++r)
-      result.savedActivationBytes[r] += r == int(Recompute::Full) ? bytes : 0;
+    result.savedActivationBytes[int(Recompute::Full)] +=
+        ctx.keptBytes(graph.values[id]);
   }
   result.peakLiveBytes = 2 * maxValueBytes;
   return result;

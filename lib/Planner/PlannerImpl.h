@@ -74,6 +74,11 @@ struct ValueInfo {
   /// A result that is the new value of a parameter the forward updates
   /// (BatchNorm's running statistics in a training step).
   bool isStateUpdate = false;
+  /// Stays f32 under bf16/fp16 mixed precision (autopar-mixed-precision
+  /// stores only elementwise kernels' outputs in the low type): a GEMM's,
+  /// a convolution's or a reduction's result, the loss head autocast runs
+  /// in f32, and reshapes and slices of those.
+  bool f32UnderMixedPrecision = false;
 };
 
 /// A dim without the batch, and one holding it in a way no split can keep
@@ -339,6 +344,12 @@ struct CostContext {
   /// whole, both in the plan's precision.
   double bytes(const ValueInfo &v) const {
     return v.bytes * elementScale * (v.isParameter ? 1 : batchScale);
+  }
+  /// Bytes of `v` kept for the backward: as bytes(), but what mixed
+  /// precision leaves in f32 (ValueInfo::f32UnderMixedPrecision) at 4
+  /// bytes. (Time and traffic are still priced at the plan's precision.)
+  double keptBytes(const ValueInfo &v) const {
+    return v.f32UnderMixedPrecision ? bytes(v) / elementScale : bytes(v);
   }
 };
 

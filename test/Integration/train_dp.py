@@ -239,9 +239,9 @@ def check_activations(not_held=lambda recompute: False):
     kept buffer allowed its alignment's padding (the generated code's
     buffers are 64-byte aligned allocations; the model counts tensors'
     bytes: at these toy sizes the padding is a tenth of the total). Runs
-    whose recompute mode `not_held` names, and mixed-precision runs (the
-    planner prices what autopar-mixed-precision keeps in f32 at 2 bytes),
-    are printed, not checked (known gaps the docs describe)."""
+    whose recompute mode `not_held` names, and mixed-precision runs (1.3 to
+    1.6 times the prediction on CPU ranks), are printed, not checked (known
+    gaps the docs describe)."""
     errors = []
     print("activations kept between forward and backward, measured vs "
           "predicted:")

@@ -197,9 +197,8 @@ def check_mixed_precision_pp(build, work, launcher, data, gpt_config,
         return compile_pp(case, tag, ranks, 2, errors, *flags)
 
     def after(case, precision, tag, art, ranks, result):
-        # Printed, not held: the planner prices the values mixed precision
-        # keeps in f32 (the attention's output and log-sum-exp, the loss
-        # head) at 2 bytes (measured 1.07-1.14).
+        # Printed, not held (docs/distributed-training.md, "Mixed precision
+        # under a plan": measured 0.80-1.00 of the prediction).
         activations_kept(f"gpt {precision} {tag}", art, result[2], kept,
                          held=False)
         if precision == "fp16" and tag == "pp2":

@@ -313,6 +313,52 @@ TEST_F(PlannerTest, TheActivationsKeptAreWhatTheAdjointsRead) {
   EXPECT_DOUBLE_EQ(selective->best.memory.activations, 1 * activation);
 }
 
+// Mixed precision stores elementwise kernels' outputs in bf16 but leaves a
+// GEMM's result, and the loss head autocast runs in f32, in f32
+// (autopar-mixed-precision): what the backward keeps is priced so.
+TEST_F(PlannerTest, MixedPrecisionKeepsWhatItLeavesInF32AtFourBytes) {
+  PlanFlags flags;
+  flags.cluster = "local:1";
+  flags.mode = "train";
+  flags.recompute = "none";
+  auto fp32 = plan(flags);
+  ASSERT_TRUE(bool(fp32)) << llvm::toString(fp32.takeError());
+  flags.precision = "bf16";
+  auto bf16 = plan(flags);
+  ASSERT_TRUE(bool(bf16)) << llvm::toString(bf16.takeError());
+  // The MLP keeps the bias add's and the ReLU's outputs: elementwise.
+  EXPECT_DOUBLE_EQ(bf16->best.memory.activations,
+                   fp32->best.memory.activations / 2);
+
+  // A GEMM whose result the loss squares and sums: the square's adjoint
+  // reads the GEMM's f32 result.
+  std::string values;
+  for (int i = 0; i < 64 * 64; ++i)
+    values += i ? ", 0.5" : "0.5";
+  module = importOnnxBuffer(&context,
+                            "<ir_version: 8, opset_import: [\"\" : 17]>\n"
+                            "g (float[8, 64] X) => (float L)\n"
+                            "  <float[64, 64] W = {" +
+                                values +
+                                "}> {\n"
+                                "  Y = MatMul(X, W)\n"
+                                "  S = Mul(Y, Y)\n"
+                                "  L = ReduceSum<keepdims = 0>(S)\n"
+                                "}\n",
+                            "square.onnxtxt", /*isText=*/true, ImportOptions());
+  ASSERT_TRUE(module);
+  flags.microBatchSize = 8; // the whole batch, in both precisions
+  flags.precision = "fp32";
+  auto squareFp32 = plan(flags);
+  ASSERT_TRUE(bool(squareFp32)) << llvm::toString(squareFp32.takeError());
+  flags.precision = "bf16";
+  auto squareBf16 = plan(flags);
+  ASSERT_TRUE(bool(squareBf16)) << llvm::toString(squareBf16.takeError());
+  EXPECT_GT(squareFp32->best.memory.activations, 0);
+  EXPECT_DOUBLE_EQ(squareBf16->best.memory.activations,
+                   squareFp32->best.memory.activations);
+}
+
 // A training step's BatchNorm returns its running statistics' new values:
 // results no later op reads, which the stage that computes them returns. They
 // must not keep every later boundary from being a segment's (a pipeline could
