@@ -964,6 +964,9 @@ int CompileFlow::compilePipelineTraining() {
   options.step.freeze.assign(o.freeze.begin(), o.freeze.end());
   options.step.config = trainConfig;
   options.step.fuseAttention = o.fuseAttention;
+  // Mixed precision's GEMMs read the low type on GPUs, as the one-program
+  // step's do.
+  options.step.lowPrecisionGemms = gpu;
   if (gpu) {
     FuseAttentionOptions fuse = gpuFuseAttentionOptions();
     options.step.attentionMaxHeadDim = fuse.maxHeadDim;
