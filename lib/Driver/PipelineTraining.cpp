@@ -28,6 +28,7 @@
 #include "autopar/Transforms/Autodiff.h"
 #include "autopar/Transforms/GradientBuckets.h"
 #include "autopar/Transforms/LossNormalisation.h"
+#include "autopar/Transforms/LossScaling.h"
 #include "autopar/Transforms/Passes.h"
 #include "autopar/Transforms/PlanAnnotate.h"
 #include "autopar/Transforms/ZeroSharding.h"
@@ -258,61 +259,6 @@ struct StepFacts {
   llvm::StringSet<> trained;
 };
 
-/// `loss` (a rank-0 f32 tensor of \p f's body) times fp16's loss scale:
-/// \p scale, plus, for dynamic scaling, the loss scaler's state
-/// `loss_scaler.scale_offset` (a new argument of \p f, which the stage's
-/// step updates; autopar-differentiate's `scaleLoss` for the one-program
-/// step). The multiply carries `autopar.loss_scaling`; \p tensorParallel:
-/// the stage is annotated for its tp group.
-Value scaleLoss(func::FuncOp f, OpBuilder &b, Location loc, Value loss,
-                double scale, bool dynamic, bool tensorParallel) {
-  Builder attrs(f.getContext());
-  auto type = cast<RankedTensorType>(loss.getType());
-  SmallVector<Value> inputs{loss};
-  if (dynamic) {
-    auto f32Scalar = RankedTensorType::get({}, b.getF32Type());
-    unsigned position = f.getNumArguments();
-    (void)f.insertArgument(
-        position, f32Scalar,
-        attrs.getDictionaryAttr(
-            {attrs.getNamedAttr(attrs::kOptimizerState,
-                                attrs.getStringAttr("scale_offset")),
-             attrs.getNamedAttr(attrs::kStateOf,
-                                attrs.getStringAttr("loss_scaler")),
-             attrs.getNamedAttr(attrs::kDType,
-                                attrs.getStringAttr("float32"))}),
-        loc);
-    Value offset = f.getArgument(position);
-    inputs.push_back(tensorParallel ? annotateWhole(b, loc, offset) : offset);
-  }
-  AffineMap id = b.getMultiDimIdentityMap(type.getRank());
-  SmallVector<AffineMap> maps(inputs.size() + 1, id);
-  Value init =
-      tensor::EmptyOp::create(b, loc, type.getShape(), type.getElementType());
-  auto scaled = linalg::GenericOp::create(
-      b, loc, TypeRange{type}, inputs, ValueRange{init}, maps,
-      SmallVector<utils::IteratorType>(type.getRank(),
-                                       utils::IteratorType::parallel),
-      [&](OpBuilder &nb, Location nl, ValueRange args) {
-        Value s = arith::ConstantOp::create(
-            nb, nl, nb.getFloatAttr(type.getElementType(), scale));
-        if (dynamic) {
-          Value o = args[1];
-          if (o.getType() != s.getType())
-            o = arith::TruncFOp::create(nb, nl, s.getType(), o);
-          s = arith::AddFOp::create(nb, nl, s, o);
-        }
-        linalg::YieldOp::create(
-            nb, nl, ValueRange{arith::MulFOp::create(nb, nl, args[0], s)});
-      });
-  scaled->setAttr("autopar.loss_scaling", b.getUnitAttr());
-  // Within a tp group the scale and the scaled loss are whole on every
-  // rank: annotated, since sharding propagation gives a rank-0 op none of
-  // whose values is annotated a sharding without a grid.
-  return tensorParallel ? annotateWhole(b, loc, scaled.getResult(0))
-                        : scaled.getResult(0);
-}
-
 /// Cuts stage module \p stage (from autopar-split-pipeline-stages) into its
 /// forward and backward programs; \p tensorParallel when the plan annotated
 /// the stage for its tp group.
@@ -362,9 +308,7 @@ llvm::Error cutStage(ModuleOp stage, int64_t k, int64_t numStages,
     // stage's gradients are scaled (the cotangents it sends carry the
     // scale), and the loss's sum is of it too: the steps divide both by the
     // scale (autopar-apply-optimizer) as the one-program step does.
-    OpBuilder sb(ret);
-    loss = scaleLoss(f, sb, loc, loss, lossScaleOf(step),
-                     dynamicLossScaleOf(step), tensorParallel);
+    loss = scaleLoss(f, loss, lossScaleOf(step), dynamicLossScaleOf(step));
   }
   if (loss)
     forwardSums.insert(forwardSums.begin(), {loss, kLossSum.str()});

@@ -93,12 +93,21 @@ std::string crossEntropyOutput(llvm::StringRef loss) {
              : std::string();
 }
 
-double lossScaleOf(const TrainingStepOptions &options) {
-  const LossScaling &scaling = options.config.lossScaling;
-  if (options.config.precision != "fp16" || options.emitGradients)
-    return 0;
+namespace {
+
+/// The scale fp16's first step uses: the static one, or the dynamic
+/// scaler's 2^initial_scale_power.
+double initialLossScale(const LossScaling &scaling) {
   return scaling.staticScale > 0 ? scaling.staticScale
                                  : std::ldexp(1.0, scaling.initialScalePower);
+}
+
+} // namespace
+
+double lossScaleOf(const TrainingStepOptions &options) {
+  if (options.config.precision != "fp16" || options.emitGradients)
+    return 0;
+  return initialLossScale(options.config.lossScaling);
 }
 
 bool dynamicLossScaleOf(const TrainingStepOptions &options) {
@@ -141,9 +150,7 @@ lossScalingDescription(const TrainConfig &config) {
   const LossScaling &ls = config.lossScaling;
   return llvm::json::Object{
       {"dynamic", ls.staticScale == 0},
-      {"initial_scale", ls.staticScale > 0
-                            ? ls.staticScale
-                            : std::ldexp(1.0, ls.initialScalePower)},
+      {"initial_scale", initialLossScale(ls)},
       {"loss_scale_window", ls.window},
       {"hysteresis", ls.hysteresis},
       // A fixed scale never shrinks: its overflows are skipped, never an

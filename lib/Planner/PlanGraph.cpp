@@ -12,6 +12,7 @@
 #include "PlannerImpl.h"
 
 #include "autopar/Planner/ActiveValues.h"
+#include "autopar/Planner/LossHead.h"
 #include "autopar/Planner/Recompute.h"
 #include "autopar/Planner/ReshapeSplits.h"
 
@@ -507,28 +508,7 @@ argumentsTheLossTrains(func::FuncOp main, llvm::StringRef lossOutput) {
 /// convolution: its `lossHead`); reshapes and slices carry their source's
 /// type. Float graph inputs and parameters keep theirs (priced elsewhere).
 static void markF32UnderMixedPrecision(func::FuncOp main, ProgramGraph &graph) {
-  auto isReshapeOrSlice = [](Operation *op) {
-    return isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp,
-               tensor::ExtractSliceOp>(op);
-  };
-  llvm::DenseSet<Operation *> head;
-  SmallVector<Value> work;
-  main.walk([&](func::ReturnOp ret) {
-    for (Value v : ret.getOperands())
-      if (auto type = dyn_cast<RankedTensorType>(v.getType());
-          type && type.getRank() == 0 && type.getElementType().isF32())
-        work.push_back(v);
-  });
-  while (!work.empty()) {
-    Operation *def = work.pop_back_val().getDefiningOp();
-    if (!def || head.contains(def) ||
-        !(isa<linalg::GenericOp, tensor::ExtractOp, tensor::FromElementsOp>(
-              def) ||
-          isReshapeOrSlice(def)))
-      continue;
-    head.insert(def);
-    llvm::append_range(work, def->getOperands());
-  }
+  llvm::DenseSet<Operation *> head = lossHead(main);
   main.walk([&](Operation *op) {
     if (op->getNumResults() != 1)
       return;

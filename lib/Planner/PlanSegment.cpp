@@ -461,19 +461,17 @@ SegmentCost evaluateSegment(const ProgramGraph &graph, const Segment &segment,
     if (op.result >= 0) {
       state[op.result] = option.result;
       const ValueInfo &v = graph.values[op.result];
-      double bytes = ctx.bytes(v) / (isSplit(option.result) ? tp : 1);
+      double split = isSplit(option.result) ? tp : 1;
+      double bytes = ctx.bytes(v) / split;
       maxValueBytes = std::max(maxValueBytes, bytes);
-      double kept = ctx.keptBytes(v) / (isSplit(option.result) ? tp : 1);
-      // A fused attention's statistics (log-sum-exp) are f32 under mixed
-      // precision too, and so is its output on CPU ranks (f32 kernels; a
-      // GPU's writes the low type).
-      double statsBytes = kept * op.attentionStatsFraction;
+      double kept = ctx.keptBytes(v) / split, statsBytes = 0;
       if (!op.attentionOperands.empty()) {
-        double f32Bytes = v.bytes * (v.isParameter ? 1 : ctx.batchScale) /
-                          (isSplit(option.result) ? tp : 1);
+        // A fused attention's statistics (log-sum-exp) are f32 under mixed
+        // precision too, and so is its output on CPU ranks (f32 kernels; a
+        // GPU's kernel writes the low type).
+        double f32Bytes = ctx.f32Bytes(v) / split;
         statsBytes = f32Bytes * op.attentionStatsFraction;
-        bool cpu = ctx.cluster && ctx.cluster->isLocalCpu();
-        kept = cpu ? f32Bytes : f32Bytes * ctx.elementScale;
+        kept = ctx.cluster && ctx.cluster->isLocalCpu() ? f32Bytes : bytes;
       }
       if (op.savesResult)
         result.savedActivationBytes[int(Recompute::None)] += kept + statsBytes;

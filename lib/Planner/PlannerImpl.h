@@ -340,16 +340,18 @@ struct CostContext {
   /// the bytes.
   double elementScale = 1;
 
-  /// Bytes of `v` in this plan: activations per micro-batch, parameters
-  /// whole, both in the plan's precision.
-  double bytes(const ValueInfo &v) const {
-    return v.bytes * elementScale * (v.isParameter ? 1 : batchScale);
+  /// Bytes of `v` in f32 (as the IR holds it): activations per
+  /// micro-batch, parameters whole.
+  double f32Bytes(const ValueInfo &v) const {
+    return v.bytes * (v.isParameter ? 1 : batchScale);
   }
+  /// Bytes of `v` in this plan's precision.
+  double bytes(const ValueInfo &v) const { return f32Bytes(v) * elementScale; }
   /// Bytes of `v` kept for the backward: as bytes(), but what mixed
   /// precision leaves in f32 (ValueInfo::f32UnderMixedPrecision) at 4
   /// bytes. (Time and traffic are still priced at the plan's precision.)
   double keptBytes(const ValueInfo &v) const {
-    return v.f32UnderMixedPrecision ? bytes(v) / elementScale : bytes(v);
+    return v.f32UnderMixedPrecision ? f32Bytes(v) : bytes(v);
   }
 };
 

@@ -9,11 +9,11 @@
 #include "autopar/Dialect/Attributes.h"
 #include "autopar/Planner/ActiveValues.h"
 #include "autopar/Transforms/Autodiff.h"
+#include "autopar/Transforms/LossScaling.h"
 #include "autopar/Transforms/Passes.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Linalg/Transforms/Transforms.h"
-#include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "llvm/Support/GlobPattern.h"
 
@@ -60,7 +60,7 @@ struct DifferentiatePass : autopar::impl::DifferentiateBase<DifferentiatePass> {
     if (failed(trainable))
       return signalPassFailure();
     if (lossScale > 0.0)
-      loss = scaleLoss(main, loss);
+      loss = autopar::scaleLoss(main, loss, lossScale, dynamicLossScale);
     SmallVector<Value> wrt;
     for (unsigned i : *trainable)
       wrt.push_back(main.getArgument(i));
@@ -148,92 +148,6 @@ struct DifferentiatePass : autopar::impl::DifferentiateBase<DifferentiatePass> {
     if (forwardLast)
       b.setInsertionPointAfter(forwardLast);
     mark(1);
-  }
-
-  /// `loss` times the loss scale (fp16 training): the backward starts from
-  /// the scale instead of one, so that small gradients stay above fp16's
-  /// smallest numbers; autopar-apply-optimizer divides it out again. The
-  /// scale is `loss-scale`, plus, for dynamic scaling, the optimizer state
-  /// `loss_scaler.scale_offset` (zero at the start; the optimizer updates
-  /// it). The multiply carries `autopar.loss_scaling`.
-  Value scaleLoss(func::FuncOp main, Value loss) {
-    Builder attrs(&getContext());
-    auto type = cast<RankedTensorType>(loss.getType());
-    OpBuilder b(&getContext());
-    b.setInsertionPointAfterValue(loss);
-    Location loc = loss.getLoc();
-    Value scale = arith::ConstantOp::create(
-        b, loc, b.getFloatAttr(type.getElementType(), lossScale));
-    Value offset;
-    if (dynamicLossScale) {
-      unsigned position = 0;
-      for (BlockArgument arg : main.getArguments())
-        if (main.getArgAttr(arg.getArgNumber(), autopar::attrs::kParameter))
-          position = arg.getArgNumber() + 1;
-      auto f32Scalar = RankedTensorType::get({}, b.getF32Type());
-      (void)main.insertArgument(
-          position, f32Scalar,
-          attrs.getDictionaryAttr(
-              {attrs.getNamedAttr(autopar::attrs::kOptimizerState,
-                                  attrs.getStringAttr("scale_offset")),
-               attrs.getNamedAttr(autopar::attrs::kStateOf,
-                                  attrs.getStringAttr("loss_scaler")),
-               attrs.getNamedAttr(autopar::attrs::kDType,
-                                  attrs.getStringAttr("float32"))}),
-          loc);
-      offset = main.getArgument(position);
-    }
-    Value init =
-        tensor::EmptyOp::create(b, loc, type.getShape(), type.getElementType());
-    AffineMap id = b.getMultiDimIdentityMap(type.getRank());
-    AffineMap scalarMap = AffineMap::get(type.getRank(), 0, {}, b.getContext());
-    SmallVector<Value> inputs{loss};
-    SmallVector<AffineMap> maps{id};
-    if (offset) {
-      inputs.push_back(wholeWhereAnnotated(main, b, loc, offset));
-      maps.push_back(scalarMap);
-    }
-    maps.push_back(id);
-    auto scaled = linalg::GenericOp::create(
-        b, loc, TypeRange{type}, inputs, ValueRange{init}, maps,
-        SmallVector<utils::IteratorType>(type.getRank(),
-                                         utils::IteratorType::parallel),
-        [&](OpBuilder &nb, Location nl, ValueRange args) {
-          Value s = scale;
-          if (offset) {
-            Value o = args[1];
-            if (o.getType() != s.getType())
-              o = arith::TruncFOp::create(nb, nl, s.getType(), o);
-            s = arith::AddFOp::create(nb, nl, s, o);
-          }
-          linalg::YieldOp::create(
-              nb, nl, ValueRange{arith::MulFOp::create(nb, nl, args[0], s)});
-        });
-    scaled->setAttr("autopar.loss_scaling", b.getUnitAttr());
-    return wholeWhereAnnotated(main, b, loc, scaled.getResult(0));
-  }
-
-  /// `value` annotated whole (replicated) on the grid of `main`'s sharding
-  /// annotations, when the plan annotated `main` (tensor parallelism):
-  /// sharding propagation would give a rank-0 op none of whose values is
-  /// annotated a sharding without a grid. Unchanged otherwise.
-  Value wholeWhereAnnotated(func::FuncOp main, OpBuilder &b, Location loc,
-                            Value value) {
-    FlatSymbolRefAttr grid;
-    main.walk([&](shard::ShardingOp sharding) {
-      grid = sharding.getGridAttr();
-      return WalkResult::interrupt();
-    });
-    if (!grid)
-      return value;
-    Value replicated = shard::ShardingOp::create(
-                           b, loc, grid,
-                           ArrayRef<shard::GridAxesAttr>{
-                               shard::GridAxesAttr::get(b.getContext(), {})})
-                           .getResult();
-    return shard::ShardOp::create(b, loc, value, replicated,
-                                  /*annotate_for_users=*/false)
-        .getResult();
   }
 
   /// The index of the loss among @main's results.

@@ -8,6 +8,7 @@
 
 #include "autopar/Dialect/Attributes.h"
 #include "autopar/Dialect/AutoparOps.h"
+#include "autopar/Planner/LossHead.h"
 #include "autopar/Transforms/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -25,6 +26,8 @@ namespace autopar {
 } // namespace autopar
 
 using namespace mlir;
+using autopar::isReshapeOrSlice;
+using autopar::lossHead;
 
 namespace {
 
@@ -63,11 +66,6 @@ bool isLowAttentionOperand(OpOperand &use) {
   return false;
 }
 
-bool isReshapeOrSlice(Operation *op) {
-  return isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp,
-             tensor::ExtractSliceOp>(op);
-}
-
 /// Whether `value` is returned by the function, directly or reshaped:
 /// graph outputs keep their type, so it is not demoted.
 bool feedsReturn(Value value) {
@@ -79,33 +77,6 @@ bool feedsReturn(Value value) {
       return true;
   }
   return false;
-}
-
-/// The generics a returned f32 scalar of `func` (a loss) is computed from
-/// without passing a GEMM or a convolution: through generics, reshapes,
-/// slices and extracts, back to the last contraction.
-llvm::DenseSet<Operation *> lossHead(func::FuncOp func) {
-  llvm::DenseSet<Operation *> head;
-  SmallVector<Value> work;
-  func.walk([&](func::ReturnOp ret) {
-    for (Value v : ret.getOperands()) {
-      auto type = dyn_cast<RankedTensorType>(v.getType());
-      if (type && type.getRank() == 0 && type.getElementType().isF32())
-        work.push_back(v);
-    }
-  });
-  while (!work.empty()) {
-    Operation *def = work.pop_back_val().getDefiningOp();
-    if (!def || head.contains(def) ||
-        !(isa<linalg::GenericOp, tensor::ExtractOp, tensor::FromElementsOp>(
-              def) ||
-          isReshapeOrSlice(def)))
-      continue;
-    head.insert(def);
-    for (Value operand : def->getOperands())
-      work.push_back(operand);
-  }
-  return head;
 }
 
 class Demoter {

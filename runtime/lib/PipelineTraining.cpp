@@ -79,6 +79,18 @@ PipelineTrainer::PipelineTrainer(Session &step) : step(step) {
     phase->isForward = std::string_view(name) == "forward";
     phase->session = Session::open(std::move(phaseManifest), dir, world);
     const std::vector<ArgumentDesc> &args = phase->session->getArguments();
+    // The step's argument of `kind` named `name`, of `arg`'s type and size;
+    // an error saying that it `reads` one the step lacks otherwise.
+    auto stepsAlike = [&](ArgumentKind kind, const std::string &name,
+                          const ArgumentDesc &arg,
+                          const std::string &reads) -> size_t {
+      std::optional<size_t> j = step.findArgument(kind, name);
+      if (!j || stepArgs[*j].dtype != arg.dtype ||
+          bytesOf(stepArgs[*j]) != bytesOf(arg))
+        throw Error(manifest.path + ": program '" + program->name + "' " +
+                    reads + ", which its stage's step does not hold alike");
+      return *j;
+    };
     for (size_t i = 0; i < args.size(); ++i) {
       const ArgumentDesc &arg = args[i];
       switch (arg.kind) {
@@ -89,17 +101,11 @@ PipelineTrainer::PipelineTrainer(Session &step) : step(step) {
                 step.findArgument(ArgumentKind::Parameter, arg.name))
           phase->parameters.push_back({i, *j});
         break;
-      case ArgumentKind::Input: {
-        std::optional<size_t> j =
-            step.findArgument(ArgumentKind::Input, arg.name);
-        if (!j || stepArgs[*j].dtype != arg.dtype ||
-            bytesOf(stepArgs[*j]) != bytesOf(arg))
-          throw Error(manifest.path + ": program '" + program->name +
-                      "' reads input '" + arg.name +
-                      "', which its stage's step does not list alike");
-        phase->inputs.push_back({i, *j});
+      case ArgumentKind::Input:
+        phase->inputs.push_back(
+            {i, stepsAlike(ArgumentKind::Input, arg.name, arg,
+                           "reads input '" + arg.name + "'")});
         break;
-      }
       case ArgumentKind::ActivationIn:
         phase->received.push_back(i);
         break;
@@ -151,19 +157,13 @@ PipelineTrainer::PipelineTrainer(Session &step) : step(step) {
         phase->parameters.push_back({i, *j});
         break;
       }
-      case ArgumentKind::OptimizerState: {
+      case ArgumentKind::OptimizerState:
         // fp16's loss scaler (the last stage's forward and backward scale
         // the loss by it): the step's state, which it updates.
-        std::optional<size_t> j =
-            step.findArgument(ArgumentKind::OptimizerState, arg.name);
-        if (!j || stepArgs[*j].dtype != arg.dtype ||
-            bytesOf(stepArgs[*j]) != bytesOf(arg))
-          throw Error(manifest.path + ": program '" + program->name +
-                      "' reads optimizer state '" + arg.name +
-                      "', which its stage's step does not hold alike");
-        phase->parameters.push_back({i, *j});
+        phase->parameters.push_back(
+            {i, stepsAlike(ArgumentKind::OptimizerState, arg.name, arg,
+                           "reads optimizer state '" + arg.name + "'")});
         break;
-      }
       case ArgumentKind::SampleOffset:
         phase->sampleOffset = i;
         break;
@@ -179,15 +179,9 @@ PipelineTrainer::PipelineTrainer(Session &step) : step(step) {
                         return a.second == r;
                       }))
         continue;
-      std::optional<size_t> j =
-          step.findArgument(ArgumentKind::Parameter, arg.updates);
-      if (!j || stepArgs[*j].dtype != arg.dtype ||
-          bytesOf(stepArgs[*j]) != bytesOf(arg))
-        throw Error(manifest.path + ": program '" + program->name +
-                    "' updates '" + arg.updates +
-                    "', which its stage's step does not hold as a parameter "
-                    "alike");
-      phase->stateUpdates.push_back({r, *j});
+      phase->stateUpdates.push_back(
+          {r, stepsAlike(ArgumentKind::Parameter, arg.updates, arg,
+                         "updates parameter '" + arg.updates + "'")});
     }
     return phase;
   };
