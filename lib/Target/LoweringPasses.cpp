@@ -20,6 +20,8 @@ namespace autopar {
 
 void addBufferizationPasses(OpPassManager &pm,
                             bool allowReturnAllocsFromLoops) {
+  // Each result its own value, so that each gets its own out-param.
+  pm.addNestedPass<func::FuncOp>(createDistinctResults());
   bufferization::OneShotBufferizePassOptions bufferize;
   bufferize.allowReturnAllocsFromLoops = allowReturnAllocsFromLoops;
   bufferize.bufferizeFunctionBoundaries = true;

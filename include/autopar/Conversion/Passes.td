@@ -388,6 +388,24 @@ def FoldTransposesIntoMatmuls
   let dependentDialects = ["mlir::linalg::LinalgDialect"];
 }
 
+def DistinctResults : Pass<"autopar-distinct-results", "mlir::func::FuncOp"> {
+  let summary = "Give every result of a function a value of its own, so "
+                "that each bufferizes to its own out-param";
+  let description = [{
+    Runs just before bufferization. A function may return one value twice:
+    two zero gradients or cotangents that CSE merged into one `linalg.fill`
+    (a BatchNorm stage of a pipeline returns the zero cotangents of its
+    running statistics), or an argument returned as two results. Each result
+    becomes an out-param the runtime allocates, and upstream's
+    `buffer-results-to-out-params` (with `hoist-static-allocs`) crashes on a
+    buffer returned twice. Every repeat is therefore replaced by a value of
+    its own: a constant fill (or constant) cloned, anything else copied into
+    a fresh tensor with `linalg.copy`. The first occurrence stays.
+  }];
+  let dependentDialects = ["mlir::linalg::LinalgDialect",
+                           "mlir::tensor::TensorDialect"];
+}
+
 def ForwardResultsToOutParams
     : Pass<"autopar-forward-results-to-out-params", "mlir::func::FuncOp"> {
   let summary = "Compute a result whose buffer is a reshaped allocation "
