@@ -617,6 +617,430 @@ struct TiedParameter {
   SmallVector<int64_t> stages;
 };
 
+/// Gives a stage to the ops added after the planner placed the stages (the
+/// loss, its parts): each goes with its operands; those that read only the
+/// graph's inputs and constants (what the loss makes of the labels) go with
+/// their first user, so that no stage computes them for another and sends
+/// them on. The ops that make the loss's parts (\p lossName and its
+/// denominator) move to the last of the \p pp stages.
+void placeUnstagedOps(func::FuncOp main, int64_t pp, llvm::StringRef lossName) {
+  MLIRContext *context = main.getContext();
+  auto stageOf = [](Operation *op) -> std::optional<int64_t> {
+    if (auto s = op->getAttrOfType<IntegerAttr>(attrs::kStage))
+      return s.getInt();
+    return std::nullopt;
+  };
+  Block &block = main.getBody().front();
+  llvm::DenseSet<Operation *> floating;
+  for (Operation &op : block.without_terminator()) {
+    if (stageOf(&op) || op.getNumOperands() == 0)
+      continue;
+    std::optional<int64_t> stage;
+    for (Value v : op.getOperands())
+      if (Operation *def = v.getDefiningOp())
+        if (auto s = stageOf(def); s && !floating.contains(def))
+          stage = std::max(stage.value_or(0), *s);
+    if (!stage)
+      floating.insert(&op);
+    op.setAttr(attrs::kStage, IntegerAttr::get(IntegerType::get(context, 64),
+                                               stage.value_or(0)));
+  }
+  for (Operation &op : llvm::reverse(block.without_terminator())) {
+    if (!floating.contains(&op))
+      continue;
+    std::optional<int64_t> first;
+    for (Operation *user : op.getUsers())
+      if (auto s = stageOf(user))
+        first = std::min(first.value_or(*s), *s);
+    op.setAttr(attrs::kStage, IntegerAttr::get(IntegerType::get(context, 64),
+                                               first.value_or(0)));
+  }
+  // The loss's parts come out of the last stage. The planner may cut the
+  // loss node's own chain into stages (on a small model a deep pipeline
+  // runs out of other ops) and leave the final division, which the step
+  // now does, alone in the stages after the sum: the op that makes each
+  // part moves to the last stage, which then receives what it reads (a
+  // per-sample loss, passed through any stage in between).
+  // (The division the step took over is dead by now: gone first.)
+  SmallVector<Operation *> bottomUp;
+  for (Operation &op : llvm::reverse(block.without_terminator()))
+    bottomUp.push_back(&op);
+  for (Operation *op : bottomUp)
+    if (isOpTriviallyDead(op))
+      op->erase();
+  auto ret = cast<func::ReturnOp>(block.getTerminator());
+  for (unsigned j = 0; j < main.getNumResults(); ++j) {
+    auto name = main.getResultAttrOfType<StringAttr>(j, attrs::kOutput);
+    if (!name ||
+        (name.getValue() != lossName && name.getValue() != kLossDenominator))
+      continue;
+    Operation *def = ret.getOperand(j).getDefiningOp();
+    if (!def || !stageOf(def) || *stageOf(def) >= pp - 1 ||
+        llvm::any_of(def->getUsers(),
+                     [&](Operation *user) { return user != ret; }))
+      continue;
+    def->setAttr(attrs::kStage,
+                 IntegerAttr::get(IntegerType::get(context, 64), pp - 1));
+  }
+}
+
+/// How a stage's programs hold a parameter under tp: its type there and the
+/// dim it is split along (-1: whole).
+std::optional<std::pair<RankedTensorType, int64_t>>
+tensorParallelLayout(PipelineTrainingStage &stage, llvm::StringRef name) {
+  for (ModuleOp program : {*stage.forward, *stage.backward}) {
+    auto fn = program.lookupSymbol<func::FuncOp>("main");
+    for (unsigned i = 0; i < fn.getNumArguments(); ++i)
+      if (auto p = fn.getArgAttrOfType<StringAttr>(i, attrs::kParameter);
+          p && p.getValue() == name) {
+        auto split =
+            fn.getArgAttrOfType<IntegerAttr>(i, attrs::kTensorParallelSplit);
+        return std::make_pair(
+            cast<RankedTensorType>(fn.getArgument(i).getType()),
+            split ? split.getInt() : int64_t(-1));
+      }
+  }
+  return std::nullopt;
+}
+
+/// Checks that every stage holding the tied weight \p t lays it out alike
+/// over its tp group, and gives \p t the type of the block each tp rank
+/// holds (what the stages' all-reduce of its gradient sums).
+llvm::Error checkTiedLayouts(TiedParameter &t,
+                             std::vector<PipelineTrainingStage> &stages,
+                             int64_t tp) {
+  auto describe = [&](int64_t dim) -> std::string {
+    return dim < 0 ? "keeps it whole"
+                   : "splits its dim " + std::to_string(dim) + " over " +
+                         std::to_string(tp) + " ranks";
+  };
+  std::optional<std::pair<RankedTensorType, int64_t>> first;
+  int64_t firstStage = -1;
+  for (int64_t k : t.stages) {
+    auto layout = tensorParallelLayout(stages[k], t.name);
+    if (!layout)
+      continue;
+    if (!first) {
+      first = layout;
+      firstStage = k;
+      continue;
+    }
+    if (layout->second != first->second || layout->first != first->first)
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          "parameter '" + t.name + "' is read by pipeline stages " +
+              std::to_string(firstStage) + " and " + std::to_string(k) +
+              " (tied weights), whose tensor-parallel plans lay it out "
+              "differently: stage " +
+              std::to_string(firstStage) + " " + describe(first->second) +
+              ", stage " + std::to_string(k) + " " + describe(layout->second) +
+              ", so the stages cannot sum its gradient block by block; drop "
+              "--tp, or choose a --pp that keeps its readers on one stage");
+  }
+  if (first)
+    t.type = first->first;
+  return llvm::Error::success();
+}
+
+/// The ONNX node an imported op comes from (the importer locates each op at
+/// its node's name), or "" for ops the import or later passes made.
+llvm::StringRef onnxNodeOf(Operation *op) {
+  Location loc = op->getLoc();
+  if (auto fused = dyn_cast<FusedLoc>(loc))
+    for (Location part : fused.getLocations())
+      if (isa<NameLoc>(part)) {
+        loc = part;
+        break;
+      }
+  if (auto name = dyn_cast<NameLoc>(loc))
+    return name.getName().getValue();
+  return "";
+}
+
+/// The stages the planner placed the ops of each ONNX node of \p main on,
+/// in block order (a node's ops may straddle a stage boundary).
+llvm::StringMap<SmallVector<int64_t>> stagesOfNodes(func::FuncOp main) {
+  llvm::StringMap<SmallVector<int64_t>> stages;
+  for (Operation &op : main.getBody().front().without_terminator()) {
+    auto stage = op.getAttrOfType<IntegerAttr>(attrs::kStage);
+    llvm::StringRef node = onnxNodeOf(&op);
+    if (stage && !node.empty())
+      stages[node].push_back(stage.getInt());
+  }
+  return stages;
+}
+
+/// The names of the parameters stage \p stage's programs hold.
+llvm::StringSet<> parametersOf(PipelineTrainingStage &stage) {
+  llvm::StringSet<> names;
+  for (ModuleOp program : {*stage.step, *stage.forward, *stage.backward}) {
+    auto fn = program.lookupSymbol<func::FuncOp>("main");
+    for (unsigned i = 0; i < fn.getNumArguments(); ++i)
+      if (auto p = fn.getArgAttrOfType<StringAttr>(i, attrs::kParameter))
+        names.insert(p.getValue());
+  }
+  return names;
+}
+
+/// Whether stage \p stage's programs read parameter \p name as ZeRO-3
+/// blocks.
+bool readsZeroBlocks(PipelineTrainingStage &stage, llvm::StringRef name) {
+  for (ModuleOp program : {*stage.forward, *stage.backward}) {
+    auto fn = program.lookupSymbol<func::FuncOp>("main");
+    for (unsigned i = 0; i < fn.getNumArguments(); ++i)
+      if (auto p = fn.getArgAttrOfType<StringAttr>(i, attrs::kParameter);
+          p && p.getValue() == name && fn.getArgAttr(i, attrs::kZeroBlocks))
+        return true;
+  }
+  return false;
+}
+
+/// --eval-data for a pipeline: each stage's eval program (the model imported
+/// again for one micro-batch with Dropout off and BatchNorm on its running
+/// statistics, its ops placed on the stages where the planner placed the
+/// step's ops of their ONNX node, \p nodeStages), which reads the
+/// parameters its training stage holds, as that
+/// stage holds them (tp blocks, ZeRO-3 blocks gathered where read). The last
+/// stage returns the micro-batch's share of the loss: the numerator and the
+/// denominator of a ratio, a sum as it is, or a mean divided by the number
+/// of micro-batches, so that the runtime adds them up over the micro-batches
+/// (and divides by the denominators' sum). Fills `eval` of every stage and
+/// returns "", or returns why no eval program can be built (the artifact
+/// records it; training does not need it).
+std::string
+buildEvalStages(MLIRContext &context, const PlanCandidate &plan,
+                const PipelineTrainingOptions &options, const StepFacts &facts,
+                const llvm::StringMap<SmallVector<int64_t>> &nodeStages,
+                std::vector<PipelineTrainingStage> &stages) {
+  const TrainingStepOptions &step = options.step;
+  // A failure here costs --eval-data, not the training artifact: the
+  // diagnostics become the reason.
+  std::string diagnostics;
+  ScopedDiagnosticHandler collect(&context, [&](Diagnostic &diag) {
+    if (diagnostics.empty() && diag.getSeverity() == DiagnosticSeverity::Error)
+      diagnostics = diag.str();
+    return success();
+  });
+  auto because = [&](const std::string &what) {
+    return what + (diagnostics.empty() ? "" : ": " + diagnostics);
+  };
+  ImportOptions importOptions = options.importOptions;
+  importOptions.evalMode = true;
+  importOptions.trainingStateUpdates = false;
+  importOptions.batchRatio = options.globalBatch / plan.microBatchSize;
+  for (const ArtifactArgument &arg : options.globalArguments) {
+    if (arg.kind != ArtifactArgument::Kind::Input || arg.shape.empty())
+      continue;
+    SmallVector<int64_t> shape(arg.shape);
+    shape[0] = plan.microBatchSize;
+    importOptions.inputShapes[arg.name] = shape;
+  }
+  OwningOpRef<ModuleOp> module =
+      importOnnxFile(&context, options.modelPath, importOptions);
+  if (!module)
+    return because("importing the model in eval mode failed");
+  {
+    auto pm = PassManager::on<ModuleOp>(&context);
+    pm.addNestedPass<func::FuncOp>(createSinkMergingReshapes());
+    if (failed(pm.run(*module)))
+      return because("preparing the eval model for pipeline stages failed");
+  }
+  // The eval graph's ops go where the step's ops of their ONNX node went:
+  // its segments may differ (BatchNorm on running statistics, Dropout
+  // gone), its nodes do not. The rest follow their operands or users.
+  // A node imported to the same ops in both modes (most: a Gemm, a
+  // MatMul) places them one by one, as the step's; one imported otherwise
+  // (BatchNorm) goes with the last stage of the step's ops.
+  auto main = module->lookupSymbol<func::FuncOp>("main");
+  {
+    llvm::StringMap<SmallVector<Operation *>> opsOfNodes;
+    for (Operation &op : main.getBody().front().without_terminator())
+      if (llvm::StringRef node = onnxNodeOf(&op); !node.empty())
+        opsOfNodes[node].push_back(&op);
+    for (auto &[node, ops] : opsOfNodes) {
+      auto it = nodeStages.find(node);
+      if (it == nodeStages.end())
+        continue;
+      const SmallVector<int64_t> &placed = it->second;
+      for (auto [i, op] : llvm::enumerate(ops))
+        op->setAttr(attrs::kStage,
+                    IntegerAttr::get(IntegerType::get(&context, 64),
+                                     ops.size() == placed.size()
+                                         ? placed[i]
+                                         : *llvm::max_element(placed)));
+    }
+  }
+  if (step.fuseAttention && plan.tp == 1) {
+    auto pm = PassManager::on<ModuleOp>(&context);
+    FuseAttentionOptions fuse;
+    fuse.maxHeadDim = step.attentionMaxHeadDim;
+    fuse.headDimMultiple = step.attentionHeadDimMultiple;
+    pm.addNestedPass<func::FuncOp>(createFuseAttention(fuse));
+    if (failed(pm.run(*module)))
+      return because("fusing its attention failed");
+  }
+  if (std::string output = crossEntropyOutput(step.loss); !output.empty()) {
+    auto pm = PassManager::on<ModuleOp>(&context);
+    AddCrossEntropyLossOptions addLoss;
+    addLoss.output = output;
+    pm.addPass(createAddCrossEntropyLoss(addLoss));
+    if (failed(pm.run(*module)))
+      return because("adding the loss failed");
+  }
+  main = module->lookupSymbol<func::FuncOp>("main");
+  if (!keepOnlyResult(main, facts.lossName))
+    return "the eval graph has no output '" + facts.lossName + "'";
+  {
+    // The loss's parts, as the step's stages return them.
+    auto ret = cast<func::ReturnOp>(main.getBody().front().getTerminator());
+    Value loss = ret.getOperand(0);
+    OpBuilder b(ret);
+    Builder a(&context);
+    SmallVector<Value> results;
+    SmallVector<DictionaryAttr> resultAttrs{main.getResultAttrDict(0)};
+    if (facts.kind == LossKind::Ratio) {
+      SmallVector<Value> parameters;
+      for (BlockArgument arg : main.getArguments())
+        if (auto name = main.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                          attrs::kParameter);
+            name && facts.trained.contains(name.getValue()))
+          parameters.push_back(arg);
+      LossParts parts = analyseLoss(main, loss, parameters);
+      if (parts.kind != LossKind::Ratio)
+        return "the eval graph's loss is not the ratio the step's is";
+      results = {asScalar(b, ret.getLoc(), parts.numerator),
+                 asScalar(b, ret.getLoc(), parts.denominator)};
+      resultAttrs.push_back(a.getDictionaryAttr(
+          {a.getNamedAttr(attrs::kOutput, a.getStringAttr(kLossDenominator)),
+           a.getNamedAttr(attrs::kDType, a.getStringAttr("float32"))}));
+    } else {
+      results = {asScalar(b, ret.getLoc(), loss)};
+    }
+    func::ReturnOp::create(b, ret.getLoc(), results);
+    ret.erase();
+    main.setType(FunctionType::get(&context, main.getArgumentTypes(),
+                                   ValueRange(results).getTypes()));
+    main.setAllResultAttrs(resultAttrs);
+  }
+  placeUnstagedOps(main, plan.pp, facts.lossName);
+  {
+    auto pm = PassManager::on<ModuleOp>(&context);
+    pm.addPass(createSplitPipelineStages());
+    if (failed(pm.run(*module)))
+      return because("splitting it into pipeline stages failed");
+  }
+  SmallVector<ModuleOp> stageModules(module->getOps<ModuleOp>());
+  if (int64_t(stageModules.size()) != plan.pp)
+    return "the eval graph cuts into " + std::to_string(stageModules.size()) +
+           " pipeline stages, the step into " + std::to_string(plan.pp);
+  for (auto [k, stage] : llvm::enumerate(stageModules)) {
+    auto f = stage.lookupSymbol<func::FuncOp>("main");
+    bool last = int64_t(k) == plan.pp - 1;
+    std::string what = "pipeline stage " + std::to_string(k);
+    for (unsigned j = 0; j < f.getNumResults(); ++j)
+      if (auto name = f.getResultAttrOfType<StringAttr>(j, attrs::kOutput);
+          name && name.getValue() == facts.lossName && !last)
+        return "the eval graph's " + what +
+               " computes the loss, not its last stage";
+    // Each stage reads what its training stage holds.
+    llvm::StringSet<> held = parametersOf(stages[k]);
+    for (unsigned i = 0; i < f.getNumArguments(); ++i)
+      if (auto name = f.getArgAttrOfType<StringAttr>(i, attrs::kParameter);
+          name && !held.contains(name.getValue()))
+        return "the eval graph's " + what + " reads parameter '" +
+               name.getValue().str() + "', which the step's " + what +
+               " does not hold";
+    if (last && facts.kind == LossKind::Average) {
+      // A mean over the micro-batch: its share of the batch's mean.
+      auto ret = cast<func::ReturnOp>(f.getBody().front().getTerminator());
+      for (unsigned j = 0; j < f.getNumResults(); ++j) {
+        auto name = f.getResultAttrOfType<StringAttr>(j, attrs::kOutput);
+        if (!name || name.getValue() != facts.lossName)
+          continue;
+        OpBuilder b(ret);
+        Location loc = ret.getLoc();
+        Value mean =
+            tensor::ExtractOp::create(b, loc, ret.getOperand(j), ValueRange{});
+        Value share = arith::MulFOp::create(
+            b, loc, mean,
+            arith::ConstantOp::create(
+                b, loc,
+                b.getFloatAttr(mean.getType(),
+                               1.0 / double(plan.numMicroBatches))));
+        ret.setOperand(
+            j, tensor::FromElementsOp::create(
+                   b, loc, ret.getOperand(j).getType(), ValueRange{share}));
+      }
+    }
+    if (plan.tp > 1) {
+      // Planned for the tp group as the training stage was, then required
+      // to hold every parameter as that stage does.
+      auto pm = PassManager::on<ModuleOp>(&context);
+      pm.addPass(step.makePlanPass ? step.makePlanPass()
+                                   : createLocalTensorParallelPlan(plan.tp));
+      pm.addPass(createReplicateGraphIO());
+      if (failed(pm.run(stage)))
+        return because("planning the eval program of " + what + " for " +
+                       std::to_string(plan.tp) +
+                       " tensor-parallel ranks failed");
+      f = stage.lookupSymbol<func::FuncOp>("main");
+      if (llvm::Error err =
+              partitionDifferentiated(stage, f, "the eval program of " + what,
+                                      [](unsigned) { return false; }))
+        return because(llvm::toString(std::move(err)));
+      f = stage.lookupSymbol<func::FuncOp>("main");
+      for (unsigned i = 0; i < f.getNumArguments(); ++i) {
+        auto name = f.getArgAttrOfType<StringAttr>(i, attrs::kParameter);
+        if (!name)
+          continue;
+        auto split =
+            f.getArgAttrOfType<IntegerAttr>(i, attrs::kTensorParallelSplit);
+        auto layout = tensorParallelLayout(stages[k], name.getValue());
+        int64_t dim = split ? split.getInt() : -1;
+        // Under ZeRO-3 the step's programs read the replica's block of
+        // their tp block, which the eval program will gather below.
+        auto type = cast<RankedTensorType>(f.getArgument(i).getType());
+        if (plan.zeroStage >= 3 && plan.dp > 1 &&
+            readsZeroBlocks(stages[k], name.getValue()))
+          type = zeroShardType(type, plan.dp);
+        auto describe = [](int64_t d, RankedTensorType t) {
+          std::string text =
+              d < 0 ? "whole" : "split along dim " + std::to_string(d);
+          llvm::raw_string_ostream os(text);
+          os << " (" << t << ")";
+          return text;
+        };
+        if (layout && (layout->first != type || layout->second != dim))
+          return "the eval program's tensor-parallel plan of " + what +
+                 " holds parameter '" + name.getValue().str() + "' " +
+                 describe(dim, type) + ", the step's " +
+                 describe(layout->second, layout->first);
+      }
+    }
+    if (plan.zeroStage >= 3 && plan.dp > 1) {
+      // The blocks the stage's replicas hold, gathered where read.
+      FlatSymbolRefAttr grid = getOrCreateReplicaGrid(stage, plan.dp);
+      for (BlockArgument arg : f.getArguments()) {
+        auto name = f.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                   attrs::kParameter);
+        if (!name || !readsZeroBlocks(stages[k], name.getValue()))
+          continue;
+        f.setArgAttr(arg.getArgNumber(), attrs::kZeroBlocks,
+                     IntegerAttr::get(IntegerType::get(&context, 64), plan.dp));
+        gatherZeroBlockAtUses(f, arg, /*forwardEnd=*/nullptr, grid, plan.dp);
+      }
+      f.setType(FunctionType::get(&context,
+                                  f.getBody().front().getArgumentTypes(),
+                                  f.getResultTypes()));
+    }
+  }
+  for (auto [k, stage] : llvm::enumerate(stageModules)) {
+    stage->remove();
+    stages[k].eval = OwningOpRef<ModuleOp>(stage);
+  }
+  return "";
+}
+
 /// The stage's step: the sums over the micro-batches (accumulators) and the
 /// replicas normalised as one call on the whole batch, then the optimizer.
 llvm::Error buildStep(MLIRContext &context, PipelineTrainingStage &stage,
@@ -995,6 +1419,7 @@ buildPipelineTraining(MLIRContext &context, const PlanCandidate &plan,
   // importer or autopar-add-cross-entropy-loss adds goes with its inputs.
   if (llvm::Error err = assignPipelineStages(main, plan))
     return std::move(err);
+  llvm::StringMap<SmallVector<int64_t>> nodeStages = stagesOfNodes(main);
   // Attention fused as the planner prices it (autopar.attention keeps no
   // scores for the backward), as the one-program step fuses it; not within
   // tp groups, as there (the fused op has no partitioning rule yet). The
@@ -1125,70 +1550,7 @@ buildPipelineTraining(MLIRContext &context, const PlanCandidate &plan,
     }
   }
 
-  // Ops added after the planner placed the stages (the loss, its parts)
-  // go with their operands; those that read only the graph's inputs and
-  // constants (what the loss makes of the labels) go with their first
-  // user, so that no stage computes them for another and sends them on.
-  {
-    auto stageOf = [](Operation *op) -> std::optional<int64_t> {
-      if (auto s = op->getAttrOfType<IntegerAttr>(attrs::kStage))
-        return s.getInt();
-      return std::nullopt;
-    };
-    Block &block = main.getBody().front();
-    llvm::DenseSet<Operation *> floating;
-    for (Operation &op : block.without_terminator()) {
-      if (stageOf(&op) || op.getNumOperands() == 0)
-        continue;
-      std::optional<int64_t> stage;
-      for (Value v : op.getOperands())
-        if (Operation *def = v.getDefiningOp())
-          if (auto s = stageOf(def); s && !floating.contains(def))
-            stage = std::max(stage.value_or(0), *s);
-      if (!stage)
-        floating.insert(&op);
-      op.setAttr(attrs::kStage, IntegerAttr::get(IntegerType::get(&context, 64),
-                                                 stage.value_or(0)));
-    }
-    for (Operation &op : llvm::reverse(block.without_terminator())) {
-      if (!floating.contains(&op))
-        continue;
-      std::optional<int64_t> first;
-      for (Operation *user : op.getUsers())
-        if (auto s = stageOf(user))
-          first = std::min(first.value_or(*s), *s);
-      op.setAttr(attrs::kStage, IntegerAttr::get(IntegerType::get(&context, 64),
-                                                 first.value_or(0)));
-    }
-    // The loss's parts come out of the last stage. The planner may cut the
-    // loss node's own chain into stages (on a small model a deep pipeline
-    // runs out of other ops) and leave the final division, which the step
-    // now does, alone in the stages after the sum: the op that makes each
-    // part moves to the last stage, which then receives what it reads (a
-    // per-sample loss, passed through any stage in between).
-    // (The division the step took over is dead by now: gone first.)
-    SmallVector<Operation *> bottomUp;
-    for (Operation &op : llvm::reverse(block.without_terminator()))
-      bottomUp.push_back(&op);
-    for (Operation *op : bottomUp)
-      if (isOpTriviallyDead(op))
-        op->erase();
-    auto ret = cast<func::ReturnOp>(block.getTerminator());
-    for (unsigned j = 0; j < main.getNumResults(); ++j) {
-      auto name = main.getResultAttrOfType<StringAttr>(j, attrs::kOutput);
-      if (!name ||
-          (name.getValue() != lossName && name.getValue() != kLossDenominator))
-        continue;
-      Operation *def = ret.getOperand(j).getDefiningOp();
-      if (!def || !stageOf(def) || *stageOf(def) >= plan.pp - 1 ||
-          llvm::any_of(def->getUsers(),
-                       [&](Operation *user) { return user != ret; }))
-        continue;
-      def->setAttr(
-          attrs::kStage,
-          IntegerAttr::get(IntegerType::get(&context, 64), plan.pp - 1));
-    }
-  }
+  placeUnstagedOps(main, plan.pp, lossName);
 
   {
     auto pm = PassManager::on<ModuleOp>(&context);
@@ -1231,14 +1593,6 @@ buildPipelineTraining(MLIRContext &context, const PlanCandidate &plan,
             firstStage.try_emplace(name.getValue().str(), int64_t(k));
         if (inserted || !facts.trained.contains(name.getValue()))
           continue;
-        if (plan.tp > 1)
-          return error("parameter '" + name.getValue() +
-                       "' is read by pipeline stages " +
-                       llvm::Twine(it->second) + " and " + llvm::Twine(k) +
-                       " (tied weights), which each partition it over tp "
-                       "on their own; tied weights across stages run "
-                       "without --tp so far: drop --tp, or choose a --pp "
-                       "that keeps its readers on one stage");
         TiedParameter &tied = tiedByName[name.getValue().str()];
         tied.name = name.getValue().str();
         tied.type = cast<RankedTensorType>(f.getArgument(i).getType());
@@ -1278,6 +1632,16 @@ buildPipelineTraining(MLIRContext &context, const PlanCandidate &plan,
     if (llvm::Error err = cutStage(stage, k, plan.pp, facts, plan.recompute,
                                    plan.tp > 1, step, stages[k]))
       return std::move(err);
+  // Under tp, each stage planned its copy of a tied weight on its own. The
+  // stages' all-reduce of its gradient sums a tp rank's block with the
+  // blocks of the same tp rank in the other stages, so every holder must
+  // cut it alike (as Megatron's vocabulary-parallel embedding and output
+  // layer both split the vocabulary); the stages that do not hold it then
+  // add zeros of that block.
+  if (plan.tp > 1)
+    for (TiedParameter &t : tied)
+      if (llvm::Error err = checkTiedLayouts(t, stages, plan.tp))
+        return std::move(err);
   // ZeRO-3: a stage's replicas each hold a block (dim 0) of each trained
   // parameter ZeRO shards; the forward gathers it before its first use, and
   // the backward again (once per micro-batch each, as the one-program step's
@@ -1309,6 +1673,13 @@ buildPipelineTraining(MLIRContext &context, const PlanCandidate &plan,
     if (llvm::Error err = buildStep(context, stages[k], k, plan, facts, options,
                                     heldByAStage, tied, stages[k].step))
       return std::move(err);
+  std::string evalUnavailable =
+      buildEvalStages(context, plan, options, facts, nodeStages, stages);
+  for (PipelineTrainingStage &stage : stages) {
+    stage.evalUnavailable = evalUnavailable;
+    if (!evalUnavailable.empty())
+      stage.eval = nullptr;
+  }
   return stages;
 }
 
@@ -1375,7 +1746,14 @@ llvm::FailureOr<TrainedSummary> writePipelineTrainingArtifact(
     // The step's collectives over dp, tp and pp; under tensor parallelism
     // the forward's and the backward's over tp too, and BatchNorm's over dp
     // (the replicas share their batch statistics).
-    for (ModuleOp program : {*stage.step, *stage.forward, *stage.backward}) {
+    // A pipeline's eval programs run on CPU ranks, as its trainer does.
+    if (options.gpu)
+      stage.eval = nullptr;
+    SmallVector<ModuleOp> programs{*stage.step, *stage.forward,
+                                   *stage.backward};
+    if (stage.eval)
+      programs.push_back(*stage.eval);
+    for (ModuleOp program : programs) {
       if (program != *stage.step && plan.tp == 1 && plan.dp == 1)
         continue;
       auto lower = PassManager::on<ModuleOp>(context);
@@ -1391,9 +1769,13 @@ llvm::FailureOr<TrainedSummary> writePipelineTrainingArtifact(
       ModuleOp module;
       std::string name, phase;
     };
-    for (Part part : {Part{*stage.step, name, ""},
-                      Part{*stage.forward, name + ".forward", "forward"},
-                      Part{*stage.backward, name + ".backward", "backward"}}) {
+    SmallVector<Part> parts{
+        Part{*stage.step, name, ""},
+        Part{*stage.forward, name + ".forward", "forward"},
+        Part{*stage.backward, name + ".backward", "backward"}};
+    if (stage.eval)
+      parts.push_back(Part{*stage.eval, name + ".eval", "eval"});
+    for (Part part : parts) {
       if (!options.dumpDir.empty()) {
         std::error_code ec;
         llvm::raw_fd_ostream os(
@@ -1472,6 +1854,15 @@ llvm::FailureOr<TrainedSummary> writePipelineTrainingArtifact(
       trainingDescription(description.programs[0].arguments, options);
   t.microBatches = plan.numMicroBatches;
   t.lossScaling = lossScalingDescription(options.config);
+  // --eval-data: each stage runs its `eval` phase program.
+  if (options.gpu)
+    t.evalUnavailable = "a pipeline's eval programs run on CPU ranks, as its "
+                        "trainer does, and this artifact is compiled for GPUs";
+  else if (stages.front().eval)
+    t.evalProgram = "stage0.eval";
+  else
+    t.evalUnavailable = "its pipeline stages have no eval programs (" +
+                        stages.front().evalUnavailable + ")";
   // --save-onnx: the inference model without the parameters the stages
   // update, which the runtime appends with their trained values.
   if (!llvm::StringRef(options.modelPath).ends_with(".onnxtxt")) {

@@ -572,6 +572,11 @@ void checkPipeline(const ManifestReader &reader, const Manifest &manifest,
     chain(phaseIndex(s, "forward"), phaseIndex(s + 1, "forward"), s, s + 1);
     chain(phaseIndex(s + 1, "backward"), phaseIndex(s, "backward"), s + 1, s);
   }
+  // --eval-data: every stage's eval program, sending forward as the
+  // forwards do.
+  if (manifest.phaseProgram(0, "eval"))
+    for (int64_t s = 0; s + 1 < stages; ++s)
+      chain(phaseIndex(s, "eval"), phaseIndex(s + 1, "eval"), s, s + 1);
 }
 
 /// Inputs and outputs of one name must describe one tensor in every program.
@@ -811,10 +816,11 @@ Manifest parseManifest(std::string_view text, const std::string &path) {
     program.stage = manifest.pipeline ? -1 : 0;
     if (programs[i].contains("phase")) {
       program.phase = reader.string(programs[i], where, "phase");
-      if (program.phase != "forward" && program.phase != "backward")
+      if (program.phase != "forward" && program.phase != "backward" &&
+          program.phase != "eval")
         reader.fail(where + ".phase", "is \"" + program.phase +
-                                          "\", expected \"forward\" or "
-                                          "\"backward\"");
+                                          "\", expected \"forward\", "
+                                          "\"backward\" or \"eval\"");
       if (!manifest.pipeline || !manifest.training)
         reader.fail(where + ".phase",
                     "is only allowed in a training artifact with a "

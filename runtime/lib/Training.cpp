@@ -1,6 +1,7 @@
 //===- Training.cpp - autopar-run --train (a CPU or GPU, or dp CPU ranks) -===//
 
 #include "autopar/runtime/Training.h"
+#include "autopar/runtime/PipelineEvaluation.h"
 #include "autopar/runtime/PipelineTraining.h"
 
 #include "autopar/runtime/BufferAccounting.h"
@@ -597,10 +598,6 @@ int64_t runTraining(Session &session, Communicator &comm,
   // micro-batches (PipelineTraining.h), then its step.
   std::unique_ptr<PipelineTrainer> pipeline;
   if (manifest.isPipelineTraining()) {
-    if (options.evalDataDir)
-      throw Error("--eval-data: evaluating during a pipeline-parallel run is "
-                  "not supported yet; evaluate the saved parameters "
-                  "(--outputs) or train without --pp");
     pipeline = std::make_unique<PipelineTrainer>(session);
   } else if (comm.scopeSize(CommScope::PP) != 1) {
     throw Error("--train: " + manifest.path + " splits the step over " +
@@ -653,8 +650,13 @@ int64_t runTraining(Session &session, Communicator &comm,
                 " has no inference template (artifacts compiled from a "
                 ".onnxtxt model, or by an older autopar-compile, have none); "
                 "recompile the .onnx model with autopar-compile --mode train");
+  // --eval-data: a pipeline's stages each run their eval program.
   std::optional<Evaluator> evaluator;
-  if (options.evalDataDir)
+  std::unique_ptr<PipelineEvaluator> pipelineEvaluator;
+  if (options.evalDataDir && pipeline)
+    pipelineEvaluator =
+        std::make_unique<PipelineEvaluator>(session, *options.evalDataDir);
+  else if (options.evalDataDir)
     evaluator.emplace(session, *options.evalDataDir, replicas, replica);
   int64_t batch = training.globalBatch;
   if (batch % replicas != 0)
@@ -836,19 +838,22 @@ int64_t runTraining(Session &session, Communicator &comm,
       savedStep = s + 1;
     }
     bool last = s + 1 == options.steps;
-    if (evaluator &&
+    if ((evaluator || pipelineEvaluator) &&
         (last || (options.evalEvery > 0 && (s + 1) % options.evalEvery == 0))) {
-      double evalLoss = evaluator->run(comm, hostComm);
+      double evalLoss = evaluator ? evaluator->run(comm, hostComm)
+                                  : pipelineEvaluator->run(comm, hostComm);
+      int64_t evalBatches =
+          evaluator ? evaluator->batches() : pipelineEvaluator->batches();
       std::ostringstream line;
       line.precision(6);
       line << std::fixed << "eval after step " << s + 1 << ": loss " << evalLoss
-           << " over " << evaluator->batches() << " batches";
+           << " over " << evalBatches << " batches";
       progress.message(line.str());
       if (metrics.is_open()) {
         std::ostringstream record;
         record.precision(9);
         record << "{\"step\": " << s + 1 << ", \"eval_loss\": " << evalLoss
-               << ", \"eval_batches\": " << evaluator->batches() << "}";
+               << ", \"eval_batches\": " << evalBatches << "}";
         metrics << record.str() << "\n" << std::flush;
       }
     }

@@ -42,11 +42,12 @@ for call and byte for byte (--check-comm):
 - the automatic plan (no --dp, --tp or --pp) for the GPT on 2 and 4 ranks,
   whichever family the search picks;
 - tied weights: a GPT whose head is its token table (GPT-2's) on pp2,
-  dp2 x pp2 and dp2 x pp2 with ZeRO-2 and ZeRO-3: each stage holds the table, its
-  gradient (or block) summed over the stages; stopped at step 3 and
-  resumed bitwise, and on one rank;
-- --save-onnx: the GPT on pp2 and tp2 x pp2 and the tied GPT write one
-  trained model whose initializers are the run's parameters;
+  dp2 x pp2, dp2 x pp2 with ZeRO-2 and ZeRO-3, and tp2 x pp2 (both stages
+  split the table by vocabulary): each stage holds the table, its gradient
+  (or block) summed over the stages; stopped at step 3 and resumed
+  bitwise, and on one rank;
+- --save-onnx: the GPT on pp2 and tp2 x pp2 and the tied GPT on pp2 and
+  tp2 x pp2 write one trained model whose initializers are the run's parameters;
 - checkpoints: the GPT on pp2 and on tp2 x pp2 stopped at step 3 and
   resumed under the same plan equals the uninterrupted run bitwise (each
   stage writes its parameters, each tp rank its blocks); the checkpoints
@@ -66,9 +67,16 @@ for call and byte for byte (--check-comm):
   precision and micro-batches (within MIXED_TOL: 16-bit rounding at other
   points); under fp16 every run skips the steps one rank skips, at its
   loss scales, and pp2 stopped at step 3 resumes bitwise;
-- refusals: a model with BatchNorm under --tp and --pp, tied weights
-  across stages with --tp, and --eval-data,
-  each an error saying what to do.
+- --eval-data: every stage runs its eval program over the held-out
+  micro-batches; the eval losses equal one rank's for the MLP on pp4 and
+  dp2 x tp2 x pp2 with ZeRO-3, the GPT on pp2,
+  dp2 x pp2 and tp2 x pp2, the tied GPT on tp2 x pp2 and dp2 x pp2 with
+  ZeRO-3, the GPT with Dropout on pp2 (Dropout off) and the CNN on pp2,
+  dp2 x pp2 with ZeRO-1 and tp2 x pp2 (BatchNorm on its running
+  statistics);
+- refusals: a weight tied across stages in roles their tp plans cut
+  differently, under --tp and --pp: an error naming it, the stages and
+  their cuts.
 
 Usage: train_pp.py BUILD_DIR WORK_DIR MPIRUN [MPIRUN_FLAG...]
 """
@@ -86,8 +94,8 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from train_dp import (CONFIG, Case, check_faults,  # noqa: E402
-                      check_mixed_precision, compare, on_one_rank,
-                      resumed_bitwise, run)
+                      check_mixed_precision, compare, eval_equals_one_rank,
+                      on_one_rank, resumed_bitwise, run)
 from train_tp import WideGpt, WideMlp, check_model_state  # noqa: E402
 
 
@@ -134,12 +142,35 @@ class TiedGpt(WideGpt):
         self.head.weight = self.wte.weight
 
 
+class TiedAcrossRoles(nn.Module):
+    """A weight tied across stages in two roles: the first GEMM of stage 0's
+    pair (split by columns within a tp group) and the second of stage 1's,
+    which the stage's plan keeps whole. The stages cannot sum its gradient
+    block by block, so tp x pp is refused."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(16, 16, bias=False)
+        self.b = nn.Linear(16, 16, bias=False)
+        self.c = nn.Linear(16, 16, bias=False)
+        self.head = nn.Linear(16, 10)
+
+    def forward(self, x, y):
+        h = self.b(F.gelu(self.a(x)))
+        h = F.linear(F.gelu(self.c(h)), self.a.weight)
+        return F.cross_entropy(self.head(h), y)
+
+
 def pipeline_config(base, batch, micro_batch):
     return {**base, "train_batch_size": batch,
             "train_micro_batch_size_per_gpu": micro_batch}
 
 
-def compile_pp(case, tag, ranks, pp, errors, *flags, config=None):
+def compile_pp(case, tag, ranks, pp, errors, *flags, config=None,
+               no_eval=None):
+    """Compiles `case` for `pp` stages on `ranks` ranks: every stage must
+    have its forward, backward and eval programs, or, where `no_eval` names
+    the reason, no eval program and that reason in the manifest."""
     art, result = case.compile(tag, ranks, "--pp", str(pp), *flags,
                                config=config)
     if f"pipeline      {pp} stages" not in result.stdout:
@@ -149,10 +180,15 @@ def compile_pp(case, tag, ranks, pp, errors, *flags, config=None):
         manifest = json.load(f)
     phases = sorted((p["stage"], p["phase"]) for p in manifest["programs"]
                     if "phase" in p)
-    want = sorted((s, ph) for s in range(pp) for ph in ("forward", "backward"))
-    if phases != want:
+    want = sorted((s, ph) for s in range(pp)
+                  for ph in ("forward", "backward") + (() if no_eval
+                                                       else ("eval",)))
+    why = manifest["training"].get("eval_unavailable", "")
+    if phases != want or (no_eval and no_eval not in why):
         errors.append(f"{case.name} {tag}: programs {phases}, expected a "
-                      f"forward and a backward per stage")
+                      f"forward and a backward per stage, and "
+                      f"{'no eval: ' + no_eval if no_eval else 'an eval'}; "
+                      f"eval_unavailable: {why!r}")
     return art
 
 
@@ -273,6 +309,11 @@ def main():
     # Rank 2 (stage 1's first replica) writes a checkpoint file; rank 1, a
     # second replica, writes none.
     errors += check_faults(mlp, four[0], four[1], launcher, save_rank=2)
+    # --eval-data on 4 stages (the loss's parts alone in the last ones) and
+    # on tp groups of ZeRO-3 replicas (each stage's eval program gathers
+    # its replicas' blocks of its tp blocks).
+    errors += eval_equals_one_rank(build, mlp, launcher,
+                                   (("pp4", 4), ("dp2xtp2xpp2-zero3", 8)))
 
     # GPT: 12 sequences, batches of 4 in 4 micro-batches of 1.
     data = {"idx": torch.randint(0, WideGpt.vocab, (12, WideGpt.seq)),
@@ -384,6 +425,14 @@ def main():
                                                 config=tied_micro),
                                      4, launcher),
                           noise_only=key_bias)
+    # Within tp groups too: both stages split the table by vocabulary (the
+    # embedding's gather and the head's columns), and the stages' all-reduce
+    # sums a tp rank's block with the same block of the other stage.
+    art_tied_tp = compile_pp(tied, "tp2xpp2", 4, 2, errors, "--tp", "2",
+                             config=tied_micro)
+    whole_tied_tp = tied.train("tp2xpp2", art_tied_tp, 4, launcher)
+    errors += compare("gpt (tied) tp2xpp2", tied_one[:2], whole_tied_tp,
+                      noise_only=key_bias)
     ckpt = resumed_bitwise(tied, "pp2", art_tied, 2, launcher, whole_tied,
                            errors)
     errors += on_one_rank(tied, "pp2", tied_one, ckpt, launcher, key_bias)
@@ -471,6 +520,7 @@ def main():
     for case, tag, art_save, ranks, ref in (
             (gpt, "pp2", art, 2, whole), (gpt, "tp2xpp2", art_tp, 4, whole_tp),
             (tied, "pp2", art_tied, 2, whole_tied),
+            (tied, "tp2xpp2", art_tied_tp, 4, whole_tied_tp),
             (cnn, "pp2", art_cnn_pp2, 2, whole_cnn)):
         path = os.path.join(case.dir, f"{tag}-trained.onnx")
         saved = case.train(f"{tag}-save", art_save, ranks, launcher,
@@ -490,18 +540,20 @@ def main():
             print(f"PASS {case.name} {tag} --save-onnx: the trained model "
                   f"holds the run's {len(saved[1])} parameters")
 
-    # What a pipeline run cannot do yet is refused, saying what to do.
-    for flag, want in (("--eval-data", "--eval-data: evaluating during a "
-                        "pipeline-parallel run is not supported yet"),):
-        refused = run([*launcher, "-np", "2",
-                       os.path.join(build, "bin", "autopar-run"), art,
-                       "--train", "--data", gpt.data, "--steps", "1", flag,
-                       gpt.data], expect_ok=False)
-        if refused.returncode == 0 or want not in refused.stderr:
-            errors.append(f"gpt pp2 {flag}: expected a refusal, got exit "
-                          f"{refused.returncode}:\n{refused.stderr}")
-        else:
-            print(f"PASS gpt pp2 {flag} refused, saying why")
+    # --eval-data: each stage runs its eval program (Dropout off, BatchNorm
+    # on its running statistics) over the held-out micro-batches, sending
+    # activations on as its forward does; the last stage adds up the loss.
+    # The eval losses equal one rank's. Within tp groups each stage's eval
+    # program holds the blocks its step holds (a tied table too); under
+    # ZeRO-3 it gathers its replicas' blocks where it reads them.
+    errors += eval_equals_one_rank(build, gpt, launcher,
+                                   (("pp2", 2), ("dp2xpp2", 4),
+                                    ("tp2xpp2", 4)))
+    errors += eval_equals_one_rank(build, tied, launcher,
+                                   (("tp2xpp2", 4), ("dp2xpp2-zero3", 4)))
+    errors += eval_equals_one_rank(build, cnn, launcher,
+                                   (("pp2", 2), ("dp2xpp2-zero1", 4),
+                                    ("tp2xpp2", 4)))
 
     # GPT with Dropout: each micro-batch's forward draws the masks of its
     # samples' global indices, as one rank does.
@@ -513,6 +565,7 @@ def main():
     result = drop.train("pp2", art, 2, launcher, "--seed", "5")
     errors += compare("gpt (Dropout) pp2", one[:2], result,
                       noise_only=key_bias)
+    errors += eval_equals_one_rank(build, drop, launcher, (("pp2", 2),))
     activations_kept("gpt (Dropout) pp2", art, result[2], kept)
     # Selective recomputation recomputes the memory-bound ops (LayerNorm,
     # GELU, the softmax chain) in the backward, but not the masks.
@@ -524,17 +577,40 @@ def main():
     activations_kept("gpt (Dropout) pp2 selective", art, result[2], kept)
     # And within tp groups: the partitioned masks are the whole masks'
     # blocks; selective recomputation keeps what tp all-reduced.
+    # Its eval graph (no Dropout) is planned otherwise within the tp
+    # groups: --eval-data says why it cannot run.
     art = compile_pp(drop, "tp2xpp2-selective", 4, 2, errors, "--tp", "2",
-                     "--recompute", "selective", config=micro)
+                     "--recompute", "selective", config=micro,
+                     no_eval="the eval program's tensor-parallel plan of "
+                     "pipeline stage 0 holds parameter 'wpe.weight' split "
+                     "along dim 0 (tensor<4x32xf32>), the step's split along "
+                     "dim 1 (tensor<8x16xf32>)")
     errors += compare("gpt (Dropout) tp2xpp2 recompute selective", one[:2],
                       drop.train("tp2xpp2-selective", art, 4, launcher,
                                  "--seed", "5"),
                       noise_only=key_bias)
+    want = ("--eval-data: " + os.path.join(art, "manifest.json") +
+            " has no eval program for pipeline stage ")
+    refused = run([*launcher, "-np", "4",
+                   os.path.join(build, "bin", "autopar-run"), art, "--train",
+                   "--data", drop.data, "--steps", "1", "--eval-data",
+                   drop.data], expect_ok=False)
+    if refused.returncode == 0 or want not in refused.stderr:
+        errors.append(f"gpt (Dropout) tp2xpp2 --eval-data: expected an error "
+                      f"saying '{want}...', got exit {refused.returncode}:\n"
+                      f"{refused.stderr}")
+    else:
+        print("PASS gpt (Dropout) tp2xpp2 --eval-data refused, saying why")
 
     # Refusals at compile time.
+    roles = Case(build, work, "tied-roles", TiedAcrossRoles(),
+                 {"x": torch.randn(16, 16), "y": torch.randint(0, 10, (16,))},
+                 8, CONFIG)
     for case, tag, flags, want in (
-            (tied, "pp2xtp2", ("--pp", "2", "--tp", "2"),
-             "(tied weights), which each partition it over tp on their own"),
+            (roles, "tp2xpp2", ("--pp", "2", "--tp", "2"),
+             "parameter 'a.weight' is read by pipeline stages 0 and 1 (tied "
+             "weights), whose tensor-parallel plans lay it out differently: "
+             "stage 0 splits its dim 0 over 2 ranks, stage 1 keeps it whole"),
     ):
         result = case.compile(tag, 4, *flags, expect_ok=False)[1]
         if result.returncode == 0 or want not in result.stderr:

@@ -579,6 +579,68 @@ TEST(ManifestTest, ParsesTrainingPipelines) {
       parseManifest(pipelineManifest().dump(), Path).isPipelineTraining());
 }
 
+/// The training pipeline with an eval program per stage (--eval-data).
+json trainingPipelineWithEval() {
+  json manifest = trainingPipelineManifest();
+  manifest["training"]["eval_program"] = "stage0.eval";
+  manifest["programs"].push_back(json::parse(R"({
+    "name": "stage0.eval", "library": "e0.so", "entry": "autopar_entry",
+    "phase": "eval", "stage": 0,
+    "arguments": [
+      { "kind": "parameter", "name": "w", "dtype": "float32", "shape": [4],
+        "trainable": true,
+        "source": { "file": "model.onnx", "offset": 0, "length": 16 } },
+      { "kind": "input", "name": "x", "dtype": "float32", "shape": [1, 4],
+        "global_shape": [2, 4] },
+      { "kind": "activation_out", "name": "e", "dtype": "float32",
+        "shape": [1, 4], "peer_stage": 1 } ] })"));
+  manifest["programs"].push_back(json::parse(R"({
+    "name": "stage1.eval", "library": "e1.so", "entry": "autopar_entry",
+    "phase": "eval", "stage": 1,
+    "arguments": [
+      { "kind": "activation_in", "name": "e", "dtype": "float32",
+        "shape": [1, 4], "peer_stage": 0 },
+      { "kind": "output", "name": "loss", "dtype": "float32", "shape": [] },
+      { "kind": "output", "name": "loss.denominator", "dtype": "float32",
+        "shape": [] } ] })"));
+  return manifest;
+}
+
+TEST(ManifestTest, ParsesTrainingPipelineEvalPrograms) {
+  Manifest parsed = parseManifest(trainingPipelineWithEval().dump(), Path);
+  EXPECT_TRUE(parsed.isPipelineTraining());
+  ASSERT_TRUE(parsed.training);
+  EXPECT_EQ(parsed.training->evalProgram, "stage0.eval");
+  const ProgramDesc *eval = parsed.phaseProgram(1, "eval");
+  ASSERT_NE(eval, nullptr);
+  EXPECT_EQ(eval->name, "stage1.eval");
+  EXPECT_EQ(eval->arguments[0].kind, ArgumentKind::ActivationIn);
+  EXPECT_EQ(eval->arguments[0].peerStage, 0);
+  // Each eval input holds every micro-batch of the rank's batch, as the
+  // forward's do.
+  EXPECT_EQ(parsed.phaseProgram(0, "eval")->arguments[1].rankShape,
+            (Shape{2, 4}));
+}
+
+TEST(ManifestTest, ReportsBadTrainingPipelineEvalPrograms) {
+  // Stage 1's eval program receives what stage 0's sends, in order.
+  json manifest = trainingPipelineWithEval();
+  manifest["programs"][7]["arguments"][0]["shape"] = {1, 8};
+  expectError(manifest, "'programs[7].arguments[0]' receives activation_in "
+                        "'e' (float32 [1, 8]) where program 'stage0.eval' "
+                        "sends activation_out 'e' (float32 [1, 4])");
+  // Activations go forward, as the forwards' do.
+  manifest = trainingPipelineWithEval();
+  manifest["programs"][6]["arguments"][2]["peer_stage"] = 0;
+  expectError(manifest, "'programs[6].arguments[2].peer_stage' is 0, but "
+                        "program 'stage0.eval' runs stage 0, whose "
+                        "activations go to stage 1");
+  // Every stage has one when stage 0 has.
+  manifest = trainingPipelineWithEval();
+  manifest["programs"].erase(7);
+  expectError(manifest, "'programs' has no eval program for pipeline stage 1");
+}
+
 TEST(ManifestTest, ReportsBadTrainingPipelines) {
   struct Case {
     const char *pointer;
@@ -586,8 +648,8 @@ TEST(ManifestTest, ReportsBadTrainingPipelines) {
     const char *expected;
   } cases[] = {
       {"/programs/2/phase", "sideways",
-       "'programs[2].phase' is \"sideways\", expected \"forward\" or "
-       "\"backward\""},
+       "'programs[2].phase' is \"sideways\", expected \"forward\", "
+       "\"backward\" or \"eval\""},
       {"/programs/2/stage", 2,
        "'programs[2].stage' is 2, but the pipeline has 2 stages"},
       {"/ranks/1/program", "stage1.forward",

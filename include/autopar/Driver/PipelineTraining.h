@@ -54,6 +54,12 @@ struct PipelineTrainingOptions {
 /// One stage's programs, each a module with a `@main`.
 struct PipelineTrainingStage {
   mlir::OwningOpRef<mlir::ModuleOp> forward, backward, step;
+  /// The stage's eval program (--eval-data): one micro-batch's forward in
+  /// eval mode, the last stage's returning its share of the loss; null, and
+  /// `evalUnavailable` saying why (alike in every stage), when the model's
+  /// eval graph cannot be cut as the step is.
+  mlir::OwningOpRef<mlir::ModuleOp> eval;
+  std::string evalUnavailable;
   /// The parameters the stage trains; none for a stage of parameter-free
   /// ops, which only passes activations on and cotangents back.
   int64_t trainedParameters = 0;

@@ -145,7 +145,8 @@ struct ProgramDesc {
   /// a pipeline; -1 if no rank runs it).
   int64_t stage = 0;
   /// Pipeline-parallel training: "forward" or "backward" for the programs a
-  /// stage runs once per micro-batch (the `stage` key gives its stage; no
+  /// stage runs once per micro-batch, "eval" for the one --eval-data runs
+  /// once per held-out micro-batch (the `stage` key gives its stage; no
   /// rank runs it as its step); empty otherwise.
   std::string phase;
 };
