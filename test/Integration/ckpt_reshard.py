@@ -12,9 +12,9 @@ relative (train_dp.compare):
   states of 4 blocks as states of 2);
 - local:1 -> local:4 with the plan the search picks;
 - dp2 ZeRO-2 -> local:1;
-and for the GPT (the CNN's convolutions and BatchNorm run under neither tp nor
-pp yet) between tensor and pipeline parallelism and the rest:
-- dp2 -> tp2 (whole tensors read as tp blocks);
+and between tensor and pipeline parallelism and the rest:
+- dp2 -> tp2 (whole tensors read as tp blocks; the CNN's channels, with
+  BatchNorm's running statistics, split);
 - tp2 x pp2 -> local:1 (each stage's tp blocks read as whole tensors);
 - local:1 -> dp1 x tp2 x pp2, and tp2 -> pp2.
 Elastic restart: a 4-rank ZeRO-3 GPT run checkpointing every 2 steps loses a
@@ -154,7 +154,12 @@ def main():
     cnn_data = {"x": torch.randn(12, 3, 12, 12), "y": torch.randint(0, 3, (12,))}
     cnn = train_dp.Case(build, work, "cnn", Cnn(), cnn_data, 4, train_dp.CONFIG)
     one = cnn.train("one", cnn.compile("one", 1)[0], 1, launcher)
-    for writer, reader in plans:
+    # Under tp the convolutions' channels, and so BatchNorm's parameters and
+    # running statistics, are split; under pp each stage holds its own.
+    for writer, reader in plans + [((2, ()), (2, ("--tp", "2"))),
+                                   ((4, tp_pp), (1, ())),
+                                   ((1, ()), (4, tp_pp)),
+                                   ((2, ("--tp", "2")), (2, ("--pp", "2")))]:
         errors += reshard(cnn, one, writer, reader, launcher)
 
     if errors:
