@@ -18,6 +18,7 @@
 #include "autopar/Target/LoweringPasses.h"
 #include "autopar/Target/SharedLibrary.h"
 #include "autopar/Transforms/Passes.h"
+#include "autopar/Transforms/ZeroSharding.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -714,6 +715,45 @@ buildEvalProgram(MLIRContext *context, const TrainingArtifactOptions &o,
     unavailable = parameterLayoutMismatch(*arguments, stepArguments);
     if (!unavailable.empty())
       return std::optional<ArtifactProgram>();
+  }
+  if (o.tensorParallel <= 1 && o.dataParallel > 1) {
+    // ZeRO-3: the step holds a block (dim 0) of each parameter it shards;
+    // the eval program reads the same blocks and gathers each where it is
+    // read, as the step's forward does.
+    llvm::StringSet<> blocks;
+    for (const ArtifactArgument &held : stepArguments)
+      if (held.kind == ArtifactArgument::Kind::Parameter &&
+          held.splitDim >= 0 && held.splitAxis == "dp" &&
+          held.innerSplitDim < 0)
+        blocks.insert(held.name);
+    if (!blocks.empty()) {
+      main = eval->lookupSymbol<func::FuncOp>("main");
+      FlatSymbolRefAttr grid = getOrCreateReplicaGrid(*eval, o.dataParallel);
+      Builder b(context);
+      for (BlockArgument arg : main.getArguments()) {
+        auto name = main.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                      attrs::kParameter);
+        if (!name || !blocks.contains(name.getValue()))
+          continue;
+        main.setArgAttr(arg.getArgNumber(), attrs::kZeroBlocks,
+                        b.getI64IntegerAttr(o.dataParallel));
+        gatherZeroBlockAtUses(main, arg, /*forwardEnd=*/nullptr, grid,
+                              o.dataParallel);
+        (*arguments)[arg.getArgNumber()].shape.assign(
+            cast<RankedTensorType>(arg.getType()).getShape().begin(),
+            cast<RankedTensorType>(arg.getType()).getShape().end());
+      }
+      main.setType(FunctionType::get(context,
+                                     main.getBody().front().getArgumentTypes(),
+                                     main.getResultTypes()));
+      PassManager lower = PassManager::on<ModuleOp>(context);
+      addCollectiveLowering(lower);
+      if (failed(lower.run(*eval))) {
+        error = "lowering the eval program's ZeRO-3 gathers failed";
+        return failure();
+      }
+      markZeroShardedStates(*arguments, o.dataParallel, blocks);
+    }
   }
   if (failed(markDataParallelInputs(*arguments, o.dataParallel, error)))
     return failure();
