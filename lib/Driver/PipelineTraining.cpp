@@ -742,6 +742,36 @@ llvm::Error checkTiedLayouts(TiedParameter &t,
   return llvm::Error::success();
 }
 
+/// Attention fused as the planner prices it (autopar.attention keeps no
+/// scores for the backward), as the one-program step fuses it; not within
+/// tp groups, as there (the fused op has no partitioning rule yet). The
+/// fused op goes with its operands' stage. Then the cross-entropy loss
+/// `--loss` asks for, if any. Returns what failed ("fusing the attention",
+/// "adding the loss"; the diagnostics are reported), or "".
+std::string fuseAttentionAndAddLoss(ModuleOp module, const PlanCandidate &plan,
+                                    const TrainingStepOptions &step) {
+  MLIRContext *context = module.getContext();
+  if (step.fuseAttention && plan.tp == 1) {
+    auto pm = PassManager::on<ModuleOp>(context);
+    applyPassManagerCLOptionsIfAny(pm);
+    FuseAttentionOptions fuse;
+    fuse.maxHeadDim = step.attentionMaxHeadDim;
+    fuse.headDimMultiple = step.attentionHeadDimMultiple;
+    pm.addNestedPass<func::FuncOp>(createFuseAttention(fuse));
+    if (failed(pm.run(module)))
+      return "fusing the attention";
+  }
+  if (std::string output = crossEntropyOutput(step.loss); !output.empty()) {
+    auto pm = PassManager::on<ModuleOp>(context);
+    AddCrossEntropyLossOptions addLoss;
+    addLoss.output = output;
+    pm.addPass(createAddCrossEntropyLoss(addLoss));
+    if (failed(pm.run(module)))
+      return "adding the loss";
+  }
+  return "";
+}
+
 /// The ONNX node an imported op comes from (the importer locates each op at
 /// its node's name), or "" for ops the import or later passes made.
 llvm::StringRef onnxNodeOf(Operation *op) {
@@ -870,23 +900,9 @@ buildEvalStages(MLIRContext &context, const PlanCandidate &plan,
                                          : *llvm::max_element(placed)));
     }
   }
-  if (step.fuseAttention && plan.tp == 1) {
-    auto pm = PassManager::on<ModuleOp>(&context);
-    FuseAttentionOptions fuse;
-    fuse.maxHeadDim = step.attentionMaxHeadDim;
-    fuse.headDimMultiple = step.attentionHeadDimMultiple;
-    pm.addNestedPass<func::FuncOp>(createFuseAttention(fuse));
-    if (failed(pm.run(*module)))
-      return because("fusing its attention failed");
-  }
-  if (std::string output = crossEntropyOutput(step.loss); !output.empty()) {
-    auto pm = PassManager::on<ModuleOp>(&context);
-    AddCrossEntropyLossOptions addLoss;
-    addLoss.output = output;
-    pm.addPass(createAddCrossEntropyLoss(addLoss));
-    if (failed(pm.run(*module)))
-      return because("adding the loss failed");
-  }
+  if (std::string what = fuseAttentionAndAddLoss(*module, plan, step);
+      !what.empty())
+    return because(what + " of the eval graph failed");
   main = module->lookupSymbol<func::FuncOp>("main");
   if (!keepOnlyResult(main, facts.lossName))
     return "the eval graph has no output '" + facts.lossName + "'";
@@ -1017,22 +1033,13 @@ buildEvalStages(MLIRContext &context, const PlanCandidate &plan,
                  describe(layout->second, layout->first);
       }
     }
-    if (plan.zeroStage >= 3 && plan.dp > 1) {
-      // The blocks the stage's replicas hold, gathered where read.
-      FlatSymbolRefAttr grid = getOrCreateReplicaGrid(stage, plan.dp);
-      for (BlockArgument arg : f.getArguments()) {
+    // The blocks the stage's replicas hold, gathered where read.
+    if (plan.zeroStage >= 3 && plan.dp > 1)
+      readZeroBlocks(f, plan.dp, [&](BlockArgument arg) {
         auto name = f.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
                                                    attrs::kParameter);
-        if (!name || !readsZeroBlocks(stages[k], name.getValue()))
-          continue;
-        f.setArgAttr(arg.getArgNumber(), attrs::kZeroBlocks,
-                     IntegerAttr::get(IntegerType::get(&context, 64), plan.dp));
-        gatherZeroBlockAtUses(f, arg, /*forwardEnd=*/nullptr, grid, plan.dp);
-      }
-      f.setType(FunctionType::get(&context,
-                                  f.getBody().front().getArgumentTypes(),
-                                  f.getResultTypes()));
-    }
+        return name && readsZeroBlocks(stages[k], name.getValue());
+      });
   }
   for (auto [k, stage] : llvm::enumerate(stageModules)) {
     stage->remove();
@@ -1420,32 +1427,12 @@ buildPipelineTraining(MLIRContext &context, const PlanCandidate &plan,
   if (llvm::Error err = assignPipelineStages(main, plan))
     return std::move(err);
   llvm::StringMap<SmallVector<int64_t>> nodeStages = stagesOfNodes(main);
-  // Attention fused as the planner prices it (autopar.attention keeps no
-  // scores for the backward), as the one-program step fuses it; not within
-  // tp groups, as there (the fused op has no partitioning rule yet). The
-  // fused op goes with its operands' stage, as the ops below.
-  if (step.fuseAttention && plan.tp == 1) {
-    auto pm = PassManager::on<ModuleOp>(&context);
-    applyPassManagerCLOptionsIfAny(pm);
-    FuseAttentionOptions fuse;
-    fuse.maxHeadDim = step.attentionMaxHeadDim;
-    fuse.headDimMultiple = step.attentionHeadDimMultiple;
-    pm.addNestedPass<func::FuncOp>(createFuseAttention(fuse));
-    if (failed(pm.run(*module)))
-      return error("fusing the attention of " + options.modelPath +
-                   " failed (see the diagnostics above)");
-    main = module->lookupSymbol<func::FuncOp>("main");
-  }
-  std::string lossName = step.loss;
-  if (std::string output = crossEntropyOutput(step.loss); !output.empty()) {
-    auto pm = PassManager::on<ModuleOp>(&context);
-    AddCrossEntropyLossOptions addLoss;
-    addLoss.output = output;
-    pm.addPass(createAddCrossEntropyLoss(addLoss));
-    if (failed(pm.run(*module)))
-      return error("adding the loss failed (see the diagnostics above)");
-    lossName = "loss";
-  }
+  if (std::string what = fuseAttentionAndAddLoss(*module, plan, step);
+      !what.empty())
+    return error(what + " of " + options.modelPath +
+                 " failed (see the diagnostics above)");
+  std::string lossName =
+      crossEntropyOutput(step.loss).empty() ? step.loss : "loss";
   main = module->lookupSymbol<func::FuncOp>("main");
   if (lossName.empty()) {
     SmallVector<std::string> scalars;
@@ -1650,21 +1637,12 @@ buildPipelineTraining(MLIRContext &context, const PlanCandidate &plan,
     for (PipelineTrainingStage &stage : stages)
       for (ModuleOp program : {*stage.forward, *stage.backward}) {
         auto fn = program.lookupSymbol<func::FuncOp>("main");
-        FlatSymbolRefAttr grid = getOrCreateReplicaGrid(program, plan.dp);
-        for (BlockArgument arg : fn.getArguments()) {
+        readZeroBlocks(fn, plan.dp, [&](BlockArgument arg) {
           auto type = dyn_cast<RankedTensorType>(arg.getType());
-          if (!type || !fn.getArgAttr(arg.getArgNumber(), attrs::kParameter) ||
-              !fn.getArgAttr(arg.getArgNumber(), attrs::kTrainable) ||
-              !isZeroSharded(type, plan.dp))
-            continue;
-          fn.setArgAttr(
-              arg.getArgNumber(), attrs::kZeroBlocks,
-              IntegerAttr::get(IntegerType::get(&context, 64), plan.dp));
-          gatherZeroBlockAtUses(fn, arg, /*forwardEnd=*/nullptr, grid, plan.dp);
-        }
-        fn.setType(FunctionType::get(&context,
-                                     fn.getBody().front().getArgumentTypes(),
-                                     fn.getResultTypes()));
+          return type && fn.getArgAttr(arg.getArgNumber(), attrs::kParameter) &&
+                 fn.getArgAttr(arg.getArgNumber(), attrs::kTrainable) &&
+                 isZeroSharded(type, plan.dp);
+        });
       }
   llvm::StringSet<> heldByAStage;
   for (auto &[name, stage] : firstStage)

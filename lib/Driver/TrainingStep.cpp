@@ -728,24 +728,14 @@ buildEvalProgram(MLIRContext *context, const TrainingArtifactOptions &o,
         blocks.insert(held.name);
     if (!blocks.empty()) {
       main = eval->lookupSymbol<func::FuncOp>("main");
-      FlatSymbolRefAttr grid = getOrCreateReplicaGrid(*eval, o.dataParallel);
-      Builder b(context);
-      for (BlockArgument arg : main.getArguments()) {
+      readZeroBlocks(main, o.dataParallel, [&](BlockArgument arg) {
         auto name = main.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
                                                       attrs::kParameter);
-        if (!name || !blocks.contains(name.getValue()))
-          continue;
-        main.setArgAttr(arg.getArgNumber(), attrs::kZeroBlocks,
-                        b.getI64IntegerAttr(o.dataParallel));
-        gatherZeroBlockAtUses(main, arg, /*forwardEnd=*/nullptr, grid,
-                              o.dataParallel);
-        (*arguments)[arg.getArgNumber()].shape.assign(
-            cast<RankedTensorType>(arg.getType()).getShape().begin(),
-            cast<RankedTensorType>(arg.getType()).getShape().end());
-      }
-      main.setType(FunctionType::get(context,
-                                     main.getBody().front().getArgumentTypes(),
-                                     main.getResultTypes()));
+        return name && blocks.contains(name.getValue());
+      });
+      for (auto [arg, type] : llvm::zip(*arguments, main.getArgumentTypes()))
+        arg.shape.assign(cast<RankedTensorType>(type).getShape().begin(),
+                         cast<RankedTensorType>(type).getShape().end());
       PassManager lower = PassManager::on<ModuleOp>(context);
       addCollectiveLowering(lower);
       if (failed(lower.run(*eval))) {

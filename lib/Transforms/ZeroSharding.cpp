@@ -285,4 +285,21 @@ void gatherZeroBlockAtUses(func::FuncOp f, BlockArgument param,
     use->set(again.lookup(use->get()));
 }
 
+void readZeroBlocks(func::FuncOp f, int64_t dataParallel,
+                    llvm::function_ref<bool(BlockArgument)> isBlock) {
+  FlatSymbolRefAttr grid =
+      getOrCreateReplicaGrid(f->getParentOfType<ModuleOp>(), dataParallel);
+  Builder b(f.getContext());
+  for (BlockArgument arg : f.getArguments()) {
+    if (!isBlock(arg))
+      continue;
+    f.setArgAttr(arg.getArgNumber(), attrs::kZeroBlocks,
+                 b.getI64IntegerAttr(dataParallel));
+    gatherZeroBlockAtUses(f, arg, /*forwardEnd=*/nullptr, grid, dataParallel);
+  }
+  f.setType(FunctionType::get(f.getContext(),
+                              f.getBody().front().getArgumentTypes(),
+                              f.getResultTypes()));
+}
+
 } // namespace autopar

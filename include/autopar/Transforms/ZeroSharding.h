@@ -72,6 +72,15 @@ void gatherZeroBlockAtUses(mlir::func::FuncOp f, mlir::BlockArgument param,
                            mlir::Operation *forwardEnd,
                            mlir::FlatSymbolRefAttr grid, int64_t dataParallel);
 
+/// ZeRO-3 for a program that reads parameters without differentiating them
+/// (a pipeline stage's forward or backward, an eval program): every
+/// argument of \p f for which \p isBlock holds becomes replica r's block,
+/// marked `autopar.zero_blocks`, gathered before its first use
+/// (gatherZeroBlockAtUses without a forward end); \p f's type follows.
+/// The grid is \p f's module's `@autopar_grid` (getOrCreateReplicaGrid).
+void readZeroBlocks(mlir::func::FuncOp f, int64_t dataParallel,
+                    llvm::function_ref<bool(mlir::BlockArgument)> isBlock);
+
 } // namespace autopar
 
 #endif // AUTOPAR_TRANSFORMS_ZEROSHARDING_H
