@@ -1,14 +1,14 @@
 //===- AttentionOps.cpp - autopar.attention and its gradient --------------===//
 //
 // Verification, memory effects and bufferization of the fused attention ops
-// (AutoparOps.td, docs/design/attention.md).
+// (AutoparOps.td, docs/design/attention.md); the last two are shared with
+// the other fused ops (OverwritingOps.h).
 //
 //===----------------------------------------------------------------------===//
 
 #include "autopar/Dialect/AutoparOps.h"
 
-#include "mlir/Dialect/Bufferization/IR/BufferizableOpInterface.h"
-#include "mlir/Dialect/Bufferization/IR/DstBufferizableOpInterfaceImpl.h"
+#include "OverwritingOps.h"
 
 using namespace mlir;
 using namespace autopar;
@@ -96,39 +96,6 @@ FailureOr<AttentionSizes> verifyAttentionOperands(Operation *op, Value query,
   return s;
 }
 
-/// The effects of a destination-style op with memref operands: it reads its
-/// inputs and writes its outputs (in full: it reads none of them).
-void bufferEffects(
-    DestinationStyleOpInterface op,
-    SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
-        &effects) {
-  for (OpOperand &operand : op->getOpOperands()) {
-    if (!isa<MemRefType>(operand.get().getType()))
-      continue;
-    if (op.isDpsInit(&operand))
-      effects.emplace_back(MemoryEffects::Write::get(), &operand,
-                           SideEffects::DefaultResource::get());
-    else
-      effects.emplace_back(MemoryEffects::Read::get(), &operand,
-                           SideEffects::DefaultResource::get());
-  }
-}
-
-/// With tensors: one result per output, of its type. With memrefs: none.
-LogicalResult verifyResults(Operation *op, ValueRange outputs,
-                            TypeRange results) {
-  bool tensors = llvm::all_of(
-      outputs, [](Value v) { return isa<RankedTensorType>(v.getType()); });
-  bool memrefs = llvm::all_of(
-      outputs, [](Value v) { return isa<MemRefType>(v.getType()); });
-  if (tensors && TypeRange(outputs) == results)
-    return success();
-  if (memrefs && results.empty())
-    return success();
-  return op->emitOpError("returns its tensor outputs, one result each, or "
-                         "nothing with memref outputs");
-}
-
 } // namespace
 
 //===----------------------------------------------------------------------===//
@@ -152,13 +119,13 @@ LogicalResult AttentionOp::verify() {
       failed(expectShape(*this, "lse", getLseInit().getType(),
                          {s->batch, s->heads, s->queries}, f32)))
     return failure();
-  return verifyResults(*this, getOutputs(), getResultTypes());
+  return verifyOverwritingResults(*this, getOutputs(), getResultTypes());
 }
 
 void AttentionOp::getEffects(
     SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
         &effects) {
-  bufferEffects(*this, effects);
+  overwritingEffects(*this, effects);
 }
 
 //===----------------------------------------------------------------------===//
@@ -195,64 +162,17 @@ LogicalResult AttentionGradOp::verify() {
                          cast<ShapedType>(getValue().getType()).getShape(),
                          element)))
     return failure();
-  return verifyResults(*this, getOutputs(), getResultTypes());
+  return verifyOverwritingResults(*this, getOutputs(), getResultTypes());
 }
 
 void AttentionGradOp::getEffects(
     SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
         &effects) {
-  bufferEffects(*this, effects);
+  overwritingEffects(*this, effects);
 }
 
-//===----------------------------------------------------------------------===//
-// Bufferization
-//===----------------------------------------------------------------------===//
-
-namespace {
-
-/// Both ops overwrite their outputs whole: the destinations are written,
-/// never read, and each result is its destination's buffer.
-template <typename OpTy>
-struct AttentionBufferization
-    : bufferization::DstBufferizableOpInterfaceExternalModel<
-          AttentionBufferization<OpTy>, OpTy> {
-  bool bufferizesToMemoryRead(Operation *op, OpOperand &operand,
-                              const bufferization::AnalysisState &) const {
-    return !cast<DestinationStyleOpInterface>(op).isDpsInit(&operand);
-  }
-
-  LogicalResult bufferize(Operation *op, RewriterBase &rewriter,
-                          const bufferization::BufferizationOptions &options,
-                          bufferization::BufferizationState &state) const {
-    auto attention = cast<OpTy>(op);
-    SmallVector<Value> operands;
-    for (Value v : op->getOperands()) {
-      if (!isa<TensorType>(v.getType())) {
-        operands.push_back(v);
-        continue;
-      }
-      FailureOr<Value> buffer =
-          bufferization::getBuffer(rewriter, v, options, state);
-      if (failed(buffer))
-        return failure();
-      operands.push_back(*buffer);
-    }
-    rewriter.setInsertionPoint(op);
-    OperationState bufferized(op->getLoc(), op->getName());
-    bufferized.addOperands(operands);
-    bufferized.addAttributes(op->getAttrs());
-    rewriter.create(bufferized);
-    SmallVector<Value> outputs(
-        ArrayRef<Value>(operands).take_back(attention.getOutputs().size()));
-    bufferization::replaceOpWithBufferizedValues(rewriter, op, outputs);
-    return success();
-  }
-};
-
-} // namespace
-
 void autopar::attachAttentionBufferization(MLIRContext *ctx) {
-  AttentionOp::attachInterface<AttentionBufferization<AttentionOp>>(*ctx);
-  AttentionGradOp::attachInterface<AttentionBufferization<AttentionGradOp>>(
+  AttentionOp::attachInterface<OverwritingBufferization<AttentionOp>>(*ctx);
+  AttentionGradOp::attachInterface<OverwritingBufferization<AttentionGradOp>>(
       *ctx);
 }

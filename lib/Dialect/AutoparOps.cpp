@@ -64,6 +64,7 @@ void AutoparDialect::initialize() {
       >();
   addInterfaces<AutoparInlinerInterface>();
   attachAttentionBufferization(getContext());
+  attachCrossEntropyBufferization(getContext());
 }
 
 #define GET_OP_CLASSES

@@ -44,6 +44,9 @@ namespace autopar {
 /// autopar.attention_grad (destination-passing: each output is written in
 /// place of its destination); the dialect does so when it loads.
 void attachAttentionBufferization(mlir::MLIRContext *ctx);
+/// Attaches the bufferization of autopar.softmax_cross_entropy and its
+/// gradient (destination-passing, as attention's).
+void attachCrossEntropyBufferization(mlir::MLIRContext *ctx);
 } // namespace autopar
 
 #endif // AUTOPAR_DIALECT_AUTOPAROPS_H

@@ -4,7 +4,9 @@
 // understands (autopar.embedding: between the planner's annotation and the
 // end of partitioning), and fused ops the backends lower to kernels
 // (autopar.attention and its gradient: from autopar-fuse-attention to the
-// kernel calls, docs/design/attention.md).
+// kernel calls, docs/design/attention.md; autopar.softmax_cross_entropy and
+// its gradient: from autopar-add-cross-entropy-loss to the kernel calls,
+// docs/design/cross-entropy.md).
 //
 //===----------------------------------------------------------------------===//
 
@@ -214,6 +216,79 @@ def Autopar_AttentionGradOp : Autopar_AttentionBase<"attention_grad"> {
                        Variadic<AnyShaped>:$saved,
                        Variadic<AnyShaped>:$outputs,
                        F64Attr:$scale, UnitAttr:$causal);
+  let extraClassDeclaration = commonClassDeclaration;
+}
+
+//===----------------------------------------------------------------------===//
+// Fused softmax cross-entropy (docs/design/cross-entropy.md)
+//===----------------------------------------------------------------------===//
+
+class Autopar_CrossEntropyBase<string mnemonic, list<Trait> traits = []>
+    : Autopar_Op<mnemonic, !listconcat(traits, [
+        AttrSizedOperandSegments,
+        DeclareOpInterfaceMethods<MemoryEffectsOpInterface>,
+        DestinationStyleOpInterface])> {
+  let results = (outs Variadic<AnyRankedTensor>:$results);
+  let hasVerifier = 1;
+  let assemblyFormat = [{
+    `ins` `(` $logits `,` $labels
+      (`saved` `(` $saved^ `:` type($saved) `)`)? `:`
+      type($logits) `,` type($labels) `)`
+    `outs` `(` $outputs `:` type($outputs) `)` attr-dict (`->` type($results)^)?
+  }];
+  let arguments = (ins AnyShaped:$logits, AnyShaped:$labels,
+                       Variadic<AnyShaped>:$saved,
+                       Variadic<AnyShaped>:$outputs,
+                       I64Attr:$ignore_index);
+  code commonClassDeclaration = [{
+    ::mlir::MutableOperandRange getDpsInitsMutable() {
+      return getOutputsMutable();
+    }
+  }];
+}
+
+def Autopar_SoftmaxCrossEntropyOp
+    : Autopar_CrossEntropyBase<"softmax_cross_entropy"> {
+  let summary = "Per-position softmax cross-entropy, fused";
+  let description = [{
+    For each position `p` of the logits' leading dims and the classes `c` of
+    the last: `lse[p] = log(sum_c exp(x[p, c]))` and
+    `nll[p] = lse[p] - x[p, labels[p]]`, or 0 where `labels[p]` is
+    `ignore_index`. One pass over each row (the online softmax: a running
+    maximum and a rescaled sum), so neither the probabilities nor an f32
+    copy of low-precision logits is formed. A label outside `[0, C)` that is
+    not `ignore_index` picks no logit (`nll = lse`), as the unfused one-hot
+    pick does. The mean over the valid positions is left to the caller.
+
+    Shapes: logits `[P..., C]` (f32, bf16 or f16), labels `[P...]` (i64),
+    outputs `nll [P...]` and `lse [P...]` (f32). With tensors the outputs
+    are destinations and the op returns them; with memrefs it writes them.
+
+    ```mlir
+    %nll, %lse = autopar.softmax_cross_entropy ins(%x, %y :
+        tensor<4x16x50xf32>, tensor<4x16xi64>)
+        outs(%n0, %l0 : tensor<4x16xf32>, tensor<4x16xf32>)
+        {ignore_index = -100 : i64} -> tensor<4x16xf32>, tensor<4x16xf32>
+    ```
+  }];
+  let extraClassDeclaration = commonClassDeclaration # [{
+    ::mlir::Value getNllInit() { return getOutputs()[0]; }
+    ::mlir::Value getLseInit() { return getOutputs()[1]; }
+  }];
+}
+
+def Autopar_SoftmaxCrossEntropyGradOp
+    : Autopar_CrossEntropyBase<"softmax_cross_entropy_grad"> {
+  let summary = "The gradient of autopar.softmax_cross_entropy's logits";
+  let description = [{
+    Given the forward's operands, its `lse` and the gradient of `nll`
+    (`saved = (lse, d_nll)`, both f32 `[P...]`), writes
+    `d_logits[p, c] = d_nll[p] * (exp(x[p, c] - lse[p]) - [c == labels[p]])`,
+    or 0 for the whole row where `labels[p]` is `ignore_index` (`outputs`,
+    overwritten, the logits' shape and element type): one pass that reads
+    the logits and writes their gradient, the probabilities recomputed from
+    `lse`.
+  }];
   let extraClassDeclaration = commonClassDeclaration;
 }
 
