@@ -27,6 +27,8 @@
 #include "autopar/runtime/DType.h"
 #include "autopar/runtime/DeviceBackend.h"
 
+#include "CudaTestBackend.h"
+
 #include "gtest/gtest.h"
 
 #include <algorithm>
@@ -94,6 +96,14 @@ private:
     return gpu;
   }
 };
+
+} // namespace
+
+autopar::runtime::DeviceBackend &cudaTestBackend() {
+  return *Gpu::get().backend;
+}
+
+namespace {
 
 /// How a [B, heads, rows, width] operand lies in its buffer.
 enum class Layout {

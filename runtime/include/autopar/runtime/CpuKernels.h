@@ -145,6 +145,27 @@ AUTOPAR_KERNEL_EXPORT void _mlir_ciface_autopar_cpu_attention_merge_f32(
     autopar::runtime::MemRefDescriptor<float, 4> *partOut,
     autopar::runtime::MemRefDescriptor<float, 3> *partLse);
 
+// Fused softmax cross-entropy (docs/design/cross-entropy.md): logits and
+// their gradient [N, C] (any strides), labels, nll, lse and d_nll [N]. These
+// OVERWRITE their outputs. A label equal to ignore_index gives nll 0 and a
+// zero gradient row; a label outside [0, C) otherwise picks no logit
+// (nll = lse), as the unfused one-hot pick.
+
+/// lse[n] = log(sum_c exp(x[n, c])), nll[n] = lse[n] - x[n, labels[n]].
+AUTOPAR_KERNEL_EXPORT void _mlir_ciface_autopar_cpu_cross_entropy_fwd_f32(
+    autopar::runtime::MemRefDescriptor<float, 2> *logits,
+    autopar::runtime::MemRefDescriptor<int64_t, 1> *labels,
+    autopar::runtime::MemRefDescriptor<float, 1> *nll,
+    autopar::runtime::MemRefDescriptor<float, 1> *lse, int64_t ignoreIndex);
+
+/// d_logits[n, c] = d_nll[n] * (exp(x[n, c] - lse[n]) - [c == labels[n]]).
+AUTOPAR_KERNEL_EXPORT void _mlir_ciface_autopar_cpu_cross_entropy_bwd_f32(
+    autopar::runtime::MemRefDescriptor<float, 2> *logits,
+    autopar::runtime::MemRefDescriptor<int64_t, 1> *labels,
+    autopar::runtime::MemRefDescriptor<float, 1> *lse,
+    autopar::runtime::MemRefDescriptor<float, 1> *dNll,
+    autopar::runtime::MemRefDescriptor<float, 2> *dLogits, int64_t ignoreIndex);
+
 } // extern "C"
 
 #endif // AUTOPAR_RUNTIME_CPUKERNELS_H

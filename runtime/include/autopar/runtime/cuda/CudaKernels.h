@@ -62,6 +62,29 @@
       autopar::runtime::MemRefDescriptor<char, 4> *dv, float scale,            \
       int32_t flags);
 
+/// Fused softmax cross-entropy, TYPE f32 or bf16 (the logits and their
+/// gradient; labels i64, nll, lse and d_nll f32), as the CPU kernels
+/// (CpuKernels.h): logits and d_logits [N, C] with contiguous classes,
+/// labels, nll, lse, d_nll [N]. Forward writes nll and lse, backward
+/// overwrites d_logits; arithmetic in f32. A block per row; anything that
+/// does not fit ends the run naming the kernel and the sizes.
+#define AUTOPAR_DECLARE_CUDA_CROSS_ENTROPY(TYPE)                               \
+  AUTOPAR_KERNEL_EXPORT void                                                   \
+      _mlir_ciface_autopar_cuda_cross_entropy_fwd_##TYPE(                      \
+          autopar::runtime::MemRefDescriptor<char, 2> *logits,                 \
+          autopar::runtime::MemRefDescriptor<char, 1> *labels,                 \
+          autopar::runtime::MemRefDescriptor<char, 1> *nll,                    \
+          autopar::runtime::MemRefDescriptor<char, 1> *lse,                    \
+          int64_t ignoreIndex);                                                \
+  AUTOPAR_KERNEL_EXPORT void                                                   \
+      _mlir_ciface_autopar_cuda_cross_entropy_bwd_##TYPE(                      \
+          autopar::runtime::MemRefDescriptor<char, 2> *logits,                 \
+          autopar::runtime::MemRefDescriptor<char, 1> *labels,                 \
+          autopar::runtime::MemRefDescriptor<char, 1> *lse,                    \
+          autopar::runtime::MemRefDescriptor<char, 1> *dNll,                   \
+          autopar::runtime::MemRefDescriptor<char, 2> *dLogits,                \
+          int64_t ignoreIndex);
+
 #define AUTOPAR_DECLARE_CUDA_GEMMS(SUFFIX)                                     \
   AUTOPAR_KERNEL_EXPORT void _mlir_ciface_autopar_cuda_matmul_##SUFFIX(        \
       autopar::runtime::MemRefDescriptor<char, 2> *a,                          \
@@ -90,6 +113,8 @@ AUTOPAR_DECLARE_CUDA_GEMMS(f16_f32)
 AUTOPAR_DECLARE_CUDA_GEMMS(f16_f16)
 AUTOPAR_DECLARE_CUDA_ATTENTION(f32)
 AUTOPAR_DECLARE_CUDA_ATTENTION(bf16)
+AUTOPAR_DECLARE_CUDA_CROSS_ENTROPY(f32)
+AUTOPAR_DECLARE_CUDA_CROSS_ENTROPY(bf16)
 } // extern "C"
 
 #endif // AUTOPAR_RUNTIME_CUDA_CUDAKERNELS_H
