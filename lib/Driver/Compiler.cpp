@@ -726,6 +726,7 @@ int CompileFlow::compileTrainingStep() {
   step.config = trainConfig;
   step.lowPrecisionGemms = gpu;
   step.fuseAttention = o.fuseAttention;
+  step.fuseCrossEntropy = o.fuseCrossEntropy;
   if (gpu) {
     FuseAttentionOptions fuse = gpuFuseAttentionOptions();
     step.attentionMaxHeadDim = fuse.maxHeadDim;
@@ -964,6 +965,7 @@ int CompileFlow::compilePipelineTraining() {
   options.step.freeze.assign(o.freeze.begin(), o.freeze.end());
   options.step.config = trainConfig;
   options.step.fuseAttention = o.fuseAttention;
+  options.step.fuseCrossEntropy = o.fuseCrossEntropy;
   // Mixed precision's GEMMs read the low type on GPUs, as the one-program
   // step's do.
   options.step.lowPrecisionGemms = gpu;

@@ -765,6 +765,7 @@ std::string fuseAttentionAndAddLoss(ModuleOp module, const PlanCandidate &plan,
     auto pm = PassManager::on<ModuleOp>(context);
     AddCrossEntropyLossOptions addLoss;
     addLoss.output = output;
+    addLoss.fused = step.fuseCrossEntropy && plan.tp == 1;
     pm.addPass(createAddCrossEntropyLoss(addLoss));
     if (failed(pm.run(module)))
       return "adding the loss";

@@ -50,6 +50,8 @@ void buildCpuLoweringToLLVMPipeline(OpPassManager &pm) {
   pm.addPass(createLowerContractionsToCpuKernels());
   pm.addPass(createLowerAttentionToKernels(
       LowerAttentionToKernelsOptions{/*library=*/"cpu"}));
+  pm.addPass(createLowerCrossEntropyToKernels(
+      LowerCrossEntropyToKernelsOptions{/*library=*/"cpu"}));
   pm.addPass(createCopiesToLinalg());
   OpPassManager &loops = pm.nest<func::FuncOp>();
   loops.addPass(createOneHotReductionsToScatter(

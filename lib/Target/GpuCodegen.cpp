@@ -170,6 +170,8 @@ void buildGpuLoweringToLLVMPipeline(OpPassManager &pm, const GpuTarget &target,
   pm.addPass(createLowerContractionsToCudaKernels());
   pm.addPass(createLowerAttentionToKernels(
       LowerAttentionToKernelsOptions{/*library=*/"cuda"}));
+  pm.addPass(createLowerCrossEntropyToKernels(
+      LowerCrossEntropyToKernelsOptions{/*library=*/"cuda"}));
   pm.addPass(createCopiesToLinalg());
   OpPassManager &loops = pm.nest<func::FuncOp>();
   loops.addPass(createOneHotReductionsToScatter());

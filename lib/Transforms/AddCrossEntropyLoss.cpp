@@ -10,10 +10,12 @@
 //
 // The label's logit is picked by a one-hot reduction over the classes (as the
 // importer's SoftmaxCrossEntropyLoss does), so the adjoint needs no scatter.
+// With `fused`, nll[p] (0 where ignored) is autopar.softmax_cross_entropy's.
 //
 //===----------------------------------------------------------------------===//
 
 #include "autopar/Dialect/Attributes.h"
+#include "autopar/Dialect/AutoparOps.h"
 #include "autopar/Transforms/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -163,38 +165,54 @@ struct AddCrossEntropyLossPass
     AffineMap all = l.identity(), perPosition = l.positions();
     SmallVector<int64_t> classDim{rank - 1};
 
-    // m[p] = max_c x[p, c].
-    Value lowest = l.filled(
-        positionShape, floatType,
-        b.getFloatAttr(floatType, -std::numeric_limits<double>::infinity()));
-    Value maxima =
-        l.generic({logits}, lowest, {all, perPosition}, rank, classDim,
-                  [](OpBuilder &nb, Location nl, ValueRange a) -> Value {
-                    return arith::MaximumFOp::create(nb, nl, a[0], a[1]);
-                  });
-    // s[p] = sum_c exp(x[p, c] - m[p]); pick[p] = x[p, labels[p]].
-    Value zeros =
-        l.filled(positionShape, floatType, b.getFloatAttr(floatType, 0.0));
-    Value sums = l.generic(
-        {logits, maxima}, zeros, {all, perPosition, perPosition}, rank,
-        classDim, [](OpBuilder &nb, Location nl, ValueRange a) -> Value {
-          Value e = math::ExpOp::create(
-              nb, nl, arith::SubFOp::create(nb, nl, a[0], a[1]));
-          return arith::AddFOp::create(nb, nl, a[2], e);
-        });
-    Value picked = l.generic(
-        {logits, labels}, zeros, {all, perPosition, perPosition}, rank,
-        classDim, [&](OpBuilder &nb, Location nl, ValueRange a) -> Value {
-          Value c = arith::IndexCastOp::create(
-              nb, nl, nb.getI64Type(),
-              linalg::IndexOp::create(nb, nl, rank - 1));
-          Value hit =
-              arith::CmpIOp::create(nb, nl, arith::CmpIPredicate::eq, c, a[1]);
-          Value zero = arith::ConstantOp::create(
-              nb, nl, nb.getFloatAttr(a[0].getType(), 0.0));
-          return arith::AddFOp::create(
-              nb, nl, a[2], arith::SelectOp::create(nb, nl, hit, a[0], zero));
-        });
+    Value maxima, sums, picked, nll;
+    // The fused op's nll is f32: logits of another type (a model exported
+    // in f16) keep the unfused loss, computed in their type.
+    bool fuse = fused && floatType.isF32();
+    if (fuse) {
+      // nll[p] and lse[p] in one pass over each row (f32 whatever the
+      // logits' type).
+      Type f32 = b.getF32Type();
+      Value nllInit = tensor::EmptyOp::create(b, loc, positionShape, f32);
+      Value lseInit = tensor::EmptyOp::create(b, loc, positionShape, f32);
+      auto fusedLoss = autopar::SoftmaxCrossEntropyOp::create(
+          b, loc, TypeRange{nllInit.getType(), lseInit.getType()}, logits,
+          labels, ValueRange{}, ValueRange{nllInit, lseInit},
+          b.getI64IntegerAttr(ignoreIndex));
+      nll = fusedLoss.getResult(0);
+    } else {
+      // m[p] = max_c x[p, c].
+      Value lowest = l.filled(
+          positionShape, floatType,
+          b.getFloatAttr(floatType, -std::numeric_limits<double>::infinity()));
+      maxima = l.generic({logits}, lowest, {all, perPosition}, rank, classDim,
+                         [](OpBuilder &nb, Location nl, ValueRange a) -> Value {
+                           return arith::MaximumFOp::create(nb, nl, a[0], a[1]);
+                         });
+      // s[p] = sum_c exp(x[p, c] - m[p]); pick[p] = x[p, labels[p]].
+      Value zeros =
+          l.filled(positionShape, floatType, b.getFloatAttr(floatType, 0.0));
+      sums = l.generic({logits, maxima}, zeros, {all, perPosition, perPosition},
+                       rank, classDim,
+                       [](OpBuilder &nb, Location nl, ValueRange a) -> Value {
+                         Value e = math::ExpOp::create(
+                             nb, nl, arith::SubFOp::create(nb, nl, a[0], a[1]));
+                         return arith::AddFOp::create(nb, nl, a[2], e);
+                       });
+      picked = l.generic(
+          {logits, labels}, zeros, {all, perPosition, perPosition}, rank,
+          classDim, [&](OpBuilder &nb, Location nl, ValueRange a) -> Value {
+            Value c = arith::IndexCastOp::create(
+                nb, nl, nb.getI64Type(),
+                linalg::IndexOp::create(nb, nl, rank - 1));
+            Value hit = arith::CmpIOp::create(nb, nl, arith::CmpIPredicate::eq,
+                                              c, a[1]);
+            Value zero = arith::ConstantOp::create(
+                nb, nl, nb.getFloatAttr(a[0].getType(), 0.0));
+            return arith::AddFOp::create(
+                nb, nl, a[2], arith::SelectOp::create(nb, nl, hit, a[0], zero));
+          });
+    }
     // Over every position: the sum of the valid ones' nll and their count.
     int64_t positions = rank - 1;
     AffineMap each =
@@ -210,19 +228,30 @@ struct AddCrossEntropyLossPass
       return arith::CmpIOp::create(nb, nl, arith::CmpIPredicate::ne, label,
                                    ignored);
     };
-    Value total = l.generic(
-        {maxima, sums, picked, labels}, scalarZero,
-        {each, each, each, each, scalar}, positions, everyPosition,
-        [&](OpBuilder &nb, Location nl, ValueRange a) -> Value {
-          Value lse = arith::AddFOp::create(
-              nb, nl, math::LogOp::create(nb, nl, a[1]), a[0]);
-          Value nll = arith::SubFOp::create(nb, nl, lse, a[2]);
-          Value zero = arith::ConstantOp::create(
-              nb, nl, nb.getFloatAttr(nll.getType(), 0.0));
-          return arith::AddFOp::create(
-              nb, nl, a[4],
-              arith::SelectOp::create(nb, nl, valid(nb, nl, a[3]), nll, zero));
-        });
+    Value total;
+    if (fuse) {
+      // nll[p] is 0 at the ignored positions already.
+      total =
+          l.generic({nll}, scalarZero, {each, scalar}, positions, everyPosition,
+                    [](OpBuilder &nb, Location nl, ValueRange a) -> Value {
+                      return arith::AddFOp::create(nb, nl, a[1], a[0]);
+                    });
+    } else {
+      total =
+          l.generic({maxima, sums, picked, labels}, scalarZero,
+                    {each, each, each, each, scalar}, positions, everyPosition,
+                    [&](OpBuilder &nb, Location nl, ValueRange a) -> Value {
+                      Value lse = arith::AddFOp::create(
+                          nb, nl, math::LogOp::create(nb, nl, a[1]), a[0]);
+                      Value nll = arith::SubFOp::create(nb, nl, lse, a[2]);
+                      Value zero = arith::ConstantOp::create(
+                          nb, nl, nb.getFloatAttr(nll.getType(), 0.0));
+                      return arith::AddFOp::create(
+                          nb, nl, a[4],
+                          arith::SelectOp::create(nb, nl, valid(nb, nl, a[3]),
+                                                  nll, zero));
+                    });
+    }
     Value count = l.generic(
         {labels}, scalarZero, {each, scalar}, positions, everyPosition,
         [&](OpBuilder &nb, Location nl, ValueRange a) -> Value {

@@ -47,23 +47,46 @@ bool isAttention(Operation *op) {
   return isa<autopar::AttentionOp, autopar::AttentionGradOp>(op);
 }
 
-/// Whether `use` is an attention op's operand that its kernels read in the
-/// low type: query, key, value, and the gradient's saved out and d_out (the
-/// mask and lse stay f32).
-bool isLowAttentionOperand(OpOperand &use) {
+bool isCrossEntropy(Operation *op) {
+  return isa<autopar::SoftmaxCrossEntropyOp,
+             autopar::SoftmaxCrossEntropyGradOp>(op);
+}
+
+/// The fused ops whose GPU kernels read and write the low type.
+bool isFusedKernel(Operation *op) {
+  return isAttention(op) || isCrossEntropy(op);
+}
+
+/// Whether `use` is a fused op's operand that its kernels read in the low
+/// type: attention's query, key, value, and the gradient's saved out and
+/// d_out (the mask and lse stay f32); cross-entropy's logits (labels, lse
+/// and d_nll stay as they are).
+bool isLowFusedOperand(OpOperand &use) {
   Operation *op = use.getOwner();
-  if (!isAttention(op))
+  if (!isFusedKernel(op))
     return false;
   auto dst = cast<DestinationStyleOpInterface>(op);
   if (dst.isDpsInit(&use))
     return false;
   unsigned n = use.getOperandNumber();
+  if (isCrossEntropy(op))
+    return n == 0;
   if (n < 3)
     return true;
   Value v = use.get();
   if (auto grad = dyn_cast<autopar::AttentionGradOp>(op))
     return v == grad.getSaved()[0] || v == grad.getSaved()[2];
   return false;
+}
+
+/// Whether a fused op's result is low-typed with its kernels: all but
+/// attention's lse and cross-entropy's nll and lse (the logits' gradient
+/// is).
+bool isLowFusedResult(OpResult result) {
+  Operation *op = result.getOwner();
+  if (isa<autopar::AttentionOp>(op))
+    return result.getResultNumber() == 0;
+  return !isa<autopar::SoftmaxCrossEntropyOp>(op);
 }
 
 /// Whether `value` is returned by the function, directly or reshaped:
@@ -180,8 +203,8 @@ public:
         use->set(lowValue);
         continue;
       }
-      if (lowAttentionOperands && isLowAttentionOperand(*use)) {
-        // Made low-typed throughout by lowAttention.
+      if (runsLow(user) && isLowFusedOperand(*use)) {
+        // Made low-typed throughout by lowFusedKernel.
         use->set(lowValue);
         continue;
       }
@@ -192,24 +215,33 @@ public:
   /// Generics that keep their f32 outputs (the loss head).
   llvm::DenseSet<Operation *> keepF32;
 
-  /// Whether attention kernels read and write the low type (GPU); else they
-  /// read f32 copies of low-typed values (the CPU's f32 kernels).
-  bool lowAttentionOperands = false;
+  /// Whether the fused kernels (attention, cross-entropy) read and write the
+  /// low type (GPU); else they read f32 copies of low-typed values (the
+  /// CPU's f32 kernels).
+  bool lowFusedOperands = false;
 
-  /// Runs an attention op (or its gradient) in the low type: its f32 inputs
-  /// are converted, and its f32 outputs but lse become low-typed, their
-  /// users reading them as any low-typed value.
-  void lowAttention(Operation *op) {
+  /// Whether `op` is a fused op that runs in the low type: with
+  /// `lowFusedOperands`, attention in either type, cross-entropy in bf16
+  /// (its CUDA kernels take f32 and bf16; with f16 it reads f32 copies).
+  bool runsLow(Operation *op) const {
+    if (!lowFusedOperands)
+      return false;
+    return isAttention(op) || (isCrossEntropy(op) && low.isBF16());
+  }
+
+  /// Runs a fused op (attention, cross-entropy, or their gradients) in the
+  /// low type: its f32 inputs the kernels take low are converted, and its
+  /// f32 outputs but the statistics (lse, nll) become low-typed, their users
+  /// reading them as any low-typed value.
+  void lowFusedKernel(Operation *op) {
     rewriter.setInsertionPoint(op);
     for (OpOperand &use : op->getOpOperands())
-      if (isLowAttentionOperand(use) && staticF32Tensor(use.get().getType()))
+      if (isLowFusedOperand(use) && staticF32Tensor(use.get().getType()))
         use.set(convert(op->getLoc(), use.get(), low));
     auto dst = cast<DestinationStyleOpInterface>(op);
     for (OpResult result : op->getResults()) {
       auto type = staticF32Tensor(result.getType());
-      // lse (the forward's second result) stays f32.
-      if (!type ||
-          (isa<autopar::AttentionOp>(op) && result.getResultNumber() == 1))
+      if (!type || !isLowFusedResult(result))
         continue;
       OpOperand *init = dst.getDpsInitOperand(result.getResultNumber());
       rewriter.setInsertionPoint(op);
@@ -333,6 +365,33 @@ private:
   llvm::DenseSet<Operation *> conversions;
 };
 
+/// Adds to `keep` the generics the fused cross-entropy's gradient reads its
+/// d_nll from (the loss head's backward: the mean's 1 / count broadcast to
+/// the positions, the loss scale), back to where they start: values no
+/// larger than d_nll, whose rounding to the low type would scale the whole
+/// gradient by up to 2^-9 (bf16). The unfused loss's backward runs on the
+/// logits' shape and is left as it was.
+void keepCrossEntropyCotangentF32(func::FuncOp func,
+                                  llvm::DenseSet<Operation *> &keep) {
+  SmallVector<Value> work;
+  func.walk([&](autopar::SoftmaxCrossEntropyGradOp grad) {
+    if (grad.getSaved().size() == 2)
+      work.push_back(grad.getSaved()[1]);
+  });
+  llvm::DenseSet<Value> seen;
+  while (!work.empty()) {
+    Value v = work.pop_back_val();
+    if (!seen.insert(v).second)
+      continue;
+    auto generic = v.getDefiningOp<linalg::GenericOp>();
+    if (!generic)
+      continue;
+    keep.insert(generic);
+    for (Value input : generic.getDpsInputs())
+      work.push_back(input);
+  }
+}
+
 struct MixedPrecisionPass
     : autopar::impl::MixedPrecisionBase<MixedPrecisionPass> {
   using Base::Base;
@@ -364,9 +423,11 @@ struct MixedPrecisionPass
     }
 
     Demoter demoter(ctx, low);
-    demoter.lowAttentionOperands = !f32Gemms;
-    if (f32LossHead)
+    demoter.lowFusedOperands = !f32Gemms;
+    if (f32LossHead) {
       demoter.keepF32 = lossHead(func);
+      keepCrossEntropyCotangentF32(func, demoter.keepF32);
+    }
     if (!keepParameters)
       demoter.demoteParameters(func, dtype);
     SmallVector<linalg::GenericOp> producers;
@@ -381,14 +442,14 @@ struct MixedPrecisionPass
     for (Operation *gemm : gemms)
       demoter.lowGemmOperands(gemm, f32Gemms);
     if (!f32Gemms) {
-      SmallVector<Operation *> attentions;
+      SmallVector<Operation *> fused;
       func.walk([&](Operation *op) {
-        if (isAttention(op) &&
+        if (demoter.runsLow(op) &&
             cast<DestinationStyleOpInterface>(op).hasPureTensorSemantics())
-          attentions.push_back(op);
+          fused.push_back(op);
       });
-      for (Operation *op : attentions)
-        demoter.lowAttention(op);
+      for (Operation *op : fused)
+        demoter.lowFusedKernel(op);
     }
   }
 };

@@ -74,6 +74,12 @@ static cl::opt<bool, true> fuseAttention(
              "backward (default true; =false keeps the unfused softmax, for "
              "comparison)"),
     cl::location(options.fuseAttention), cl::cat(category));
+static cl::opt<bool, true> fuseCrossEntropy(
+    "fuse-cross-entropy",
+    cl::desc("--loss cross-entropy:OUTPUT: compute the loss with the fused "
+             "softmax cross-entropy kernels, forward and backward (default "
+             "true; =false keeps the unfused loss, for comparison)"),
+    cl::location(options.fuseCrossEntropy), cl::cat(category));
 static cl::opt<PlanPrecisionOption, true>
     precision("precision",
               cl::desc("Precision (default: bf16 on GPUs, fp32 on CPU ranks)"),

@@ -66,6 +66,35 @@ def LowerAttentionToKernels
                            "mlir::arith::ArithDialect"];
 }
 
+def LowerCrossEntropyToKernels
+    : Pass<"autopar-lower-cross-entropy-to-kernels", "mlir::ModuleOp"> {
+  let summary = "Replace bufferized autopar.softmax_cross_entropy and its "
+                "gradient with calls of the runtime's kernels";
+  let description = [{
+    Runs after bufferization, beside the attention lowering. Rewrites
+
+    - `autopar.softmax_cross_entropy` into `call
+      @<prefix>cross_entropy_fwd_<t>(%logits, %labels, %nll, %lse, %ignore)`;
+    - `autopar.softmax_cross_entropy_grad` into `call
+      @<prefix>cross_entropy_bwd_<t>(%logits, %labels, %lse, %d_nll,
+      %d_logits, %ignore)`;
+
+    with `<prefix>` `autopar_cpu_` or `autopar_cuda_`, `<t>` the logits'
+    element type (`f32`; on CUDA also `bf16`) and `%ignore` the ignore
+    index (i64). The kernels see the positions as one dim: the logits and
+    their gradient as `[N, C]`, the rest as `[N]`, collapsed from `[P..., C]`
+    (an operand whose layout cannot be collapsed is copied to a dense buffer
+    first; an output that cannot is an error). The kernel ABI is in
+    docs/design/cross-entropy.md.
+  }];
+  let options = [
+    Option<"library", "library", "std::string", /*default=*/"\"cpu\"",
+           "The kernel library: cpu or cuda">,
+  ];
+  let dependentDialects = ["mlir::func::FuncDialect",
+                           "mlir::memref::MemRefDialect",
+                           "mlir::arith::ArithDialect"];
+}
 def LowerContractionsToCudaKernels
     : Pass<"autopar-lower-contractions-to-cuda-kernels", "mlir::ModuleOp"> {
   let summary = "Replace matmuls on memrefs with calls to the runtime's "

@@ -42,6 +42,10 @@ struct CompileOptions {
   /// Rewrite attention into the FlashAttention kernels
   /// (docs/design/attention.md); false keeps the unfused ops.
   bool fuseAttention = true;
+  /// Compute `--loss cross-entropy:OUTPUT` with the fused softmax
+  /// cross-entropy kernels (docs/design/cross-entropy.md); false keeps the
+  /// unfused linalg loss.
+  bool fuseCrossEntropy = true;
   /// Pins.
   int64_t dp = 0, tp = 0, pp = 0, zero = -1, microBatchSize = 0;
   /// Plan and report only; print each op's decision; print why each plan

@@ -66,6 +66,10 @@ struct TrainingStepOptions {
   /// that the step runs FlashAttention's forward and backward; the head
   /// dims it takes (GPU kernels: multiples of 8 up to 128).
   bool fuseAttention = true;
+  /// Compute `--loss cross-entropy:OUTPUT` with the fused
+  /// autopar.softmax_cross_entropy (docs/design/cross-entropy.md): one pass
+  /// over the logits forward and one backward, no f32 copy of bf16 logits.
+  bool fuseCrossEntropy = true;
   int64_t attentionMaxHeadDim = 0;
   int64_t attentionHeadDimMultiple = 1;
   /// Tensor-parallel ranks (docs/distributed-training.md, "Tensor

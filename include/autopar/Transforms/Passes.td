@@ -102,7 +102,12 @@ def MixedPrecision : Pass<"autopar-mixed-precision", "mlir::func::FuncOp"> {
       type (truncating any f32 one) and keep their f32 result: the GEMM
       kernels accumulate in f32;
     - reductions (generics with reduction loops) keep their f32
-      accumulators and outputs.
+      accumulators and outputs;
+    - without `f32-gemms` (the GPU) the fused ops read and write the low
+      type as their kernels do: `autopar.attention`'s query, key, value and
+      out (and the gradient's), and `autopar.softmax_cross_entropy`'s logits
+      and the gradient's d_logits; lse, nll and the masks stay f32. With
+      `f32-gemms` they read f32 copies.
 
     Graph inputs and outputs keep the model's types.
 
@@ -451,6 +456,13 @@ def AddCrossEntropyLoss
         -> (tensor<8x10xf32> {autopar.output = "logits"}, tensor<f32> {autopar.output = "loss"})
     ```
 
+    With `fused` each position's loss is one `autopar.softmax_cross_entropy`
+    (one pass over each row of logits, a one-pass gradient: no
+    probabilities, no f32 copy of bf16 logits; docs/design/cross-entropy.md);
+    without, the loss is linalg generics (a max, a sum of exponentials and a
+    one-hot pick over the classes) that any backend and any sharding take.
+    Either way the mean over the valid positions is a generic.
+
     Errors name the output: no output of that name (the outputs are listed),
     not float logits of rank >= 2, an existing output `loss` or input
     `labels`.
@@ -458,11 +470,14 @@ def AddCrossEntropyLoss
   let options = [
     Option<"output", "output", "std::string", "\"\"",
            "Name of the graph output holding the logits">,
+    Option<"fused", "fused", "bool", "false",
+           "Compute each position's loss with autopar.softmax_cross_entropy">,
     Option<"ignoreIndex", "ignore-index", "int64_t", "-100",
            "Labels with this value count neither in the sum nor in the mean "
            "(PyTorch's default)">,
   ];
-  let dependentDialects = ["mlir::linalg::LinalgDialect",
+  let dependentDialects = ["autopar::AutoparDialect",
+                           "mlir::linalg::LinalgDialect",
                            "mlir::arith::ArithDialect",
                            "mlir::math::MathDialect",
                            "mlir::tensor::TensorDialect"];

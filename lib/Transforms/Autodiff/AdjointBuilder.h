@@ -71,6 +71,11 @@ llvm::LogicalResult applyEmbeddingAdjoint(mlir::Operation *op,
 llvm::LogicalResult applyAttentionAdjoint(mlir::Operation *op,
                                           AdjointBuilder &adjoints);
 
+/// The logits' gradient of an autopar.softmax_cross_entropy (one
+/// autopar.softmax_cross_entropy_grad); fails for any other op.
+llvm::LogicalResult applyCrossEntropyAdjoint(mlir::Operation *op,
+                                             AdjointBuilder &adjoints);
+
 /// `shard.shard` (the same annotation on the cotangent, read the other way)
 /// and `shard.all_reduce` (a sum over replicas: the sum of the adjoints).
 llvm::LogicalResult applyShardAdjoint(mlir::Operation *op,

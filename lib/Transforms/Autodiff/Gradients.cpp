@@ -78,6 +78,8 @@ LogicalResult applyAdjointRule(Operation *op, AdjointBuilder &adjoints) {
     return applyTensorAdjoint(op, adjoints);
   if (isa<AttentionOp>(op))
     return applyAttentionAdjoint(op, adjoints);
+  if (isa<SoftmaxCrossEntropyOp>(op))
+    return applyCrossEntropyAdjoint(op, adjoints);
   if (auto embedding = dyn_cast<EmbeddingOp>(op))
     return embedding.getRowOffset() ? failure()
                                     : applyEmbeddingAdjoint(op, adjoints);
