@@ -35,7 +35,8 @@ takes at most 64 MiB of files. So the work is split in two halves:
       race       GPT-2 forward: autopar vs PyTorch eager and torch.compile (same weights,
                  logits compared), tokens/s and MFU; PyTorch's training step for scale
       train      every training case: autopar-run --train on the GPU, every step's loss
-                 and the trained parameters against PyTorch's
+                 and the trained parameters against PyTorch's (the cross-entropy cases
+                 run the fused softmax cross-entropy kernels)
       profile    Nsight Compute over one step of the trainrace artifact (after trainrace):
                  each kernel's GPU time, grouped, largest first (kernel_profile.py)
       calibrate  bench/gpu/gemm_sweep.py (bf16 and fp32) and the kernel launch overhead
@@ -105,6 +106,17 @@ TRAIN_CASES = [
         "optimizer": {"type": "AdamW", "params": {"lr": 0.003}}}, "bf16"),
 ]
 TRAIN_TOL = {"fp32": 1e-4, "bf16": 1e-2}
+# Training with --loss cross-entropy:logits (the fused softmax cross-entropy kernels):
+# test/Integration/train_vs_torch.py's VocabLogits (vocabulary 300, ignored labels), its
+# losses and parameters against PyTorch's F.cross_entropy in fp32, as TRAIN_CASES.
+LOSS_TRAIN_CASES = [
+    ("logits-ce-fp32", {
+        "train_batch_size": 4,
+        "optimizer": {"type": "AdamW", "params": {"lr": 0.01}}}, "fp32"),
+    ("logits-ce-bf16", {
+        "train_batch_size": 4,
+        "optimizer": {"type": "AdamW", "params": {"lr": 0.01}}}, "bf16"),
+]
 # The GPT-2 training step raced against PyTorch's (AdamW, clipping, bf16 mixed precision
 # with f32 master weights: the GPU default).
 GPT_TRAIN_CONFIG = {"gradient_clipping": 1.0, "optimizer": {
@@ -257,6 +269,9 @@ def prepare(args):
     if args.train_race_unfused:
         # The same step with attention unfused: the fused kernels' effect on this GPU.
         variants.append(("unfused", ["--fuse-attention=false"]))
+    if args.train_race_unfused_loss:
+        # The same step with the cross-entropy unfused (linalg, f32 loss head).
+        variants.append(("unfused-loss", ["--fuse-cross-entropy=false"]))
     for preset, (variant, extra) in [(p, v) for p in args.train_race.split(",") if p
                                      for v in variants]:
         batch = RACE_PRESETS[preset]
@@ -356,6 +371,48 @@ def prepare_train(compile_bin, bundle, cluster, names, log):
                         "reference_losses": losses, "config": config})
         log(f"train {name} ({precision}): compiled in {secs:.1f} s; PyTorch losses "
             f"{losses[0]:.5f} -> {losses[-1]:.5f}")
+    for name, config, precision in LOSS_TRAIN_CASES:
+        if wanted != ["all"] and name not in wanted:
+            continue
+        d = os.path.join(bundle, "train", name)
+        os.makedirs(d)
+        torch.manual_seed(0)
+        model = train_vs_torch.VocabLogits()
+        batch = config["train_batch_size"]
+        data = train_vs_torch.vocab_data(batch)
+        onnx_path = os.path.join(d, "model.onnx")
+        torch.onnx.export(model, (data["idx"][:batch],), onnx_path,
+                          training=torch.onnx.TrainingMode.TRAINING,
+                          do_constant_folding=False, input_names=["idx"],
+                          output_names=["logits"])
+        data_dir = os.path.join(d, "data")
+        os.makedirs(data_dir)
+        for key, value in data.items():
+            np.save(os.path.join(data_dir, key + ".npy"), value.numpy())
+        cfg = os.path.join(d, "config.json")
+        with open(cfg, "w") as f:
+            json.dump(config, f)
+        art = os.path.join(d, "artifact")
+        cmd = [compile_bin, onnx_path, "--cluster", cluster, "--mode", "train",
+               "--loss", "cross-entropy:logits", "--train-config", cfg,
+               "--precision", precision, "--input-shape",
+               "idx=" + "x".join(map(str, (batch,) + tuple(data["idx"].shape[1:]))),
+               "-o", art]
+        rc, out, err, secs = run(cmd)
+        if rc != 0:
+            log(f"COMPILE FAIL train {name}: {(out + err).strip()[-1500:]}")
+            continue
+        relative_sources(art, {onnx_path: "../model.onnx"})
+        losses = train_vs_torch.torch_train(train_vs_torch.WithCrossEntropy(model), data,
+                                            config)
+        np.savez(os.path.join(d, "reference.npz"),
+                 **{n: p.detach().numpy() for n, p in model.named_parameters()})
+        entries.append({"name": name, "model": None, "precision": precision,
+                        "inputs": list(data), "steps": TRAIN_STEPS,
+                        "tol": TRAIN_TOL[precision], "reference_losses": losses,
+                        "config": config})
+        log(f"train {name} ({precision}): compiled in {secs:.1f} s; PyTorch losses "
+            f"{losses[0]:.5f} -> {losses[-1]:.5f}")
     return entries
 
 
@@ -446,11 +503,40 @@ class Device:
         import torch.nn.functional as F
         env = dict(self.env, AUTOPAR_ATTENTION_TIMING="1")
         argv = [os.path.join(self.bundle, "rt", "bin", "AutoparCudaDeviceTests"),
-                "--gtest_filter=CudaAttentionTiming.*"]
+                "--gtest_filter=CudaAttentionTiming.*:CudaCrossEntropyTiming.*"]
         rc, out, err, secs = run(argv, env=env, timeout=300)
         self.log((out + err)[-3000:])
         rows = [json.loads(line.split(" ", 1)[1]) for line in out.splitlines()
                 if line.startswith("attention-timing ")]
+        xent_rows = [json.loads(line.split(" ", 1)[1]) for line in out.splitlines()
+                     if line.startswith("cross-entropy-timing ")]
+        for row in xent_rows:
+            # PyTorch's F.cross_entropy on the same bf16 logits: its forward,
+            # and forward + backward (the logits' gradient).
+            try:
+                N, C = row["N"], row["C"]
+                x = torch.randn(N, C, device="cuda", dtype=torch.bfloat16,
+                                requires_grad=True)
+                y = torch.randint(0, C, (N,), device="cuda")
+
+                def xent_forward():
+                    with torch.no_grad():
+                        F.cross_entropy(x, y)
+
+                def xent_both():
+                    torch.autograd.grad(F.cross_entropy(x, y), (x,))
+                row["torch_fwd_ms"] = time_cuda(xent_forward, 20)
+                row["torch_fwdbwd_ms"] = time_cuda(xent_both, 20)
+                row["fwd_ratio"] = row["fwd_ms"] / row["torch_fwd_ms"]
+                row["fwdbwd_ratio"] = row["fwdbwd_ms"] / row["torch_fwdbwd_ms"]
+                x = y = None
+                torch.cuda.empty_cache()
+            except Exception as e:  # noqa: BLE001 - keep autopar's figures
+                row["torch_error"] = f"{type(e).__name__}: {str(e)[:300]}"
+            self.log("cross-entropy " + ", ".join(
+                f"{key} {val:.4g}" if isinstance(val, float) else f"{key} {val}"
+                for key, val in row.items()))
+        self.results["cross_entropy"] = xent_rows
         for row in rows:
             B, H, S, D = row["B"], row["H"], row["S"], row["D"]
             try:
@@ -654,7 +740,7 @@ class Device:
             # fp32: losses and parameters; bf16: the loss curve only.
             row["ok"] = len(losses) == case["steps"] and loss_err <= tol and (
                 case["precision"] != "fp32" or param_err <= tol)
-            if case["precision"] == "bf16":
+            if case["precision"] == "bf16" and case.get("model"):
                 # PyTorch's own bf16 autocast on this GPU, from the same weights: how far
                 # bf16 training drifts from fp32 anyway.
                 try:
@@ -1230,6 +1316,9 @@ def main(argv=None):
     pp.add_argument("--race", default=",".join(RACE_PRESETS))
     pp.add_argument("--train-race-unfused", action="store_true",
                     help="also compile each --train-race step with --fuse-attention=false")
+    pp.add_argument("--train-race-unfused-loss", action="store_true",
+                    help="also compile each --train-race step with "
+                         "--fuse-cross-entropy=false")
     pp.add_argument("--train-race", default="gpt2-small",
                     help="GPT-2 presets whose training step races PyTorch's ('' for none)")
     pp.add_argument("--train", default="all",
