@@ -16,6 +16,7 @@
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Linalg/Transforms/Transforms.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/Matchers.h"
 #include "mlir/IR/PatternMatch.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
@@ -338,26 +339,111 @@ public:
       inputs.push_back(operand);
     }
     Value init = gemm->getOperand(2);
-    // The named op's own attributes (indexing maps of transposed operands)
-    // carry over; its region is rebuilt for the new operand types.
+    rewriter.replaceOp(gemm, rebuildGemm(gemm, inputs, init)->getResults());
+  }
+
+  /// A GEMM whose f32 result is only ever rounded to the low type, possibly
+  /// after reshapes (the conversions in front of a fused kernel that reads
+  /// it low: the LM head's logits before the fused cross-entropy) writes the
+  /// low type itself: the GEMM kernels accumulate in f32 and round once, as the
+  /// conversion did, and the f32 result (and the pass that rounds it) is
+  /// gone. Only GEMMs that start from zero: one that adds to an init would
+  /// round the sum differently.
+  void lowGemmResult(Operation *gemm) {
+    Value result = gemm->getResult(0);
+    auto type = staticF32Tensor(result.getType());
+    auto fill = gemm->getOperand(2).getDefiningOp<linalg::FillOp>();
+    if (!type || !fill ||
+        !matchPattern(fill.getInputs()[0], m_AnyZeroFloat()) ||
+        !onlyRounded(result))
+      return;
+    rewriter.setInsertionPoint(gemm);
+    Location loc = gemm->getLoc();
+    Value empty = tensor::EmptyOp::create(rewriter, loc, type.getShape(), low);
+    Value zero =
+        arith::ConstantOp::create(rewriter, loc, rewriter.getZeroAttr(low));
+    Value init =
+        linalg::FillOp::create(rewriter, loc, zero, empty).getResult(0);
+    SmallVector<Value> inputs = {gemm->getOperand(0), gemm->getOperand(1)};
+    replaceRounded(result, rebuildGemm(gemm, inputs, init)->getResult(0));
+    rewriter.eraseOp(gemm);
+  }
+
+private:
+  /// `gemm` (a matmul or batch matmul) rebuilt with `inputs` and `init`,
+  /// its result typed as `init`. The named op's own attributes (indexing
+  /// maps of transposed operands) carry over; its region is rebuilt for the
+  /// new types.
+  Operation *rebuildGemm(Operation *gemm, ValueRange inputs, Value init) {
     SmallVector<NamedAttribute> attrs;
     for (NamedAttribute attr : gemm->getDiscardableAttrs())
       attrs.push_back(attr);
     if (Attribute maps = gemm->getAttr("indexing_maps"))
       attrs.push_back(rewriter.getNamedAttr("indexing_maps", maps));
-    Operation *rebuilt;
     if (isa<linalg::MatmulOp>(gemm))
-      rebuilt = linalg::MatmulOp::create(rewriter, gemm->getLoc(),
-                                         gemm->getResultTypes(), inputs,
+      return linalg::MatmulOp::create(rewriter, gemm->getLoc(),
+                                      TypeRange{init.getType()}, inputs,
+                                      ValueRange{init}, attrs);
+    return linalg::BatchMatmulOp::create(rewriter, gemm->getLoc(),
+                                         TypeRange{init.getType()}, inputs,
                                          ValueRange{init}, attrs);
-    else
-      rebuilt = linalg::BatchMatmulOp::create(rewriter, gemm->getLoc(),
-                                              gemm->getResultTypes(), inputs,
-                                              ValueRange{init}, attrs);
-    rewriter.replaceOp(gemm, rebuilt->getResults());
   }
 
-private:
+  /// Whether every reader of `value` rounds it to the low type, directly or
+  /// after reshapes (the GEMM's [N, C] result expanded to [B, S, C]).
+  bool onlyRounded(Value value) const {
+    if (value.use_empty())
+      return false;
+    for (Operation *user : value.getUsers()) {
+      if (isTruncation(user))
+        continue;
+      if (!isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp>(user) ||
+          !onlyRounded(user->getResult(0)))
+        return false;
+    }
+    return true;
+  }
+
+  /// Makes the readers of `value` (onlyRounded) read `lowValue`, the same
+  /// values in the low type: roundings are replaced by it, reshapes
+  /// recreated on it.
+  void replaceRounded(Value value, Value lowValue) {
+    for (Operation *user : llvm::to_vector(value.getUsers())) {
+      if (isTruncation(user)) {
+        rewriter.replaceOp(user, lowValue);
+        continue;
+      }
+      rewriter.setInsertionPoint(user);
+      Operation *lowReshape = rewriter.clone(*user);
+      lowReshape->setOperand(0, lowValue);
+      Value reshaped = user->getResult(0);
+      lowReshape->getResult(0).setType(
+          cast<RankedTensorType>(reshaped.getType()).clone(low));
+      replaceRounded(reshaped, lowReshape->getResult(0));
+      rewriter.eraseOp(user);
+    }
+  }
+
+  /// Whether `op` is an elementwise generic that only rounds its one input
+  /// to the low type.
+  bool isTruncation(Operation *op) const {
+    auto generic = dyn_cast<linalg::GenericOp>(op);
+    if (!generic || generic.getNumDpsInputs() != 1 ||
+        generic.getNumDpsInits() != 1 || generic.getNumReductionLoops() != 0 ||
+        !llvm::all_of(generic.getIndexingMapsArray(),
+                      [](AffineMap m) { return m.isIdentity(); }))
+      return false;
+    auto type = dyn_cast<RankedTensorType>(generic.getResult(0).getType());
+    if (!type || type.getElementType() != low)
+      return false;
+    Block *body = generic.getBody();
+    if (body->getOperations().size() != 2)
+      return false;
+    auto trunc = dyn_cast<arith::TruncFOp>(body->front());
+    return trunc && trunc.getIn() == body->getArgument(0) &&
+           body->getTerminator()->getOperand(0) == trunc.getResult();
+  }
+
   IRRewriter rewriter;
   Type low;
   int64_t nextReadCopy = 0;
@@ -450,6 +536,13 @@ struct MixedPrecisionPass
       });
       for (Operation *op : fused)
         demoter.lowFusedKernel(op);
+      SmallVector<Operation *> roundedGemms;
+      func.walk([&](Operation *op) {
+        if (isGemm(op) && cast<linalg::LinalgOp>(op).hasPureTensorSemantics())
+          roundedGemms.push_back(op);
+      });
+      for (Operation *gemm : roundedGemms)
+        demoter.lowGemmResult(gemm);
     }
   }
 };

@@ -2,8 +2,9 @@
 // autopar.softmax_cross_entropy_grad reads the logits, the labels, the
 // forward's lse and the adjoint of nll, and gives the logits' adjoint, which
 // flows back through the GEMM to the weight. Then autopar-mixed-precision on
-// a GPU (bf16 GEMMs) runs both ops on bf16 logits and writes a bf16
-// gradient the GEMMs read as it is; lse, nll, the mean and the backward's
+// a GPU (bf16 GEMMs) runs both ops on bf16 logits, which the LM head's
+// GEMM writes itself (no f32 logits), and writes a bf16 gradient the GEMMs
+// read as it is; lse, nll, the mean and the backward's
 // d_nll (1 / count at each position) stay f32. On CPU (f32-gemms) and with
 // f16 (no f16 kernel) the ops read f32.
 // RUN: autopar-opt %s --pass-pipeline='builtin.module(autopar-add-cross-entropy-loss{output=logits fused=true}, autopar-differentiate)' | FileCheck %s
@@ -20,8 +21,8 @@
 // CHECK: linalg.matmul {{.*}} ins(%{{.*}}, %[[D]] :
 
 // BF16-LABEL: func.func @main
-// BF16: %[[LOGITS:.*]] = linalg.matmul {{.*}} -> tensor<3x5xf32>
-// BF16: %[[LOW:.*]] = linalg.generic {{.*}} ins(%[[LOGITS]] : tensor<3x5xf32>) outs(%{{.*}} : tensor<3x5xbf16>)
+// BF16: %[[LOW:.*]] = linalg.matmul ins(%{{.*}}, %{{.*}} : tensor<3x4xbf16>, tensor<4x5xbf16>) outs(%{{.*}} : tensor<3x5xbf16>) -> tensor<3x5xbf16>
+// BF16-NOT: tensor<3x5xf32>
 // BF16: autopar.softmax_cross_entropy ins(%[[LOW]], %{{.*}} : tensor<3x5xbf16>, tensor<3xi64>) outs(%{{.*}} : tensor<3xf32>, tensor<3xf32>)
 // BF16-NOT: tensor<3xbf16>
 // BF16-NOT: tensor<bf16>

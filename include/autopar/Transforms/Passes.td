@@ -107,7 +107,12 @@ def MixedPrecision : Pass<"autopar-mixed-precision", "mlir::func::FuncOp"> {
       type as their kernels do: `autopar.attention`'s query, key, value and
       out (and the gradient's), and `autopar.softmax_cross_entropy`'s logits
       and the gradient's d_logits; lse, nll and the masks stay f32. With
-      `f32-gemms` they read f32 copies.
+      `f32-gemms` they read f32 copies;
+    - without `f32-gemms`, a GEMM that starts from zero and whose f32 result
+      is only rounded to the low type (the LM head's logits in front of the
+      fused cross-entropy) writes the low type itself: the kernels round
+      their f32 accumulator once, as the rounding did, and neither the f32
+      result nor the pass that rounds it is left.
 
     Graph inputs and outputs keep the model's types.
 
