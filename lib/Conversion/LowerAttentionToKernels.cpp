@@ -47,14 +47,16 @@ bool unitInnerStride(Value v) {
 }
 
 /// `v` itself, or (an input with a strided innermost dim, for the CUDA
-/// kernels) a contiguous copy.
-Value contiguousInput(RewriterBase &rewriter, Location loc, Value v) {
+/// kernels) a contiguous copy, added to `copies`.
+Value contiguousInput(RewriterBase &rewriter, Location loc, Value v,
+                      SmallVectorImpl<Value> &copies) {
   if (unitInnerStride(v))
     return v;
   auto type = cast<MemRefType>(v.getType());
   Value copy = memref::AllocOp::create(
       rewriter, loc, MemRefType::get(type.getShape(), type.getElementType()));
   memref::CopyOp::create(rewriter, loc, v, copy);
+  copies.push_back(copy);
   return copy;
 }
 
@@ -73,6 +75,7 @@ LogicalResult lower(OpTy op, bool cuda, StringRef direction) {
   if (mask && !cast<MemRefType>(mask.getType()).getElementType().isF32())
     return op.emitOpError("the kernels take an f32 mask");
   SmallVector<Value> operands = {op.getQuery(), op.getKey(), op.getValue()};
+  SmallVector<Value> copies;
   Value lse = op.getSaved().empty() ? op.getOutputs()[1] : op.getSaved()[1];
   if (!mask) {
     // A stand-in the kernel does not read: lse as [B, H, S, 1].
@@ -99,7 +102,7 @@ LogicalResult lower(OpTy op, bool cuda, StringRef direction) {
                                 "contiguous, which the CUDA kernels need");
         continue;
       }
-      v = contiguousInput(rewriter, loc, v);
+      v = contiguousInput(rewriter, loc, v, copies);
     }
   }
   operands.push_back(arith::ConstantOp::create(
@@ -110,7 +113,13 @@ LogicalResult lower(OpTy op, bool cuda, StringRef direction) {
   std::string name = (Twine(cuda ? "autopar_cuda_" : "autopar_cpu_") +
                       "attention_" + direction + "_" + types)
                          .str();
+  Operation *next = op->getNextNode();
   replaceWithKernelCall(rewriter, op, name, operands);
+  // The contiguous copies die with the call: buffers got their frees before
+  // this pass, so nothing else would free them (a copy per step, kept).
+  rewriter.setInsertionPoint(next);
+  for (Value copy : copies)
+    memref::DeallocOp::create(rewriter, loc, copy);
   return success();
 }
 

@@ -39,7 +39,8 @@ func.func @grad_with_mask(%q: memref<1x2x4x8xf32>, %m: memref<1x1x1x4xf32>, %o: 
 // -----
 
 // bf16: a CUDA kernel; a key whose head dim is strided (a transposed view)
-// is copied to contiguous rows first. The CPU kernels are f32 only.
+// is copied to contiguous rows first, and the copy freed after the call. The
+// CPU kernels are f32 only.
 // CUDA-LABEL: func.func @bf16_strided_key
 // CUDA-SAME: (%[[Q:.*]]: memref<1x2x4x8xbf16>, %[[KT:.*]]: memref<1x2x8x4xbf16>
 // CUDA: %[[K:.*]] = memref.transpose %[[KT]]
@@ -47,6 +48,7 @@ func.func @grad_with_mask(%q: memref<1x2x4x8xf32>, %m: memref<1x1x1x4xf32>, %o: 
 // CUDA: memref.copy %[[K]], %[[COPY]]
 // CUDA: %[[CK:.*]] = memref.cast %[[COPY]]
 // CUDA: call @autopar_cuda_attention_fwd_bf16(%{{.*}}, %[[CK]],
+// CUDA-NEXT: memref.dealloc %[[COPY]]
 func.func @bf16_strided_key(%q: memref<1x2x4x8xbf16>, %kt: memref<1x2x8x4xbf16>, %o: memref<1x2x4x8xbf16>, %l: memref<1x2x4xf32>) {
   %k = memref.transpose %kt (d0, d1, d2, d3) -> (d0, d1, d3, d2) : memref<1x2x8x4xbf16> to memref<1x2x4x8xbf16, strided<[64, 32, 1, 4]>>
   // expected-error @below {{has no CPU kernel for element type 'bf16' (the kernels take f32)}}
