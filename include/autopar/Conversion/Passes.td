@@ -240,8 +240,11 @@ def GpuWarpReductions
     static size at least `min-reduction-size` in all, its body ends in
     `yield combine(out, v)` (or `combine(v, out)`) where `combine` is
     `arith.addf`, `mulf`, `maximumf`, `minimumf`, `maxnumf` or `minnumf` on
-    `f32` and `out` is used nowhere else, and every other op of the body is
-    free of memory effects. It becomes
+    `f32` and `out` is used nowhere else, every other op of the body is
+    free of memory effects, and its largest input's innermost dim is a
+    reduction loop (a column reduction, whose lanes would read elements a
+    row apart, keeps a thread per output: consecutive threads read
+    consecutive columns). It becomes
 
         scf.parallel (%row..., %lane) = (0, ...) to (R..., 32) {
           %p = scf.for %k = %lane to K step 32 iter_args(%a = identity) {
@@ -265,6 +268,54 @@ def GpuWarpReductions
   let dependentDialects = ["mlir::scf::SCFDialect", "mlir::gpu::GPUDialect",
                            "mlir::memref::MemRefDialect",
                            "mlir::affine::AffineDialect",
+                           "mlir::arith::ArithDialect"];
+}
+
+def SplitColumnReductions
+    : Pass<"autopar-split-column-reductions", "mlir::func::FuncOp"> {
+  let summary = "Reduce the rows of a tensor to a few columns in two stages, "
+                "each reading memory coalesced";
+  let description = [{
+    A training step's bias and LayerNorm parameter gradients sum a
+    [tokens, features] tensor over its tokens: few outputs (768 for GPT-2
+    small), each a long reduction over a strided column. A warp per output
+    reads 32 rows apart, and a thread per output has too few threads to hide
+    the memory's latency: on an H100 such sums were a quarter of GPT-2
+    small's step (bench/RESULTS.md). On tensors, this pass rewrites a
+    `linalg.generic` whose loops are parallel and reduction loops (static;
+    `min-reduced` reduced elements or more, `max-outputs` outputs or
+    fewer), whose output is indexed by the parallel loops, whose largest
+    input has a parallel loop as its innermost dim (a column reduction; a
+    row reduction reads contiguously already), and whose body ends in
+    `yield combine(out, v)` (as `autopar-split-full-reductions`'s), into
+
+        partial[o..., p] = combine over rest, other reductions of v
+                           (the largest reduction loop r = p * (R / P) + rest,
+                            P = `max-parts` or the largest power of two
+                            dividing R below it; inputs reading r expanded)
+        out[o...]        = combine over p of partial[o..., p]
+
+    The first stage has P times the outputs, a thread each, consecutive
+    threads reading consecutive columns; the second reduces P contiguous
+    partials per output (a warp each on a GPU). The order of the
+    combinations changes, as in any parallel reduction.
+
+    Not in the GPU pipeline yet: with it (and warp reductions restricted to
+    contiguous rows) GPT-2 small's step got slower on an H100, 58.0 to 65.1
+    ms of GPU time, the first stage still latency-bound (bench/RESULTS.md,
+    2026-11-27); kept as a tested starting point for block-level column
+    reductions.
+  }];
+  let options = [
+    Option<"maxOutputs", "max-outputs", "int64_t", "65536",
+           "Reductions with more outputs have threads enough">,
+    Option<"minReduced", "min-reduced", "int64_t", "1024",
+           "Shorter reductions are left whole">,
+    Option<"maxParts", "max-parts", "int64_t", "512",
+           "Partial results per output (at most)">,
+  ];
+  let dependentDialects = ["mlir::linalg::LinalgDialect",
+                           "mlir::tensor::TensorDialect",
                            "mlir::arith::ArithDialect"];
 }
 
