@@ -533,9 +533,7 @@ class Device:
                 torch.cuda.empty_cache()
             except Exception as e:  # noqa: BLE001 - keep autopar's figures
                 row["torch_error"] = f"{type(e).__name__}: {str(e)[:300]}"
-            self.log("cross-entropy " + ", ".join(
-                f"{key} {val:.4g}" if isinstance(val, float) else f"{key} {val}"
-                for key, val in row.items()))
+            self.log("cross-entropy " + format_fields(row))
         self.results["cross_entropy"] = xent_rows
         for row in rows:
             B, H, S, D = row["B"], row["H"], row["S"], row["D"]
@@ -564,9 +562,7 @@ class Device:
                 torch.cuda.empty_cache()
             except Exception as e:  # noqa: BLE001 - keep autopar's figures
                 row["torch_error"] = f"{type(e).__name__}: {str(e)[:300]}"
-            self.log("attention " + ", ".join(
-                f"{key} {val:.4g}" if isinstance(val, float) else f"{key} {val}"
-                for key, val in row.items()))
+            self.log("attention " + format_fields(row))
         self.results["attention"] = {"rc": rc, "seconds": secs, "torch": torch.__version__,
                                      "rows": rows}
         if rc != 0 or not rows:
@@ -911,6 +907,12 @@ def forward_flops(cfg):
     LM head 2 S H V."""
     S, H, V, L = cfg.seq, cfg.hidden, cfg.vocab, cfg.layers
     return L * 2 * S * (4 * H * H + 2 * H * cfg.ffn) + L * 4 * S * S * H + 2 * S * H * V
+
+
+def format_fields(row):
+    """`key value, ...` for a log line, floats to four digits."""
+    return ", ".join(f"{key} {val:.4g}" if isinstance(val, float) else f"{key} {val}"
+                     for key, val in row.items())
 
 
 def time_cuda(fn, steps, warmup=3):

@@ -12,6 +12,13 @@
 
 using namespace mlir;
 
+bool autopar::hasUnitInnerStride(MemRefType type) {
+  if (type.getRank() == 0 || type.getShape().back() == 1)
+    return true;
+  auto [strides, offset] = type.getStridesAndOffset();
+  return strides.back() == 1;
+}
+
 void autopar::replaceWithKernelCall(RewriterBase &rewriter, Operation *op,
                                     StringRef name, ValueRange operands) {
   auto module = op->getParentOfType<ModuleOp>();

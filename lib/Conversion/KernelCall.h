@@ -19,6 +19,10 @@ namespace autopar {
 void replaceWithKernelCall(mlir::RewriterBase &rewriter, mlir::Operation *op,
                            llvm::StringRef name, mlir::ValueRange operands);
 
+/// Whether the innermost dim of `type` is contiguous (unit stride, or a
+/// single element), as the fused kernels read their rows.
+bool hasUnitInnerStride(mlir::MemRefType type);
+
 } // namespace autopar
 
 #endif // AUTOPAR_LIB_CONVERSION_KERNELCALL_H

@@ -37,20 +37,11 @@ std::string typeSuffix(Type element, bool cuda) {
   return "";
 }
 
-/// Whether the innermost dim of `v` (a memref) is contiguous.
-bool unitInnerStride(Value v) {
-  auto type = cast<MemRefType>(v.getType());
-  if (type.getRank() == 0 || type.getShape().back() == 1)
-    return true;
-  auto [strides, offset] = type.getStridesAndOffset();
-  return strides.back() == 1;
-}
-
 /// `v` itself, or (an input with a strided innermost dim, for the CUDA
 /// kernels) a contiguous copy, added to `copies`.
 Value contiguousInput(RewriterBase &rewriter, Location loc, Value v,
                       SmallVectorImpl<Value> &copies) {
-  if (unitInnerStride(v))
+  if (autopar::hasUnitInnerStride(cast<MemRefType>(v.getType())))
     return v;
   auto type = cast<MemRefType>(v.getType());
   Value copy = memref::AllocOp::create(
@@ -97,7 +88,7 @@ LogicalResult lower(OpTy op, bool cuda, StringRef direction) {
       if (v == mask)
         continue;
       if (llvm::is_contained(op.getOutputs(), v)) {
-        if (!unitInnerStride(v))
+        if (!autopar::hasUnitInnerStride(cast<MemRefType>(v.getType())))
           return op.emitOpError("writes an output whose innermost dim is not "
                                 "contiguous, which the CUDA kernels need");
         continue;

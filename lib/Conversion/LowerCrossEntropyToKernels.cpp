@@ -38,14 +38,6 @@ SmallVector<ReassociationIndices> leadingDims(int64_t rank, bool keepLast) {
   return groups;
 }
 
-/// Whether the innermost dim of `type` is contiguous.
-bool unitInnerStride(MemRefType type) {
-  if (type.getRank() == 0 || type.getShape().back() == 1)
-    return true;
-  auto [strides, offset] = type.getStridesAndOffset();
-  return strides.back() == 1;
-}
-
 /// `v` viewed as [N, C] (`keepLast`) or [N] with unit innermost stride:
 /// itself, or collapsed, after a dense copy where its layout allows neither
 /// (only for inputs: for an `output` that is an error, returned as null).
@@ -58,7 +50,7 @@ Value collapsed(RewriterBase &rewriter, Operation *op, Value v, bool keepLast,
       rank == (keepLast ? 2 : 1) ||
       memref::CollapseShapeOp::isGuaranteedCollapsible(type, groups);
   Location loc = op->getLoc();
-  if (!collapses || !unitInnerStride(type)) {
+  if (!collapses || !autopar::hasUnitInnerStride(type)) {
     if (output) {
       op->emitOpError() << "writes an output of layout " << type.getLayout()
                         << " that is not [N, C] or [N] with unit innermost "

@@ -80,6 +80,20 @@ template <typename T> T *elements(const MemRefDescriptor<char, 1> *desc) {
   return reinterpret_cast<T *>(desc->aligned) + desc->offset;
 }
 
+/// The parameters both kernels read: the logits, the labels, the sizes.
+xent::Params rowParams(size_t elementSize, const Desc2 *logits,
+                       const Desc1 *labels, int64_t ignoreIndex) {
+  xent::Params p{};
+  p.logits = logits->aligned + logits->offset * elementSize;
+  p.logitsRowStride = logits->strides[0];
+  p.labels = elements<int64_t>(labels);
+  p.labelsStride = labels->strides[0];
+  p.rows = logits->sizes[0];
+  p.classes = logits->sizes[1];
+  p.ignoreIndex = ignoreIndex;
+  return p;
+}
+
 void launch(const char *entry, const char *kernel, xent::Params &p) {
   CudaDevice &device = deviceFor(entry);
   CUmodule module =
@@ -100,18 +114,11 @@ void forwardEntry(const char *entry, const char *kernel, size_t elementSize,
                   int64_t ignoreIndex) {
   try {
     checkOperands(logits, labels, {{"nll", nll}, {"lse", lse}}, nullptr);
-    xent::Params p{};
-    p.logits = logits->aligned + logits->offset * elementSize;
-    p.logitsRowStride = logits->strides[0];
-    p.labels = elements<int64_t>(labels);
-    p.labelsStride = labels->strides[0];
+    xent::Params p = rowParams(elementSize, logits, labels, ignoreIndex);
     p.nll = elements<float>(nll);
     p.nllStride = nll->strides[0];
     p.lse = elements<float>(lse);
     p.lseStride = lse->strides[0];
-    p.rows = logits->sizes[0];
-    p.classes = logits->sizes[1];
-    p.ignoreIndex = ignoreIndex;
     launch(entry, kernel, p);
   } catch (const std::exception &error) {
     entryFatal(entry, error.what());
@@ -123,20 +130,13 @@ void backwardEntry(const char *entry, const char *kernel, size_t elementSize,
                    Desc2 *dLogits, int64_t ignoreIndex) {
   try {
     checkOperands(logits, labels, {{"lse", lse}, {"d_nll", dNll}}, dLogits);
-    xent::Params p{};
-    p.logits = logits->aligned + logits->offset * elementSize;
-    p.logitsRowStride = logits->strides[0];
-    p.labels = elements<int64_t>(labels);
-    p.labelsStride = labels->strides[0];
+    xent::Params p = rowParams(elementSize, logits, labels, ignoreIndex);
     p.lse = elements<float>(lse);
     p.lseStride = lse->strides[0];
     p.dNll = elements<float>(dNll);
     p.dNllStride = dNll->strides[0];
     p.dLogits = dLogits->aligned + dLogits->offset * elementSize;
     p.dLogitsRowStride = dLogits->strides[0];
-    p.rows = logits->sizes[0];
-    p.classes = logits->sizes[1];
-    p.ignoreIndex = ignoreIndex;
     launch(entry, kernel, p);
   } catch (const std::exception &error) {
     entryFatal(entry, error.what());
