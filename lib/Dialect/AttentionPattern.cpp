@@ -19,6 +19,8 @@
 
 #include "autopar/Dialect/AttentionPattern.h"
 
+#include "LinalgMatchers.h"
+
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/LinalgInterfaces.h"
 #include "mlir/Dialect/Math/IR/Math.h"
@@ -29,107 +31,9 @@
 
 using namespace mlir;
 using namespace autopar;
+using namespace autopar::detail;
 
 namespace {
-
-/// The ops of a generic's body before its yield, but constants.
-SmallVector<Operation *> bodyOps(linalg::GenericOp op) {
-  SmallVector<Operation *> ops;
-  for (Operation &inner : op.getBody()->without_terminator())
-    if (!isa<arith::ConstantOp>(inner))
-      ops.push_back(&inner);
-  return ops;
-}
-
-bool allParallel(linalg::LinalgOp op) {
-  return op.getNumLoops() == op.getNumParallelLoops();
-}
-
-/// A float scalar known at compile time: a constant, or a splat or 0-d
-/// tensor constant.
-std::optional<double> scalarConstant(Value v) {
-  Attribute attr;
-  if (!matchPattern(v, m_Constant(&attr)))
-    return std::nullopt;
-  if (auto f = dyn_cast<FloatAttr>(attr))
-    return f.getValueAsDouble();
-  if (auto dense = dyn_cast<DenseFPElementsAttr>(attr))
-    if (dense.isSplat())
-      return dense.getSplatValue<APFloat>().convertToDouble();
-  return std::nullopt;
-}
-
-/// Whether `init` is a linalg.fill of `value` (or, with `atMost`, of a
-/// value at most `value`).
-bool isFilledWith(Value init, double value, bool atMost = false) {
-  auto fill = init.getDefiningOp<linalg::FillOp>();
-  if (!fill)
-    return false;
-  std::optional<double> c = scalarConstant(fill.getInputs()[0]);
-  return c && (atMost ? *c <= value : *c == value);
-}
-
-/// The identity map over `n` dims minus its last result.
-bool isDropLast(AffineMap map, unsigned n) {
-  if (map.getNumDims() != n || map.getNumResults() != n - 1)
-    return false;
-  for (unsigned i = 0; i + 1 < n; ++i)
-    if (map.getResult(i) != getAffineDimExpr(i, map.getContext()))
-      return false;
-  return true;
-}
-
-/// The single body op of an elementwise generic with identity output that
-/// yields that op's result, or null.
-Operation *elementwiseOp(linalg::GenericOp g) {
-  if (!g || g.getNumDpsInits() != 1 || !allParallel(g) ||
-      !g.getIndexingMapsArray().back().isIdentity())
-    return nullptr;
-  SmallVector<Operation *> ops = bodyOps(g);
-  if (ops.size() != 1 || ops[0]->getNumResults() != 1)
-    return nullptr;
-  auto yield = cast<linalg::YieldOp>(g.getBody()->getTerminator());
-  if (yield.getOperand(0) != ops[0]->getResult(0))
-    return nullptr;
-  return ops[0];
-}
-
-/// The row reduction of `input` over its last dim giving `result`: a
-/// `linalg.reduce` or the generic it is written as once
-/// autopar-sink-merging-reshapes has moved a reshape across it, whose body
-/// is a single `OpTy` of the element and the accumulator.
-template <typename... OpTys>
-linalg::LinalgOp matchRowReduce(Value result, Value input) {
-  auto op = result.getDefiningOp<linalg::LinalgOp>();
-  if (!op || op.getNumDpsInputs() != 1 || op.getNumDpsInits() != 1 ||
-      op.getDpsInputs()[0] != input || op->getNumResults() != 1)
-    return {};
-  auto inputType = cast<RankedTensorType>(input.getType());
-  unsigned rank = inputType.getRank();
-  if (auto reduce = dyn_cast<linalg::ReduceOp>(op.getOperation())) {
-    if (reduce.getDimensions() != ArrayRef<int64_t>{rank - 1})
-      return {};
-  } else if (isa<linalg::GenericOp>(op.getOperation())) {
-    SmallVector<AffineMap> maps = op.getIndexingMapsArray();
-    if (op.getNumLoops() != rank || op.getNumReductionLoops() != 1 ||
-        op.getIteratorTypesArray().back() != utils::IteratorType::reduction ||
-        !maps[0].isIdentity() || !isDropLast(maps[1], rank))
-      return {};
-  } else {
-    return {};
-  }
-  Block *body = op.getBlock();
-  if (body->getOperations().size() != 2 || !isa<OpTys...>(body->front()))
-    return {};
-  Operation &combine = body->front();
-  Value a = body->getArgument(0), b = body->getArgument(1);
-  if (combine.getNumOperands() != 2 ||
-      !((combine.getOperand(0) == a && combine.getOperand(1) == b) ||
-        (combine.getOperand(0) == b && combine.getOperand(1) == a)) ||
-      body->getTerminator()->getOperand(0) != combine.getResult(0))
-    return {};
-  return op;
-}
 
 /// A contraction whose init is zeros: (batch..., m, n) += lhs * rhs, with
 /// one m, n and k dim and the output's dims in that order.

@@ -745,9 +745,11 @@ llvm::Error checkTiedLayouts(TiedParameter &t,
 /// Attention fused as the planner prices it (autopar.attention keeps no
 /// scores for the backward), as the one-program step fuses it; not within
 /// tp groups, as there (the fused op has no partitioning rule yet). The
-/// fused op goes with its operands' stage. Then the cross-entropy loss
-/// `--loss` asks for, if any. Returns what failed ("fusing the attention",
-/// "adding the loss"; the diagnostics are reported), or "".
+/// fused op goes with its operands' stage. The model's own cross-entropy
+/// (an imported SoftmaxCrossEntropyLoss) is fused likewise, then the
+/// cross-entropy loss `--loss` asks for added, if any. Returns what failed
+/// ("fusing the attention", "fusing the cross-entropy", "adding the loss";
+/// the diagnostics are reported), or "".
 std::string fuseAttentionAndAddLoss(ModuleOp module, const PlanCandidate &plan,
                                     const TrainingStepOptions &step) {
   MLIRContext *context = module.getContext();
@@ -760,6 +762,13 @@ std::string fuseAttentionAndAddLoss(ModuleOp module, const PlanCandidate &plan,
     pm.addNestedPass<func::FuncOp>(createFuseAttention(fuse));
     if (failed(pm.run(module)))
       return "fusing the attention";
+  }
+  if (step.fuseCrossEntropy && plan.tp == 1) {
+    auto pm = PassManager::on<ModuleOp>(context);
+    applyPassManagerCLOptionsIfAny(pm);
+    pm.addNestedPass<func::FuncOp>(createFuseCrossEntropy());
+    if (failed(pm.run(module)))
+      return "fusing the cross-entropy";
   }
   if (std::string output = crossEntropyOutput(step.loss); !output.empty()) {
     auto pm = PassManager::on<ModuleOp>(context);

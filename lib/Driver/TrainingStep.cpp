@@ -179,6 +179,10 @@ void buildGradientPipeline(OpPassManager &pm,
     fuse.headDimMultiple = options.attentionHeadDimMultiple;
     pm.addNestedPass<func::FuncOp>(createFuseAttention(fuse));
   }
+  // The model's own cross-entropy (an imported SoftmaxCrossEntropyLoss),
+  // fused as the loss --loss cross-entropy:OUTPUT adds is below.
+  if (options.fuseCrossEntropy && !tensorParallel)
+    pm.addNestedPass<func::FuncOp>(createFuseCrossEntropy());
   DifferentiateOptions differentiate;
   differentiate.loss = options.loss;
   differentiate.freeze.assign(options.freeze.begin(), options.freeze.end());

@@ -76,9 +76,10 @@ static cl::opt<bool, true> fuseAttention(
     cl::location(options.fuseAttention), cl::cat(category));
 static cl::opt<bool, true> fuseCrossEntropy(
     "fuse-cross-entropy",
-    cl::desc("--loss cross-entropy:OUTPUT: compute the loss with the fused "
-             "softmax cross-entropy kernels, forward and backward (default "
-             "true; =false keeps the unfused loss, for comparison)"),
+    cl::desc("--mode train: compute a softmax cross-entropy (the model's "
+             "SoftmaxCrossEntropyLoss, or --loss cross-entropy:OUTPUT) with "
+             "the fused kernels, forward and backward (default true; =false "
+             "keeps the unfused loss, for comparison)"),
     cl::location(options.fuseCrossEntropy), cl::cat(category));
 static cl::opt<PlanPrecisionOption, true>
     precision("precision",

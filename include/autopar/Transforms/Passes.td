@@ -488,6 +488,42 @@ def AddCrossEntropyLoss
                            "mlir::tensor::TensorDialect"];
 }
 
+def FuseCrossEntropy
+    : Pass<"autopar-fuse-cross-entropy", "mlir::func::FuncOp"> {
+  let summary = "Compute an imported softmax cross-entropy with "
+                "autopar.softmax_cross_entropy";
+  let description = [{
+    Finds the loss that ONNX `SoftmaxCrossEntropyLoss` (what `F.cross_entropy`
+    exports to) and `LogSoftmax` + `NegativeLogLikelihoodLoss` import as: the
+    log-softmax of the logits over their last dim (a max, the exponentials,
+    their sum, the log-probabilities) and a one-hot pick of each position's
+    label. The pick becomes one `autopar.softmax_cross_entropy` (one pass
+    over each row, and a one-pass gradient that keeps no probabilities:
+    docs/design/cross-entropy.md) and a small elementwise op on its `nll`:
+
+    ```mlir
+    // picked[p] = sum_c (c == labels[p]) ? log_softmax(x)[p, c] : 0 becomes
+    %nll, %lse = autopar.softmax_cross_entropy ins(%x, %labels64 ...) ...
+    %picked = linalg.generic ... // 0 <= labels[p] < C ? -nll[p] : 0
+    ```
+
+    The class weights, the ignored labels and the reduction stay as the
+    importer wrote them, so the loss and its gradient are the unfused ones'
+    (a label out of range picks nothing in both). Integer labels other than
+    i64 are sign-extended first.
+
+    Fused only where the classes are the last dim (rank-2 scores, as GPT
+    exports write `logits.view(-1, V)`), the logits are f32 (mixed
+    precision lowers the op later) and the log-probabilities have no other
+    user; other losses stay as they are, correct and unfused. A training step
+    is fused before it is differentiated.
+  }];
+  let dependentDialects = ["autopar::AutoparDialect",
+                           "mlir::linalg::LinalgDialect",
+                           "mlir::arith::ArithDialect",
+                           "mlir::tensor::TensorDialect"];
+}
+
 def Differentiate : Pass<"autopar-differentiate", "mlir::ModuleOp"> {
   let summary = "Reverse-mode differentiation of @main's loss with respect "
                 "to its trainable parameters";
