@@ -125,12 +125,16 @@ LogicalResult checkOp(Operation *op) {
              << nodeSuffix(op) << ": it has no sharding rule, and operand "
              << operand.getOperandNumber() << " is split";
   }
-  // An unused result of attention (the log-sum-exp of inference) takes its
-  // destination's block (AttentionShardingModels.cpp).
-  bool attention = isa<autopar::AttentionOp, autopar::AttentionGradOp>(op);
+  // An unused result of a fused op (attention's log-sum-exp in inference,
+  // a cross-entropy's) takes its destination's block
+  // (AttentionShardingModels.cpp, CrossEntropyShardingModels.cpp).
+  bool fused =
+      isa<autopar::AttentionOp, autopar::AttentionGradOp,
+          autopar::SoftmaxCrossEntropyOp, autopar::SoftmaxCrossEntropyGradOp>(
+          op);
   for (OpResult result : op->getResults()) {
     if (!isa<RankedTensorType>(result.getType()) ||
-        (attention && result.use_empty()))
+        (fused && result.use_empty()))
       continue;
     auto shard = result.hasOneUse()
                      ? dyn_cast<shard::ShardOp>(*result.user_begin())
@@ -147,7 +151,7 @@ LogicalResult checkOp(Operation *op) {
   }
   // Attention splits only its batch and heads, evenly
   // (AttentionShardingModels.cpp).
-  if (attention) {
+  if (isa<autopar::AttentionOp, autopar::AttentionGradOp>(op)) {
     std::vector<shard::Sharding> operands, results;
     for (Value operand : op->getOperands())
       operands.push_back(

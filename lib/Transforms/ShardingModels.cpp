@@ -163,6 +163,7 @@ void autopar::registerShardingModels(DialectRegistry &registry) {
       });
   registry.addExtension(+[](MLIRContext *ctx, autopar::AutoparDialect *) {
     autopar::detail::attachAttentionShardingModels(ctx);
+    autopar::detail::attachCrossEntropyShardingModels(ctx);
   });
   // The runtime's phase marks in a training step (llvm.call of
   // autopar_rt_step_phase, autopar-differentiate{phase-marks}) are cloned.

@@ -71,6 +71,11 @@ void attachLinalgShardingModels(mlir::MLIRContext *ctx);
 /// split, the rest whole (AttentionShardingModels.cpp).
 void attachAttentionShardingModels(mlir::MLIRContext *ctx);
 
+/// autopar.softmax_cross_entropy and its gradient: the positions and the
+/// classes split (the classes as Megatron's vocabulary-parallel
+/// cross-entropy: CrossEntropyShardingModels.cpp).
+void attachCrossEntropyShardingModels(mlir::MLIRContext *ctx);
+
 /// Reports through `error` (a diagnostic to complete with the reason) and
 /// fails unless the shardings of attention op `op`'s operands and results
 /// split only its batch and heads, every tensor alike and evenly (a

@@ -11,7 +11,9 @@
 // splits a dim the op keeps whole, and through a convolution or pool when it
 // splits a loop outside the window (channels). autopar.embedding comes with
 // its own; the fused attention ops get theirs here (the batch and the heads
-// split, so attention fused before partitioning partitions by heads).
+// split, so attention fused before partitioning partitions by heads), and so
+// do the fused cross-entropy ops (the positions, or the classes as a
+// vocabulary-parallel loss).
 //
 //===----------------------------------------------------------------------===//
 
@@ -26,7 +28,8 @@ namespace autopar {
 
 /// Attaches autopar's ShardingInterface models (expand_shape, collapse_shape,
 /// extract_slice, pad, concat; linalg ops whose maps have windows:
-/// convolutions and pools; autopar.attention and autopar.attention_grad) and
+/// convolutions and pools; autopar.attention, autopar.attention_grad,
+/// autopar.softmax_cross_entropy and its gradient) and
 /// registers the autopar dialect. Call it before
 /// upstream's `registerAllDialects`: the first model attached to an op
 /// wins, and autopar's linalg model replaces upstream's (it is upstream's,
