@@ -67,9 +67,11 @@ struct FoldInitCollective : OpRewritePattern<CollectiveOp> {
     Value input = op.getInput();
     Location loc = op.getLoc();
     if (input.template getDefiningOp<tensor::EmptyOp>()) {
+      // Read before the replacement erases `op`.
+      DictionaryAttr attrs = op->getDiscardableAttrDictionary();
       auto empty = rewriter.replaceOpWithNewOp<tensor::EmptyOp>(
           op, type.getShape(), type.getElementType());
-      empty->setDiscardableAttrs(op->getDiscardableAttrDictionary());
+      empty->setDiscardableAttrs(attrs);
       return success();
     }
     auto value =
