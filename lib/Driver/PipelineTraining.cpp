@@ -774,6 +774,8 @@ std::string fuseAttentionAndAddLoss(ModuleOp module, const PlanCandidate &plan,
     auto pm = PassManager::on<ModuleOp>(context);
     AddCrossEntropyLossOptions addLoss;
     addLoss.output = output;
+    // Not in a tp x pp stage yet: fused there, the stage's programs do not
+    // hold the labels alike (autopar-run refuses the artifact).
     addLoss.fused = step.fuseCrossEntropy && plan.tp == 1;
     pm.addPass(createAddCrossEntropyLoss(addLoss));
     if (failed(pm.run(module)))

@@ -180,7 +180,9 @@ void buildGradientPipeline(OpPassManager &pm,
     pm.addNestedPass<func::FuncOp>(createFuseAttention(fuse));
   }
   // The model's own cross-entropy (an imported SoftmaxCrossEntropyLoss),
-  // fused as the loss --loss cross-entropy:OUTPUT adds is below.
+  // fused as the loss --loss cross-entropy:OUTPUT adds is below; not under
+  // tp, whose annotations between the pieces hide the pattern (the planner
+  // would have to place the fused op).
   if (options.fuseCrossEntropy && !tensorParallel)
     pm.addNestedPass<func::FuncOp>(createFuseCrossEntropy());
   DifferentiateOptions differentiate;
@@ -189,9 +191,10 @@ void buildGradientPipeline(OpPassManager &pm,
   if (std::string output = crossEntropyOutput(options.loss); !output.empty()) {
     AddCrossEntropyLossOptions addLoss;
     addLoss.output = output;
-    // As attention: the fused op has no partitioning rule yet (its
-    // vocabulary-parallel form is docs/design/cross-entropy.md's next step).
-    addLoss.fused = options.fuseCrossEntropy && !tensorParallel;
+    // Under tp too: the loss reads the logits as the planner left them (a
+    // column-parallel head's blocks of classes), and the fused op's sharding
+    // model partitions it as the vocabulary-parallel loss.
+    addLoss.fused = options.fuseCrossEntropy;
     pm.addPass(createAddCrossEntropyLoss(addLoss));
     differentiate.loss = "loss";
   }

@@ -21,6 +21,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 
 #include <limits>
@@ -162,6 +163,17 @@ struct AddCrossEntropyLossPass
                                 main.getLoc());
     LossBuilder l{b, loc, rank, floatType};
     Value logits = ret.getOperand(*index);
+    // A tensor-parallel step's forward is annotated already, its outputs
+    // gathered whole for the return (autopar-replicate-graph-io). The fused
+    // loss reads the logits as their producer left them (a column-parallel
+    // LM head's: split by classes), which its sharding model computes
+    // without gathering them.
+    if (fused)
+      while (auto annotation = logits.getDefiningOp<shard::ShardOp>()) {
+        if (!annotation.getSrc().getDefiningOp<shard::ShardOp>())
+          break;
+        logits = annotation.getSrc();
+      }
     AffineMap all = l.identity(), perPosition = l.positions();
     SmallVector<int64_t> classDim{rank - 1};
 

@@ -160,23 +160,29 @@ class Case:
     # check_activations.
     activations = []
 
-    def __init__(self, build, work, name, model, data, batch, config):
+    def __init__(self, build, work, name, model, data, batch, config,
+                 output="loss", exported=None):
+        """`model` takes the entries of `data` that `exported` names (all
+        by default) and returns `output`: the loss, or logits that
+        --loss cross-entropy:OUTPUT adds a loss to (the labels then only
+        data)."""
         self.build, self.work, self.name = build, work, name
         self.dir = os.path.join(work, name)
         os.makedirs(self.dir, exist_ok=True)
         self.onnx = os.path.join(self.dir, "model.onnx")
-        names = list(data)
-        torch.onnx.export(model, tuple(v[:batch] for v in data.values()),
+        names = list(data) if exported is None else list(exported)
+        torch.onnx.export(model, tuple(data[n][:batch] for n in names),
                           self.onnx, training=torch.onnx.TrainingMode.TRAINING,
                           do_constant_folding=False, input_names=names,
-                          output_names=["loss"])
+                          output_names=[output])
         self.data = os.path.join(self.dir, "data")
         os.makedirs(self.data, exist_ok=True)
         self.shapes = []
         for key, value in data.items():
             np.save(os.path.join(self.data, key + ".npy"), value.numpy())
-            self.shapes += ["--input-shape", key + "=" + "x".join(
-                map(str, (batch,) + tuple(value.shape[1:])))]
+            if key in names:
+                self.shapes += ["--input-shape", key + "=" + "x".join(
+                    map(str, (batch,) + tuple(value.shape[1:])))]
         self.config = os.path.join(self.dir, "config.json")
         with open(self.config, "w") as f:
             json.dump({**config, "train_batch_size": batch}, f)

@@ -79,6 +79,22 @@ class WideGpt(Gpt):
     vocab, width, heads, seq = 64, 32, 4, 8
 
 
+class VocabHead(nn.Module):
+    """Embedding, a tanh layer and an LM head of 64 classes returning logits:
+    --loss cross-entropy:logits adds the fused loss, and a column-parallel
+    head leaves its logits split by classes (the vocabulary-parallel
+    loss)."""
+
+    def __init__(self, vocab=64, width=32):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, width)
+        self.hidden = nn.Linear(width, width)
+        self.proj = nn.Linear(width, vocab)
+
+    def forward(self, idx):
+        return self.proj(torch.tanh(self.hidden(self.embed(idx))))
+
+
 class WideCnn(nn.Module):
     """Convolutions with BatchNorm and max pooling, wide enough to split."""
 
@@ -272,6 +288,40 @@ def main():
         (("tp2", 2, ("--tp", "2")), ("dp2xtp2", 4, ("--tp", "2"))),
         key_bias, errors,
         lambda case, tag, ranks, *flags: case.compile(tag, ranks, *flags)[0])
+
+    # The fused cross-entropy under tp: an LM head split by classes gives the
+    # fused loss its block of every row (Megatron's vocabulary-parallel
+    # cross-entropy), so the logits reach the loss without an all-gather;
+    # the blocks' log-sum-exps merge in an all-reduce max and sums.
+    vocab_data = {"idx": torch.randint(0, 64, (12, 8)),
+                  "labels": torch.randint(0, 64, (12, 8))}
+    vocab_data["labels"][::3, 5] = -100
+    vocab = Case(build, work, "vocab-parallel-loss", VocabHead(), vocab_data,
+                 4, SGD, output="logits", exported=["idx"])
+    loss_flags = ("--loss", "cross-entropy:logits")
+    one = vocab.train("local1", vocab.compile("local1", 1, *loss_flags)[0], 1,
+                      launcher)
+    # (dp2 x tp2 is left out: its compile hangs, fused or not, in a memory
+    # error after partitioning that valgrind shows; see the issue notes.)
+    for ranks in (2,):
+        tag = "tp2"
+        art, _ = vocab.compile(tag, ranks, "--tp", "2", *loss_flags,
+                               "--dump-ir", os.path.join(vocab.dir, tag + "-ir"))
+        with open(os.path.join(vocab.dir, tag + "-ir", "train-step.mlir")) as f:
+            step = f.read()
+        local = re.search(r"autopar\.softmax_cross_entropy ins\([^)]*: "
+                          r"tensor<([0-9x]+)xf32>", step)
+        if not local or not local.group(1).endswith("x32") or \
+                "autopar_rt_all_reduce_max_f32" not in step:
+            errors.append(f"vocab-parallel loss {tag}: the fused loss does "
+                          f"not read a block of the 64 classes with an "
+                          f"all-reduce max of the blocks' log-sum-exps "
+                          f"({local.group(0) if local else 'no fused loss'})")
+        else:
+            print(f"     vocab-parallel loss {tag}: the fused loss reads "
+                  f"logits {local.group(1)} (64 classes in 2 blocks)")
+        errors += compare(f"vocab-parallel loss {tag}", one[:2],
+                          vocab.train(tag, art, ranks, launcher))
 
     # GPT with Dropout: the masks hash global element indices, so the loops
     # that read them stay whole and the ranks draw one rank's masks.
