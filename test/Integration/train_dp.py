@@ -159,6 +159,10 @@ class Case:
     # (case, tag, recompute, measured, predicted) for every run:
     # check_activations.
     activations = []
+    # Cases whose activations the plan cannot predict yet, printed but not
+    # checked: a loss --loss cross-entropy:OUTPUT adds is not in the
+    # planner's graph (docs/cost-model.md, "Not modelled").
+    unpriced = set()
 
     def __init__(self, build, work, name, model, data, batch, config,
                  output="loss", exported=None):
@@ -255,7 +259,8 @@ def check_activations(not_held=lambda recompute: False):
           "predicted:")
     for (name, tag, recompute, precision, got, buffers,
          predicted) in Case.activations:
-        held = not not_held(recompute) and precision not in ("bf16", "fp16")
+        held = not not_held(recompute) and \
+            precision not in ("bf16", "fp16") and name not in Case.unpriced
         print(f"  {name} {tag} (recompute {recompute}): {got} B in "
               f"{buffers} buffers vs {predicted:.0f} B"
               + (f" ({got / predicted:.3f})" if got and predicted else "")

@@ -299,6 +299,7 @@ def main():
     vocab = Case(build, work, "vocab-parallel-loss", VocabHead(), vocab_data,
                  4, SGD, output="logits", exported=["idx"])
     loss_flags = ("--loss", "cross-entropy:logits")
+    Case.unpriced.add(vocab.name)
     one = vocab.train("local1", vocab.compile("local1", 1, *loss_flags)[0], 1,
                       launcher)
     # (dp2 x tp2 is left out: its compile hangs, fused or not, in a memory
