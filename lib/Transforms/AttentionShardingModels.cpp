@@ -30,6 +30,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "LoopShardings.h"
 #include "ShardingModelsImpl.h"
 
 #include "autopar/Dialect/AutoparOps.h"
@@ -137,34 +138,6 @@ std::vector<Sharding> concatShardings(ArrayRef<Sharding> operandShardings,
   return shardings;
 }
 
-/// The number of blocks `axes` of `grid` split a dim into (kDynamic for a
-/// dynamic grid axis).
-int64_t blocks(GridOp grid, ArrayRef<GridAxis> axes) {
-  return collectiveProcessGroupSize(axes, grid);
-}
-
-/// Whether every static tensor dim of `op` that loop `loop` indexes divides
-/// into `parts` blocks (false for a dynamic dim or count).
-bool dividesEvenly(Operation *op, ArrayRef<AffineMap> maps, unsigned loop,
-                   int64_t parts) {
-  if (ShapedType::isDynamic(parts))
-    return false;
-  SmallVector<Type> types(op->getOperandTypes());
-  llvm::append_range(types, op->getResultTypes());
-  for (auto [type, map] : llvm::zip_equal(types, maps)) {
-    auto shaped = dyn_cast<ShapedType>(type);
-    if (!shaped || !shaped.hasRank())
-      continue;
-    for (auto [dim, expr] : llvm::enumerate(map.getResults())) {
-      if (loopOf(expr) != loop)
-        continue;
-      if (shaped.isDynamicDim(dim) || shaped.getDimSize(dim) % parts != 0)
-        return false;
-    }
-  }
-  return true;
-}
-
 template <typename OpTy>
 struct AttentionShardingModel
     : public ShardingInterface::ExternalModel<AttentionShardingModel<OpTy>,
@@ -205,74 +178,18 @@ struct AttentionShardingModel
   FailureOr<ShardingOption>
   getShardingOption(Operation *op, ArrayRef<Sharding> operandShardings,
                     ArrayRef<Sharding> resultShardings) const {
-    SmallVector<AffineMap> maps = attentionMaps(op);
-    std::vector<Sharding> shardings =
-        concatShardings(operandShardings, resultShardings);
-    ShardingOption option;
-    option.shardingArray.resize(kNumLoops);
-    bool any = false;
-    for (auto [sharding, map] : llvm::zip_equal(shardings, maps)) {
-      if (!sharding)
-        continue;
-      if (option.grid && option.grid != sharding.getGridAttr())
-        return failure();
-      option.grid = sharding.getGridAttr();
-      any = true;
-      for (auto [dim, axes] : llvm::enumerate(sharding.getSplitAxes())) {
-        if (axes.empty() || dim >= map.getNumResults())
-          continue;
-        std::optional<unsigned> loop = loopOf(map.getResult(dim));
-        if (!loop || !isSplittable(*loop))
-          continue;
-        SmallVector<GridAxis> &chosen = option.shardingArray[*loop];
-        if (!chosen.empty() && ArrayRef<GridAxis>(chosen) != axes.asArrayRef())
-          return failure();
-        for (auto [other, otherAxes] : llvm::enumerate(option.shardingArray))
-          if (other != *loop &&
-              llvm::any_of(axes.asArrayRef(), [&](GridAxis a) {
-                return llvm::is_contained(otherAxes, a);
-              }))
-            return failure();
-        chosen.assign(axes.asArrayRef().begin(), axes.asArrayRef().end());
-      }
-    }
-    if (!any)
-      return ShardingOption::makeEmpty();
-    SymbolTableCollection symbols;
-    GridOp grid = getGridOrNull(op, option.grid, symbols);
-    for (auto [loop, axes] : llvm::enumerate(option.shardingArray))
-      if (!axes.empty() &&
-          (!grid || !dividesEvenly(op, maps, loop, blocks(grid, axes))))
-        axes.clear();
-    removeTrailingEmptySubArray(option.shardingArray);
-    return option;
+    return autopar::detail::shardingOptionOverLoops(
+        op, attentionMaps(op),
+        concatShardings(operandShardings, resultShardings), kNumLoops, loopOf,
+        isSplittable);
   }
 
   /// Each tensor dim is split like the loop it indexes; broadcast dims of
   /// the mask are not split.
   FailureOr<std::vector<Sharding>>
   getShardingAnnotations(Operation *op, const ShardingOption &option) const {
-    SmallVector<AffineMap> maps = attentionMaps(op);
-    SmallVector<Type> types(op->getOperandTypes());
-    llvm::append_range(types, op->getResultTypes());
-    std::vector<Sharding> shardings;
-    for (auto [type, map] : llvm::zip_equal(types, maps)) {
-      auto tensor = dyn_cast<RankedTensorType>(type);
-      if (!tensor)
-        return failure();
-      SmallVector<SmallVector<GridAxis>> splitAxes(tensor.getRank());
-      for (auto [dim, expr] : llvm::enumerate(map.getResults())) {
-        std::optional<unsigned> loop = loopOf(expr);
-        if (loop && *loop < option.shardingArray.size())
-          splitAxes[dim] = option.shardingArray[*loop];
-      }
-      removeTrailingEmptySubArray(splitAxes);
-      SmallVector<GridAxesAttr> attrs;
-      for (ArrayRef<GridAxis> axes : splitAxes)
-        attrs.push_back(GridAxesAttr::get(op->getContext(), axes));
-      shardings.push_back(Sharding::get(option.grid, attrs));
-    }
-    return shardings;
+    return autopar::detail::annotationsOverLoops(op, attentionMaps(op), option,
+                                                 loopOf);
   }
 
   LogicalResult addShardingAnnotations(Operation *op, OpBuilder &b,
@@ -281,15 +198,7 @@ struct AttentionShardingModel
         getShardingAnnotations(op, option);
     if (failed(shardings))
       return failure();
-    unsigned numOperands = op->getNumOperands();
-    for (OpResult result : op->getResults())
-      maybeInsertTargetShardingAnnotation(
-          (*shardings)[numOperands + result.getResultNumber()], result, b);
-    for (OpOperand &operand : op->getOpOperands()) {
-      OpBuilder::InsertionGuard guard(b);
-      maybeInsertSourceShardingAnnotation(
-          (*shardings)[operand.getOperandNumber()], operand, b);
-    }
+    autopar::detail::addAnnotations(op, b, *shardings);
     return success();
   }
 
@@ -307,13 +216,8 @@ struct AttentionShardingModel
             op, operandShardings, resultShardings, symbolTable,
             [&] { return op->emitOpError("cannot be partitioned: "); })))
       return failure();
-    Operation *local = builder.clone(*op, partitionMap);
-    auto dps = cast<DestinationStyleOpInterface>(op);
-    for (OpResult result : local->getResults())
-      result.setType(
-          partitionedOperands[dps.getDpsInitOperand(result.getResultNumber())
-                                  ->getOperandNumber()]
-              .getType());
+    autopar::detail::cloneOnBlocks(op, partitionedOperands, partitionMap,
+                                   builder);
     return success();
   }
 };
@@ -374,8 +278,8 @@ LogicalResult autopar::detail::checkAttentionShardings(
       continue;
     if (!grid)
       return error() << "its grid " << any->getGridAttr() << " is not found";
-    int64_t parts = blocks(grid, axes);
-    if (!dividesEvenly(op, maps, loop, parts))
+    int64_t parts = autopar::detail::blocksOf(grid, axes);
+    if (!autopar::detail::dividesEvenly(op, maps, loop, parts, loopOf))
       return error() << "the " << kLoopNames[loop] << " loop is split into "
                      << parts
                      << " blocks, which some operand or result does not "

@@ -21,6 +21,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Elementwise.h"
+#include "LoopShardings.h"
 #include "ShardingModelsImpl.h"
 
 #include "autopar/Dialect/AutoparOps.h"
@@ -76,46 +78,16 @@ SmallVector<AffineMap> crossEntropyMaps(Operation *op) {
   return maps;
 }
 
-/// The blocks `axes` of `grid` split a dim into (kDynamic for a dynamic
-/// grid axis).
-int64_t blocks(GridOp grid, ArrayRef<GridAxis> axes) {
-  return collectiveProcessGroupSize(axes, grid);
-}
-
-/// Whether every static tensor dim that loop `loop` indexes divides into
-/// `parts` blocks (false for a dynamic dim or count).
-bool dividesEvenly(Operation *op, ArrayRef<AffineMap> maps, unsigned loop,
-                   int64_t parts) {
-  if (ShapedType::isDynamic(parts))
-    return false;
-  SmallVector<Type> types(op->getOperandTypes());
-  llvm::append_range(types, op->getResultTypes());
-  for (auto [type, map] : llvm::zip_equal(types, maps)) {
-    auto shaped = cast<ShapedType>(type);
-    for (auto [dim, expr] : llvm::enumerate(map.getResults()))
-      if (cast<AffineDimExpr>(expr).getPosition() == loop &&
-          (shaped.isDynamicDim(dim) || shaped.getDimSize(dim) % parts != 0))
-        return false;
-  }
-  return true;
+/// Every dim of the ops' tensors reads one loop directly.
+std::optional<unsigned> loopOf(AffineExpr expr) {
+  return cast<AffineDimExpr>(expr).getPosition();
 }
 
 /// An elementwise generic over `inputs` (all of `type`'s shape).
 Value elementwise(ImplicitLocOpBuilder &b, ValueRange inputs,
                   RankedTensorType type,
                   function_ref<Value(OpBuilder &, Location, ValueRange)> fn) {
-  AffineMap id = b.getMultiDimIdentityMap(type.getRank());
-  SmallVector<AffineMap> maps(inputs.size() + 1, id);
-  SmallVector<utils::IteratorType> iterators(type.getRank(),
-                                             utils::IteratorType::parallel);
-  Value init =
-      tensor::EmptyOp::create(b, type.getShape(), type.getElementType());
-  return linalg::GenericOp::create(
-             b, TypeRange{type}, inputs, ValueRange{init}, maps, iterators,
-             [&](OpBuilder &nb, Location nl, ValueRange args) {
-               linalg::YieldOp::create(nb, nl, fn(nb, nl, args));
-             })
-      .getResult(0);
+  return autopar::detail::buildElementwise(b, b.getLoc(), inputs, type, fn);
 }
 
 Value constantI64(OpBuilder &b, Location loc, int64_t v) {
@@ -198,66 +170,20 @@ struct CrossEntropyShardingModel
   FailureOr<ShardingOption>
   getShardingOption(Operation *op, ArrayRef<Sharding> operandShardings,
                     ArrayRef<Sharding> resultShardings) const {
-    SmallVector<AffineMap> maps = crossEntropyMaps(op);
     std::vector<Sharding> shardings(operandShardings.begin(),
                                     operandShardings.end());
     llvm::append_range(shardings, resultShardings);
-    ShardingOption option;
-    option.shardingArray.resize(numLoops(op));
-    bool any = false;
-    for (auto [sharding, map] : llvm::zip(shardings, maps)) {
-      if (!sharding)
-        continue;
-      if (option.grid && option.grid != sharding.getGridAttr())
-        return failure();
-      option.grid = sharding.getGridAttr();
-      any = true;
-      for (auto [dim, axes] : llvm::enumerate(sharding.getSplitAxes())) {
-        if (axes.empty() || dim >= map.getNumResults())
-          continue;
-        unsigned loop = cast<AffineDimExpr>(map.getResult(dim)).getPosition();
-        SmallVector<GridAxis> &chosen = option.shardingArray[loop];
-        if (!chosen.empty() && ArrayRef<GridAxis>(chosen) != axes.asArrayRef())
-          return failure();
-        for (auto [other, otherAxes] : llvm::enumerate(option.shardingArray))
-          if (other != loop && llvm::any_of(axes.asArrayRef(), [&](GridAxis a) {
-                return llvm::is_contained(otherAxes, a);
-              }))
-            return failure();
-        chosen.assign(axes.asArrayRef().begin(), axes.asArrayRef().end());
-      }
-    }
-    if (!any)
-      return ShardingOption::makeEmpty();
-    SymbolTableCollection symbols;
-    GridOp grid = getGridOrNull(op, option.grid, symbols);
-    for (auto [loop, axes] : llvm::enumerate(option.shardingArray))
-      if (!axes.empty() &&
-          (!grid || !dividesEvenly(op, maps, loop, blocks(grid, axes))))
-        axes.clear();
-    removeTrailingEmptySubArray(option.shardingArray);
-    return option;
+    return autopar::detail::shardingOptionOverLoops(
+        op, crossEntropyMaps(op), shardings, numLoops(op), loopOf,
+        [](unsigned) { return true; });
   }
 
   /// Each tensor dim is split like the loop it indexes (nll, lse and d_nll
   /// are replicated over the class split's axes).
   FailureOr<std::vector<Sharding>>
   getShardingAnnotations(Operation *op, const ShardingOption &option) const {
-    std::vector<Sharding> shardings;
-    for (AffineMap map : crossEntropyMaps(op)) {
-      SmallVector<SmallVector<GridAxis>> splitAxes(map.getNumResults());
-      for (auto [dim, expr] : llvm::enumerate(map.getResults())) {
-        unsigned loop = cast<AffineDimExpr>(expr).getPosition();
-        if (loop < option.shardingArray.size())
-          splitAxes[dim] = option.shardingArray[loop];
-      }
-      removeTrailingEmptySubArray(splitAxes);
-      SmallVector<GridAxesAttr> attrs;
-      for (ArrayRef<GridAxis> axes : splitAxes)
-        attrs.push_back(GridAxesAttr::get(op->getContext(), axes));
-      shardings.push_back(Sharding::get(option.grid, attrs));
-    }
-    return shardings;
+    return autopar::detail::annotationsOverLoops(op, crossEntropyMaps(op),
+                                                 option, loopOf);
   }
 
   LogicalResult addShardingAnnotations(Operation *op, OpBuilder &b,
@@ -266,15 +192,7 @@ struct CrossEntropyShardingModel
         getShardingAnnotations(op, option);
     if (failed(shardings))
       return failure();
-    unsigned numOperands = op->getNumOperands();
-    for (OpResult result : op->getResults())
-      maybeInsertTargetShardingAnnotation(
-          (*shardings)[numOperands + result.getResultNumber()], result, b);
-    for (OpOperand &operand : op->getOpOperands()) {
-      OpBuilder::InsertionGuard guard(b);
-      maybeInsertSourceShardingAnnotation(
-          (*shardings)[operand.getOperandNumber()], operand, b);
-    }
+    autopar::detail::addAnnotations(op, b, *shardings);
     return success();
   }
 
@@ -311,13 +229,8 @@ struct CrossEntropyShardingModel
     }
     if (axes.empty()) {
       // Each rank's rows: the same op on its blocks.
-      Operation *local = builder.clone(*op, partitionMap);
-      auto dps = cast<DestinationStyleOpInterface>(op);
-      for (OpResult result : local->getResults())
-        result.setType(
-            partitionedOperands[dps.getDpsInitOperand(result.getResultNumber())
-                                    ->getOperandNumber()]
-                .getType());
+      autopar::detail::cloneOnBlocks(op, partitionedOperands, partitionMap,
+                                     builder);
       return success();
     }
 

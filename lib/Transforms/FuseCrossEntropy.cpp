@@ -15,6 +15,8 @@
 #include "autopar/Dialect/CrossEntropyPattern.h"
 #include "autopar/Transforms/Passes.h"
 
+#include "Elementwise.h"
+
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
@@ -26,30 +28,13 @@ namespace autopar {
 
 using namespace mlir;
 using namespace autopar;
+using autopar::detail::buildElementwise;
 
 namespace {
 
 /// The ignore_index the fused op gets. Any value works: the importer's
 /// ops after the pick weigh an ignored position 0 whatever it picked.
 constexpr int64_t kIgnoreIndex = -100;
-
-/// An elementwise generic over `inputs` (all of `shape`) giving `type`.
-Value elementwise(OpBuilder &b, Location loc, ValueRange inputs,
-                  RankedTensorType type,
-                  function_ref<Value(OpBuilder &, Location, ValueRange)> fn) {
-  AffineMap id = b.getMultiDimIdentityMap(type.getRank());
-  SmallVector<AffineMap> maps(inputs.size() + 1, id);
-  SmallVector<utils::IteratorType> iterators(type.getRank(),
-                                             utils::IteratorType::parallel);
-  Value init =
-      tensor::EmptyOp::create(b, loc, type.getShape(), type.getElementType());
-  return linalg::GenericOp::create(
-             b, loc, TypeRange{type}, inputs, ValueRange{init}, maps, iterators,
-             [&](OpBuilder &nb, Location nl, ValueRange args) {
-               linalg::YieldOp::create(nb, nl, fn(nb, nl, args));
-             })
-      .getResult(0);
-}
 
 void fuse(CrossEntropyPattern &m) {
   linalg::GenericOp pick = m.pick;
@@ -68,11 +53,11 @@ void fuse(CrossEntropyPattern &m) {
   // sign-extended (index_cast).
   Value labels = m.labels;
   if (getElementTypeOrSelf(labels.getType()) != i64)
-    labels =
-        elementwise(b, loc, {labels}, positions(i64),
-                    [&](OpBuilder &nb, Location nl, ValueRange a) {
-                      return Value(arith::ExtSIOp::create(nb, nl, i64, a[0]));
-                    });
+    labels = buildElementwise(b, loc, {labels}, positions(i64),
+                              [&](OpBuilder &nb, Location nl, ValueRange a) {
+                                return Value(
+                                    arith::ExtSIOp::create(nb, nl, i64, a[0]));
+                              });
   Value logits = m.logits;
   if (!m.logitsReassociation.empty())
     logits =
@@ -87,7 +72,7 @@ void fuse(CrossEntropyPattern &m) {
 
   // picked[p] = 0 <= labels[p] < C ? -nll[p] : 0 (the importer's pick of
   // a label out of range is 0).
-  Value picked = elementwise(
+  Value picked = buildElementwise(
       b, loc, {fused.getResult(0), m.labels}, pickedType,
       [&](OpBuilder &nb, Location nl, ValueRange a) {
         Type labelType = a[1].getType();

@@ -57,6 +57,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gradcheck import Gpt  # noqa: E402
+from train_vs_torch import VocabLogits  # noqa: E402
 from train_dp import (CONFIG, Case, check_activations,  # noqa: E402
                       check_mixed_precision, compare, eval_equals_one_rank,
                       on_one_rank, resumed_bitwise)
@@ -77,22 +78,6 @@ class WideMlp(nn.Module):
 class WideGpt(Gpt):
     """gradcheck's GPT with room for the planner to split its heads and MLP."""
     vocab, width, heads, seq = 64, 32, 4, 8
-
-
-class VocabHead(nn.Module):
-    """Embedding, a tanh layer and an LM head of 64 classes returning logits:
-    --loss cross-entropy:logits adds the fused loss, and a column-parallel
-    head leaves its logits split by classes (the vocabulary-parallel
-    loss)."""
-
-    def __init__(self, vocab=64, width=32):
-        super().__init__()
-        self.embed = nn.Embedding(vocab, width)
-        self.hidden = nn.Linear(width, width)
-        self.proj = nn.Linear(width, vocab)
-
-    def forward(self, idx):
-        return self.proj(torch.tanh(self.hidden(self.embed(idx))))
 
 
 class WideCnn(nn.Module):
@@ -296,8 +281,9 @@ def main():
     vocab_data = {"idx": torch.randint(0, 64, (12, 8)),
                   "labels": torch.randint(0, 64, (12, 8))}
     vocab_data["labels"][::3, 5] = -100
-    vocab = Case(build, work, "vocab-parallel-loss", VocabHead(), vocab_data,
-                 4, SGD, output="logits", exported=["idx"])
+    # VocabLogits (64 classes): an LM head whose columns tp splits.
+    vocab = Case(build, work, "vocab-parallel-loss", VocabLogits(vocab=64),
+                 vocab_data, 4, SGD, output="logits", exported=["idx"])
     loss_flags = ("--loss", "cross-entropy:logits")
     Case.unpriced.add(vocab.name)
     one = vocab.train("local1", vocab.compile("local1", 1, *loss_flags)[0], 1,
