@@ -269,7 +269,10 @@ struct WindowedLinalgShardingModel
     operands[initIndex] =
         initOnLeadRank(*neutral, operands[initIndex], reductionAxes, grid, b);
     // The clone reads the new init; the caller's mapping of operands stays.
-    IRMapping local;
+    // It starts from the caller's mapping all the same: the body may read
+    // values defined above the op (a scalar constant the canonicalizer
+    // hoisted out of it), whose partitioned copies only that mapping knows.
+    IRMapping local = partitionMap;
     for (auto [original, partitioned] :
          llvm::zip_equal(op->getOperands(), operands))
       local.map(original, partitioned);

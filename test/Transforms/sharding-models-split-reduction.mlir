@@ -91,3 +91,41 @@ func.func @row_sum_onto_bias(%x: tensor<4x8xf32>, %bias: tensor<4xf32>) -> tenso
   } -> tensor<4xf32>
   return %sum : tensor<4xf32>
 }
+
+// -----
+
+// A split reduction whose body reads a value defined above it (the
+// ignore_index the canonicalizer hoisted out of the body of the loss's sum
+// over positions): the partitioned body reads the partitioned function's
+// copy of it, not the erased original.
+// CHECK-LABEL: func.func @split_reduction_reads_outer_scalar
+// CHECK-SAME: (%[[NLL:.*]]: tensor<4xf32>, %[[L:.*]]: tensor<4xi64>) -> tensor<f32>
+// CHECK-DAG: %[[IGNORE:.*]] = arith.constant -100 : i64
+// CHECK-DAG: %[[ZERO:.*]] = arith.constant 0.000000e+00 : f32
+// CHECK: %[[S:.*]] = linalg.generic {{.*}} ins(%[[NLL]], %[[L]] : tensor<4xf32>, tensor<4xi64>)
+// CHECK: %[[VALID:.*]] = arith.cmpi ne, %{{.*}}, %[[IGNORE]] : i64
+// CHECK-NEXT: arith.select %[[VALID]], %{{.*}}, %[[ZERO]] : f32
+// CHECK: %[[R:.*]] = shard.all_reduce %[[S]] on @grid grid_axes = [0] : tensor<f32> -> tensor<f32>
+// CHECK: return %[[R]]
+#pos = affine_map<(d0) -> (d0)>
+#sum = affine_map<(d0) -> ()>
+shard.grid @grid(shape = 2)
+func.func @split_reduction_reads_outer_scalar(%nll: tensor<8xf32>, %labels: tensor<8xi64>) -> tensor<f32> {
+  %s = shard.sharding @grid split_axes = [[0]] : !shard.sharding
+  %r = shard.sharding @grid split_axes = [[]] : !shard.sharding
+  %ns = shard.shard %nll to %s annotate_for_users : tensor<8xf32>
+  %ls = shard.shard %labels to %s annotate_for_users : tensor<8xi64>
+  %ignore = arith.constant -100 : i64
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<f32>
+  %init = linalg.fill ins(%zero : f32) outs(%e : tensor<f32>) -> tensor<f32>
+  %total = linalg.generic {indexing_maps = [#pos, #pos, #sum], iterator_types = ["reduction"]} ins(%ns, %ls : tensor<8xf32>, tensor<8xi64>) outs(%init : tensor<f32>) {
+  ^bb0(%a: f32, %label: i64, %acc: f32):
+    %valid = arith.cmpi ne, %label, %ignore : i64
+    %v = arith.select %valid, %a, %zero : f32
+    %sum = arith.addf %acc, %v : f32
+    linalg.yield %sum : f32
+  } -> tensor<f32>
+  %ts = shard.shard %total to %r : tensor<f32>
+  return %ts : tensor<f32>
+}
