@@ -212,14 +212,21 @@ struct CrossEntropyShardingModel
     for (auto [index, sharding] : llvm::enumerate(operandShardings)) {
       if (!sharding)
         continue;
-      for (auto [dim, split] : llvm::enumerate(sharding.getSplitAxes())) {
-        bool classDim = int64_t(dim) == positions &&
-                        crossEntropyMaps(op)[index].getNumResults() ==
-                            unsigned(positions + 1);
-        if (classDim && index != 0 && ArrayRef<GridAxis>(split) != axes)
-          return op->emitOpError("cannot be partitioned: operand ")
-                 << index << " splits the classes differently from the logits";
-        if (!classDim && llvm::any_of(split.asArrayRef(), [&](GridAxis a) {
+      ArrayRef<GridAxesAttr> splits = sharding.getSplitAxes();
+      bool hasClasses = crossEntropyMaps(op)[index].getNumResults() ==
+                        unsigned(positions + 1);
+      // A sharding lists no trailing whole dims: a class dim it leaves out
+      // is whole.
+      ArrayRef<GridAxis> classSplit;
+      if (hasClasses && int64_t(splits.size()) > positions)
+        classSplit = splits[positions].asArrayRef();
+      if (hasClasses && index != 0 && classSplit != axes)
+        return op->emitOpError("cannot be partitioned: operand ")
+               << index << " splits the classes differently from the logits";
+      for (auto [dim, split] : llvm::enumerate(splits)) {
+        if (hasClasses && int64_t(dim) == positions)
+          continue;
+        if (llvm::any_of(split.asArrayRef(), [&](GridAxis a) {
               return llvm::is_contained(axes, a);
             }))
           return op->emitOpError("cannot be partitioned: operand ")
@@ -241,10 +248,8 @@ struct CrossEntropyShardingModel
     ImplicitLocOpBuilder b(op->getLoc(), builder);
     Value logits = partitionedOperands[0];
     Value labels = partitionedOperands[1];
+    // Static: the ops' verifiers require static shapes.
     int64_t blockSize = cast<ShapedType>(logits.getType()).getShape().back();
-    if (ShapedType::isDynamic(blockSize))
-      return op->emitOpError("cannot be partitioned: the classes are split "
-                             "into blocks of dynamic size");
     int64_t ignoreIndex = ce.getIgnoreIndex();
     Value local = labelsInBlock(b, labels, ignoreIndex, grid, axes, blockSize);
     auto localIgnore = b.getI64IntegerAttr(kLocalIgnored);
