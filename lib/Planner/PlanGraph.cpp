@@ -19,6 +19,7 @@
 #include "autopar/Dialect/AttentionPattern.h"
 #include "autopar/Dialect/Attributes.h"
 #include "autopar/Dialect/AutoparOps.h"
+#include "autopar/Dialect/CrossEntropyPattern.h"
 #include "autopar/Dialect/EmbeddingLookup.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -280,9 +281,9 @@ priceFusedAttention(func::FuncOp main, const AttentionPatternOptions &options,
     // statistics (one per query row: 1 / head dim of O).
     for (Value v : {m->query, m->key, m->value})
       if (auto it = valueIds.find(v); it != valueIds.end())
-        output->attentionOperands.push_back(it->second);
+        output->kernelOperands.push_back(it->second);
     auto outType = cast<RankedTensorType>(m->output->getResult(0).getType());
-    output->attentionStatsFraction = 1.0 / double(outType.getShape().back());
+    output->kernelStatsFraction = 1.0 / double(outType.getShape().back());
     scores->cost.flops = 0; // its reads of Q and K stay
     scores->resultFused = true;
     scores->savesNothing = true;
@@ -318,6 +319,78 @@ priceFusedAttention(func::FuncOp main, const AttentionPatternOptions &options,
           }))
         p->free = true;
     }
+  });
+}
+
+/// A softmax cross-entropy the training step fuses
+/// (autopar-fuse-cross-entropy) runs as one `autopar.softmax_cross_entropy`:
+/// one pass over the logits forward, which reads them and the labels and
+/// writes each position's loss and log-sum-exp; one backward, which reads
+/// the logits, the labels and the log-sum-exp and writes the logits'
+/// gradient (twice the forward's bytes: the default backwardFactor). The
+/// pick carries the kernel: its read of the log-probabilities stands for
+/// the kernel's read of the logits (as many elements), its FLOPs become the
+/// whole log-softmax's. The log-softmax's pieces are neither written nor
+/// kept; the backward keeps the logits and the log-sum-exp (f32, one per
+/// position) instead of the log-probabilities. A vocabulary split over tp
+/// is priced by the pieces' options (the max and the sum of exponentials
+/// all-reduced, as the vocabulary-parallel op does).
+static void priceFusedCrossEntropy(
+    func::FuncOp main, const llvm::DenseMap<Operation *, size_t> &index,
+    const llvm::DenseMap<Value, int64_t> &valueIds, std::vector<PlanOp> &ops) {
+  auto planOp = [&](Operation *op) -> PlanOp * {
+    auto it = index.find(op);
+    return it == index.end() ? nullptr : &ops[it->second];
+  };
+  main.walk([&](linalg::GenericOp op) {
+    std::optional<CrossEntropyPattern> m = matchCrossEntropyPattern(op);
+    if (!m)
+      return;
+    PlanOp *pick = planOp(m->pick);
+    auto logits = valueIds.find(m->logits);
+    if (!pick || logits == valueIds.end())
+      return;
+    for (Operation *piece : m->logSoftmax) {
+      PlanOp *p = planOp(piece);
+      if (!p)
+        continue;
+      pick->cost.flops += p->cost.flops;
+      p->cost.flops = 0;
+      p->resultFused = true;
+      p->savesNothing = true;
+      p->backwardFactor = 0;
+      p->unreadOperands = ~uint64_t(0);
+    }
+    pick->kernelOperands = {logits->second};
+    pick->kernelKeepsResult = false;
+    pick->kernelStatsFraction = 1.0; // one log-sum-exp per position
+  });
+}
+
+/// The ops inside a pattern the backends may fuse (attention, softmax
+/// cross-entropy), short of its last op: PlanOp::insideKernel, so that no
+/// segment ends there. Whether or not the plan prices them fused: the
+/// segments must be the same for every plan of the program, as
+/// autopar::segmentOps (which maps a plan's stages onto the program) finds
+/// them.
+static void
+markFusablePatterns(func::FuncOp main,
+                    const llvm::DenseMap<Operation *, size_t> &index,
+                    std::vector<PlanOp> &ops) {
+  auto mark = [&](Operation *op) {
+    if (auto it = index.find(op); it != index.end())
+      ops[it->second].insideKernel = true;
+  };
+  main.walk([&](linalg::LinalgOp op) {
+    if (std::optional<AttentionPattern> m =
+            matchAttentionPattern(op, AttentionPatternOptions())) {
+      mark(m->scores);
+      llvm::for_each(m->interior, mark);
+    }
+    if (auto generic = dyn_cast<linalg::GenericOp>(op.getOperation()))
+      if (std::optional<CrossEntropyPattern> m =
+              matchCrossEntropyPattern(generic))
+        llvm::for_each(m->logSoftmax, mark);
   });
 }
 
@@ -373,13 +446,15 @@ static void claimSavedActivations(func::FuncOp main, ProgramGraph &graph) {
       }
     if (p.savesNothing || isRecomputedAnyway(p.op))
       continue;
-    if (!p.attentionOperands.empty()) {
-      // A fused attention: Q, K and V (read through its scores piece), its
-      // output and its statistics (PlanSegment.cpp adds those).
-      for (int64_t id : p.attentionOperands)
+    if (!p.kernelOperands.empty()) {
+      // A fused kernel: attention's Q, K and V (read through its scores
+      // piece) and its output, a cross-entropy's logits; and the kernel's
+      // statistics (PlanSegment.cpp adds those).
+      for (int64_t id : p.kernelOperands)
         if (claim(id, p))
-          p.attentionSaved.push_back(id);
-      p.savesResult = claim(p.result, p);
+          p.kernelSaved.push_back(id);
+      p.savesResult = p.kernelKeepsResult && claim(p.result, p);
+      p.savesKernelStats = true;
       continue;
     }
     auto active = [&](unsigned k) {
@@ -430,7 +505,7 @@ static void claimKeptUnderFull(ProgramGraph &graph) {
         work.push_back(id);
     if (p.savesResult)
       work.push_back(p.result);
-    llvm::append_range(work, p.attentionSaved);
+    llvm::append_range(work, p.kernelSaved);
   }
   std::vector<bool> seen(graph.values.size()), kept(graph.values.size());
   while (!work.empty()) {
@@ -534,11 +609,10 @@ static void markF32UnderMixedPrecision(func::FuncOp main, ProgramGraph &graph) {
   });
 }
 
-FailureOr<ProgramGraph>
-buildProgramGraph(func::FuncOp main,
-                  std::optional<AttentionPatternOptions> fusedAttention,
-                  ArrayRef<llvm::GlobPattern> frozen,
-                  std::optional<llvm::StringRef> lossOutput) {
+FailureOr<ProgramGraph> buildProgramGraph(
+    func::FuncOp main, std::optional<AttentionPatternOptions> fusedAttention,
+    ArrayRef<llvm::GlobPattern> frozen,
+    std::optional<llvm::StringRef> lossOutput, bool fusedCrossEntropy) {
   ProgramGraph graph;
   auto newValue = [&](Value v) {
     ValueInfo info;
@@ -709,10 +783,14 @@ buildProgramGraph(func::FuncOp main,
   if (fusedAttention)
     priceFusedAttention(main, *fusedAttention, opIndex, graph.valueIds,
                         graph.ops);
+  if (fusedCrossEntropy)
+    priceFusedCrossEntropy(main, opIndex, graph.valueIds, graph.ops);
+  markFusablePatterns(main, opIndex, graph.ops);
 
   claimSavedActivations(main, graph);
 
-  // Segments: cut after an op when its result is the only live activation.
+  // Segments: cut after an op when its result is the only live activation
+  // and no fused kernel goes on past it (PlanOp::insideKernel).
   // A model's outputs stay live to the end; the new value of a state the
   // forward updates (BatchNorm's running statistics in a training step) is
   // not live past its last use: the stage that computes it stores it,
@@ -740,7 +818,7 @@ buildProgramGraph(func::FuncOp main,
       h = llvm::hash_combine(h, p.savedOperands, p.savesResult);
       for (int64_t id : p.savedUnderSelective)
         h = llvm::hash_combine(h, int64_t(graph.values[id].bytes));
-      for (int64_t id : p.attentionSaved)
+      for (int64_t id : p.kernelSaved)
         h = llvm::hash_combine(h, int64_t(graph.values[id].bytes));
       for (int64_t id : p.firstReadInputs)
         h = llvm::hash_combine(h, int64_t(graph.values[id].bytes));
@@ -771,7 +849,7 @@ buildProgramGraph(func::FuncOp main,
         (graph.values[op.result].lastUse > i || liveToTheEnd(op.result)))
       live.insert(op.result);
     bool cut = live.size() == 1 && op.result >= 0 && live.contains(op.result) &&
-               !op.free;
+               !op.free && !op.insideKernel;
     if (cut || i + 1 == int64_t(graph.ops.size()))
       closeSegment(i);
   }

@@ -1699,11 +1699,12 @@ llvm::Expected<PlanResult> planProgram(func::FuncOp main,
                                          llvm::toString(pattern.takeError()));
     frozen.push_back(std::move(*pattern));
   }
+  bool training = request.mode == PlanMode::Training;
   auto graph = plan::buildProgramGraph(
       main, fused, frozen,
-      request.mode == PlanMode::Training
-          ? std::optional<llvm::StringRef>(request.lossOutput)
-          : std::nullopt);
+      training ? std::optional<llvm::StringRef>(request.lossOutput)
+               : std::nullopt,
+      training && request.fusedCrossEntropy);
   if (failed(graph))
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    "cannot analyse the program for planning");

@@ -448,10 +448,11 @@ SegmentCost evaluateSegment(const ProgramGraph &graph, const Segment &segment,
     }
     for (int64_t id : op.firstReadInputs)
       result.dataInputBytes += ctx.bytes(graph.values[id]);
-    // A fused attention's query, key and value are kept as the kernel reads
-    // them: in the plan's precision (mixed precision converts them for it,
-    // whatever made them; a CPU's f32 copies are made per reader).
-    for (int64_t id : op.attentionSaved)
+    // A fused kernel's operands (attention's query, key and value, a
+    // cross-entropy's logits) are kept as the kernel reads them: in the
+    // plan's precision (mixed precision converts them for it, whatever
+    // made them; a CPU's f32 copies are made per reader).
+    for (int64_t id : op.kernelSaved)
       keep(Recompute::None, id,
            ctx.bytes(graph.values[id]) / (isSplit(shardingOf(id)) ? tp : 1));
     for (int64_t id : op.savedUnderSelective)
@@ -465,20 +466,20 @@ SegmentCost evaluateSegment(const ProgramGraph &graph, const Segment &segment,
       double bytes = ctx.bytes(v) / split;
       maxValueBytes = std::max(maxValueBytes, bytes);
       double kept = ctx.keptBytes(v) / split, statsBytes = 0;
-      if (!op.attentionOperands.empty()) {
-        // A fused attention's statistics (log-sum-exp) are f32 under mixed
-        // precision too, and so is its output on CPU ranks (f32 kernels; a
-        // GPU's kernel writes the low type).
+      if (op.savesKernelStats) {
+        // A fused kernel's statistics (log-sum-exp) are f32 under mixed
+        // precision too, and so is a fused attention's output on CPU ranks
+        // (f32 kernels; a GPU's kernel writes the low type).
         double f32Bytes = ctx.f32Bytes(v) / split;
-        statsBytes = f32Bytes * op.attentionStatsFraction;
+        statsBytes = f32Bytes * op.kernelStatsFraction;
         kept = ctx.cluster && ctx.cluster->isLocalCpu() ? f32Bytes : bytes;
       }
       if (op.savesResult)
-        result.savedActivationBytes[int(Recompute::None)] += kept + statsBytes;
-      // Selective recomputation keeps a fused attention's output and
-      // statistics too (the kernel is not recomputed).
-      if (!op.attentionOperands.empty())
-        result.savedActivationBytes[int(Recompute::Selective)] += statsBytes;
+        result.savedActivationBytes[int(Recompute::None)] += kept;
+      // Selective recomputation keeps a fused kernel's statistics too (the
+      // kernel is not recomputed), and a fused attention's output.
+      result.savedActivationBytes[int(Recompute::None)] += statsBytes;
+      result.savedActivationBytes[int(Recompute::Selective)] += statsBytes;
     }
   }
   // Handing the outputs on as the boundary says.

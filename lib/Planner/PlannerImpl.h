@@ -146,6 +146,12 @@ struct PlanOp {
   /// lives only in the kernel's registers: nothing of it is saved for the
   /// backward, whatever the recomputation.
   bool savesNothing = false;
+  /// A piece of a pattern the backends may fuse (attention, softmax
+  /// cross-entropy) short of its last op: no segment, so no pipeline stage,
+  /// ends after it (a boundary would keep the stages from fusing it, and
+  /// send what the kernel never writes). Marked whether or not the plan
+  /// prices the pattern fused, so that every plan cuts alike.
+  bool insideKernel = false;
   /// What the backward keeps for this op's adjoint (AdjointReads.cpp), each
   /// value counted at its first reader: its operands (bit k: operand k),
   /// its result (a max reduction's), and, under selective recomputation,
@@ -154,14 +160,22 @@ struct PlanOp {
   uint64_t savedOperands = 0;
   bool savesResult = false;
   std::vector<int64_t> savedUnderSelective;
-  /// The output op of a fused attention (priceFusedAttention): the query,
-  /// key and value (value ids) its backward reads with its output and the
-  /// softmax's statistics, which are attentionStatsFraction of the output.
-  std::vector<int64_t> attentionOperands;
-  double attentionStatsFraction = 0;
-  /// Of attentionOperands, those this op keeps (the others are kept by an
+  /// The op that carries a fused kernel's work (PlanGraph.cpp): what the
+  /// kernel's backward reads besides its statistics (value ids), kept as the
+  /// kernel reads them. A fused attention's output op: the query, key and
+  /// value, and its output (kernelKeepsResult); its statistics are
+  /// kernelStatsFraction of the output (one per query row). A fused
+  /// cross-entropy's pick: the logits, not its result; its statistics (the
+  /// log-sum-exp) are one per position, as many as the result.
+  std::vector<int64_t> kernelOperands;
+  double kernelStatsFraction = 0;
+  bool kernelKeepsResult = true;
+  /// The backward keeps the kernel's statistics (claimSavedActivations: a
+  /// kernel that is recomputed anyway keeps nothing).
+  bool savesKernelStats = false;
+  /// Of kernelOperands, those this op keeps (the others are kept by an
   /// earlier reader).
-  std::vector<int64_t> attentionSaved;
+  std::vector<int64_t> kernelSaved;
   /// The graph inputs this op is the first to read (value ids).
   std::vector<int64_t> firstReadInputs;
   /// The backward's compute time over the forward's.
@@ -257,7 +271,10 @@ std::vector<int64_t> segmentLayers(llvm::ArrayRef<int64_t> distinctIds);
 /// Builds the graph, the ops' sharding options and the segments of `main`.
 /// With `fusedAttention`, attention the backends fuse (the head dims it
 /// allows) is priced as one FlashAttention kernel (PlanGraph.cpp,
-/// priceFusedAttention); without, as the unfused ops. Parameters whose
+/// priceFusedAttention); without, as the unfused ops. With
+/// `fusedCrossEntropy`, an imported softmax cross-entropy is priced as the
+/// fused loss autopar-fuse-cross-entropy makes of it (priceFusedCrossEntropy).
+/// Parameters whose
 /// names match \p frozen are held but not trained (ValueInfo::isTrained),
 /// and, for a training plan (\p lossOutput given), those the loss does not
 /// depend on (PlanRequest::lossOutput).
@@ -266,7 +283,8 @@ buildProgramGraph(mlir::func::FuncOp main,
                   std::optional<AttentionPatternOptions> fusedAttention =
                       AttentionPatternOptions(),
                   llvm::ArrayRef<llvm::GlobPattern> frozen = {},
-                  std::optional<llvm::StringRef> lossOutput = std::nullopt);
+                  std::optional<llvm::StringRef> lossOutput = std::nullopt,
+                  bool fusedCrossEntropy = true);
 
 /// Restricts each op of \p graph that \p pins name to the options that
 /// shard it as pinned (PlanRequest::pinnedOpShardings), and tells the

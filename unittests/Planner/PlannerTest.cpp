@@ -586,3 +586,56 @@ TEST_F(PlannerTest, TheBackwardsWorkingSetIsPriced) {
   ASSERT_TRUE(bool(inference)) << llvm::toString(inference.takeError());
   EXPECT_EQ(inference->best.memory.workingSet, 0);
 }
+
+// A linear head and the model's own SoftmaxCrossEntropyLoss: 64 positions,
+// 1024 classes, fp32.
+std::string crossEntropyText() {
+  std::string values;
+  for (int i = 0; i < 128 * 1024; ++i)
+    values += i ? ", 0.5" : "0.5";
+  return "<ir_version: 8, opset_import: [\"\" : 17]>\n"
+         "g (float[64, 128] X, int64[64] L) => (float loss)\n"
+         "  <float[128, 1024] W = {" +
+         values +
+         "}> {\n"
+         "  logits = MatMul(X, W)\n"
+         "  loss = SoftmaxCrossEntropyLoss(logits, L)\n"
+         "}\n";
+}
+
+// Fused (autopar-fuse-cross-entropy), the backward keeps the logits and one
+// log-sum-exp per position where the unfused loss keeps the
+// log-probabilities and its reductions' results (a max and a sum per
+// position), and the log-softmax's passes over [64, 1024] are one: less
+// time, less memory. (X, an input, is counted with the data, not here.)
+TEST(FusedCrossEntropyPlanTest, TheLogitsAndTheirLogSumExpAreKept) {
+  mlir::DialectRegistry registry;
+  registerShardingModels(registry);
+  mlir::registerAllDialects(registry);
+  mlir::MLIRContext context(registry);
+  auto module = importOnnxBuffer(&context, crossEntropyText(), "ce.onnxtxt",
+                                 /*isText=*/true, ImportOptions());
+  ASSERT_TRUE(module);
+  auto main = module->lookupSymbol<mlir::func::FuncOp>("main");
+  PlanFlags flags;
+  flags.mode = "train";
+  flags.recompute = "none";
+  auto request = buildPlanRequest(flags);
+  ASSERT_TRUE(bool(request)) << llvm::toString(request.takeError());
+  auto fused = planProgram(main, *request);
+  ASSERT_TRUE(bool(fused)) << llvm::toString(fused.takeError());
+  request->fusedCrossEntropy = false;
+  auto unfused = planProgram(main, *request);
+  ASSERT_TRUE(bool(unfused)) << llvm::toString(unfused.takeError());
+  const double logits = 64.0 * 1024 * 4, perPosition = 64.0 * 4;
+  // Both keep what the mean over the valid positions reads (a value per
+  // position and the count); beyond it, the fused loss keeps the logits and
+  // their log-sum-exp, the unfused one the log-probabilities and at least
+  // two per position more.
+  double shared = fused->best.memory.activations - logits - perPosition;
+  EXPECT_GE(shared, 0);
+  EXPECT_LT(shared, 2 * perPosition);
+  EXPECT_GE(unfused->best.memory.activations,
+            logits + 2 * perPosition + shared);
+  EXPECT_LT(fused->best.time.compute, unfused->best.time.compute);
+}

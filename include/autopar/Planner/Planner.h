@@ -77,6 +77,11 @@ struct PlanRequest {
   /// Attention runs as fused FlashAttention kernels (autopar-compile's
   /// --fuse-attention): priced as one kernel, no S x S activation.
   bool fusedAttention = true;
+  /// A training step computes the model's softmax cross-entropy with the
+  /// fused kernels (autopar-compile's --fuse-cross-entropy): priced as one
+  /// pass over the logits each way, the logits and their log-sum-exp kept
+  /// rather than the log-probabilities.
+  bool fusedCrossEntropy = true;
   /// fp32 tensors the optimizer keeps per parameter: 2 for Adam and AdamW
   /// (the moments), 1 for SGD with momentum, 0 for plain SGD.
   int optimizerStatesPerParameter = 2;
