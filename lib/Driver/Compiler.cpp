@@ -248,10 +248,7 @@ int CompileFlow::validateRequest() {
   request.fusedAttention =
       o.fuseAttention && !(training && cluster.device.isCpu() &&
                            request.pins.tp && *request.pins.tp > 1);
-  // Likewise a model's own cross-entropy: a step split over tp runs it
-  // unfused (the annotations between its pieces hide the pattern).
-  request.fusedCrossEntropy =
-      o.fuseCrossEntropy && !(request.pins.tp && *request.pins.tp > 1);
+  request.fusedCrossEntropy = o.fuseCrossEntropy;
   // What a rank holds to train: gradients and optimizer states for the
   // parameters not frozen, as many states as the optimizer keeps.
   if (training) {

@@ -746,8 +746,9 @@ llvm::Error checkTiedLayouts(TiedParameter &t,
 /// scores for the backward), as the one-program step fuses it; not within
 /// tp groups, as there (the fused op has no partitioning rule yet). The
 /// fused op goes with its operands' stage. The model's own cross-entropy
-/// (an imported SoftmaxCrossEntropyLoss) is fused likewise, then the
-/// cross-entropy loss `--loss` asks for added, if any. Returns what failed
+/// (an imported SoftmaxCrossEntropyLoss) is fused likewise, within tp groups
+/// too (their plans place the fused op), then the cross-entropy loss
+/// `--loss` asks for added, if any. Returns what failed
 /// ("fusing the attention", "fusing the cross-entropy", "adding the loss";
 /// the diagnostics are reported), or "".
 std::string fuseAttentionAndAddLoss(ModuleOp module, const PlanCandidate &plan,
@@ -763,7 +764,7 @@ std::string fuseAttentionAndAddLoss(ModuleOp module, const PlanCandidate &plan,
     if (failed(pm.run(module)))
       return "fusing the attention";
   }
-  if (step.fuseCrossEntropy && plan.tp == 1) {
+  if (step.fuseCrossEntropy) {
     auto pm = PassManager::on<ModuleOp>(context);
     applyPassManagerCLOptionsIfAny(pm);
     pm.addNestedPass<func::FuncOp>(createFuseCrossEntropy());
@@ -774,9 +775,9 @@ std::string fuseAttentionAndAddLoss(ModuleOp module, const PlanCandidate &plan,
     auto pm = PassManager::on<ModuleOp>(context);
     AddCrossEntropyLossOptions addLoss;
     addLoss.output = output;
-    // Not in a tp x pp stage yet: fused there, the stage's programs do not
-    // hold the labels alike (autopar-run refuses the artifact).
-    addLoss.fused = step.fuseCrossEntropy && plan.tp == 1;
+    // In a tp x pp stage too: the loss reads the logits as the stage's plan
+    // left them (vocabulary-parallel under a column-parallel head).
+    addLoss.fused = step.fuseCrossEntropy;
     pm.addPass(createAddCrossEntropyLoss(addLoss));
     if (failed(pm.run(module)))
       return "adding the loss";
@@ -1184,9 +1185,26 @@ llvm::Error buildStep(MLIRContext &context, PipelineTrainingStage &stage,
   // As every program of a pipeline, one micro-batch per call: the rank
   // holds its micro-batches one after the other (the forward reads block
   // m), though the step's code does not read them.
-  for (const ArtifactArgument &arg : options.globalArguments) {
-    if (arg.kind != ArtifactArgument::Kind::Input)
-      continue;
+  // So are the labels of the loss --loss cross-entropy:OUTPUT adds (an
+  // input of the last stage's forward, not of the model): the logits
+  // without their classes, in int64.
+  std::vector<ArtifactArgument> inputs;
+  for (const ArtifactArgument &arg : options.globalArguments)
+    if (arg.kind == ArtifactArgument::Kind::Input)
+      inputs.push_back(arg);
+  if (std::string output = crossEntropyOutput(options.step.loss);
+      !output.empty())
+    for (const ArtifactArgument &arg : options.globalArguments)
+      if (arg.kind == ArtifactArgument::Kind::Output && arg.name == output &&
+          arg.shape.size() >= 2) {
+        ArtifactArgument labels = arg;
+        labels.kind = ArtifactArgument::Kind::Input;
+        labels.name = "labels";
+        labels.dtype = "int64";
+        labels.shape.pop_back();
+        inputs.push_back(std::move(labels));
+      }
+  for (const ArtifactArgument &arg : inputs) {
     SmallVector<int64_t> shape(arg.shape);
     shape[0] = plan.microBatchSize;
     types.push_back(typeOf(arg.dtype, shape));

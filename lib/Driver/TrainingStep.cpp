@@ -162,6 +162,12 @@ lossScalingDescription(const TrainConfig &config) {
 void buildGradientPipeline(OpPassManager &pm,
                            const TrainingStepOptions &options) {
   bool tensorParallel = options.tensorParallel > 1;
+  // The model's own cross-entropy (an imported SoftmaxCrossEntropyLoss),
+  // fused as the loss --loss cross-entropy:OUTPUT adds is below; before a
+  // tensor-parallel plan, which places the fused op (its positions, or its
+  // classes as the vocabulary-parallel loss: PlanGraph.cpp).
+  if (options.fuseCrossEntropy)
+    pm.addNestedPass<func::FuncOp>(createFuseCrossEntropy());
   // Tensor parallelism: the forward is planned and annotated for the group
   // before it is differentiated, so that each cotangent is laid out as its
   // value (autodiff's shard rule) and partitioning gives the backward
@@ -179,12 +185,6 @@ void buildGradientPipeline(OpPassManager &pm,
     fuse.headDimMultiple = options.attentionHeadDimMultiple;
     pm.addNestedPass<func::FuncOp>(createFuseAttention(fuse));
   }
-  // The model's own cross-entropy (an imported SoftmaxCrossEntropyLoss),
-  // fused as the loss --loss cross-entropy:OUTPUT adds is below; not under
-  // tp, whose annotations between the pieces hide the pattern (the planner
-  // would have to place the fused op).
-  if (options.fuseCrossEntropy && !tensorParallel)
-    pm.addNestedPass<func::FuncOp>(createFuseCrossEntropy());
   DifferentiateOptions differentiate;
   differentiate.loss = options.loss;
   differentiate.freeze.assign(options.freeze.begin(), options.freeze.end());

@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "autopar/Planner/OpCost.h"
+#include "autopar/Dialect/AutoparOps.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
@@ -191,6 +192,18 @@ OpCost autopar::getOpCost(Operation *op) {
     return freeOp();
   if (auto linalgOp = dyn_cast<linalg::LinalgOp>(op))
     return linalgCost(linalgOp);
+  if (auto ce = dyn_cast<SoftmaxCrossEntropyOp>(op)) {
+    // One pass over the logits (docs/design/cross-entropy.md): per element
+    // a max, a subtraction, an exponential, a sum and the label's compare;
+    // the inits are only written.
+    OpCost cost;
+    cost.bytesRead = valueBytes(ce.getLogits()) + valueBytes(ce.getLabels());
+    cost.bytesWritten =
+        valueBytes(op->getResult(0)) + valueBytes(op->getResult(1));
+    cost.flops =
+        5 * double(cast<ShapedType>(ce.getLogits().getType()).getNumElements());
+    return cost;
+  }
 
   // Data movement: bytes only.
   if (auto slice = dyn_cast<tensor::ExtractSliceOp>(op)) {

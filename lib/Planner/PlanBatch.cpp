@@ -15,6 +15,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "PlannerImpl.h"
+#include "autopar/Dialect/AutoparOps.h"
 
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
@@ -99,6 +100,15 @@ BatchInference inferBatch(Operation *op,
   // The other ops' loops are their first operand's dims.
   if (!operands.empty())
     r.loops.assign(operands[0].begin(), operands[0].end());
+  // A fused cross-entropy's loss per position (the result the planner
+  // tracks): the logits' positions.
+  if (isa<autopar::SoftmaxCrossEntropyOp>(op)) {
+    auto nll = cast<RankedTensorType>(op->getResult(0).getType());
+    r.result.assign(nll.getRank(), kNoBatch);
+    for (int64_t d = 0; d < nll.getRank(); ++d)
+      r.result[d] = operand(0, d);
+    return r;
+  }
   if (auto expand = dyn_cast<tensor::ExpandShapeOp>(op)) {
     for (auto [i, group] : llvm::enumerate(expand.getReassociationIndices())) {
       SmallVector<int64_t> sizes;

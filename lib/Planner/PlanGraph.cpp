@@ -114,6 +114,26 @@ static void linalgOptions(linalg::LinalgOp op, PlanOp &planOp) {
               indexed, planOp);
 }
 
+/// Options of a fused cross-entropy (autopar.softmax_cross_entropy): split
+/// a position loop (each rank its rows, no collective), or the classes (the
+/// vocabulary-parallel loss: each rank its block of the logits, the labels
+/// whole, the loss per position a partial result, as the max, the sum of
+/// exponentials and the label's logit are all-reduced). Operands: logits,
+/// labels, and the two inits, which are only written.
+static void crossEntropyOptions(SoftmaxCrossEntropyOp op, PlanOp &planOp) {
+  auto logits = cast<RankedTensorType>(op.getLogits().getType());
+  int64_t rank = logits.getRank();
+  MLIRContext *ctx = op.getContext();
+  AffineMap all = AffineMap::getMultiDimIdentityMap(rank, ctx);
+  AffineMap rows = all.dropResult(rank - 1);
+  SmallVector<utils::IteratorType> iterators(rank,
+                                             utils::IteratorType::parallel);
+  iterators.back() = utils::IteratorType::reduction;
+  planOp.loopRanges.assign(logits.getShape().begin(), logits.getShape().end());
+  planOp.unreadOperands |= 0b1100;
+  loopOptions({all, rows, rows, rows}, rows, iterators, {}, planOp);
+}
+
 /// Options of an embedding lookup (Embedding.h), whose operands are the
 /// table and the ids: split the ids' dims, the table's row dims, or the
 /// vocabulary, which leaves a partial sum (Megatron's vocabulary-parallel
@@ -751,14 +771,25 @@ FailureOr<ProgramGraph> buildProgramGraph(
         dataDependent |= graph.values[id].dataDependent;
       }
     }
-    if (op.getNumResults() == 1) {
+    // A fused cross-entropy's loss per position (its other result, the
+    // log-sum-exp, is read only by the backward).
+    if (op.getNumResults() == 1 || isa<SoftmaxCrossEntropyOp>(op)) {
       planOp.result = newValue(op.getResult(0));
       graph.values[planOp.result].isActivation = activation;
       graph.values[planOp.result].dataDependent = dataDependent;
     }
-    if (lookup)
+    if (lookup) {
       embeddingOptions(*lookup, &op, planOp);
-    else if (auto linalgOp = dyn_cast<linalg::LinalgOp>(op))
+    } else if (auto ce = dyn_cast<SoftmaxCrossEntropyOp>(op)) {
+      crossEntropyOptions(ce, planOp);
+      // The fused kernel's backward reads the logits and the log-sum-exp
+      // (one f32 per position), as priceFusedCrossEntropy's pick does.
+      if (planOp.operands[0] >= 0) {
+        planOp.kernelOperands = {planOp.operands[0]};
+        planOp.kernelKeepsResult = false;
+        planOp.kernelStatsFraction = 1.0;
+      }
+    } else if (auto linalgOp = dyn_cast<linalg::LinalgOp>(op))
       linalgOptions(linalgOp, planOp);
     else
       shapeOpOptions(&op, planOp);

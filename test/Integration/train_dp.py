@@ -353,19 +353,20 @@ def check_mixed_precision(build, work, launcher, name, make_model, data,
     with the same micro-batches: losses and parameters within MIXED_TOL,
     and under fp16 the loss scales and skipped steps exactly one rank's.
     after(case, precision, tag, art, ranks, result) adds a plan's own
-    checks.
+    checks. Every plan computes the model's cross-entropy fused, as one
+    rank does (a tensor-parallel plan places the fused op).
 
-    A plan with --tp computes the model's cross-entropy unfused (the fused
-    loss has no tensor-parallel form yet: docs/design/cross-entropy.md), so
-    its reference is one rank with --fuse-cross-entropy=false: the same
-    math, whose fp16 overflows are its own."""
+    Under fp16 a plan with data-parallel replicas and tp or pp is held to
+    the data-parallel plan of as many replicas (`--dp N` alone) instead:
+    replicas alone can overflow at other steps than one rank (the GPT of
+    train_tp.py does), and tp or pp must not move an overflow further;
+    that plan's own scales are printed against one rank's."""
     for precision, section in (
             ("bf16", {"enabled": True}),
             ("fp16", {"enabled": True, "initial_scale_power": 18,
                       "hysteresis": 1})):
         case = Case(build, work, f"{name}-{precision}", make_model(), data,
                     batch, {**config, precision: section})
-        references = {}
 
         def scaler(tag):
             with open(os.path.join(case.dir, tag + "-metrics.jsonl")) as f:
@@ -373,36 +374,49 @@ def check_mixed_precision(build, work, launcher, name, make_model, data,
             return ([r.get("loss_scale") for r in records],
                     [i for i, r in enumerate(records) if r.get("skipped")])
 
-        def one_rank(fused):
-            """One rank's run and its scaler, with the loss as a plan runs
-            it."""
-            if fused not in references:
-                tag = "local1" if fused else "local1-unfused-loss"
-                flags = () if fused else ("--fuse-cross-entropy=false",)
-                one = case.train(tag, case.compile(tag, 1, *flags)[0], 1,
-                                 launcher)
-                references[fused] = (one, scaler(tag))
-                if precision == "fp16" and not references[fused][1][1]:
-                    errors.append(
-                        f"{name} fp16 ({tag}): one rank skipped no step "
-                        f"(scales {references[fused][1][0]}): the test no "
-                        "longer covers an overflow")
-            return references[fused]
+        one = case.train("local1", case.compile("local1", 1)[0], 1,
+                         launcher)
+        reference = scaler("local1")
+        if precision == "fp16" and not reference[1]:
+            errors.append(f"{name} fp16 (local1): one rank skipped no step "
+                          f"(scales {reference[0]}): the test no longer "
+                          "covers an overflow")
         loss_tol, param_tol = MIXED_TOL[precision]
+        replicas_runs = {}
+
+        def held_to(art):
+            """The run the plan compiled into `art` is held to, its loss
+            scales and skipped steps, and whose they are."""
+            with open(art + "-report.json") as f:
+                mesh = json.load(f)["mesh"]
+            dp = mesh["dp"]
+            if precision != "fp16" or dp <= 1 or \
+                    mesh["tp"] * mesh["pp"] == 1:
+                return one, reference, "one rank's"
+            if dp not in replicas_runs:
+                dp_tag = f"dp{dp}"
+                result = case.train(dp_tag, case.compile(dp_tag, dp)[0], dp,
+                                    launcher)
+                print(f"     {name} fp16 {dp_tag}: loss scales and skipped "
+                      f"steps {scaler(dp_tag)}, one rank's {reference}")
+                replicas_runs[dp] = (result, scaler(dp_tag))
+            result, scales = replicas_runs[dp]
+            return result, scales, f"dp{dp}'s"
+
         for tag, ranks, flags in plans:
-            one, reference = one_rank(fused="--tp" not in flags)
             art = compile_plan(case, tag, ranks, *flags)
             result = case.train(tag, art, ranks, launcher)
-            errors += compare(f"{name} {precision} {tag}", one[:2], result,
+            base, scales, whose = held_to(art)
+            errors += compare(f"{name} {precision} {tag}", base[:2], result,
                               noise_only=noise_only, tol=loss_tol,
                               param_tol=param_tol, noise_tol=None)
-            if scaler(tag) != reference:
+            if scaler(tag) != scales:
                 errors.append(f"{name} {precision} {tag}: loss scales and "
-                              f"skipped steps {scaler(tag)}, one rank's "
-                              f"{reference}")
+                              f"skipped steps {scaler(tag)}, {whose} "
+                              f"{scales}")
             elif precision == "fp16":
-                print(f"PASS {name} fp16 {tag}: loss scales {reference[0]}, "
-                      f"steps {reference[1]} skipped, as on one rank")
+                print(f"PASS {name} fp16 {tag}: loss scales {scales[0]}, "
+                      f"steps {scales[1]} skipped, as {whose}")
             after(case, precision, tag, art, ranks, result)
 
 

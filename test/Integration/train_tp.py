@@ -289,12 +289,16 @@ def main():
     one = vocab.train("local1", vocab.compile("local1", 1, *loss_flags)[0], 1,
                       launcher)
     # dp2 x tp2: the loss's sums over positions split over dp as well (their
-    # bodies read the ignore_index hoisted above them).
-    for tag, ranks, plan in (("tp2", 2, ("--tp", "2")),
-                             ("dp2xtp2", 4, ("--dp", "2", "--tp", "2"))):
+    # bodies read the ignore_index hoisted above them). tp2 x pp2: the last
+    # stage's forward runs the loss, its step holds the labels.
+    for tag, ranks, plan, program in (
+            ("tp2", 2, ("--tp", "2"), "train-step.mlir"),
+            ("dp2xtp2", 4, ("--dp", "2", "--tp", "2"), "train-step.mlir"),
+            ("tp2xpp2", 4, ("--tp", "2", "--pp", "2"),
+             "train-stage1.forward.mlir")):
         art, _ = vocab.compile(tag, ranks, *plan, *loss_flags,
                                "--dump-ir", os.path.join(vocab.dir, tag + "-ir"))
-        with open(os.path.join(vocab.dir, tag + "-ir", "train-step.mlir")) as f:
+        with open(os.path.join(vocab.dir, tag + "-ir", program)) as f:
             step = f.read()
         local = re.search(r"autopar\.softmax_cross_entropy ins\([^)]*: "
                           r"tensor<([0-9x]+)xf32>", step)
