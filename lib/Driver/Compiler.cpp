@@ -918,6 +918,7 @@ CompileFlow::trainingArtifactOptions(int64_t microBatches) const {
   artifact.loss = o.loss;
   artifact.importOptions = importOptions;
   artifact.fuseAttention = o.fuseAttention;
+  artifact.fuseCrossEntropy = o.fuseCrossEntropy;
   return artifact;
 }
 

@@ -667,11 +667,18 @@ buildEvalProgram(MLIRContext *context, const TrainingArtifactOptions &o,
     error = "importing " + o.modelPath + " for evaluation failed";
     return failure();
   }
-  if (std::string output = crossEntropyOutput(o.loss); !output.empty()) {
+  {
+    // The loss as the step computes it: fused, the model's own or added
+    // (under tp before the plan below, which places the fused op).
     PassManager pm = PassManager::on<ModuleOp>(context);
-    AddCrossEntropyLossOptions addLoss;
-    addLoss.output = output;
-    pm.addPass(createAddCrossEntropyLoss(addLoss));
+    if (o.fuseCrossEntropy)
+      pm.addNestedPass<func::FuncOp>(createFuseCrossEntropy());
+    if (std::string output = crossEntropyOutput(o.loss); !output.empty()) {
+      AddCrossEntropyLossOptions addLoss;
+      addLoss.output = output;
+      addLoss.fused = o.fuseCrossEntropy;
+      pm.addPass(createAddCrossEntropyLoss(addLoss));
+    }
     if (failed(pm.run(*eval))) {
       error = "adding the loss to the eval program failed";
       return failure();

@@ -166,6 +166,9 @@ struct TrainingArtifactOptions {
   std::optional<GpuTarget> gpu;
   /// Fuse attention in the programs lowered here (the eval program).
   bool fuseAttention = true;
+  /// Compute the eval program's cross-entropy (the model's own, or the one
+  /// `loss` adds) with the fused op, as the step does.
+  bool fuseCrossEntropy = true;
   /// Tensor-parallel ranks: the manifest's tp axis. The step's arguments and
   /// results are then each rank's blocks, as `tensorParallelSplits` says,
   /// or, where it is empty (a step partitioned before its update), as the
