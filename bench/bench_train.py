@@ -17,6 +17,11 @@ autopar ms (above 1: autopar is faster).
   bench/bench_train.py --build-dir build
   bench/bench_train.py --models gpt --steps 30
   bench/bench_train.py --write-results      # also the current figures in bench/RESULTS.md
+  bench/bench_train.py --models gpt-vocab8k --unfused-loss   # fused vs unfused cross-entropy
+
+--unfused-loss also trains autopar with --fuse-cross-entropy=false (the model's
+F.cross_entropy as the importer writes it: a log-softmax and a one-hot pick) and
+reports its step time and peak memory beside the fused loss's.
 
 Nothing is written into the repository unless --write-results is given.
 """
@@ -44,6 +49,11 @@ MODELS = {
         make="Gpt(vocab=256, width=128, heads=4, layers=2, seq=64)",
         data="{'idx': torch.randint(0, 256, (n, 64)), 'targets': torch.randint(0, 256, (n, 64))}",
         batch=8, describe="GPT: 2 layers, width 128, 4 heads, sequence 64, vocabulary 256, batch 8"),
+    "gpt-vocab8k": dict(
+        make="Gpt(vocab=8192, width=128, heads=4, layers=1, seq=64)",
+        data="{'idx': torch.randint(0, 8192, (n, 64)), 'targets': torch.randint(0, 8192, (n, 64))}",
+        batch=8, describe="GPT whose loss dominates: 1 layer, width 128, sequence 64, "
+                          "vocabulary 8192 (logits [512, 8192]), batch 8"),
     "cnn": dict(
         make="Cnn(channels=3, width=32, classes=10, image=32)",
         data="{'x': torch.randn(n, 3, 32, 32), 'y': torch.randint(0, 10, (n,))}",
@@ -139,35 +149,49 @@ def bench_model(name, args):
     for f in sorted(os.listdir(os.path.join(work, "data"))):
         arr = np.load(os.path.join(work, "data", f), mmap_mode="r")
         shapes += ["--input-shape", f[:-4] + "=" + "x".join(str(d) for d in (spec["batch"],) + arr.shape[1:])]
-    art = os.path.join(work, "art")
-    compile_cmd = [os.path.join(args.build_dir, "bin", "autopar-compile"), os.path.join(work, "model.onnx"),
-                   "--cluster", "local:1", "--mode", "train", "--train-config",
-                   os.path.join(work, "ds_config.json"), *shapes, "-o", art]
     import time  # noqa: E402
-    t0 = time.perf_counter()
-    r = subprocess.run(compile_cmd, capture_output=True, text=True)
-    compile_s = time.perf_counter() - t0
-    if r.returncode != 0:
-        raise RuntimeError(f"autopar-compile failed:\n{r.stderr[-3000:]}")
-    metrics = os.path.join(work, "metrics.jsonl")
-    if os.path.exists(metrics):
-        os.remove(metrics)
-    run_cmd = [os.path.join(args.build_dir, "bin", "autopar-run"), art, "--train", "--data",
-               os.path.join(work, "data"), "--steps", str(steps), "--metrics", metrics]
-    rc, text, autopar_peak = peak_rss_of(run_cmd, dict(SINGLE_THREAD, _BENCH_OUT=os.path.join(work, "run.log")))
-    if rc != 0:
-        raise RuntimeError(f"autopar-run failed:\n{text[-3000:]}")
-    with open(metrics) as f:
-        records = [json.loads(line) for line in f]
-    torch_run = child(spec, work, steps, prepare=False)
     keep = slice(args.warmup, None)
+
+    def train(tag, *flags):
+        """Compiles and trains autopar's step: (compile s, records, peak MB)."""
+        art = os.path.join(work, tag)
+        compile_cmd = [os.path.join(args.build_dir, "bin", "autopar-compile"),
+                       os.path.join(work, "model.onnx"), "--cluster", "local:1", "--mode", "train",
+                       "--train-config", os.path.join(work, "ds_config.json"), *shapes, *flags,
+                       "-o", art]
+        t0 = time.perf_counter()
+        r = subprocess.run(compile_cmd, capture_output=True, text=True)
+        compile_s = time.perf_counter() - t0
+        if r.returncode != 0:
+            raise RuntimeError(f"autopar-compile failed:\n{r.stderr[-3000:]}")
+        metrics = os.path.join(work, tag + "-metrics.jsonl")
+        if os.path.exists(metrics):
+            os.remove(metrics)
+        run_cmd = [os.path.join(args.build_dir, "bin", "autopar-run"), art, "--train", "--data",
+                   os.path.join(work, "data"), "--steps", str(steps), "--metrics", metrics]
+        rc, text, peak = peak_rss_of(run_cmd, dict(SINGLE_THREAD,
+                                                   _BENCH_OUT=os.path.join(work, tag + "-run.log")))
+        if rc != 0:
+            raise RuntimeError(f"autopar-run failed:\n{text[-3000:]}")
+        with open(metrics) as f:
+            records = [json.loads(line) for line in f]
+        return compile_s, records, peak
+
+    compile_s, records, autopar_peak = train("art")
+    torch_run = child(spec, work, steps, prepare=False)
     autopar_ms = statistics.median(r["step_time_s"] for r in records[keep]) * 1e3
     torch_ms = statistics.median(torch_run["times"][keep]) * 1e3
-    return dict(model=name, describe=spec["describe"], compile_s=compile_s,
-                autopar_ms=autopar_ms, torch_ms=torch_ms, ratio=torch_ms / autopar_ms,
-                autopar_mb=autopar_peak, torch_mb=torch_run["peak_mb"], torch_idle_mb=torch_run["idle_mb"],
-                first_loss=(records[0]["loss"], torch_run["losses"][0]),
-                last_loss=(records[-1]["loss"], torch_run["losses"][-1]))
+    row = dict(model=name, describe=spec["describe"], compile_s=compile_s,
+               autopar_ms=autopar_ms, torch_ms=torch_ms, ratio=torch_ms / autopar_ms,
+               autopar_mb=autopar_peak, torch_mb=torch_run["peak_mb"], torch_idle_mb=torch_run["idle_mb"],
+               first_loss=(records[0]["loss"], torch_run["losses"][0]),
+               last_loss=(records[-1]["loss"], torch_run["losses"][-1]))
+    if args.unfused_loss:
+        _, unfused, unfused_peak = train("art-unfused-loss", "--fuse-cross-entropy=false")
+        row["unfused_ms"] = statistics.median(r["step_time_s"] for r in unfused[keep]) * 1e3
+        row["unfused_mb"] = unfused_peak
+        row["unfused_first_loss"] = unfused[0]["loss"]
+    return row
 
 
 def format_table(rows, markdown=False):
@@ -178,6 +202,13 @@ def format_table(rows, markdown=False):
              f"{r['autopar_mb']:.0f}", f"{r['torch_mb']:.0f}", f"{r['torch_idle_mb']:.0f}",
              f"{r['compile_s']:.1f}", f"{r['first_loss'][0]:.5f} / {r['first_loss'][1]:.5f}",
              f"{r['last_loss'][0]:.5f} / {r['last_loss'][1]:.5f}"] for r in rows]
+    if any("unfused_ms" in r for r in rows):
+        head += ["unfused-loss ms/step", "fused speedup", "unfused-loss peak MB",
+                 "unfused loss step 1"]
+        for b, r in zip(body, rows):
+            b += ([f"{r['unfused_ms']:.2f}", f"{r['unfused_ms'] / r['autopar_ms']:.2f}",
+                   f"{r['unfused_mb']:.0f}", f"{r['unfused_first_loss']:.5f}"]
+                  if "unfused_ms" in r else ["", "", "", ""])
     lines = results.table(list(head), [list(b) for b in body], markdown)
     lines += [""] + [f"- {r['model']}: {r['describe']}" for r in rows]
     return "\n".join(lines)
@@ -191,6 +222,8 @@ def main(argv=None):
     p.add_argument("--models", default="gpt,cnn", help="comma-separated (default gpt,cnn)")
     p.add_argument("--steps", type=int, default=30, help="steps per side (default 30)")
     p.add_argument("--warmup", type=int, default=3, help="leading steps left out of the median (default 3)")
+    p.add_argument("--unfused-loss", action="store_true",
+                   help="also train autopar with --fuse-cross-entropy=false, for comparison")
     p.add_argument("--write-results", action="store_true", help=f"record the table in {results.RESULTS}")
     args = p.parse_args(argv)
     args.build_dir = os.path.abspath(args.build_dir)
