@@ -171,8 +171,11 @@ void buildGradientPipeline(OpPassManager &pm,
   // Tensor parallelism: the forward is planned and annotated for the group
   // before it is differentiated, so that each cotangent is laid out as its
   // value (autodiff's shard rule) and partitioning gives the backward
-  // Megatron's conjugate collectives. Fused attention has no partitioning
-  // rule yet: the group runs it unfused.
+  // Megatron's conjugate collectives. Attention is not fused before the
+  // plan, as the cross-entropy is (the planner has no options for
+  // autopar.attention yet, though the op has a sharding model), and the
+  // annotations between its pieces hide the pattern after: the group runs
+  // it unfused.
   if (tensorParallel) {
     pm.addPass(options.makePlanPass
                    ? options.makePlanPass()
