@@ -239,15 +239,10 @@ int CompileFlow::validateRequest() {
   request = std::move(*built);
   const ClusterSpec &cluster = request.cluster;
   request.modelName = llvm::sys::path::filename(o.modelPath).str();
-  // A training step split over tp runs attention unfused (the fused op has
-  // no partitioning rule yet: TrainingStep.cpp), so a plan pinned to tp > 1
-  // on CPU ranks, where such steps run, is priced as it runs: scores and
-  // probabilities kept for the backward. On GPU clusters the planner keeps
-  // modelling fused attention, as Megatron-LM runs it (the published rows
-  // it is held to pin tp).
-  request.fusedAttention =
-      o.fuseAttention && !(training && cluster.device.isCpu() &&
-                           request.pins.tp && *request.pins.tp > 1);
+  // Attention and the cross-entropy are priced fused as every plan runs
+  // them (a tp step fuses them before its group's plan, which places the
+  // fused ops: TrainingStep.cpp).
+  request.fusedAttention = o.fuseAttention;
   request.fusedCrossEntropy = o.fuseCrossEntropy;
   // What a rank holds to train: gradients and optimizer states for the
   // parameters not frozen, as many states as the optimizer keeps.

@@ -743,9 +743,9 @@ llvm::Error checkTiedLayouts(TiedParameter &t,
 }
 
 /// Attention fused as the planner prices it (autopar.attention keeps no
-/// scores for the backward), as the one-program step fuses it; not within
-/// tp groups, as there (the fused op has no partitioning rule yet). The
-/// fused op goes with its operands' stage. The model's own cross-entropy
+/// scores for the backward), as the one-program step fuses it; within tp
+/// groups too (their plans place the fused op). The fused op goes with its
+/// operands' stage. The model's own cross-entropy
 /// (an imported SoftmaxCrossEntropyLoss) is fused likewise, within tp groups
 /// too (their plans place the fused op), then the cross-entropy loss
 /// `--loss` asks for added, if any. Returns what failed
@@ -754,7 +754,7 @@ llvm::Error checkTiedLayouts(TiedParameter &t,
 std::string fuseAttentionAndAddLoss(ModuleOp module, const PlanCandidate &plan,
                                     const TrainingStepOptions &step) {
   MLIRContext *context = module.getContext();
-  if (step.fuseAttention && plan.tp == 1) {
+  if (step.fuseAttention) {
     auto pm = PassManager::on<ModuleOp>(context);
     applyPassManagerCLOptionsIfAny(pm);
     FuseAttentionOptions fuse;

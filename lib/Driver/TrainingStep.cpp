@@ -168,25 +168,23 @@ void buildGradientPipeline(OpPassManager &pm,
   // classes as the vocabulary-parallel loss: PlanGraph.cpp).
   if (options.fuseCrossEntropy)
     pm.addNestedPass<func::FuncOp>(createFuseCrossEntropy());
+  // Attention likewise, before a tensor-parallel plan, which places the
+  // fused op (its batch or its heads split: PlanGraph.cpp).
+  if (options.fuseAttention) {
+    FuseAttentionOptions fuse;
+    fuse.maxHeadDim = options.attentionMaxHeadDim;
+    fuse.headDimMultiple = options.attentionHeadDimMultiple;
+    pm.addNestedPass<func::FuncOp>(createFuseAttention(fuse));
+  }
   // Tensor parallelism: the forward is planned and annotated for the group
   // before it is differentiated, so that each cotangent is laid out as its
   // value (autodiff's shard rule) and partitioning gives the backward
-  // Megatron's conjugate collectives. Attention is not fused before the
-  // plan, as the cross-entropy is (the planner has no options for
-  // autopar.attention yet, though the op has a sharding model), and the
-  // annotations between its pieces hide the pattern after: the group runs
-  // it unfused.
+  // Megatron's conjugate collectives.
   if (tensorParallel) {
     pm.addPass(options.makePlanPass
                    ? options.makePlanPass()
                    : createLocalTensorParallelPlan(options.tensorParallel));
     pm.addPass(createReplicateGraphIO());
-  }
-  if (options.fuseAttention && !tensorParallel) {
-    FuseAttentionOptions fuse;
-    fuse.maxHeadDim = options.attentionMaxHeadDim;
-    fuse.headDimMultiple = options.attentionHeadDimMultiple;
-    pm.addNestedPass<func::FuncOp>(createFuseAttention(fuse));
   }
   DifferentiateOptions differentiate;
   differentiate.loss = options.loss;

@@ -192,6 +192,29 @@ OpCost autopar::getOpCost(Operation *op) {
     return freeOp();
   if (auto linalgOp = dyn_cast<linalg::LinalgOp>(op))
     return linalgCost(linalgOp);
+  if (auto attention = dyn_cast<AttentionOp>(op)) {
+    // One FlashAttention kernel, as priceFusedAttention prices the pattern
+    // it replaces: both products (halved under the causal mask, whose
+    // upper tiles the kernel skips), reads of Q, K, V and the mask, the
+    // output and its statistics written.
+    auto query = cast<ShapedType>(attention.getQuery().getType());
+    auto key = cast<ShapedType>(attention.getKey().getType());
+    auto value = cast<ShapedType>(attention.getValue().getType());
+    double products = double(query.getDimSize(0)) * query.getDimSize(1) *
+                      query.getDimSize(2) * key.getDimSize(2) *
+                      (query.getDimSize(3) + value.getDimSize(3));
+    OpCost cost;
+    cost.kind = ComputeKind::Attention;
+    cost.flops = 2 * products / (attention.getCausal() ? 2 : 1);
+    cost.minDim = double(key.getDimSize(2));
+    for (Value v : {attention.getQuery(), attention.getKey(),
+                    attention.getValue(), attention.getMask()})
+      if (v)
+        cost.bytesRead += valueBytes(v);
+    cost.bytesWritten =
+        valueBytes(op->getResult(0)) + valueBytes(op->getResult(1));
+    return cost;
+  }
   if (auto ce = dyn_cast<SoftmaxCrossEntropyOp>(op)) {
     // One pass over the logits (docs/design/cross-entropy.md): per element
     // a max, a subtraction, an exponential, a sum and the label's compare;

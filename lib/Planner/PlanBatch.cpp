@@ -102,6 +102,16 @@ BatchInference inferBatch(Operation *op,
     r.loops.assign(operands[0].begin(), operands[0].end());
   // A fused cross-entropy's loss per position (the result the planner
   // tracks): the logits' positions.
+  // A fused attention's output: the query's batch, heads and rows; its
+  // loops (batch, heads, queries, keys, head dims) the query's first three.
+  if (isa<autopar::AttentionOp>(op)) {
+    auto out = cast<RankedTensorType>(op->getResult(0).getType());
+    r.result.assign(out.getRank(), kNoBatch);
+    r.loops.assign(6, kNoBatch);
+    for (int64_t d = 0; d < 3; ++d)
+      r.result[d] = r.loops[d] = operand(0, d);
+    return r;
+  }
   if (isa<autopar::SoftmaxCrossEntropyOp>(op)) {
     auto nll = cast<RankedTensorType>(op->getResult(0).getType());
     r.result.assign(nll.getRank(), kNoBatch);

@@ -134,6 +134,50 @@ static void crossEntropyOptions(SoftmaxCrossEntropyOp op, PlanOp &planOp) {
   loopOptions({all, rows, rows, rows}, rows, iterators, {}, planOp);
 }
 
+/// Options of a fused attention (autopar.attention, fused before a
+/// tensor-parallel plan): split the batch or the heads, as its sharding
+/// model partitions it (lib/Transforms/AttentionShardingModels.cpp); the
+/// queries, keys and head dims stay whole. Loops (batch, heads, queries,
+/// keys, head dim, value dim); operands query, key, value, the mask if any,
+/// and the two inits, which are only written. Grouped-query key and value
+/// heads (read through `h floordiv g`) cannot follow a heads split here:
+/// such an op splits its batch only.
+static void attentionOptions(AttentionOp op, PlanOp &planOp) {
+  MLIRContext *ctx = op.getContext();
+  auto query = cast<RankedTensorType>(op.getQuery().getType());
+  auto key = cast<RankedTensorType>(op.getKey().getType());
+  auto value = cast<RankedTensorType>(op.getValue().getType());
+  int64_t group = std::max<int64_t>(
+      1, query.getDimSize(1) / std::max<int64_t>(1, key.getDimSize(1)));
+  AffineExpr b = getAffineDimExpr(0, ctx), h = getAffineDimExpr(1, ctx),
+             q = getAffineDimExpr(2, ctx), k = getAffineDimExpr(3, ctx),
+             d = getAffineDimExpr(4, ctx), e = getAffineDimExpr(5, ctx);
+  AffineExpr kvHead = h.floorDiv(group);
+  auto map = [&](ArrayRef<AffineExpr> exprs) {
+    return AffineMap::get(6, 0, exprs, ctx);
+  };
+  AffineMap out = map({b, h, q, e});
+  SmallVector<AffineMap> maps = {map({b, h, q, d}), map({b, kvHead, k, d}),
+                                 map({b, kvHead, k, e})};
+  if (Value mask = op.getMask()) {
+    SmallVector<AffineExpr> exprs = {b, h, q, k};
+    for (auto [i, size] :
+         llvm::enumerate(cast<ShapedType>(mask.getType()).getShape()))
+      if (size == 1)
+        exprs[i] = getAffineConstantExpr(0, ctx);
+    maps.push_back(map(exprs));
+  }
+  unsigned inits = maps.size();
+  maps.append({out, map({b, h, q})});
+  planOp.unreadOperands |= uint64_t(0b11) << inits;
+  planOp.loopRanges = {query.getDimSize(0), query.getDimSize(1),
+                       query.getDimSize(2), key.getDimSize(2),
+                       query.getDimSize(3), value.getDimSize(3)};
+  SmallVector<utils::IteratorType> iterators(6, utils::IteratorType::parallel);
+  iterators[3] = iterators[4] = utils::IteratorType::reduction;
+  loopOptions(maps, out, iterators, {2, 3, 4, 5}, planOp);
+}
+
 /// Options of an embedding lookup (Embedding.h), whose operands are the
 /// table and the ids: split the ids' dims, the table's row dims, or the
 /// vocabulary, which leaves a partial sum (Megatron's vocabulary-parallel
@@ -773,7 +817,8 @@ FailureOr<ProgramGraph> buildProgramGraph(
     }
     // A fused cross-entropy's loss per position (its other result, the
     // log-sum-exp, is read only by the backward).
-    if (op.getNumResults() == 1 || isa<SoftmaxCrossEntropyOp>(op)) {
+    if (op.getNumResults() == 1 ||
+        isa<SoftmaxCrossEntropyOp, AttentionOp>(op)) {
       planOp.result = newValue(op.getResult(0));
       graph.values[planOp.result].isActivation = activation;
       graph.values[planOp.result].dataDependent = dataDependent;
@@ -789,6 +834,16 @@ FailureOr<ProgramGraph> buildProgramGraph(
         planOp.kernelKeepsResult = false;
         planOp.kernelStatsFraction = 1.0;
       }
+    } else if (auto attention = dyn_cast<AttentionOp>(op)) {
+      attentionOptions(attention, planOp);
+      // As priceFusedAttention prices the unfused pattern: the backward
+      // reads Q, K, V, the output and one statistic per query row.
+      for (int64_t k = 0; k < 3; ++k)
+        if (planOp.operands[k] >= 0)
+          planOp.kernelOperands.push_back(planOp.operands[k]);
+      planOp.kernelStatsFraction =
+          1.0 / double(attention.getValue().getType().getShape().back());
+      planOp.backwardFactor = kAttentionBackwardTime;
     } else if (auto linalgOp = dyn_cast<linalg::LinalgOp>(op))
       linalgOptions(linalgOp, planOp);
     else

@@ -1,15 +1,15 @@
 // autopar-tp-partition-pipeline on a program whose attention is fused before
 // partitioning (autopar.attention): the fused op has a sharding model, so
-// propagation and partitioning go through it and each of the 2 ranks runs
-// the attention on its half (of the batch or of the heads, whichever the
-// propagated plan gives it: the planner does not model the fused op), with
-// no shard op left and the whole output returned.
+// propagation and partitioning go through it, and the planner places it
+// (PlanGraph.cpp, attentionOptions): each of the 2 ranks runs the attention
+// on its 4 of the 8 heads, as the column-parallel Q, K and V projections
+// leave them, with no shard op left and the whole output returned.
 // RUN: autopar-opt %s --autopar-tp-partition-pipeline="tp=2" | FileCheck %s
 
 // CHECK-LABEL: func.func @main(
 // CHECK-SAME: -> (tensor<2x64x512xf32>
 // CHECK-NOT: shard.
-// CHECK: %[[A:.*]]:2 = autopar.attention ins(%{{.*}}, %{{.*}}, %{{.*}} : tensor<[[LOCAL:1x8|2x4]]x64x64xf32>, tensor<[[LOCAL]]x64x64xf32>, tensor<[[LOCAL]]x64x64xf32>) outs(%{{.*}}, %{{.*}} : tensor<[[LOCAL]]x64x64xf32>, tensor<[[LOCAL]]x64xf32>) {{.*}}causal
+// CHECK: %[[A:.*]]:2 = autopar.attention ins(%{{.*}}, %{{.*}}, %{{.*}} : tensor<[[LOCAL:2x4]]x64x64xf32>, tensor<[[LOCAL]]x64x64xf32>, tensor<[[LOCAL]]x64x64xf32>) outs(%{{.*}}, %{{.*}} : tensor<[[LOCAL]]x64x64xf32>, tensor<[[LOCAL]]x64xf32>) {{.*}}causal
 // CHECK-NOT: shard.
 // CHECK: return %{{.*}} : tensor<2x64x512xf32>
 func.func @main(%wq: tensor<512x512xf32> {autopar.parameter = "wq"}, %wk: tensor<512x512xf32> {autopar.parameter = "wk"}, %wv: tensor<512x512xf32> {autopar.parameter = "wv"}, %wo: tensor<512x512xf32> {autopar.parameter = "wo"}, %x: tensor<2x64x512xf32> {autopar.input = "x"}) -> (tensor<2x64x512xf32> {autopar.output = "y"}) {
