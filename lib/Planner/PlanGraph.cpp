@@ -140,25 +140,24 @@ static void crossEntropyOptions(SoftmaxCrossEntropyOp op, PlanOp &planOp) {
 /// queries, keys and head dims stay whole. Loops (batch, heads, queries,
 /// keys, head dim, value dim); operands query, key, value, the mask if any,
 /// and the two inits, which are only written. Grouped-query key and value
-/// heads (read through `h floordiv g`) cannot follow a heads split here:
-/// such an op splits its batch only.
+/// heads (query head h reads key/value head h / g) split with the query
+/// heads in contiguous blocks: here their dim follows the heads loop, whose
+/// range is the key/value heads' (a split needs them to divide by tp, and
+/// then the query heads do too).
 static void attentionOptions(AttentionOp op, PlanOp &planOp) {
   MLIRContext *ctx = op.getContext();
   auto query = cast<RankedTensorType>(op.getQuery().getType());
   auto key = cast<RankedTensorType>(op.getKey().getType());
   auto value = cast<RankedTensorType>(op.getValue().getType());
-  int64_t group = std::max<int64_t>(
-      1, query.getDimSize(1) / std::max<int64_t>(1, key.getDimSize(1)));
   AffineExpr b = getAffineDimExpr(0, ctx), h = getAffineDimExpr(1, ctx),
              q = getAffineDimExpr(2, ctx), k = getAffineDimExpr(3, ctx),
              d = getAffineDimExpr(4, ctx), e = getAffineDimExpr(5, ctx);
-  AffineExpr kvHead = h.floorDiv(group);
   auto map = [&](ArrayRef<AffineExpr> exprs) {
     return AffineMap::get(6, 0, exprs, ctx);
   };
   AffineMap out = map({b, h, q, e});
-  SmallVector<AffineMap> maps = {map({b, h, q, d}), map({b, kvHead, k, d}),
-                                 map({b, kvHead, k, e})};
+  SmallVector<AffineMap> maps = {map({b, h, q, d}), map({b, h, k, d}),
+                                 map({b, h, k, e})};
   if (Value mask = op.getMask()) {
     SmallVector<AffineExpr> exprs = {b, h, q, k};
     for (auto [i, size] :
@@ -170,7 +169,7 @@ static void attentionOptions(AttentionOp op, PlanOp &planOp) {
   unsigned inits = maps.size();
   maps.append({out, map({b, h, q})});
   planOp.unreadOperands |= uint64_t(0b11) << inits;
-  planOp.loopRanges = {query.getDimSize(0), query.getDimSize(1),
+  planOp.loopRanges = {query.getDimSize(0), key.getDimSize(1),
                        query.getDimSize(2), key.getDimSize(2),
                        query.getDimSize(3), value.getDimSize(3)};
   SmallVector<utils::IteratorType> iterators(6, utils::IteratorType::parallel);
