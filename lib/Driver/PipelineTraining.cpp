@@ -743,12 +743,11 @@ llvm::Error checkTiedLayouts(TiedParameter &t,
 }
 
 /// Attention fused as the planner prices it (autopar.attention keeps no
-/// scores for the backward), as the one-program step fuses it; within tp
-/// groups too (their plans place the fused op). The fused op goes with its
-/// operands' stage. The model's own cross-entropy
-/// (an imported SoftmaxCrossEntropyLoss) is fused likewise, within tp groups
-/// too (their plans place the fused op), then the cross-entropy loss
-/// `--loss` asks for added, if any. Returns what failed
+/// scores for the backward), as the one-program step fuses it, and the
+/// model's own cross-entropy (an imported SoftmaxCrossEntropyLoss) likewise;
+/// within tp groups too (their plans place the fused ops). A fused op goes
+/// with its operands' stage. Then the cross-entropy loss `--loss` asks for
+/// is added, if any. Returns what failed
 /// ("fusing the attention", "fusing the cross-entropy", "adding the loss";
 /// the diagnostics are reported), or "".
 std::string fuseAttentionAndAddLoss(ModuleOp module, const PlanCandidate &plan,

@@ -681,7 +681,7 @@ buildEvalProgram(MLIRContext *context, const TrainingArtifactOptions &o,
       pm.addPass(createAddCrossEntropyLoss(addLoss));
     }
     if (failed(pm.run(*eval))) {
-      error = "adding the loss to the eval program failed";
+      error = "fusing or adding the eval program's loss failed";
       return failure();
     }
   }

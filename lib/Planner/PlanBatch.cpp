@@ -100,8 +100,6 @@ BatchInference inferBatch(Operation *op,
   // The other ops' loops are their first operand's dims.
   if (!operands.empty())
     r.loops.assign(operands[0].begin(), operands[0].end());
-  // A fused cross-entropy's loss per position (the result the planner
-  // tracks): the logits' positions.
   // A fused attention's output: the query's batch, heads and rows; its
   // loops (batch, heads, queries, keys, head dims) the query's first three.
   if (isa<autopar::AttentionOp>(op)) {
@@ -112,6 +110,8 @@ BatchInference inferBatch(Operation *op,
       r.result[d] = r.loops[d] = operand(0, d);
     return r;
   }
+  // A fused cross-entropy's loss per position (the result the planner
+  // tracks): the logits' positions.
   if (isa<autopar::SoftmaxCrossEntropyOp>(op)) {
     auto nll = cast<RankedTensorType>(op->getResult(0).getType());
     r.result.assign(nll.getRank(), kNoBatch);

@@ -134,6 +134,16 @@ static void crossEntropyOptions(SoftmaxCrossEntropyOp op, PlanOp &planOp) {
   loopOptions({all, rows, rows, rows}, rows, iterators, {}, planOp);
 }
 
+/// The op carrying a fused cross-entropy's kernel (an
+/// autopar.softmax_cross_entropy, or the pick of the pattern it replaces):
+/// its backward reads the logits (value id `logits`) and one f32
+/// log-sum-exp per position, as many as its result, not the result itself.
+static void keepLogitsAndLogSumExp(PlanOp &planOp, int64_t logits) {
+  planOp.kernelOperands = {logits};
+  planOp.kernelKeepsResult = false;
+  planOp.kernelStatsFraction = 1.0;
+}
+
 /// Options of a fused attention (autopar.attention, fused before a
 /// tensor-parallel plan): split the batch or the heads, as its sharding
 /// model partitions it (lib/Transforms/AttentionShardingModels.cpp); the
@@ -424,9 +434,7 @@ static void priceFusedCrossEntropy(
       p->backwardFactor = 0;
       p->unreadOperands = ~uint64_t(0);
     }
-    pick->kernelOperands = {logits->second};
-    pick->kernelKeepsResult = false;
-    pick->kernelStatsFraction = 1.0; // one log-sum-exp per position
+    keepLogitsAndLogSumExp(*pick, logits->second);
   });
 }
 
@@ -826,13 +834,8 @@ FailureOr<ProgramGraph> buildProgramGraph(
       embeddingOptions(*lookup, &op, planOp);
     } else if (auto ce = dyn_cast<SoftmaxCrossEntropyOp>(op)) {
       crossEntropyOptions(ce, planOp);
-      // The fused kernel's backward reads the logits and the log-sum-exp
-      // (one f32 per position), as priceFusedCrossEntropy's pick does.
-      if (planOp.operands[0] >= 0) {
-        planOp.kernelOperands = {planOp.operands[0]};
-        planOp.kernelKeepsResult = false;
-        planOp.kernelStatsFraction = 1.0;
-      }
+      if (planOp.operands[0] >= 0)
+        keepLogitsAndLogSumExp(planOp, planOp.operands[0]);
     } else if (auto attention = dyn_cast<AttentionOp>(op)) {
       attentionOptions(attention, planOp);
       // As priceFusedAttention prices the unfused pattern: the backward
