@@ -19,7 +19,8 @@ For each:
     math: test/Integration/train_dp.py checks it within 1e-5);
   - with --checkpoint-every K, the checkpoints' cost: how long training stalled per
     save (copying the rank's shards, the directory, the metadata) and how long the
-    background writer took, beside the step time (docs/checkpoints.md).
+    background writer took, beside the step time, and how many steps ran while it
+    wrote (docs/checkpoints.md).
 speedup = one rank's step time / N ranks'; efficiency = speedup / N; pred/meas = the
 predicted step time / the measured one.
 
@@ -115,12 +116,14 @@ def bench_plan(work, config, shapes, n, zero, args, tp=1, pp=1):
         records = [json.loads(line) for line in f]
     row["measured_ms"] = statistics.median(r["step_time_s"] for r in records[args.warmup:]) * 1e3
     row["peak_mb"] = peak
-    saves = [(float(a), float(b)) for a, b in re.findall(
-        r"training stalled ([0-9.]+) ms; this rank's file written in the background in "
-        r"([0-9.]+) ms", text)]
+    saves = [(float(a), float(b), int(last or first) - int(first) + 1 if first else 0)
+             for a, b, first, last in re.findall(
+                 r"training stalled ([0-9.]+) ms; this rank's file written in the background in "
+                 r"([0-9.]+) ms(?:, while steps? ([0-9]+)(?:-([0-9]+))? ran)?", text)]
     if saves:
-        row["stall_ms"] = statistics.median(a for a, _ in saves)
-        row["write_ms"] = statistics.median(b for _, b in saves)
+        row["stall_ms"] = statistics.median(a for a, _, _ in saves)
+        row["write_ms"] = statistics.median(b for _, b, _ in saves)
+        row["overlapped_steps"] = statistics.median(c for _, _, c in saves)
     row["losses"] = (records[0]["loss"], records[-1]["loss"])
     return row
 
@@ -144,7 +147,7 @@ def format_table(rows, markdown=False):
             "efficiency", "peak MB (largest rank)", "predicted MB", "loss first / last"]
     saving = any("stall_ms" in r for r in rows)
     if saving:
-        head += ["save: stall ms", "save: background write ms"]
+        head += ["save: stall ms", "save: background write ms", "save: steps overlapped"]
     body = []
     for r in rows:
         meas, pred = r.get("measured_ms"), r.get("predicted_ms")
@@ -155,7 +158,8 @@ def format_table(rows, markdown=False):
                      fmt(r.get("efficiency"), ".2f"), fmt(r.get("peak_mb"), ".0f"),
                      fmt(r.get("predicted_mb"), ".1f"),
                      f"{losses[0]:.5f} / {losses[1]:.5f}" if losses else r["error"]]
-                    + ([fmt(r.get("stall_ms"), ".2f"), fmt(r.get("write_ms"), ".2f")]
+                    + ([fmt(r.get("stall_ms"), ".2f"), fmt(r.get("write_ms"), ".2f"),
+                        fmt(r.get("overlapped_steps"), ".1f")]
                        if saving else []))
     return "\n".join(results.table(head, body, markdown))
 

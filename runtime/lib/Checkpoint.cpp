@@ -30,6 +30,7 @@
 #include <memory>
 #include <sstream>
 #include <sys/stat.h>
+#include <thread>
 #include <unistd.h>
 
 namespace fs = std::filesystem;
@@ -519,6 +520,15 @@ bool anyFailed(Communicator *comm, bool failed) {
   return flag != 0;
 }
 
+/// For the tests of saves that outlast several steps: this rank's writer
+/// first sleeps AUTOPAR_TEST_SLOW_WRITE_MS milliseconds, as a slow or busy
+/// file system would make it.
+void slowWriteForTest() {
+  if (const char *ms = std::getenv("AUTOPAR_TEST_SLOW_WRITE_MS"))
+    std::this_thread::sleep_for(
+        std::chrono::milliseconds(std::strtoll(ms, nullptr, 10)));
+}
+
 } // namespace
 
 CheckpointSave::CheckpointSave(const std::string &dir,
@@ -570,6 +580,7 @@ CheckpointSave::~CheckpointSave() = default;
 void CheckpointSave::writeRankFile() {
   State &st = *state;
   auto start = std::chrono::steady_clock::now();
+  slowWriteForTest();
   // This rank's chunks, each at a 64-byte aligned offset, with their CRC-32.
   st.mine.assign(st.tensors.size(), std::nullopt);
   bool anyChunk =

@@ -16,6 +16,7 @@
 #include "autopar/runtime/TrainProgress.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -380,14 +381,15 @@ Restored resume(Session &session, const Communicator &comm,
 /// Checkpoints written in the background (docs/checkpoints.md, "Saving in
 /// the background"): save() copies the rank's shards to host memory, has
 /// rank 0 create the step's directory, and starts a thread that writes and
-/// syncs this rank's file; complete() joins it and makes the checkpoint
-/// (the exchange of chunk records, rank 0's metadata and renames). Every
-/// communicator call stays on the training thread: MPI_THREAD_MULTIPLE is
-/// asked for but not guaranteed, and a communicator is not thread-safe.
-/// The run completes a save at the end of the
-/// step after it (one step overlaps the writing, and every rank completes
-/// at the same point), before the next save and at the end; at most one
-/// save is in flight.
+/// syncs this rank's file; the save completes (the exchange of chunk
+/// records, rank 0's metadata and renames) once every rank's writer is
+/// done. Every communicator call stays on the training thread:
+/// MPI_THREAD_MULTIPLE is asked for but not guaranteed, and a communicator
+/// is not thread-safe. So after each step the ranks agree whether all
+/// writers are done (an uncounted all-reduce of one flag, the same answer
+/// on every rank, so they all complete after the same step); until they
+/// are, training goes on. At most one save is in flight: the next save,
+/// and the end of the run, wait for the one before.
 class BackgroundSaver {
 public:
   BackgroundSaver(Communicator &comm, const TrainOptions &options,
@@ -399,38 +401,64 @@ public:
       writer.join();
   }
 
-  /// Starts saving step \p info.step.
+  /// Starts saving step \p info.step, after completing the save before.
   void save(Session &session, const CheckpointInfo &info) {
     complete();
     auto begin = std::chrono::steady_clock::now();
     pending = std::make_unique<CheckpointSave>(
         *options.checkpointDir, info, currentState(session, comm), &comm,
         /*snapshot=*/true);
-    stallSeconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - begin)
-            .count();
-    savedAt = info.step;
-    writer = std::thread([save = pending.get()] { save->writeRankFile(); });
+    stallSeconds = seconds(begin);
+    waitSeconds = 0;
+    savedAt = lastStep = info.step;
+    written = false;
+    writer = std::thread([this, save = pending.get()] {
+      save->writeRankFile();
+      written = true;
+    });
   }
 
-  /// Completes the save in flight, if \p step (the step just taken) is
-  /// past the one it saved, or always without a step.
-  void complete(std::optional<int64_t> step = std::nullopt) {
-    if (!pending || (step && *step <= savedAt))
+  /// After step \p step: completes the save in flight if every rank's
+  /// writer is done. Every rank calls it after every step.
+  void poll(int64_t step) {
+    if (!pending)
       return;
-    writer.join();
+    lastStep = step;
     auto begin = std::chrono::steady_clock::now();
+    double notDone = written ? 0 : 1;
+    comm.maxOverWorld(&notDone, 1);
+    stallSeconds += seconds(begin);
+    if (notDone == 0)
+      complete();
+  }
+
+  /// Completes the save in flight, waiting for the writers if need be.
+  void complete() {
+    if (!pending)
+      return;
+    auto begin = std::chrono::steady_clock::now();
+    writer.join();
+    waitSeconds = seconds(begin);
     std::unique_ptr<CheckpointSave> save = std::move(pending);
-    std::string written = save->finish();
-    stallSeconds +=
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - begin)
-            .count();
+    std::string directory = save->finish();
+    stallSeconds += seconds(begin);
     std::ostringstream line;
     line.precision(3);
-    line << std::fixed << "autopar-run: wrote checkpoint " << written
+    line << std::fixed << "autopar-run: wrote checkpoint " << directory
          << " (training stalled " << stallSeconds * 1e3
          << " ms; this rank's file written in the background in "
-         << save->writeSeconds() * 1e3 << " ms)";
+         << save->writeSeconds() * 1e3 << " ms";
+    if (lastStep > savedAt)
+      line << ", while step" << (lastStep > savedAt + 1 ? "s " : " ")
+           << savedAt + 1
+           << (lastStep > savedAt + 1 ? "-" + std::to_string(lastStep) : "")
+           << " ran";
+    line << ")";
+    // The writers' time that overlapped nothing: the next save, or the end
+    // of the run, waited for them.
+    if (waitSeconds >= 1e-3)
+      line << " (waited " << waitSeconds * 1e3
+           << " ms for the writers; a longer --checkpoint-every hides them)";
     std::vector<std::string> deleted;
     if (comm.worldRank() == 0)
       deleted =
@@ -445,13 +473,21 @@ public:
   }
 
 private:
+  static double seconds(std::chrono::steady_clock::time_point since) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                         since)
+        .count();
+  }
+
   Communicator &comm;
   const TrainOptions &options;
   TrainProgress &progress;
   std::unique_ptr<CheckpointSave> pending;
   std::thread writer;
-  int64_t savedAt = 0;
-  double stallSeconds = 0;
+  /// Set by the writer when this rank's file is written (or failed).
+  std::atomic<bool> written = false;
+  int64_t savedAt = 0, lastStep = 0;
+  double stallSeconds = 0, waitSeconds = 0;
 };
 
 /// The checkpoint record of step \p step.
@@ -830,7 +866,7 @@ int64_t runTraining(Session &session, Communicator &comm,
     for (auto [update, target] : updates)
       session.swapArguments(update, target);
     position = data.next(position);
-    saver.complete(s + 1);
+    saver.poll(s + 1);
     if (options.checkpointDir && options.checkpointEvery > 0 &&
         (s + 1) % options.checkpointEvery == 0) {
       saver.save(session, checkpointInfo(session, options, data, s + 1,

@@ -37,7 +37,7 @@ for call and byte for byte (--check-comm):
   sample index: each micro-batch's forward is told its first sample), also
   with recompute selective, and tp2 x pp2 with it; dp2 x tp2 x pp2 with
   ZeRO-2 on 8 ranks, holding the model state the report predicts;
-- faults: a rank of a dp2 x pp2 run killed or hung at step 4 ends every
+- faults: a rank of a dp2 x pp2 run killed or hung at step 5 ends every
   rank within the timeout, and the last checkpoint resumes bitwise;
 - the automatic plan (no --dp, --tp or --pp) for the GPT on 2 and 4 ranks,
   whichever family the search picks;
@@ -303,9 +303,10 @@ def main():
                 # them back whole.
                 errors += on_one_rank(mlp, tag, one, ckpt, launcher, None,
                                       ("--shuffle", "3"))
-    # Faults: a rank of the 4 killed, or hung, at step 4 ends every rank
+    # Faults: a rank of the 4 killed, or hung, at step 5 ends every rank
     # within the timeout (the exchanges of the stages wait under the
-    # watchdog too), and the checkpoint of step 2 resumes bitwise.
+    # watchdog too), and the latest checkpoint (step 2's or step 4's)
+    # resumes bitwise.
     # Rank 2 (stage 1's first replica) writes a checkpoint file; rank 1, a
     # second replica, writes none.
     errors += check_faults(mlp, four[0], four[1], launcher, save_rank=2)

@@ -10,7 +10,9 @@ training step (an MLP, AdamW with clipping and a warmup-cosine schedule):
    a chunk written, its rank file written, the metadata written, the
    directory renamed, latest.tmp written) leaves the previous checkpoint
    valid and `latest` naming it, and resuming from it again gives the
-   uninterrupted run's parameters bit for bit;
+   uninterrupted run's parameters bit for bit; a writer slower than the
+   steps after its save (AUTOPAR_TEST_SLOW_WRITE_MS) lets them run and its
+   checkpoint still resumes bit for bit;
 3. shuffle order: PyTorch fed the batches of `autopar.data.batches` (the
    Python twin of the runtime's order) agrees with autopar-run --shuffle on
    every step's loss and the final parameters within 1e-4, and the in-order
@@ -216,6 +218,33 @@ def main():
             if f.read().strip() != "step-00000006":
                 errors.append(f"save killed at {point}: the resumed run's "
                               "checkpoints did not become latest")
+
+    # 2b. A writer slower than the steps after it (AUTOPAR_TEST_SLOW_WRITE_MS):
+    # training goes on while step 3's file is written; the save completes
+    # when the step-6 save must start (at most one in flight), after steps
+    # 4-6 ran, and it holds step 3's state although they changed it since.
+    ckpt = os.path.join(work, "ckpt-slow-writer")
+    slow = case.train("slow-writer", 6, *shuffle, "--checkpoint-dir", ckpt,
+                      "--checkpoint-every", "3",
+                      env={"AUTOPAR_TEST_SLOW_WRITE_MS": "1500"})
+    lines = slow[0].stdout.splitlines()
+    wrote = [i for i, line in enumerate(lines)
+             if "wrote checkpoint" in line and "step-00000003" in line]
+    step6 = [i for i, line in enumerate(lines) if line.startswith("step 6")]
+    if not wrote or not step6 or wrote[0] < step6[0] or \
+            "while steps 4-6 ran" not in lines[wrote[0]] or \
+            "waited" not in lines[wrote[0]]:
+        errors.append("slow writer: step 3's save did not complete after "
+                      "steps 4-6 ran, waited for by step 6's save:\n" +
+                      slow[0].stdout)
+    else:
+        print("slow writer: " + lines[wrote[0]])
+    with open(os.path.join(ckpt, "latest"), "w") as f:
+        f.write("step-00000003\n")
+    again = case.train("slow-writer", 6, *shuffle, "--checkpoint-dir",
+                       ckpt, "--resume")
+    check_bitwise(errors, "slow writer's step-3 checkpoint", names, straight,
+                  again)
 
     # 3. The shuffle order against PyTorch fed in the twin's order.
     shuffled = case.train("shuffled", STEPS, *shuffle)

@@ -457,12 +457,12 @@ TEST_F(TrainCliTest, AKilledSaveLeavesThePreviousCheckpointValid) {
   EXPECT_NE(resumed.out.find("resumed from " + stepDir(2)), std::string::npos)
       << resumed.out;
   expectSameOutputs(work.file("straight"), work.file("resumed"));
-  // Steps 3 and 4 ran twice (and step 5, when it finished while step 4's
-  // file was written in the background, before the kill); the records of
-  // the resumed run are the same.
+  // Steps 3 and 4 ran twice (and steps 5 and 6, those that finished while
+  // step 4's file was written in the background, before the kill); the
+  // records of the resumed run are the same.
   std::vector<json> straight = metrics(work.file("m1.jsonl"));
   std::vector<json> twice = metrics(work.file("m2.jsonl"));
-  ASSERT_TRUE(twice.size() == 8u || twice.size() == 9u) << twice.size();
+  ASSERT_TRUE(twice.size() >= 8u && twice.size() <= 10u) << twice.size();
   twice.erase(twice.begin() + 2, twice.begin() + (twice.size() - 4));
   expectSameSteps(straight, twice);
 }
