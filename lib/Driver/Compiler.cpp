@@ -117,6 +117,13 @@ private:
   int importReplica();
   /// The whole program as the planner reads it (`module`).
   int importForPlanning();
+  /// planProgram for \p forRequest on \p main, a function of `module`.
+  /// Training with `--loss cross-entropy:OUTPUT` plans a copy of it with
+  /// the loss added as the step adds it, so that the plan prices the loss
+  /// (and its vocabulary-parallel form); the copy stays in `plannedModules`,
+  /// which the result points into.
+  llvm::Expected<PlanResult> planModel(func::FuncOp main,
+                                       const PlanRequest &forRequest);
   /// Training: the search chose what the step cannot run (\p chosen, why in
   /// \p reason): trains the best plan of \p without (the request with
   /// \p dropped pinned off) instead, saying so, or fails when none exists.
@@ -153,6 +160,9 @@ private:
   std::unique_ptr<MLIRContext> context;
   std::optional<ScopedDiagnosticHandler> diagnostics;
   OwningOpRef<ModuleOp> module;
+  /// The programs planned in place of `module` (planModel): plans point
+  /// into them.
+  std::vector<OwningOpRef<ModuleOp>> plannedModules;
   std::vector<ArtifactArgument> arguments;
   std::optional<PlanResult> plan;
 
@@ -585,6 +595,30 @@ int CompileFlow::importForPlanning() {
   return 0;
 }
 
+llvm::Expected<PlanResult>
+CompileFlow::planModel(func::FuncOp main, const PlanRequest &forRequest) {
+  std::string logits = training ? crossEntropyOutput(o.loss) : "";
+  if (logits.empty())
+    return planProgram(main, forRequest);
+  OwningOpRef<ModuleOp> withLoss(cast<ModuleOp>(main->getParentOp()->clone()));
+  auto pm = PassManager::on<ModuleOp>(context.get());
+  applyPassManagerCLOptionsIfAny(pm);
+  AddCrossEntropyLossOptions addLoss;
+  addLoss.output = logits;
+  addLoss.fused = o.fuseCrossEntropy;
+  pm.addPass(createAddCrossEntropyLoss(addLoss));
+  if (failed(pm.run(*withLoss)))
+    return llvm::createStringError(
+        "--loss " + o.loss +
+        ": adding the loss to plan it failed (see the diagnostics above)");
+  PlanRequest planned = forRequest;
+  planned.lossOutput = "loss";
+  auto result =
+      planProgram(withLoss->lookupSymbol<func::FuncOp>("main"), planned);
+  plannedModules.push_back(std::move(withLoss));
+  return result;
+}
+
 int CompileFlow::run() {
   if (int rc = validateRequest())
     return rc;
@@ -613,7 +647,7 @@ int CompileFlow::run() {
   // --explain-plan: each dimension against its runner-up (replans do not).
   PlanRequest plannedRequest = request;
   plannedRequest.compareDimensions = o.explainPlan;
-  auto planned = planProgram(main, plannedRequest);
+  auto planned = planModel(main, plannedRequest);
   if (!planned) {
     // A plan that does not fit is still reported: fits false, the bytes
     // over, the pins to change and the nearest plan that fits.
@@ -1045,7 +1079,7 @@ int CompileFlow::trainBestPlanWithout(PlanRequest without,
     if (int rc = importForPlanning())
       return rc;
   auto main = module->lookupSymbol<func::FuncOp>("main");
-  auto replanned = planProgram(main, without);
+  auto replanned = planModel(main, without);
   if (!replanned)
     return fail("the plan's " + subject + " cannot be trained (" + reason +
                 "), and without " + dropped + ": " +
@@ -1059,7 +1093,7 @@ int CompileFlow::trainBestPlanWithout(PlanRequest without,
 bool CompileFlow::fallBack(const PlanRequest &replanRequest,
                            llvm::StringRef without, llvm::StringRef reason) {
   auto main = module->lookupSymbol<func::FuncOp>("main");
-  auto replanned = planProgram(main, replanRequest);
+  auto replanned = planModel(main, replanRequest);
   if (!replanned) {
     fail("the best plan needs " + without + ", which this program cannot " +
          "run with yet (" + reason + "), and no plan without it exists: " +

@@ -746,12 +746,9 @@ llvm::Error checkTiedLayouts(TiedParameter &t,
 /// scores for the backward), as the one-program step fuses it, and the
 /// model's own cross-entropy (an imported SoftmaxCrossEntropyLoss) likewise;
 /// within tp groups too (their plans place the fused ops). A fused op goes
-/// with its operands' stage. Then the cross-entropy loss `--loss` asks for
-/// is added, if any. Returns what failed
-/// ("fusing the attention", "fusing the cross-entropy", "adding the loss";
-/// the diagnostics are reported), or "".
-std::string fuseAttentionAndAddLoss(ModuleOp module, const PlanCandidate &plan,
-                                    const TrainingStepOptions &step) {
+/// with its operands' stage. Returns what failed ("fusing the attention",
+/// "fusing the cross-entropy"; the diagnostics are reported), or "".
+std::string fuseKernels(ModuleOp module, const TrainingStepOptions &step) {
   MLIRContext *context = module.getContext();
   if (step.fuseAttention) {
     auto pm = PassManager::on<ModuleOp>(context);
@@ -770,18 +767,33 @@ std::string fuseAttentionAndAddLoss(ModuleOp module, const PlanCandidate &plan,
     if (failed(pm.run(module)))
       return "fusing the cross-entropy";
   }
-  if (std::string output = crossEntropyOutput(step.loss); !output.empty()) {
-    auto pm = PassManager::on<ModuleOp>(context);
-    AddCrossEntropyLossOptions addLoss;
-    addLoss.output = output;
-    // In a tp x pp stage too: the loss reads the logits as the stage's plan
-    // left them (vocabulary-parallel under a column-parallel head).
-    addLoss.fused = step.fuseCrossEntropy;
-    pm.addPass(createAddCrossEntropyLoss(addLoss));
-    if (failed(pm.run(module)))
-      return "adding the loss";
-  }
   return "";
+}
+
+/// The cross-entropy loss `--loss cross-entropy:OUTPUT` asks for, if any,
+/// added as the cluster plan priced it (autopar-compile plans the model
+/// with it). Returns "adding the loss" on failure (the diagnostics are
+/// reported), or "".
+std::string addRequestedLoss(ModuleOp module, const TrainingStepOptions &step) {
+  std::string output = crossEntropyOutput(step.loss);
+  if (output.empty())
+    return "";
+  auto pm = PassManager::on<ModuleOp>(module.getContext());
+  AddCrossEntropyLossOptions addLoss;
+  addLoss.output = output;
+  // In a tp x pp stage too: the loss reads the logits as the stage's plan
+  // left them (vocabulary-parallel under a column-parallel head).
+  addLoss.fused = step.fuseCrossEntropy;
+  pm.addPass(createAddCrossEntropyLoss(addLoss));
+  return failed(pm.run(module)) ? "adding the loss" : "";
+}
+
+/// fuseKernels, then addRequestedLoss (the eval graph's stages are placed
+/// by ONNX node, so the loss comes after and goes with its inputs).
+std::string fuseAttentionAndAddLoss(ModuleOp module,
+                                    const TrainingStepOptions &step) {
+  std::string what = fuseKernels(module, step);
+  return what.empty() ? addRequestedLoss(module, step) : what;
 }
 
 /// The ONNX node an imported op comes from (the importer locates each op at
@@ -912,8 +924,7 @@ buildEvalStages(MLIRContext &context, const PlanCandidate &plan,
                                          : *llvm::max_element(placed)));
     }
   }
-  if (std::string what = fuseAttentionAndAddLoss(*module, plan, step);
-      !what.empty())
+  if (std::string what = fuseAttentionAndAddLoss(*module, step); !what.empty())
     return because(what + " of the eval graph failed");
   main = module->lookupSymbol<func::FuncOp>("main");
   if (!keepOnlyResult(main, facts.lossName))
@@ -1451,13 +1462,11 @@ buildPipelineTraining(MLIRContext &context, const PlanCandidate &plan,
         stateUpdates.push_back({ret.getOperand(j), main.getResultAttrDict(j)});
   }
 
-  // The stages of the forward, as the planner placed them; the loss the
-  // importer or autopar-add-cross-entropy-loss adds goes with its inputs.
-  if (llvm::Error err = assignPipelineStages(main, plan))
-    return std::move(err);
-  llvm::StringMap<SmallVector<int64_t>> nodeStages = stagesOfNodes(main);
-  if (std::string what = fuseAttentionAndAddLoss(*module, plan, step);
-      !what.empty())
+  // The loss `--loss cross-entropy:OUTPUT` asks for, and the loss alone
+  // returned, as the cluster plan was made (the planner prices the added
+  // loss, and a training plan's only result is the loss): the segments
+  // that the plan's stages map onto are the plan's.
+  if (std::string what = addRequestedLoss(*module, step); !what.empty())
     return error(what + " of " + options.modelPath +
                  " failed (see the diagnostics above)");
   std::string lossName =
@@ -1481,6 +1490,15 @@ buildPipelineTraining(MLIRContext &context, const PlanCandidate &plan,
   if (!keepOnlyResult(main, lossName))
     return error("--loss " + lossName +
                  ": the model has no output of that name");
+  // The stages of the forward, as the planner placed them; then attention
+  // and the model's own loss fused, each fused op in its operands' stage.
+  if (llvm::Error err = assignPipelineStages(main, plan))
+    return std::move(err);
+  llvm::StringMap<SmallVector<int64_t>> nodeStages = stagesOfNodes(main);
+  if (std::string what = fuseKernels(*module, step); !what.empty())
+    return error(what + " of " + options.modelPath +
+                 " failed (see the diagnostics above)");
+  main = module->lookupSymbol<func::FuncOp>("main");
   // What is trained, as one rank trains it, and how the loss adds up.
   StepFacts facts;
   facts.lossName = lossName;

@@ -132,6 +132,15 @@ static void crossEntropyOptions(SoftmaxCrossEntropyOp op, PlanOp &planOp) {
   planOp.loopRanges.assign(logits.getShape().begin(), logits.getShape().end());
   planOp.unreadOperands |= 0b1100;
   loopOptions({all, rows, rows, rows}, rows, iterators, {}, planOp);
+  // Split classes (the vocabulary-parallel loss): the op's partition
+  // merges the blocks itself, in three all-reduces of the rows, and
+  // returns the whole loss.
+  for (OpOption &option : planOp.options)
+    if (option.result == kPartial) {
+      option.result = kReplicated;
+      option.reducesResult = true;
+      option.resultAllReduces = 3;
+    }
 }
 
 /// The op carrying a fused cross-entropy's kernel (an
@@ -616,35 +625,38 @@ static void assignDistinctSegments(ProgramGraph &graph) {
   graph.distinctSegments = ids.size();
 }
 
-/// The arguments of \p main that carry a gradient from the output named
-/// \p lossOutput (its default: the only scalar float output), as
-/// autopar-differentiate finds them (ActiveValues.h): a float buffer read
-/// only by a comparison (a causal mask) is not trained. std::nullopt when
-/// there is no such output.
-static std::optional<llvm::DenseSet<Value>>
-argumentsTheLossTrains(func::FuncOp main, llvm::StringRef lossOutput) {
-  auto ret = cast<func::ReturnOp>(main.getBody().front().getTerminator());
-  std::optional<Value> loss;
-  for (auto [k, v] : llvm::enumerate(ret.getOperands())) {
+/// The result of \p main named \p lossOutput (its default: the only scalar
+/// float output), or std::nullopt when there is no such output.
+static std::optional<unsigned> lossResultIndex(func::FuncOp main,
+                                               llvm::StringRef lossOutput) {
+  std::optional<unsigned> loss;
+  for (unsigned k = 0; k < main.getNumResults(); ++k) {
     auto name = main.getResultAttrOfType<StringAttr>(k, attrs::kOutput);
     if (!name)
       continue;
-    auto type = dyn_cast<RankedTensorType>(v.getType());
+    auto type = dyn_cast<RankedTensorType>(main.getResultTypes()[k]);
     bool scalarFloat =
         type && type.getRank() == 0 && isa<FloatType>(type.getElementType());
     if (lossOutput.empty() ? scalarFloat : name.getValue() == lossOutput) {
       if (loss && lossOutput.empty())
         return std::nullopt; // several scalars: no default
-      loss = v;
+      loss = k;
     }
   }
-  if (!loss)
-    return std::nullopt;
+  return loss;
+}
+
+/// The arguments of \p main that carry a gradient from result \p lossIndex,
+/// as autopar-differentiate finds them (ActiveValues.h): a float buffer read
+/// only by a comparison (a causal mask) is not trained.
+static llvm::DenseSet<Value> argumentsTheLossTrains(func::FuncOp main,
+                                                    unsigned lossIndex) {
+  auto ret = cast<func::ReturnOp>(main.getBody().front().getTerminator());
   SmallVector<Value> parameters;
   for (BlockArgument arg : main.getArguments())
     if (main.getArgAttr(arg.getArgNumber(), attrs::kParameter))
       parameters.push_back(arg);
-  return findActiveValues(main, parameters, *loss);
+  return findActiveValues(main, parameters, ret.getOperand(lossIndex));
 }
 
 /// Marks the values autopar-mixed-precision leaves in f32
@@ -709,9 +721,12 @@ FailureOr<ProgramGraph> buildProgramGraph(
       stateParameters.insert(name.getValue());
   // Parameters the loss does not depend on, or only through comparisons
   // or indices, get no gradient.
-  std::optional<llvm::DenseSet<Value>> lossReads;
+  std::optional<unsigned> lossIndex;
   if (lossOutput)
-    lossReads = argumentsTheLossTrains(main, *lossOutput);
+    lossIndex = lossResultIndex(main, *lossOutput);
+  std::optional<llvm::DenseSet<Value>> lossReads;
+  if (lossIndex)
+    lossReads = argumentsTheLossTrains(main, *lossIndex);
   bool sawInput = false;
   for (unsigned i = 0; i < main.getNumArguments(); ++i) {
     Value arg = main.getArgument(i);
@@ -766,9 +781,15 @@ FailureOr<ProgramGraph> buildProgramGraph(
       for (auto [k, v] : llvm::enumerate(op.getOperands())) {
         if (!graph.valueIds.count(v))
           continue;
+        bool update = main.getResultAttr(k, attrs::kUpdate) != nullptr;
+        // A training step returns the loss and what the forward updates
+        // (autopar-differentiate drops the other outputs): those are not
+        // gathered, and nothing keeps them live to the end.
+        if (lossIndex && k != *lossIndex && !update)
+          continue;
         ValueInfo &info = graph.values[graph.valueIds[v]];
         info.isResult = true;
-        if (main.getResultAttr(k, attrs::kUpdate))
+        if (update)
           info.isStateUpdate = true;
         // Replicas (and micro-batches) each compute a block of the leading
         // dim, concatenated in order: that dim must hold the batch as its

@@ -233,7 +233,8 @@ solveSegmentForOutputs(const ProgramGraph &graph, const Segment &segment,
             cur.entries[s].cost +
             opComputeSeconds(graph, op, option, tp, ctx) * (training ? 3 : 1);
         if (option.reducesResult)
-          cost += convert(kPartial, kReplicated, op.result);
+          cost += option.resultAllReduces *
+                  convert(kPartial, kReplicated, op.result);
         for (auto [k, id] : llvm::enumerate(op.operands)) {
           if (!tracked(id))
             continue;
@@ -420,7 +421,8 @@ SegmentCost evaluateSegment(const ProgramGraph &graph, const Segment &segment,
         }
       }
     }
-    if (option.reducesResult) {
+    for (int64_t r = 0; option.reducesResult && r < option.resultAllReduces;
+         ++r) {
       double bytes = ctx.bytes(graph.values[op.result]);
       result.forwardComm +=
           reshardSeconds(kPartial, kReplicated, bytes, ctx, false);

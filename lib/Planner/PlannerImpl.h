@@ -114,6 +114,11 @@ struct OpOption {
   /// planner keeps the sum partial, for its one reader to reduce-scatter or
   /// all-reduce as it needs, only where one conversion reads it.
   bool reducesResult = false;
+  /// How many all-reduces of the result's size `reducesResult` runs: one
+  /// for a split sum; three for the vocabulary-parallel cross-entropy (the
+  /// blocks' maxima, their rescaled sums of exponentials, the label's
+  /// logit: CrossEntropyShardingModels.cpp).
+  int64_t resultAllReduces = 1;
   /// Operands that stay whole while the op is split: in training their
   /// gradient is a partial sum to all-reduce.
   llvm::SmallVector<bool> wholeOperandOfSplitOp;
@@ -277,7 +282,10 @@ std::vector<int64_t> segmentLayers(llvm::ArrayRef<int64_t> distinctIds);
 /// Parameters whose
 /// names match \p frozen are held but not trained (ValueInfo::isTrained),
 /// and, for a training plan (\p lossOutput given), those the loss does not
-/// depend on (PlanRequest::lossOutput).
+/// depend on (PlanRequest::lossOutput). A training plan's results are the
+/// loss and the state the forward updates, as the step returns them: the
+/// model's other outputs are neither gathered nor kept live to the end
+/// (all outputs are results when no output is the loss).
 llvm::FailureOr<ProgramGraph>
 buildProgramGraph(mlir::func::FuncOp main,
                   std::optional<AttentionPatternOptions> fusedAttention =

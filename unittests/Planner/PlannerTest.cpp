@@ -620,6 +620,9 @@ TEST(FusedCrossEntropyPlanTest, TheLogitsAndTheirLogSumExpAreKept) {
   PlanFlags flags;
   flags.mode = "train";
   flags.recompute = "none";
+  // One micro-batch of the 64 positions: what local:1's search picks
+  // depends on the machine's caches.
+  flags.microBatchSize = 64;
   auto request = buildPlanRequest(flags);
   ASSERT_TRUE(bool(request)) << llvm::toString(request.takeError());
   auto fused = planProgram(main, *request);
@@ -638,4 +641,78 @@ TEST(FusedCrossEntropyPlanTest, TheLogitsAndTheirLogSumExpAreKept) {
   EXPECT_GE(unfused->best.memory.activations,
             logits + 2 * perPosition + shared);
   EXPECT_LT(fused->best.time.compute, unfused->best.time.compute);
+}
+
+// An MLP (Megatron's column- then row-parallel pair) and its own loss,
+// returning the hidden activation `h` [64, 512] beside the loss or not.
+static std::string mlpText(bool returnHidden) {
+  auto values = [](int count, const char *value) {
+    std::string text = value;
+    for (int i = 1; i < count; ++i)
+      text += std::string(", ") + value;
+    return text;
+  };
+  return std::string("<ir_version: 8, opset_import: [\"\" : 17]>\n"
+                     "g (float[64, 128] X, int64[64] L) => (") +
+         (returnHidden ? "float[64, 512] h, " : "") +
+         "float loss)\n"
+         "  <float[128, 512] W1 = {" +
+         values(128 * 512, "0.01") + "}, float[512, 16] W2 = {" +
+         values(512 * 16, "0.02") +
+         "}> {\n"
+         "  a = MatMul(X, W1)\n"
+         "  h = Relu(a)\n"
+         "  logits = MatMul(h, W2)\n"
+         "  loss = SoftmaxCrossEntropyLoss(logits, L)\n"
+         "}\n";
+}
+
+// A training step returns the loss and the state updates; the model's other
+// outputs are dropped (autopar-differentiate). So a training plan neither
+// gathers such an output under tp nor keeps it live to the end: the MLP
+// returning (h, loss) is planned as the one returning the loss alone (h
+// split over tp between the pair, no all-gather of it). An inference plan
+// returns h whole, and pays for it.
+TEST(TrainingResultsPlanTest, OutputsBesideTheLossCostNothingToTrain) {
+  mlir::DialectRegistry registry;
+  registerShardingModels(registry);
+  mlir::registerAllDialects(registry);
+  mlir::MLIRContext context(registry);
+  auto plan = [&](bool returnHidden,
+                  const char *mode) -> std::optional<PlanResult> {
+    auto module =
+        importOnnxBuffer(&context, mlpText(returnHidden), "mlp.onnxtxt",
+                         /*isText=*/true, ImportOptions());
+    EXPECT_TRUE(module);
+    if (!module)
+      return std::nullopt;
+    PlanFlags flags;
+    flags.cluster = "local:2";
+    flags.mode = mode;
+    flags.tp = 2;
+    flags.microBatchSize = 64;
+    if (std::string(mode) == "train")
+      flags.recompute = "none";
+    auto request = buildPlanRequest(flags);
+    EXPECT_TRUE(bool(request)) << llvm::toString(request.takeError());
+    if (!request)
+      return std::nullopt;
+    if (std::string(mode) == "train")
+      request->lossOutput = "loss";
+    auto result =
+        planProgram(module->lookupSymbol<mlir::func::FuncOp>("main"), *request);
+    EXPECT_TRUE(bool(result)) << llvm::toString(result.takeError());
+    if (!result)
+      return std::nullopt;
+    return std::move(*result);
+  };
+  auto lossOnly = plan(false, "train");
+  auto both = plan(true, "train");
+  ASSERT_TRUE(lossOnly && both);
+  EXPECT_DOUBLE_EQ(both->best.stepSeconds, lossOnly->best.stepSeconds);
+  EXPECT_DOUBLE_EQ(both->best.memory.total(), lossOnly->best.memory.total());
+  auto inferLossOnly = plan(false, "infer");
+  auto inferBoth = plan(true, "infer");
+  ASSERT_TRUE(inferLossOnly && inferBoth);
+  EXPECT_GT(inferBoth->best.stepSeconds, inferLossOnly->best.stepSeconds);
 }
