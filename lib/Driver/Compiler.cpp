@@ -597,16 +597,11 @@ int CompileFlow::importForPlanning() {
 
 llvm::Expected<PlanResult>
 CompileFlow::planModel(func::FuncOp main, const PlanRequest &forRequest) {
-  std::string logits = training ? crossEntropyOutput(o.loss) : "";
-  if (logits.empty())
-    return planProgram(main, forRequest);
-  OwningOpRef<ModuleOp> withLoss(cast<ModuleOp>(main->getParentOp()->clone()));
   auto pm = PassManager::on<ModuleOp>(context.get());
   applyPassManagerCLOptionsIfAny(pm);
-  AddCrossEntropyLossOptions addLoss;
-  addLoss.output = logits;
-  addLoss.fused = o.fuseCrossEntropy;
-  pm.addPass(createAddCrossEntropyLoss(addLoss));
+  if (!training || !addCrossEntropyLossPass(pm, o.loss, o.fuseCrossEntropy))
+    return planProgram(main, forRequest);
+  OwningOpRef<ModuleOp> withLoss(cast<ModuleOp>(main->getParentOp()->clone()));
   if (failed(pm.run(*withLoss)))
     return llvm::createStringError(
         "--loss " + o.loss +

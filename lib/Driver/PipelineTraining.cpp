@@ -775,16 +775,11 @@ std::string fuseKernels(ModuleOp module, const TrainingStepOptions &step) {
 /// with it). Returns "adding the loss" on failure (the diagnostics are
 /// reported), or "".
 std::string addRequestedLoss(ModuleOp module, const TrainingStepOptions &step) {
-  std::string output = crossEntropyOutput(step.loss);
-  if (output.empty())
-    return "";
   auto pm = PassManager::on<ModuleOp>(module.getContext());
-  AddCrossEntropyLossOptions addLoss;
-  addLoss.output = output;
   // In a tp x pp stage too: the loss reads the logits as the stage's plan
   // left them (vocabulary-parallel under a column-parallel head).
-  addLoss.fused = step.fuseCrossEntropy;
-  pm.addPass(createAddCrossEntropyLoss(addLoss));
+  if (!addCrossEntropyLossPass(pm, step.loss, step.fuseCrossEntropy))
+    return "";
   return failed(pm.run(module)) ? "adding the loss" : "";
 }
 

@@ -94,6 +94,18 @@ std::string crossEntropyOutput(llvm::StringRef loss) {
              : std::string();
 }
 
+bool addCrossEntropyLossPass(OpPassManager &pm, llvm::StringRef loss,
+                             bool fused) {
+  std::string output = crossEntropyOutput(loss);
+  if (output.empty())
+    return false;
+  AddCrossEntropyLossOptions addLoss;
+  addLoss.output = output;
+  addLoss.fused = fused;
+  pm.addPass(createAddCrossEntropyLoss(addLoss));
+  return true;
+}
+
 namespace {
 
 /// The scale fp16's first step uses: the static one, or the dynamic
@@ -189,16 +201,11 @@ void buildGradientPipeline(OpPassManager &pm,
   DifferentiateOptions differentiate;
   differentiate.loss = options.loss;
   differentiate.freeze.assign(options.freeze.begin(), options.freeze.end());
-  if (std::string output = crossEntropyOutput(options.loss); !output.empty()) {
-    AddCrossEntropyLossOptions addLoss;
-    addLoss.output = output;
-    // Under tp too: the loss reads the logits as the planner left them (a
-    // column-parallel head's blocks of classes), and the fused op's sharding
-    // model partitions it as the vocabulary-parallel loss.
-    addLoss.fused = options.fuseCrossEntropy;
-    pm.addPass(createAddCrossEntropyLoss(addLoss));
+  // Under tp too: the loss reads the logits as the planner left them (a
+  // column-parallel head's blocks of classes), and the fused op's sharding
+  // model partitions it as the vocabulary-parallel loss.
+  if (addCrossEntropyLossPass(pm, options.loss, options.fuseCrossEntropy))
     differentiate.loss = "loss";
-  }
   differentiate.phaseMarks = options.phaseMarks;
   differentiate.lossScale = lossScaleOf(options);
   differentiate.dynamicLossScale = dynamicLossScaleOf(options);
@@ -674,12 +681,7 @@ buildEvalProgram(MLIRContext *context, const TrainingArtifactOptions &o,
     PassManager pm = PassManager::on<ModuleOp>(context);
     if (o.fuseCrossEntropy)
       pm.addNestedPass<func::FuncOp>(createFuseCrossEntropy());
-    if (std::string output = crossEntropyOutput(o.loss); !output.empty()) {
-      AddCrossEntropyLossOptions addLoss;
-      addLoss.output = output;
-      addLoss.fused = o.fuseCrossEntropy;
-      pm.addPass(createAddCrossEntropyLoss(addLoss));
-    }
+    addCrossEntropyLossPass(pm, o.loss, o.fuseCrossEntropy);
     if (failed(pm.run(*eval))) {
       error = "fusing or adding the eval program's loss failed";
       return failure();

@@ -421,16 +421,18 @@ SegmentCost evaluateSegment(const ProgramGraph &graph, const Segment &segment,
         }
       }
     }
-    for (int64_t r = 0; option.reducesResult && r < option.resultAllReduces;
-         ++r) {
+    if (option.reducesResult) {
       double bytes = ctx.bytes(graph.values[op.result]);
+      int64_t n = option.resultAllReduces;
       result.forwardComm +=
-          reshardSeconds(kPartial, kReplicated, bytes, ctx, false);
-      tally(result.forwardCollectives, kPartial, kReplicated, bytes, false);
-      if (training) {
+          n * reshardSeconds(kPartial, kReplicated, bytes, ctx, false);
+      if (training)
         result.backwardComm +=
-            reshardSeconds(kPartial, kReplicated, bytes, ctx, true);
-        tally(result.backwardCollectives, kPartial, kReplicated, bytes, true);
+            n * reshardSeconds(kPartial, kReplicated, bytes, ctx, true);
+      for (int64_t r = 0; r < n; ++r) {
+        tally(result.forwardCollectives, kPartial, kReplicated, bytes, false);
+        if (training)
+          tally(result.backwardCollectives, kPartial, kReplicated, bytes, true);
       }
       result.largestMessageBytes = std::max(result.largestMessageBytes, bytes);
     }

@@ -409,7 +409,6 @@ public:
         *options.checkpointDir, info, currentState(session, comm), &comm,
         /*snapshot=*/true);
     stallSeconds = seconds(begin);
-    waitSeconds = 0;
     savedAt = lastStep = info.step;
     written = false;
     writer = std::thread([this, save = pending.get()] {
@@ -438,7 +437,7 @@ public:
       return;
     auto begin = std::chrono::steady_clock::now();
     writer.join();
-    waitSeconds = seconds(begin);
+    double waitSeconds = seconds(begin);
     std::unique_ptr<CheckpointSave> save = std::move(pending);
     std::string directory = save->finish();
     stallSeconds += seconds(begin);
@@ -448,11 +447,10 @@ public:
          << " (training stalled " << stallSeconds * 1e3
          << " ms; this rank's file written in the background in "
          << save->writeSeconds() * 1e3 << " ms";
-    if (lastStep > savedAt)
-      line << ", while step" << (lastStep > savedAt + 1 ? "s " : " ")
-           << savedAt + 1
-           << (lastStep > savedAt + 1 ? "-" + std::to_string(lastStep) : "")
-           << " ran";
+    if (lastStep == savedAt + 1)
+      line << ", while step " << lastStep << " ran";
+    else if (lastStep > savedAt + 1)
+      line << ", while steps " << savedAt + 1 << "-" << lastStep << " ran";
     line << ")";
     // The writers' time that overlapped nothing: the next save, or the end
     // of the run, waited for them.
@@ -487,7 +485,7 @@ private:
   /// Set by the writer when this rank's file is written (or failed).
   std::atomic<bool> written = false;
   int64_t savedAt = 0, lastStep = 0;
-  double stallSeconds = 0, waitSeconds = 0;
+  double stallSeconds = 0;
 };
 
 /// The checkpoint record of step \p step.

@@ -22,16 +22,18 @@ using namespace autopar;
 
 namespace {
 
+// `n` copies of `value`, comma-separated: an initializer's values in the
+// textual syntax (the planner does not read them, the syntax needs them).
+std::string values(int64_t n, const char *value = "0.5") {
+  std::string s;
+  for (int64_t i = 0; i < n; ++i)
+    s += std::string(i ? ", " : "") + value;
+  return s;
+}
+
 // Two linear layers of width 256 on a batch of 32: large enough that
-// splitting it pays on 4 ranks. The weights' values do not matter to the
-// planner; the textual syntax needs them written out.
+// splitting it pays on 4 ranks.
 std::string mlpText() {
-  auto values = [](int64_t n) {
-    std::string s;
-    for (int64_t i = 0; i < n; ++i)
-      s += i ? ", 0.5" : "0.5";
-    return s;
-  };
   return "<ir_version: 8, opset_import: [\"\" : 17]>\n"
          "g (float[32, 256] X) => (float[32, 256] Y)\n"
          "  <float[256, 256] W1 = {" +
@@ -364,12 +366,6 @@ TEST_F(PlannerTest, MixedPrecisionKeepsWhatItLeavesInF32AtFourBytes) {
 // must not keep every later boundary from being a segment's (a pipeline could
 // then cut only before the first BatchNorm).
 TEST_F(PlannerTest, StateUpdatesDoNotBlockLaterSegments) {
-  auto values = [](int64_t n, const char *v) {
-    std::string s;
-    for (int64_t i = 0; i < n; ++i)
-      s += std::string(i ? ", " : "") + v;
-    return s;
-  };
   std::string text =
       "<ir_version: 8, opset_import: [\"\" : 15]>\n"
       "g (float[32, 64] X) => (float L)\n"
@@ -590,33 +586,51 @@ TEST_F(PlannerTest, TheBackwardsWorkingSetIsPriced) {
 // A linear head and the model's own SoftmaxCrossEntropyLoss: 64 positions,
 // 1024 classes, fp32.
 std::string crossEntropyText() {
-  std::string values;
-  for (int i = 0; i < 128 * 1024; ++i)
-    values += i ? ", 0.5" : "0.5";
   return "<ir_version: 8, opset_import: [\"\" : 17]>\n"
          "g (float[64, 128] X, int64[64] L) => (float loss)\n"
          "  <float[128, 1024] W = {" +
-         values +
+         values(128 * 1024) +
          "}> {\n"
          "  logits = MatMul(X, W)\n"
          "  loss = SoftmaxCrossEntropyLoss(logits, L)\n"
          "}\n";
 }
 
+// Plans of models given as ONNX text, each imported into the fixture's
+// context.
+class OnnxTextPlanTest : public ::testing::Test {
+protected:
+  OnnxTextPlanTest() {
+    mlir::DialectRegistry registry;
+    registerShardingModels(registry);
+    mlir::registerAllDialects(registry);
+    context.appendDialectRegistry(registry);
+  }
+
+  /// `main` of \p text imported (kept alive by the fixture), or null.
+  mlir::func::FuncOp import(const std::string &text) {
+    modules.push_back(importOnnxBuffer(&context, text, "model.onnxtxt",
+                                       /*isText=*/true, ImportOptions()));
+    return modules.back()
+               ? modules.back()->lookupSymbol<mlir::func::FuncOp>("main")
+               : nullptr;
+  }
+
+  mlir::MLIRContext context;
+  std::vector<mlir::OwningOpRef<mlir::ModuleOp>> modules;
+};
+
+class FusedCrossEntropyPlanTest : public OnnxTextPlanTest {};
+class TrainingResultsPlanTest : public OnnxTextPlanTest {};
+
 // Fused (autopar-fuse-cross-entropy), the backward keeps the logits and one
 // log-sum-exp per position where the unfused loss keeps the
 // log-probabilities and its reductions' results (a max and a sum per
 // position), and the log-softmax's passes over [64, 1024] are one: less
 // time, less memory. (X, an input, is counted with the data, not here.)
-TEST(FusedCrossEntropyPlanTest, TheLogitsAndTheirLogSumExpAreKept) {
-  mlir::DialectRegistry registry;
-  registerShardingModels(registry);
-  mlir::registerAllDialects(registry);
-  mlir::MLIRContext context(registry);
-  auto module = importOnnxBuffer(&context, crossEntropyText(), "ce.onnxtxt",
-                                 /*isText=*/true, ImportOptions());
-  ASSERT_TRUE(module);
-  auto main = module->lookupSymbol<mlir::func::FuncOp>("main");
+TEST_F(FusedCrossEntropyPlanTest, TheLogitsAndTheirLogSumExpAreKept) {
+  auto main = import(crossEntropyText());
+  ASSERT_TRUE(main);
   PlanFlags flags;
   flags.mode = "train";
   flags.recompute = "none";
@@ -645,13 +659,7 @@ TEST(FusedCrossEntropyPlanTest, TheLogitsAndTheirLogSumExpAreKept) {
 
 // An MLP (Megatron's column- then row-parallel pair) and its own loss,
 // returning the hidden activation `h` [64, 512] beside the loss or not.
-static std::string mlpText(bool returnHidden) {
-  auto values = [](int count, const char *value) {
-    std::string text = value;
-    for (int i = 1; i < count; ++i)
-      text += std::string(", ") + value;
-    return text;
-  };
+static std::string mlpWithLossText(bool returnHidden) {
   return std::string("<ir_version: 8, opset_import: [\"\" : 17]>\n"
                      "g (float[64, 128] X, int64[64] L) => (") +
          (returnHidden ? "float[64, 512] h, " : "") +
@@ -673,18 +681,12 @@ static std::string mlpText(bool returnHidden) {
 // returning (h, loss) is planned as the one returning the loss alone (h
 // split over tp between the pair, no all-gather of it). An inference plan
 // returns h whole, and pays for it.
-TEST(TrainingResultsPlanTest, OutputsBesideTheLossCostNothingToTrain) {
-  mlir::DialectRegistry registry;
-  registerShardingModels(registry);
-  mlir::registerAllDialects(registry);
-  mlir::MLIRContext context(registry);
+TEST_F(TrainingResultsPlanTest, OutputsBesideTheLossCostNothingToTrain) {
   auto plan = [&](bool returnHidden,
                   const char *mode) -> std::optional<PlanResult> {
-    auto module =
-        importOnnxBuffer(&context, mlpText(returnHidden), "mlp.onnxtxt",
-                         /*isText=*/true, ImportOptions());
-    EXPECT_TRUE(module);
-    if (!module)
+    auto main = import(mlpWithLossText(returnHidden));
+    EXPECT_TRUE(main);
+    if (!main)
       return std::nullopt;
     PlanFlags flags;
     flags.cluster = "local:2";
@@ -699,8 +701,7 @@ TEST(TrainingResultsPlanTest, OutputsBesideTheLossCostNothingToTrain) {
       return std::nullopt;
     if (std::string(mode) == "train")
       request->lossOutput = "loss";
-    auto result =
-        planProgram(module->lookupSymbol<mlir::func::FuncOp>("main"), *request);
+    auto result = planProgram(main, *request);
     EXPECT_TRUE(bool(result)) << llvm::toString(result.takeError());
     if (!result)
       return std::nullopt;

@@ -100,6 +100,12 @@ struct TrainingStepOptions {
 /// The output named by a "cross-entropy:OUTPUT" loss, or "" for any other.
 std::string crossEntropyOutput(llvm::StringRef loss);
 
+/// Adds autopar-add-cross-entropy-loss to `pm` (on a module) when `loss` is
+/// "cross-entropy:OUTPUT", fused or not: the added output is named "loss".
+/// Returns whether it did.
+bool addCrossEntropyLossPass(mlir::OpPassManager &pm, llvm::StringRef loss,
+                             bool fused);
+
 /// Adds to `pm` (on a module) the passes that make the imported forward one
 /// training step: autopar-fuse-attention, the added loss if asked,
 /// autopar-differentiate,
