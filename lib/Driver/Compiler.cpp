@@ -602,10 +602,20 @@ CompileFlow::planModel(func::FuncOp main, const PlanRequest &forRequest) {
   if (!training || !addCrossEntropyLossPass(pm, o.loss, o.fuseCrossEntropy))
     return planProgram(main, forRequest);
   OwningOpRef<ModuleOp> withLoss(cast<ModuleOp>(main->getParentOp()->clone()));
-  if (failed(pm.run(*withLoss)))
-    return llvm::createStringError(
-        "--loss " + o.loss +
-        ": adding the loss to plan it failed (see the diagnostics above)");
+  // A loss that cannot be added (no such output, one named "loss" already)
+  // is the error itself, reported once by the caller.
+  std::string problems;
+  {
+    ScopedDiagnosticHandler collect(context.get(), [&](Diagnostic &diag) {
+      if (diag.getSeverity() == DiagnosticSeverity::Error)
+        problems += (problems.empty() ? "" : "; ") + diag.str();
+      return success();
+    });
+    if (failed(pm.run(*withLoss)))
+      return llvm::createStringError(
+          problems.empty() ? "--loss " + o.loss + ": adding the loss failed"
+                           : problems);
+  }
   PlanRequest planned = forRequest;
   planned.lossOutput = "loss";
   auto result =
