@@ -112,7 +112,7 @@ Time tree(double bytes, int64_t n, Link link) {
 }
 
 /// The faster of ring and tree for an all-reduce over `n` nodes.
-Time bestAllReduce(double bytes, int64_t n, Link link, std::string &algo) {
+Time bestAllReduce(double bytes, int64_t n, Link link, llvm::StringRef &algo) {
   Time r = ring(Collective::AllReduce, bytes, n, link);
   Time t = tree(bytes, n, link);
   // Ties go to the ring: it moves fewer bytes, its latency is the same.
@@ -181,7 +181,7 @@ CollectiveCost autopar::collectiveTime(const ClusterSpec &cluster,
   auto finish = [&](Time t, llvm::StringRef algo) {
     cost.seconds = t.total();
     cost.latencySeconds = t.latency;
-    cost.algorithm = algo.str();
+    cost.algorithm = algo;
     return cost;
   };
 
@@ -217,7 +217,7 @@ CollectiveCost autopar::collectiveTime(const ClusterSpec &cluster,
     // One rank per node: a flat ring (or tree) over the network.
     if (kind != Collective::AllReduce)
       return finish(ring(kind, bytes, n, inter), "ring");
-    std::string algo;
+    llvm::StringRef algo;
     Time t = bestAllReduce(bytes, n, inter, algo);
     return finish(t, algo);
   }

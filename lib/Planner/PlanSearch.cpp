@@ -237,7 +237,9 @@ private:
   /// Each segment's part of a stage's cost under `key`.
   std::vector<StageTotals> segmentTotals(const PlanKey &key);
   /// The stage `stage` holding `totals`: its step-time parts and memory
-  /// (with the breakdown when asked).
+  /// (with the breakdown when asked). Stage -1 is a stage of no place: its
+  /// memory leaves out the activations held in flight
+  /// (StagePrice::keptPerMicroBatch, placeStage).
   StagePrice priceStage(const PlanPricing &pricing, const StageTotals &totals,
                         int64_t stage,
                         MemoryBreakdown *breakdown = nullptr) const;
@@ -245,8 +247,18 @@ private:
   double lowerBound(const PlanKey &key);
   /// The plan `key` with the stages `ranges`, priced.
   PlanCandidate evaluate(const PlanKey &key, const StageRanges &ranges);
-  /// The plan `key` with its best stages (bestStageSplit), priced.
-  PlanCandidate price(const PlanKey &key);
+  /// A plan priced by price(): exact, or known only to take longer than
+  /// `stepCap` (its stages are then not the best ones).
+  struct PricedPlan {
+    PlanCandidate plan;
+    bool exact = true;
+    double stepCap = std::numeric_limits<double>::infinity();
+  };
+  /// The plan `key` with its best stages (bestStageSplit), priced. A caller
+  /// with no use for plans slower than `stepCap` gets an inexact price for
+  /// them sooner: the stage split stops at the cap.
+  PricedPlan price(const PlanKey &key,
+                   double stepCap = std::numeric_limits<double>::infinity());
   /// The plans `pins` and the request allow that `need` needs, priced, in
   /// enumeration order; the others are counted in `lastPruned`. Every
   /// priced plan is kept and reused by later calls with other pins.
@@ -274,7 +286,7 @@ private:
   std::map<std::tuple<int64_t, int64_t, int, int64_t>, StageSplit> splits;
   /// Priced plans by (tp, pp, ZeRO stage, micro-batch, recompute), for the
   /// searches with pins released that explain a plan.
-  std::map<std::tuple<int64_t, int64_t, int, int64_t, int>, PlanCandidate>
+  std::map<std::tuple<int64_t, int64_t, int, int64_t, int>, PricedPlan>
       evaluated;
   int64_t lastEnumerated = 0, lastPruned = 0;
 };
@@ -363,6 +375,7 @@ const std::vector<SegmentCost> &Search::segmentCosts(int64_t tp,
   }
   CostContext ctx = context(tp, microBatch);
   std::vector<SegmentCost> result;
+  result.reserve(graph.segments.size());
   std::map<std::pair<int64_t, SegmentBoundary>, SegmentCost> evaluated;
   for (auto [k, seg] : llvm::enumerate(graph.segments)) {
     const SegmentCost &chosen = chain->second[k];
@@ -580,7 +593,10 @@ StagePrice Search::priceStage(const PlanPricing &pricing,
     double saved = key.pp > 1 && key.recompute == Recompute::Full
                        ? totals.received + totals.dataInputs
                        : totals.saved;
-    m.activations = saved * pricing.inFlight[stage];
+    price.keptPerMicroBatch = saved;
+    // A stage of no place (-1) is placed by the stage split (placeStage).
+    if (stage >= 0)
+      m.activations = saved * pricing.inFlight[stage];
     // One backward runs at a time. A stage under full recomputation makes
     // its whole forward again first (its backward program's recomputation).
     m.workingSet = key.pp > 1 && key.recompute == Recompute::Full
@@ -662,9 +678,13 @@ double Search::lowerBound(const PlanKey &key) {
   return bound * (1 - 1e-9);
 }
 
-PlanCandidate Search::price(const PlanKey &key) {
-  if (key.pp == 1)
-    return evaluate(key, {{0, int64_t(graph.segments.size()) - 1}});
+Search::PricedPlan Search::price(const PlanKey &key, double stepCap) {
+  PricedPlan priced;
+  priced.stepCap = stepCap;
+  if (key.pp == 1) {
+    priced.plan = evaluate(key, {{0, int64_t(graph.segments.size()) - 1}});
+    return priced;
+  }
   const StageSplit &balanced =
       stages(key.tp, key.microBatch, key.recompute, key.pp);
   StageSplitProblem problem;
@@ -673,16 +693,27 @@ PlanCandidate Search::price(const PlanKey &key) {
   problem.microBatches = graph.globalBatch / key.dp / key.microBatch;
   problem.memoryCap = cluster.device.memoryGiB * kGiB;
   PlanPricing p = pricing(key);
-  problem.price = [&](const StageTotals &totals, int64_t stage) {
-    return priceStage(p, totals, stage);
+  problem.price = [&](const StageTotals &totals) {
+    return priceStage(p, totals, /*stage=*/-1);
   };
+  problem.inFlight = p.inFlight;
+  // The step is every stage's seconds once plus the objective (and the
+  // point-to-point transfers, which no split avoids): a cap on the step caps
+  // the objective.
+  double chainSeconds = 0;
+  for (const StageTotals &t : problem.segments)
+    chainSeconds += t.seconds;
+  problem.objectiveCap = stepCap - chainSeconds;
   bool training = request.mode == PlanMode::Training;
   problem.optimizerSeconds = [&](double params) {
     return training
                ? optimizerSeconds(p.ctx, params / (key.zero >= 1 ? key.dp : 1))
                : 0.0;
   };
-  return evaluate(key, bestStageSplit(problem, balanced.ranges).ranges);
+  StageSplitChoice split = bestStageSplit(problem, balanced.ranges);
+  priced.exact = split.exact;
+  priced.plan = evaluate(key, split.ranges);
+  return priced;
 }
 
 PlanCandidate Search::evaluate(const PlanKey &key, const StageRanges &ranges) {
@@ -1609,6 +1640,7 @@ std::vector<PlanCandidate> Search::enumerate(const PlanPins &pins,
   for (const PlanNeed::Rule &rule : need.rules)
     rules.push_back({rule});
   std::vector<std::pair<size_t, PlanCandidate>> priced;
+  int64_t overTheCap = 0;
   for (auto [n, i] : llvm::enumerate(order)) {
     if (prune && llvm::all_of(rules, [&](const RuleState &r) {
           return bounds[i] > r.threshold;
@@ -1617,17 +1649,31 @@ std::vector<PlanCandidate> Search::enumerate(const PlanPins &pins,
       break;
     }
     const PlanKey &k = keys[i];
+    // A plan slower than every rule's threshold is needed by none: its stage
+    // split may stop there.
+    double stepCap = 0;
+    for (const RuleState &r : rules)
+      stepCap = std::max(stepCap, r.threshold);
+    if (!prune)
+      stepCap = std::numeric_limits<double>::infinity();
     auto memoKey =
         std::make_tuple(k.tp, k.pp, k.zero, k.microBatch, int(k.recompute));
     auto it = evaluated.find(memoKey);
     if (it == evaluated.end())
-      it = evaluated.emplace(memoKey, price(k)).first;
-    const PlanCandidate &c = it->second;
+      it = evaluated.emplace(memoKey, price(k, stepCap)).first;
+    else if (!it->second.exact && it->second.stepCap < stepCap)
+      it->second = price(k, stepCap);
+    if (!it->second.exact) {
+      ++overTheCap; // as good as pruned
+      continue;
+    }
+    const PlanCandidate &c = it->second.plan;
     if (c.fits)
       for (RuleState &r : rules)
         r.add(needKey(r.rule.key, k, world), c.stepSeconds);
     priced.push_back({i, c});
   }
+  lastPruned += overTheCap;
   // In enumeration order: ties between plans keep the order they had.
   llvm::sort(priced,
              [](const auto &a, const auto &b) { return a.first < b.first; });

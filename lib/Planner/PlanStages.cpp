@@ -78,17 +78,28 @@ std::optional<StageRanges> fillWithin(const StageSplitProblem &problem,
   std::vector<std::vector<int64_t>> start(p + 1,
                                           std::vector<int64_t>(n + 1, -1));
   start[0][0] = 0;
-  for (int64_t k = 0; k < p; ++k) {
-    // Stage k leaves a segment for each stage after it.
-    int64_t lastEnd = n - (p - k);
-    for (int64_t i = k; i <= lastEnd; ++i) {
-      if (start[k][i] < 0)
-        continue;
-      StageTotals t;
-      for (int64_t j = i; j <= lastEnd; ++j) {
-        t.add(problem.segments[j]);
-        if (problem.price(t, k).memory > cap)
-          break;
+  // By the segment i a stage starts at, so that each range of segments is
+  // priced once for every stage k that can start there (only its
+  // activations depend on k). Starts before i decide which stages can start
+  // at i, so those are all known by then.
+  std::vector<int64_t> open;
+  for (int64_t i = 0; i < n; ++i) {
+    open.clear();
+    for (int64_t k = 0; k < p; ++k)
+      if (start[k][i] >= 0)
+        open.push_back(k);
+    StageTotals t;
+    for (int64_t j = i; j < n && !open.empty(); ++j) {
+      t.add(problem.segments[j]);
+      StagePrice anywhere = problem.price(t);
+      for (size_t o = 0; o < open.size();) {
+        int64_t k = open[o];
+        // Stage k leaves a segment for each stage after it.
+        if (j > n - (p - k) || placeStage(problem, anywhere, k).memory > cap) {
+          open.erase(open.begin() + o);
+          continue;
+        }
+        ++o;
         if (start[k + 1][j + 1] < 0)
           start[k + 1][j + 1] = i;
       }
@@ -107,6 +118,12 @@ std::optional<StageRanges> fillWithin(const StageSplitProblem &problem,
 
 } // namespace
 
+StagePrice placeStage(const StageSplitProblem &problem, StagePrice price,
+                      int64_t stage) {
+  price.memory += price.keptPerMicroBatch * double(problem.inFlight[stage]);
+  return price;
+}
+
 StageSplitChoice priceStageSplit(const StageSplitProblem &problem,
                                  const StageRanges &ranges) {
   Maxes x;
@@ -114,7 +131,7 @@ StageSplitChoice priceStageSplit(const StageSplitProblem &problem,
     StageTotals t;
     for (int64_t i = range.first; i <= range.second; ++i)
       t.add(problem.segments[i]);
-    x.include(t, problem.price(t, s));
+    x.include(t, placeStage(problem, problem.price(t), s));
   }
   StageSplitChoice c;
   c.ranges = ranges;
@@ -151,22 +168,46 @@ StageSplitChoice bestStageSplit(const StageSplitProblem &problem,
   }
   // The least step a split can reach from `x` over stages 0..k ending at
   // segment i: the stages left share the rest of the chain, so the largest
-  // of them is at least its average (and its longest segment).
-  auto lowerBound = [&](const Maxes &x, int64_t i, int64_t k) {
+  // of them is at least its average (and its longest segment). The rest's
+  // terms depend on (i, k) only: `restFloor` prices them once for all the
+  // partial splits that end there (the optimizer term alone took a third of
+  // the search on the largest published rows when priced per split).
+  struct RestFloor {
+    bool last = false;
+    double seconds = 0, zero3 = 0, optimizer = 0;
+  };
+  auto restFloor = [&](int64_t i, int64_t k) {
+    RestFloor f;
     int64_t left = p - 1 - k;
-    if (left == 0)
-      return objectiveOf(x, m);
+    f.last = left == 0;
+    if (f.last)
+      return f;
     double l = double(left);
-    double seconds =
-        std::max({x.seconds, restSeconds[i + 1] / l, restLongest[i + 1]});
-    double zero3 = std::max(x.zero3Exposed, double(m) * restZero3[i + 1] / l);
-    double optimizer =
-        std::max(x.optimizer, problem.optimizerSeconds(restParams[i + 1] / l));
-    return double(m - 1) * seconds + x.dpExposed + zero3 + optimizer;
+    f.seconds = std::max(restSeconds[i + 1] / l, restLongest[i + 1]);
+    f.zero3 = double(m) * restZero3[i + 1] / l;
+    f.optimizer = problem.optimizerSeconds(restParams[i + 1] / l);
+    return f;
+  };
+  auto lowerBound = [&](const Maxes &x, const RestFloor &f) {
+    if (f.last)
+      return objectiveOf(x, m);
+    return double(m - 1) * std::max(x.seconds, f.seconds) + x.dpExposed +
+           std::max(x.zero3Exposed, f.zero3) +
+           std::max(x.optimizer, f.optimizer);
   };
   double bound = best.objective + 1e-12 * std::fabs(best.objective);
-  if (lowerBound(Maxes(), -1, -1) >= best.objective)
+  if (lowerBound(Maxes(), restFloor(-1, -1)) >= best.objective)
     return best; // the incumbent meets the bound: nothing is better
+  // Past the caller's cap no split matters; if none is under it, the
+  // incumbent stands in, marked inexact.
+  bool capped = problem.objectiveCap < bound;
+  bound = std::min(bound, problem.objectiveCap);
+  auto overTheCap = [&] {
+    best.exact = !(best.objective > problem.objectiveCap);
+    return best;
+  };
+  if (capped && lowerBound(Maxes(), restFloor(-1, -1)) > bound)
+    return overTheCap();
 
   struct Entry {
     Maxes x;
@@ -193,42 +234,57 @@ StageSplitChoice bestStageSplit(const StageSplitProblem &problem,
                bound;
   };
 
-  {
-    StageTotals t;
-    for (int64_t i = 0; i <= n - p; ++i) {
-      t.add(problem.segments[i]);
-      StagePrice price = problem.price(t, 0);
-      if (stageOver(t, price))
-        break;
-      Maxes x;
-      x.include(t, price);
-      if (lowerBound(x, i, 0) <= bound)
-        insert(fronts[0][i], {x, -1, -1});
+  // By the end j of the stage before (-1: none), so that a range of segments
+  // is priced once for all the stages k that could hold it (only its
+  // activations depend on k). The splits ending at j are all known by then:
+  // they come from stages starting before j.
+  std::vector<int64_t> open;
+  for (int64_t j = -1; j <= n - 2; ++j) {
+    // The stages that can start at segment j + 1.
+    open.clear();
+    if (j < 0) {
+      open.push_back(0);
+    } else {
+      for (int64_t k = 1; k < p; ++k) {
+        int64_t at = j - (k - 1);
+        if (at >= 0 && at < width && !fronts[k - 1][at].empty())
+          open.push_back(k);
+      }
     }
-  }
-  for (int64_t k = 1; k < p; ++k) {
-    int64_t lastEnd = k == p - 1 ? n - 1 : n - p + k;
-    for (int64_t j = k - 1; j <= n - p + k - 1; ++j) {
-      const std::vector<Entry> &before = fronts[k - 1][j - (k - 1)];
-      if (before.empty())
-        continue;
-      StageTotals t;
-      for (int64_t i = j + 1; i <= lastEnd; ++i) {
-        t.add(problem.segments[i]);
-        StagePrice price = problem.price(t, k);
-        if (stageOver(t, price))
-          break;
+    StageTotals t;
+    for (int64_t i = j + 1; i <= n - 1 && !open.empty(); ++i) {
+      t.add(problem.segments[i]);
+      StagePrice anywhere = problem.price(t);
+      for (size_t o = 0; o < open.size();) {
+        int64_t k = open[o];
+        // Stage k ends by n - p + k, leaving a segment for each stage after
+        // it; the last stage ends with the chain.
+        int64_t lastEnd = k == p - 1 ? n - 1 : n - p + k;
+        StagePrice price = placeStage(problem, anywhere, k);
+        if (i > lastEnd || stageOver(t, price)) {
+          open.erase(open.begin() + o);
+          continue;
+        }
+        ++o;
         if (k == p - 1 && i != n - 1)
           continue; // the last stage takes every segment left
+        RestFloor floor = restFloor(i, k);
+        if (k == 0) {
+          Maxes x;
+          x.include(t, price);
+          if (lowerBound(x, floor) <= bound)
+            insert(fronts[0][i], {x, -1, -1});
+          continue;
+        }
+        const std::vector<Entry> &before = fronts[k - 1][j - (k - 1)];
         for (auto [q, e] : llvm::enumerate(before)) {
           Maxes x = e.x;
           x.include(t, price);
-          if (lowerBound(x, i, k) <= bound)
+          if (lowerBound(x, floor) <= bound)
             insert(fronts[k][i - k], {x, j, int(q)});
         }
       }
     }
-    // The previous layer is no longer needed but for the way back.
   }
 
   const std::vector<Entry> &last = fronts[p - 1][n - 1 - (p - 1)];
@@ -244,7 +300,7 @@ StageSplitChoice bestStageSplit(const StageSplitProblem &problem,
     }
   }
   if (chosen < 0)
-    return best;
+    return capped ? overTheCap() : best;
   StageRanges ranges(p);
   int64_t end = n - 1;
   int entry = chosen;

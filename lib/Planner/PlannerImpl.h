@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -487,6 +488,9 @@ struct StagePrice {
   double zero3Exposed = 0; ///< ZeRO-3's per-layer collectives not hidden
   double optimizer = 0;    ///< the optimizer step
   double memory = 0;       ///< bytes per device
+  /// The activation bytes the stage keeps per micro-batch in flight, so a
+  /// price made for no place in the pipeline can be placed (placeStage).
+  double keptPerMicroBatch = 0;
 };
 
 /// Cutting a chain of segments into pipeline stages. For `stages` stages,
@@ -500,10 +504,21 @@ struct StageSplitProblem {
   int64_t stages = 1;
   int64_t microBatches = 1;
   double memoryCap = 0;
-  /// Prices stage `stage` (0-based) holding `totals`. Each part must not
-  /// decrease when a segment is added to the stage, and zero3Exposed must be
-  /// microBatches x totals.zero3PerMicroBatch (the lower bounds use both).
-  std::function<StagePrice(const StageTotals &totals, int64_t stage)> price;
+  /// Prices a stage holding `totals`, wherever it is in the pipeline: its
+  /// memory without the activations of the micro-batches it holds in flight
+  /// (placeStage adds them). Each part must not decrease when a segment is
+  /// added to the stage, and zero3Exposed must be microBatches x
+  /// totals.zero3PerMicroBatch (the lower bounds use both). Only the
+  /// activations depend on the stage's place, so the search prices a range of
+  /// segments once for every stage that could hold it.
+  std::function<StagePrice(const StageTotals &totals)> price;
+  /// Micro-batches whose activations stage k holds at once (1F1B: p - k).
+  std::vector<int64_t> inFlight;
+  /// Splits of a larger objective are of no interest to the caller (a plan
+  /// search that already holds better plans): partial splits whose lower
+  /// bound exceeds it are dropped too. When no split is under it, the result
+  /// is the incumbent and not exact (StageSplitChoice::exact).
+  double objectiveCap = std::numeric_limits<double>::infinity();
   /// The optimizer time of a stage holding `params` parameter elements
   /// (StagePrice::optimizer), non-decreasing in `params`; for bounds.
   std::function<double(double params)> optimizerSeconds;
@@ -519,6 +534,9 @@ struct StageSplitChoice {
   /// step time less what every split shares.
   double objective = 0;
   double memory = 0; ///< of the most loaded stage
+  /// False when the best split is known only to exceed the problem's
+  /// objectiveCap; `ranges` is then the incumbent.
+  bool exact = true;
 };
 
 /// The split of least step time among those that fit, exactly: `incumbent` (any
@@ -530,6 +548,10 @@ struct StageSplitChoice {
 /// fits, `incumbent`.
 StageSplitChoice bestStageSplit(const StageSplitProblem &problem,
                                 const StageRanges &incumbent);
+
+/// `price` (StageSplitProblem::price) for stage `stage` of `problem`.
+StagePrice placeStage(const StageSplitProblem &problem, StagePrice price,
+                      int64_t stage);
 
 /// The price of `ranges` under `problem` (fits, objective, memory).
 StageSplitChoice priceStageSplit(const StageSplitProblem &problem,

@@ -48,7 +48,7 @@ struct DeviceSpec {
 
   /// Dense peak for `p` in FLOP/s (not TFLOP/s).
   double peakFlops(Precision p) const;
-  bool isCpu() const { return arch == "cpu"; }
+  bool isCpu() const { return llvm::StringRef(arch) == "cpu"; }
 };
 
 /// A link inside a node: per device, per direction.

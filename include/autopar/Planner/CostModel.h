@@ -122,10 +122,12 @@ struct CollectiveCost {
   /// Bytes one rank sends (nccl-tests' "bus bytes" = size * bus factor).
   double busBytes = 0;
   /// "ring", "tree", "hierarchical", "p2p"; "none" for a group of one rank.
-  std::string algorithm;
+  /// A string literal: the search prices millions of collectives, and a
+  /// std::string here cost it an allocation each.
+  llvm::StringRef algorithm;
   /// For "hierarchical": the algorithm of the inter-node phase, "ring" or
   /// "tree"; empty otherwise.
-  std::string interNodeAlgorithm;
+  llvm::StringRef interNodeAlgorithm;
   /// Of `seconds`, the part that does not depend on the size (the alpha
   /// terms).
   double latencySeconds = 0;
