@@ -1075,22 +1075,142 @@ static FailureOr<int64_t> rangeLength(NodeContext &ctx,
   return n;
 }
 
+/// The most slice insertions a ScatterND computed at run time may become
+/// (runs of consecutive indices each make one).
+constexpr int64_t kMaxScatterRuns = 4096;
+
+/// ScatterND whose data or updates are computed at run time (or are a
+/// parameter, as the `qkv_bias[length:2 * length].zero_()` torchvision's
+/// Swin Transformer V2 exports), with indices known at import time: each run
+/// of indices consecutive in the last index dim replaces one block of data
+/// by a tensor.insert_slice, so the result is differentiable in both data
+/// and updates (the slices' adjoints).
+static LogicalResult convertScatterNDAtRunTime(NodeContext &ctx,
+                                               const ConstTensor &indices) {
+  std::string reduction = ctx.getStringAttr("reduction", "none");
+  if (reduction != "none")
+    return ctx.unsupported("reduction '" + reduction +
+                           "' needs data and updates known at import time; "
+                           "with data or updates computed at run time only "
+                           "'none' (replace) is supported");
+  llvm::ArrayRef<int64_t> dataShape = ctx.inputShape(0),
+                          indexShape = indices.shape,
+                          updateShape = ctx.inputShape(2);
+  if (ShapedType::isDynamicShape(dataShape) ||
+      ShapedType::isDynamicShape(updateShape))
+    return ctx.unsupported("data and updates must have static shapes when "
+                           "they are computed at run time; give the model's "
+                           "inputs static shapes (--input-shape)");
+  if (indexShape.empty())
+    return ctx.emitError("indices must have rank at least 1");
+  int64_t k = indexShape.back(), rank = dataShape.size();
+  if (k < 1 || k > rank)
+    return ctx.emitError("the last dim of indices (")
+           << k << ") must be between 1 and the rank of data (" << rank << ")";
+  llvm::SmallVector<int64_t> expected(indexShape.drop_back());
+  llvm::append_range(expected, dataShape.drop_front(k));
+  if (updateShape != llvm::ArrayRef<int64_t>(expected))
+    return ctx.emitError("updates have shape ")
+           << formatShape(updateShape) << ", expected " << formatShape(expected)
+           << " (indices.shape[:-1] + data.shape[indices.shape[-1]:])";
+  if (ctx.inputDType(0) != ctx.inputDType(2))
+    return ctx.emitError("data and updates have different element types (")
+           << dtypeName(ctx.inputDType(0)) << " and "
+           << dtypeName(ctx.inputDType(2)) << ")";
+
+  // The index tuples, normalized, and the runs of them that name
+  // consecutive slices along index dim k - 1.
+  int64_t count = getNumElements(indexShape.drop_back());
+  llvm::SmallVector<llvm::SmallVector<int64_t>> tuples;
+  for (int64_t n = 0; n < count; ++n) {
+    llvm::SmallVector<int64_t> tuple;
+    for (int64_t d = 0; d < k; ++d) {
+      int64_t i = indices.getInt(n * k + d);
+      if (i < -dataShape[d] || i >= dataShape[d])
+        return ctx.emitError("index ") << i << " is out of range for dim " << d
+                                       << " of size " << dataShape[d];
+      tuple.push_back(i < 0 ? i + dataShape[d] : i);
+    }
+    tuples.push_back(std::move(tuple));
+  }
+  struct Run {
+    int64_t first, length;
+  };
+  llvm::SmallVector<Run> runs;
+  for (int64_t n = 0; n < count; ++n) {
+    if (!runs.empty()) {
+      const auto &previous = tuples[n - 1];
+      bool next = llvm::equal(llvm::ArrayRef(previous).drop_back(),
+                              llvm::ArrayRef(tuples[n]).drop_back()) &&
+                  tuples[n].back() == previous.back() + 1;
+      if (next) {
+        ++runs.back().length;
+        continue;
+      }
+    }
+    runs.push_back({n, 1});
+  }
+  if (int64_t(runs.size()) > kMaxScatterRuns)
+    return ctx.unsupported(llvm::Twine("the indices name ") +
+                           llvm::Twine(int64_t(runs.size())) +
+                           " separate blocks; with data or updates computed "
+                           "at run time at most " +
+                           llvm::Twine(kMaxScatterRuns) + " are supported");
+
+  OpBuilder &b = ctx.getBuilder();
+  Location loc = ctx.getLoc();
+  auto attrs = [&](llvm::ArrayRef<int64_t> values) {
+    llvm::SmallVector<OpFoldResult> r;
+    for (int64_t v : values)
+      r.push_back(b.getIndexAttr(v));
+    return r;
+  };
+  llvm::ArrayRef<int64_t> rest = dataShape.drop_front(k);
+  // Updates as [count, rest...].
+  llvm::SmallVector<int64_t> rows{count};
+  llvm::append_range(rows, rest);
+  Value updates = reshapeTensor(b, loc, ctx.input(2), rows);
+  Value result = ctx.input(0);
+  for (const Run &run : runs) {
+    // The run's rows of updates, as the block of data they replace:
+    // [1, ..., 1, length, rest...].
+    llvm::SmallVector<int64_t> rowOffsets(rows.size(), 0), rowSizes(rows);
+    rowOffsets[0] = run.first;
+    rowSizes[0] = run.length;
+    Value block = updates;
+    if (run.length != count)
+      block = tensor::ExtractSliceOp::create(
+          b, loc, updates, attrs(rowOffsets), attrs(rowSizes),
+          attrs(llvm::SmallVector<int64_t>(rows.size(), 1)));
+    llvm::SmallVector<int64_t> offsets(tuples[run.first]), sizes(k - 1, 1);
+    offsets.append(rest.size(), 0);
+    sizes.push_back(run.length);
+    llvm::append_range(sizes, rest);
+    block = reshapeTensor(b, loc, block, sizes);
+    result = tensor::InsertSliceOp::create(
+        b, loc, block, result, attrs(offsets), attrs(sizes),
+        attrs(llvm::SmallVector<int64_t>(rank, 1)));
+  }
+  ctx.setOutput(0, result, ctx.inputDType(0));
+  return success();
+}
+
 /// ScatterND: a copy of `data` with the slices `indices` names replaced by
 /// (or, with `reduction`, combined with) those of `updates`. autopar folds it
 /// on the host when all three inputs are known at import time, as in the
-/// attention masks torchvision's Swin Transformers build from shapes.
+/// attention masks torchvision's Swin Transformers build from shapes;
+/// with data or updates computed at run time, the indices must be known
+/// (convertScatterNDAtRunTime).
 static LogicalResult convertScatterND(NodeContext &ctx) {
   const ConstTensor *data = ctx.inputConstant(0);
   const ConstTensor *indices = ctx.inputConstant(1);
   const ConstTensor *updates = ctx.inputConstant(2);
-  if (!data || !indices || !updates)
+  if (!indices)
     return ctx.unsupported(
-        "only inputs known at import time (constants and values computed "
-        "from shapes) are supported; here the " +
-        llvm::Twine(!data      ? "data"
-                    : !indices ? "indices"
-                               : "updates") +
-        " are a parameter or computed at run time");
+        "the indices must be known at import time (constants and values "
+        "computed from shapes); here they are computed at run time");
+  if (!data || !updates)
+    return convertScatterNDAtRunTime(ctx, *indices);
   std::string reduction = ctx.getStringAttr("reduction", "none");
   if (reduction != "none" && reduction != "add" && reduction != "mul" &&
       reduction != "max" && reduction != "min")

@@ -374,6 +374,33 @@ def check_finite_differences(build, work, name, cls):
     return [] if err <= 1e-6 else [f"{name}: finite differences {err:.1e}"]
 
 
+class Scatter(nn.Module):
+    """ScatterND with indices known at import time: Swin V2's
+    `qkv_bias[length:2 * length].zero_()` on a parameter's copy (data a
+    parameter, updates constant), and a block of an activation replaced by
+    values computed from another block (data and updates both computed): the
+    insert_slice's adjoints."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(6, 12)
+        self.head = nn.Linear(12, 3)
+
+    def forward(self, x, y):
+        bias = self.fc.bias.clone()
+        length = bias.numel() // 3
+        bias[length:2 * length] = 0.0  # zero_() exports the same from opset 17
+        h = F.linear(x, self.fc.weight, bias)
+        h = h.clone()
+        h[:, 2:5] = torch.tanh(h[:, 6:9]) * 2
+        return F.cross_entropy(self.head(h), y)
+
+    @staticmethod
+    def data(dtype):
+        return {"x": torch.randn(5, 6, dtype=dtype),
+                "y": torch.tensor([0, 2, 1, 1, 0])}
+
+
 def main():
     build, work = sys.argv[1], sys.argv[2]
     os.makedirs(work, exist_ok=True)
@@ -383,6 +410,7 @@ def main():
                       ("dilated-conv", DilatedConv),
                       ("activations", Activations), ("padding", Padding),
                       ("einsum", Einsum), ("upsampling", Upsampling),
+                      ("scatter", Scatter),
                       ("gpt", Gpt)]:
         failures += check_against_torch(build, work, name, cls)
         failures += check_finite_differences(build, work, name, cls)
