@@ -37,6 +37,54 @@ public:
     return evaluateShared(v).get();
   }
 
+  /// Calls `row` with each row (innermost dim) of `v` in row-major order,
+  /// while it returns true. A generic the evaluator compiles runs row by row
+  /// and is never materialized (a mask at sequence 4096 would be 128 MiB of
+  /// doubles). False when `v` cannot be evaluated or `row` stopped.
+  bool forEachRow(Value v, llvm::function_ref<bool(ArrayRef<double>)> row) {
+    auto type = dyn_cast<RankedTensorType>(v.getType());
+    if (!type || !type.hasStaticShape() || type.getNumElements() > maxElements)
+      return false;
+    ArrayRef<int64_t> shape = type.getShape();
+    int64_t rank = shape.size(), n = type.getNumElements();
+    int64_t width = rank ? shape.back() : 1;
+    auto generic = v.getDefiningOp<linalg::GenericOp>();
+    std::unique_ptr<RowProgram> prog =
+        generic && generic->getNumResults() == 1 && !cache.count(v)
+            ? compileGeneric(generic, shape)
+            : nullptr;
+    if (!prog) {
+      const std::vector<double> *values = evaluate(v);
+      if (!values)
+        return false;
+      // A splat is kept as its one value.
+      std::vector<double> splat;
+      if (values->size() == 1 && n != 1) {
+        splat.assign(width, values->front());
+        for (int64_t p = 0; p < n; p += width)
+          if (!row(splat))
+            return false;
+        return true;
+      }
+      for (int64_t p = 0; p < n; p += width)
+        if (!row(ArrayRef<double>(*values).slice(p, width)))
+          return false;
+      return true;
+    }
+    SmallVector<int64_t> index(rank, 0);
+    for (int64_t p = 0; p < n; p += width) {
+      runRow(*prog, index, rank, width);
+      if (!row(prog->slots[prog->yielded]))
+        return false;
+      for (int64_t d = rank - 2; d >= 0; --d) {
+        if (++index[d] < shape[d])
+          break;
+        index[d] = 0;
+      }
+    }
+    return true;
+  }
+
 private:
   using Values = std::shared_ptr<const std::vector<double>>;
 
@@ -508,40 +556,52 @@ bool autopar::isCausalMask(const AttentionPattern &m,
   auto scoreType = cast<RankedTensorType>(m.scores->getResult(0).getType());
   int64_t rows = scoreType.getDimSize(scoreType.getRank() - 2);
   int64_t cols = scoreType.getShape().back();
-  // The mask's values, read in place: a condition (Where's) maps to the
-  // fill where it masks and 0 elsewhere.
-  std::vector<double> constantValues;
-  const std::vector<double> *values = &constantValues;
+  // Each row of the mask, read in place or computed row by row: a condition
+  // (Where's) maps to the fill where it masks and 0 elsewhere.
+  auto causalRow = [&, r = int64_t(0)](ArrayRef<double> values,
+                                       bool isCondition) mutable {
+    for (int64_t c = 0; c < cols; ++c) {
+      double v = values[c];
+      if (isCondition)
+        v = (v != 0) == m.maskedWhenTrue ? m.maskFill : 0.0;
+      if (!(c <= r ? v == 0.0 : v <= kAttentionMaskedBelow))
+        return false;
+    }
+    ++r;
+    return true;
+  };
   // Big enough for sequence 8192; a mask computed from weights or inputs
-  // does not evaluate. It owns what `values` points to.
+  // does not evaluate.
   ConstantTensorEvaluator evaluator(int64_t(1) << 26);
-  bool isCondition = false;
+  bool causal = false;
   if (m.maskConstant) {
-    constantValues.reserve(m.maskConstant.getNumElements());
-    for (APFloat f : m.maskConstant.getValues<APFloat>())
-      constantValues.push_back(f.convertToDouble());
+    if (m.maskConstant.getNumElements() != rows * cols)
+      return false;
+    std::vector<double> row;
+    row.reserve(cols);
+    causal = true;
+    for (APFloat f : m.maskConstant.getValues<APFloat>()) {
+      row.push_back(f.convertToDouble());
+      if (int64_t(row.size()) < cols)
+        continue;
+      if (!(causal = causalRow(row, /*isCondition=*/false)))
+        break;
+      row.clear();
+    }
   } else {
     Value source = m.maskCondition ? m.maskCondition : m.mask;
     if (cache)
       if (auto it = cache->find(source); it != cache->end())
         return it->second;
-    const std::vector<double> *computed = evaluator.evaluate(source);
-    if (!computed) {
-      if (cache)
-        (*cache)[source] = false;
-      return false;
-    }
-    values = computed;
-    isCondition = bool(m.maskCondition);
+    auto sourceType = cast<RankedTensorType>(source.getType());
+    causal = sourceType.hasStaticShape() &&
+             sourceType.getNumElements() == rows * cols &&
+             (sourceType.getRank() ? sourceType.getShape().back() : 1) ==
+                 cols &&
+             evaluator.forEachRow(source, [&](ArrayRef<double> values) {
+               return causalRow(values, bool(m.maskCondition));
+             });
   }
-  bool causal = int64_t(values->size()) == rows * cols;
-  for (int64_t r = 0; causal && r < rows; ++r)
-    for (int64_t c = 0; causal && c < cols; ++c) {
-      double v = (*values)[r * cols + c];
-      if (isCondition)
-        v = (v != 0) == m.maskedWhenTrue ? m.maskFill : 0.0;
-      causal = c <= r ? v == 0.0 : v <= kAttentionMaskedBelow;
-    }
   if (cache && !m.maskConstant)
     (*cache)[m.maskCondition ? m.maskCondition : m.mask] = causal;
   return causal;
