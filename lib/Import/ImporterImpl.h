@@ -121,8 +121,11 @@ public:
   const ConstTensor *inputConstant(int64_t i) const;
   /// Like inputConstant, but reports an error naming `what` when the input is
   /// not known at import time (e.g. a Reshape target computed at run time).
+  /// `decides` says what the input decides that must be compiled in; a graph
+  /// input is told to be frozen with --const-input.
   llvm::FailureOr<const ConstTensor *>
-  requireConstantInput(int64_t i, llvm::StringRef what);
+  requireConstantInput(int64_t i, llvm::StringRef what,
+                       llvm::StringRef decides = "the output shape");
   /// True when every present input is known at import time.
   bool allInputsConstant() const;
 

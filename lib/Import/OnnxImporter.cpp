@@ -632,20 +632,26 @@ const ConstTensor *NodeContext::inputConstant(int64_t i) const {
 }
 
 FailureOr<const ConstTensor *>
-NodeContext::requireConstantInput(int64_t i, llvm::StringRef what) {
+NodeContext::requireConstantInput(int64_t i, llvm::StringRef what,
+                                  llvm::StringRef decides) {
   if (const ConstTensor *c = inputConstant(i))
     return c;
+  bool shape = decides == "the output shape";
+  std::string compiledIn =
+      shape ? "autopar compiles static shapes"
+            : ("autopar compiles " + decides + " into the program").str();
   if (getInput(i).value && isa<BlockArgument>(getInput(i).value))
     return emitError("input ")
-           << i << " ('" << node.input(i) << "', the " << what
-           << ") decides the output shape, but it is a graph input known only "
-              "at run time; autopar compiles static shapes: freeze it with "
-              "--const-input "
-           << node.input(i) << "=FILE.npy";
+           << i << " ('" << node.input(i) << "', the " << what << ") decides "
+           << decides
+           << ", but it is a graph input known only at run time; "
+           << compiledIn << ": freeze it with --const-input " << node.input(i)
+           << "=FILE.npy";
   return emitError("input ")
          << i << " ('" << node.input(i) << "', the " << what
          << ") must be known at compile time (a constant, an initializer or "
-            "computed from shapes); autopar needs static shapes";
+            "computed from shapes); "
+         << (shape ? "autopar needs static shapes" : compiledIn);
 }
 
 bool NodeContext::allInputsConstant() const {

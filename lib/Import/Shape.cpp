@@ -1079,20 +1079,47 @@ static FailureOr<int64_t> rangeLength(NodeContext &ctx,
 /// (runs of consecutive indices each make one).
 constexpr int64_t kMaxScatterRuns = 4096;
 
+/// `held` combined with `update` by ScatterND's `reduction` (add, mul, max,
+/// min) for elements of ONNX type `dtype`.
+static Value combineScatter(OpBuilder &b, Location loc,
+                            llvm::StringRef reduction, Value held,
+                            Value update, OnnxDType dtype) {
+  bool isFloat = isFloatDType(dtype);
+  bool isUnsigned = isUnsignedIntDType(dtype) || isBoolDType(dtype);
+  if (reduction == "add")
+    return isFloat ? arith::AddFOp::create(b, loc, held, update).getResult()
+                   : arith::AddIOp::create(b, loc, held, update).getResult();
+  if (reduction == "mul")
+    return isFloat ? arith::MulFOp::create(b, loc, held, update).getResult()
+                   : arith::MulIOp::create(b, loc, held, update).getResult();
+  if (reduction == "max")
+    return isFloat      ? arith::MaximumFOp::create(b, loc, held, update)
+                              .getResult()
+           : isUnsigned ? arith::MaxUIOp::create(b, loc, held, update)
+                              .getResult()
+                        : arith::MaxSIOp::create(b, loc, held, update)
+                              .getResult();
+  return isFloat      ? arith::MinimumFOp::create(b, loc, held, update)
+                            .getResult()
+         : isUnsigned ? arith::MinUIOp::create(b, loc, held, update).getResult()
+                      : arith::MinSIOp::create(b, loc, held, update).getResult();
+}
+
 /// ScatterND whose data or updates are computed at run time (or are a
 /// parameter, as the `qkv_bias[length:2 * length].zero_()` torchvision's
 /// Swin Transformer V2 exports), with indices known at import time: each run
 /// of indices consecutive in the last index dim replaces one block of data
-/// by a tensor.insert_slice, so the result is differentiable in both data
-/// and updates (the slices' adjoints).
+/// by a tensor.insert_slice (combined first with the block's values under a
+/// reduction), so the result is differentiable in data and updates (the
+/// slices' adjoints) without a reduction.
 static LogicalResult convertScatterNDAtRunTime(NodeContext &ctx,
                                                const ConstTensor &indices) {
   std::string reduction = ctx.getStringAttr("reduction", "none");
-  if (reduction != "none")
+  if (reduction != "none" && reduction != "add" && reduction != "mul" &&
+      reduction != "max" && reduction != "min")
     return ctx.unsupported("reduction '" + reduction +
-                           "' needs data and updates known at import time; "
-                           "with data or updates computed at run time only "
-                           "'none' (replace) is supported");
+                           "' is not supported (supported: none, add, mul, "
+                           "max, min)");
   llvm::ArrayRef<int64_t> dataShape = ctx.inputShape(0),
                           indexShape = indices.shape,
                           updateShape = ctx.inputShape(2);
@@ -1171,6 +1198,8 @@ static LogicalResult convertScatterNDAtRunTime(NodeContext &ctx,
   llvm::append_range(rows, rest);
   Value updates = reshapeTensor(b, loc, ctx.input(2), rows);
   Value result = ctx.input(0);
+  OnnxDType dtype = ctx.inputDType(0);
+  Type elementType = cast<RankedTensorType>(result.getType()).getElementType();
   for (const Run &run : runs) {
     // The run's rows of updates, as the block of data they replace:
     // [1, ..., 1, length, rest...].
@@ -1187,9 +1216,22 @@ static LogicalResult convertScatterNDAtRunTime(NodeContext &ctx,
     sizes.push_back(run.length);
     llvm::append_range(sizes, rest);
     block = reshapeTensor(b, loc, block, sizes);
-    result = tensor::InsertSliceOp::create(
-        b, loc, block, result, attrs(offsets), attrs(sizes),
-        attrs(llvm::SmallVector<int64_t>(rank, 1)));
+    llvm::SmallVector<OpFoldResult> unitStrides =
+        attrs(llvm::SmallVector<int64_t>(rank, 1));
+    if (reduction != "none") {
+      // Combined with what the block holds so far (earlier runs included:
+      // repeated indices combine in order).
+      Value held = tensor::ExtractSliceOp::create(
+          b, loc, result, attrs(offsets), attrs(sizes), unitStrides);
+      block = createElementwise(
+          b, loc, {held, block}, sizes, elementType,
+          [&](OpBuilder &nb, Location l, ValueRange v) -> Value {
+            return combineScatter(nb, l, reduction, v[0], v[1], dtype);
+          });
+    }
+    result = tensor::InsertSliceOp::create(b, loc, block, result,
+                                           attrs(offsets), attrs(sizes),
+                                           unitStrides);
   }
   ctx.setOutput(0, result, ctx.inputDType(0));
   return success();
@@ -1205,12 +1247,13 @@ static LogicalResult convertScatterND(NodeContext &ctx) {
   const ConstTensor *data = ctx.inputConstant(0);
   const ConstTensor *indices = ctx.inputConstant(1);
   const ConstTensor *updates = ctx.inputConstant(2);
-  if (!indices)
-    return ctx.unsupported(
-        "the indices must be known at import time (constants and values "
-        "computed from shapes); here they are computed at run time");
-  if (!data || !updates)
-    return convertScatterNDAtRunTime(ctx, *indices);
+  if (!data || !updates) {
+    FailureOr<const ConstTensor *> known =
+        ctx.requireConstantInput(1, "indices", "which slices are replaced");
+    if (failed(known))
+      return failure();
+    return convertScatterNDAtRunTime(ctx, **known);
+  }
   std::string reduction = ctx.getStringAttr("reduction", "none");
   if (reduction != "none" && reduction != "add" && reduction != "mul" &&
       reduction != "max" && reduction != "min")

@@ -49,7 +49,7 @@ Where Conv MaxPool AveragePool GlobalAveragePool BatchNormalization HardSigmoid 
 LeakyRelu Clip Dropout SoftmaxCrossEntropyLoss NegativeLogLikelihoodLoss PRelu Elu Selu
 Softplus Softsign Mod Tile Pad DepthToSpace SpaceToDepth
 ArgMax ArgMin CumSum LpNormalization InstanceNormalization GlobalMaxPool ConvTranspose Resize TopK
-Sum Mean ReduceL1 ReduceL2 ReduceSumSquare
+Sum Mean ReduceL1 ReduceL2 ReduceSumSquare ScatterND
 """.split())
 
 # Variants of a supported op that autopar refuses by design, with the reason
