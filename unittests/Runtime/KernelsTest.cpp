@@ -213,6 +213,18 @@ const ConvCase ConvCases[] = {
     {2, 2, 8, 9, 2, 3, 3, 2, 1, 1, 2},    // Direct with stride and dilation.
     {1, 2, 9, 17, 2, 2, 5, 1, 3, 1, 1},   // Direct, 5 taps, x stride 3.
     {1, 64, 66, 66, 8, 3, 3, 1, 1, 1, 1}, // Several output bands.
+    // Depthwise kernels (one channel, square filter, unit-stride rows in the
+    // NCHW and padded-row layouts), narrow planes in one wide loop:
+    {2, 1, 11, 19, 1, 3, 3, 2, 2, 1, 1}, // 3x3 stride 2, odd width.
+    {1, 1, 13, 21, 1, 5, 5, 1, 1, 1, 1}, // 5x5.
+    {2, 1, 14, 24, 1, 5, 5, 2, 2, 1, 1}, // 5x5 stride 2, even width.
+    {1, 1, 13, 13, 1, 7, 7, 1, 1, 1, 1}, // 7x7.
+    {1, 1, 16, 15, 1, 7, 7, 2, 2, 1, 1}, // 7x7 stride 2.
+    {1, 1, 9, 9, 1, 3, 3, 1, 2, 1, 1},   // Stride 1 down, 2 across.
+    {1, 1, 11, 10, 1, 3, 3, 2, 1, 1, 1}, // Stride 2 down, 1 across.
+    // ... and row by row where the rows are a multiple of the vector width:
+    {1, 1, 20, 70, 1, 7, 7, 1, 1, 1, 1},
+    {1, 1, 10, 34, 1, 3, 3, 2, 2, 1, 1},
     // Kernels larger than the output (filter gradients): per position.
     {6, 4, 12, 12, 5, 10, 10, 1, 1, 1, 1},   // One GEMM for all positions.
     {3, 2, 13, 14, 4, 5, 4, 2, 3, 2, 1},     // Strided, dilated.
@@ -265,9 +277,10 @@ TEST(KernelsTest, Conv2dNgchwMatchesReference) {
     int64_t groups;
     ConvCase conv;
   } cases[] = {
-      {3, {2, 2, 7, 8, 3, 3, 3, 1, 1, 1, 1}},  // Grouped, im2col.
-      {4, {1, 1, 9, 9, 1, 3, 3, 2, 2, 1, 1}},  // Depthwise, stride 2.
-      {5, {2, 1, 10, 9, 2, 3, 3, 1, 1, 2, 2}}, // Depth multiplier 2, dilated.
+      {3, {2, 2, 7, 8, 3, 3, 3, 1, 1, 1, 1}},   // Grouped, im2col.
+      {4, {1, 1, 9, 9, 1, 3, 3, 2, 2, 1, 1}},   // Depthwise, stride 2.
+      {5, {2, 1, 10, 9, 2, 3, 3, 1, 1, 2, 2}},  // Depth multiplier 2, dilated.
+      {6, {2, 1, 12, 13, 1, 5, 5, 2, 2, 1, 1}}, // Depthwise kernel, 5x5.
   };
   const Layout<5> layouts[] = {
       {{0, 1, 2, 3, 4}}, {{0, 3, 4, 1, 2}, 1, 1, 2}, // Channels last.

@@ -9,7 +9,10 @@
 //    matrix.
 //  - direct: for very few input and output channels (depthwise convolutions
 //    above all), a GEMM with M = F tiny wastes the unfolding; accumulating
-//    each filter tap into an output row in place is cheaper.
+//    each filter tap into an output row in place is cheaper. The square
+//    depthwise filters of MobileNet, EfficientNet and ConvNeXt (3x3, 5x5,
+//    7x7, stride 1 or 2) have kernels of their own that sum all taps of an
+//    output element in a register.
 //  - per output position: when the kernel covers more positions than the
 //    output has (a filter gradient: the kernel is the output gradient's
 //    whole image, the output a filter's 3x3), im2col's GEMMs would have
@@ -281,6 +284,190 @@ AUTOPAR_MULTIVERSION void convDirect(const ConvShape &s, const Tensor4View &in,
   }
 }
 
+/// Sum of a KxK depthwise filter \p w over the window at \p at: rows \p row
+/// apart. With P = 1 the window's columns are consecutive; with P = 2 (a
+/// stride-2 convolution) the input was split into its even and odd columns,
+/// \p phase floats apart, so column kx is at phase kx % 2, offset kx / 2,
+/// and consecutive outputs again read consecutive floats.
+template <int K, int P>
+[[gnu::always_inline]] inline float depthwiseTaps(const float *__restrict at,
+                                                  int64_t row, int64_t phase,
+                                                  const float *w) {
+  float acc = 0.0f;
+#pragma GCC unroll 7
+  for (int ky = 0; ky < K; ++ky)
+#pragma GCC unroll 7
+    for (int kx = 0; kx < K; ++kx)
+      acc += w[ky * K + kx] * at[ky * row + (kx % P) * phase + kx / P];
+  return acc;
+}
+
+/// One image plane of a depthwise convolution (one input and one output
+/// channel) with a KxK filter `w` (dense), rows \p sh apart, no dilation,
+/// row by row: every tap of an output element is summed in a register and
+/// the element stored once. K and P are constants, so the taps unroll and
+/// the loop over x vectorizes.
+template <int K, int P, bool Accumulate>
+[[gnu::always_inline]] inline void
+depthwiseRows(const float *__restrict in, int64_t row, int64_t phase,
+              const float *w, float *__restrict out, int64_t outRow, int64_t oh,
+              int64_t ow, int64_t sh) {
+  for (int64_t oy = 0; oy < oh; ++oy) {
+    const float *top = in + oy * sh * row;
+    float *o = out + oy * outRow;
+    for (int64_t x = 0; x < ow; ++x) {
+      float acc = depthwiseTaps<K, P>(top + x, row, phase, w);
+      o[x] = Accumulate ? o[x] + acc : acc;
+    }
+  }
+}
+
+/// As depthwiseRows for a narrow plane (MobileNet's 7x7 and 14x14 maps),
+/// where most of a row would be the vector loop's scalar remainder: output
+/// (oy, x) is the window at oy * sh * row + x = q for q = oy * rowStep + x,
+/// so one contiguous loop over q computes every row, plus rowStep - ow
+/// positions between rows that are dropped. Each of those windows lies
+/// between two real ones, so every read is inside the input.
+template <int K, int P, bool Accumulate>
+[[gnu::always_inline]] inline void
+depthwiseWide(const float *__restrict in, int64_t row, int64_t phase,
+              const float *w, float *__restrict out, int64_t outRow, int64_t oh,
+              int64_t ow, int64_t sh, float *__restrict wide) {
+  int64_t rowStep = sh * row;
+  int64_t count = (oh - 1) * rowStep + ow;
+  for (int64_t q = 0; q < count; ++q)
+    wide[q] = depthwiseTaps<K, P>(in + q, row, phase, w);
+  for (int64_t oy = 0; oy < oh; ++oy) {
+    const float *from = wide + oy * rowStep;
+    float *o = out + oy * outRow;
+    for (int64_t x = 0; x < ow; ++x)
+      o[x] = Accumulate ? o[x] + from[x] : from[x];
+  }
+}
+
+/// Vector width the cost estimate assumes (AVX2: 8 floats).
+constexpr int64_t DepthwiseLanes = 8;
+
+/// Whether depthwiseWide computes the plane in fewer vector and scalar
+/// iterations than depthwiseRows: rows pay ow % lanes scalar iterations
+/// each, the wide loop computes rowStep - ow dropped positions per row.
+bool depthwiseWidePays(int64_t rowStep, int64_t oh, int64_t ow) {
+  int64_t rows = oh * (ow / DepthwiseLanes + ow % DepthwiseLanes);
+  int64_t count = (oh - 1) * rowStep + ow;
+  int64_t wide = count / DepthwiseLanes + count % DepthwiseLanes;
+  return wide < rows;
+}
+
+/// Whether depthwiseConv handles \p s on these views.
+bool hasDepthwiseKernel(const ConvShape &s, const Tensor4View &in,
+                        const Tensor4View &out) {
+  return s.c == 1 && s.f == 1 && s.kh == s.kw &&
+         (s.kh == 3 || s.kh == 5 || s.kh == 7) && (s.sw == 1 || s.sw == 2) &&
+         s.dh == 1 && s.dw == 1 && in.strides[3] == 1 && out.strides[3] == 1;
+}
+
+/// Inlined into depthwiseConv's clones, so it is compiled for each of them.
+template <int K, int P>
+[[gnu::always_inline]] inline void
+depthwiseImage(const ConvShape &s, const float *in, int64_t row, int64_t phase,
+               const float *w, float *out, int64_t outRow, bool accumulate,
+               float *wide) {
+  if (wide) {
+    if (accumulate)
+      depthwiseWide<K, P, true>(in, row, phase, w, out, outRow, s.oh, s.ow,
+                                s.sh, wide);
+    else
+      depthwiseWide<K, P, false>(in, row, phase, w, out, outRow, s.oh, s.ow,
+                                 s.sh, wide);
+  } else if (accumulate) {
+    depthwiseRows<K, P, true>(in, row, phase, w, out, outRow, s.oh, s.ow, s.sh);
+  } else {
+    depthwiseRows<K, P, false>(in, row, phase, w, out, outRow, s.oh, s.ow,
+                               s.sh);
+  }
+}
+
+/// Copies the rows of an image plane into \p to as its even columns, then
+/// its odd columns: [H, half] each, half = ceil(W / 2).
+[[gnu::always_inline]] inline void splitColumns(const float *__restrict in,
+                                                int64_t inRow, int64_t h,
+                                                int64_t w, float *__restrict to,
+                                                int64_t half) {
+  float *odd = to + h * half;
+  for (int64_t y = 0; y < h; ++y) {
+    const float *from = in + y * inRow;
+    for (int64_t x = 0; x < w / 2; ++x) {
+      to[y * half + x] = from[2 * x];
+      odd[y * half + x] = from[2 * x + 1];
+    }
+    if (w % 2)
+      to[y * half + w / 2] = from[w - 1];
+  }
+}
+
+/// The depthwise convolutions of MobileNet, EfficientNet and ConvNeXt
+/// (3x3, 5x5 and 7x7, stride 1 or 2), where hasDepthwiseKernel holds. A
+/// stride-2 plane is first split into its even and odd columns, so that
+/// vector lanes read consecutive floats rather than gathering every other
+/// one.
+AUTOPAR_MULTIVERSION void depthwiseConv(const ConvShape &s,
+                                        const Tensor4View &in,
+                                        const Tensor4View &filter,
+                                        const Tensor4View &out,
+                                        bool accumulate) {
+  float w[7 * 7];
+  for (int64_t ky = 0; ky < s.kh; ++ky)
+    for (int64_t kx = 0; kx < s.kw; ++kx)
+      w[ky * s.kw + kx] =
+          filter.data[ky * filter.strides[2] + kx * filter.strides[3]];
+  bool split = s.sw == 2;
+  int64_t half = (s.w + 1) / 2;
+  int64_t row = split ? half : in.strides[2];
+  int64_t phase = split ? s.h * half : 0;
+  float *columns =
+      split ? scratch(ScratchSlot::ConvColumns, static_cast<size_t>(2 * phase))
+            : nullptr;
+  float *wide = nullptr;
+  if (depthwiseWidePays(s.sh * row, s.oh, s.ow))
+    wide = scratch(ScratchSlot::ConvOutput,
+                   static_cast<size_t>((s.oh - 1) * s.sh * row + s.ow));
+  int64_t outRow = out.strides[2];
+  for (int64_t n = 0; n < s.n; ++n) {
+    const float *image = in.data + n * in.strides[0];
+    float *result = out.data + n * out.strides[0];
+    if (split) {
+      splitColumns(image, in.strides[2], s.h, s.w, columns, half);
+      image = columns;
+    }
+    switch (s.kh * 10 + s.sw) {
+    case 31:
+      depthwiseImage<3, 1>(s, image, row, phase, w, result, outRow, accumulate,
+                           wide);
+      break;
+    case 32:
+      depthwiseImage<3, 2>(s, image, row, phase, w, result, outRow, accumulate,
+                           wide);
+      break;
+    case 51:
+      depthwiseImage<5, 1>(s, image, row, phase, w, result, outRow, accumulate,
+                           wide);
+      break;
+    case 52:
+      depthwiseImage<5, 2>(s, image, row, phase, w, result, outRow, accumulate,
+                           wide);
+      break;
+    case 71:
+      depthwiseImage<7, 1>(s, image, row, phase, w, result, outRow, accumulate,
+                           wide);
+      break;
+    default:
+      depthwiseImage<7, 2>(s, image, row, phase, w, result, outRow, accumulate,
+                           wide);
+      break;
+    }
+  }
+}
+
 } // namespace
 
 namespace {
@@ -339,7 +526,9 @@ void conv2d(const Tensor4View &input, const Tensor4View &filter,
       (s.ow - 1) * sw + (s.kw - 1) * dw >= s.w)
     mismatch("windows reach outside the (padded) input");
 
-  if (s.c * s.f <= DirectMaxChannelProduct) {
+  if (hasDepthwiseKernel(s, input, output)) {
+    depthwiseConv(s, input, filter, output, accumulate);
+  } else if (s.c * s.f <= DirectMaxChannelProduct) {
     // The direct loops add each tap into the output row.
     if (!accumulate)
       zero(output);
