@@ -230,8 +230,12 @@ def main(argv=None):
     print(format_table(rows))
     print(summary(rows))
     if args.write_results:
+        # A subset (--models, --skip) is its own block, so that it does not
+        # replace the whole sweep's table among the current figures.
+        title = TITLE if len(names) == len(models.TORCHVISION) and not args.models else (
+            f"torchvision subset against onnxruntime (one thread): {', '.join(names)}")
         results.record_run(
-            TITLE,
+            title,
             f"- {args.size}x{args.size} images, batch 1, seeded weights (autopar.export); outputs within "
             f"{args.tol:g} of onnxruntime's (max|out - ref| / max|ref|); median of runs "
             f"{args.warmup + 1}..{args.steps}; ratio = ort ms / autopar ms; per-command timeout "
