@@ -5,10 +5,12 @@ For each model (every classifier of Debian's torchvision 0.14, the segmentation 
 detection backbones with their FPN; `python3 -m autopar.models --list --torchvision`):
   1. export it with torch.onnx.export (autopar.export: seeded weights, opset 17; cached
      in WORK/models) and write a deterministic N(0,1) image, batch 1, --size x --size;
-  2. onnxruntime (node tools/reference/ort-run.js, one thread) runs it --steps times:
+  2. onnxruntime (node tools/reference/ort-run.js, --threads intra-op threads, default
+     one) runs it --steps times:
      the reference outputs and its per-run times;
   3. autopar-compile MODEL --cluster local:1 --input-shape x=1x3xSxS (timed), then
-     autopar-run ARTIFACT --steps N with OMP_NUM_THREADS=OPENBLAS_NUM_THREADS=1;
+     autopar-run ARTIFACT --steps N --threads T with OMP_NUM_THREADS=OPENBLAS_NUM_THREADS=T
+     (T = --threads, default 1);
   4. every output compared with onnxruntime's: max|out - ref| / max|ref| <= --tol (1e-4),
      same dtype and shape.
 Times are medians of the steps after the first (--warmup); ratio = ort ms / autopar ms
@@ -21,6 +23,7 @@ compare) and the tool's error line, listed under the table; a command that runs 
   bench/bench_torchvision.py --models resnet50,convnext_tiny -v   # some
   bench/bench_torchvision.py --skip 'regnet_y_128gf,vit_h_14'     # all but some
   bench/bench_torchvision.py --write-results                      # record in bench/RESULTS.md
+  bench/bench_torchvision.py --models mobilenet_v3_large --threads 2   # both sides on 2 threads
   bench/bench_torchvision.py --reference                          # ORT on both sides (checks the script)
 
 Nothing is written into the repository unless --write-results is given.
@@ -41,8 +44,16 @@ from autopar import compare, models, tools  # noqa: E402
 
 import results  # noqa: E402  (bench/results.py)
 
-SINGLE_THREAD = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 TITLE = "torchvision sweep against onnxruntime (one thread)"
+
+
+def thread_env(threads):
+    """The environment of autopar's commands: every BLAS and OpenMP on `threads`."""
+    return {k: str(threads) for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
+
+
+def threads_words(threads):
+    return "one thread" if threads == 1 else f"{threads} threads"
 
 
 def median_after(times, warmup):
@@ -97,7 +108,7 @@ def bench_model(name, args, log):
         return fail("export", msg[:500])
 
     cmd = ["node", tools.ORT_RUN, path, "--inputs", ins, "--outputs", ref, "--repeat", str(args.steps),
-           "--threads", "1"]
+           "--threads", str(args.threads)]
     log(f"$ {' '.join(shlex.quote(c) for c in cmd)}")
     r = tools.run_cmd(cmd, timeout=args.timeout)
     if not r.ok:
@@ -109,7 +120,7 @@ def bench_model(name, args, log):
                                    cluster="local:1", steps=args.steps)
     cmd = tools.format_cmd(args.compile_cmd, **values)
     log(f"$ {' '.join(shlex.quote(c) for c in cmd)}")
-    r = tools.run_cmd(cmd, timeout=args.timeout, env=SINGLE_THREAD)
+    r = tools.run_cmd(cmd, timeout=args.timeout, env=thread_env(1))
     if args.verbose and not r.ok:
         log((r.stdout + r.stderr).rstrip())
     if not r.ok:
@@ -118,8 +129,10 @@ def bench_model(name, args, log):
 
     os.makedirs(out, exist_ok=True)
     cmd = tools.format_cmd(args.run_cmd, **values)
+    if args.run_cmd == tools.DEFAULT_RUN_CMD:
+        cmd += ["--threads", str(args.threads)]
     log(f"$ {' '.join(shlex.quote(c) for c in cmd)}")
-    r = tools.run_cmd(cmd, timeout=args.timeout, env=SINGLE_THREAD)
+    r = tools.run_cmd(cmd, timeout=args.timeout, env=thread_env(args.threads))
     if not r.ok:
         return fail("run", r.first_error_line())
     row["autopar_ms"] = median_after(tools.parse_step_times(r.stdout + "\n" + r.stderr), args.warmup)
@@ -182,6 +195,8 @@ def main(argv=None):
     p.add_argument("--skip", default="", help="comma-separated names or globs to leave out")
     p.add_argument("--size", type=int, default=224, help="image height and width (default 224)")
     p.add_argument("--steps", type=int, default=3, help="runs per tool (default 3)")
+    p.add_argument("--threads", type=int, default=1,
+                   help="threads of both: autopar-run --threads and onnxruntime's intra-op threads (default 1)")
     p.add_argument("--warmup", type=int, default=1, help="leading runs left out of the median (default 1)")
     p.add_argument("--tol", type=float, default=1e-4, help="max |out-ref| / max |ref| (default 1e-4)")
     p.add_argument("--timeout", type=float, default=900, help="seconds per command (default 900)")
@@ -192,6 +207,8 @@ def main(argv=None):
     p.add_argument("--json", default=None, help="also write the rows to this JSON file (after every model)")
     p.add_argument("-v", "--verbose", action="store_true", help="print commands and comparison tables")
     args = p.parse_args(argv)
+    if args.threads < 1:
+        p.error(f"--threads expects at least 1, got {args.threads}")
     if args.reference:
         args.compile_cmd, args.run_cmd = tools.REFERENCE_COMPILE_CMD, tools.REFERENCE_RUN_CMD
     args.work_dir = os.path.abspath(args.work_dir or os.path.join(args.build_dir, "bench-torchvision"))
@@ -224,7 +241,7 @@ def main(argv=None):
     print()
     print(f"# {results.machine_words()}")
     print(f"# {args.size}x{args.size}, batch 1; median of runs {args.warmup + 1}..{args.steps}; "
-          "single thread on both sides")
+          f"{threads_words(args.threads)} on both sides")
     if args.compile_cmd != tools.DEFAULT_COMPILE_CMD or args.run_cmd != tools.DEFAULT_RUN_CMD:
         print(f"# the 'autopar' column ran: {args.compile_cmd} ; {args.run_cmd}")
     print(format_table(rows))
@@ -233,12 +250,15 @@ def main(argv=None):
         # A subset (--models, --skip) is its own block, so that it does not
         # replace the whole sweep's table among the current figures.
         title = TITLE if len(names) == len(models.TORCHVISION) and not args.models else (
-            f"torchvision subset against onnxruntime (one thread): {', '.join(names)}")
+            f"torchvision subset against onnxruntime ({threads_words(args.threads)}): {', '.join(names)}")
+        if len(names) == len(models.TORCHVISION) and args.threads != 1:
+            title = title.replace("(one thread)", f"({threads_words(args.threads)})")
         results.record_run(
             title,
             f"- {args.size}x{args.size} images, batch 1, seeded weights (autopar.export); outputs within "
             f"{args.tol:g} of onnxruntime's (max|out - ref| / max|ref|); median of runs "
-            f"{args.warmup + 1}..{args.steps}; ratio = ort ms / autopar ms; per-command timeout "
+            f"{args.warmup + 1}..{args.steps}; {threads_words(args.threads)} on both sides (autopar-run "
+            f"--threads, onnxruntime's intra-op threads); ratio = ort ms / autopar ms; per-command timeout "
             f"{args.timeout:g} s\n- {summary(rows)}",
             format_table(rows, markdown=True))
         print(f"recorded in {results.RESULTS}")

@@ -50,7 +50,7 @@ namespace {
 
 const char *const Usage =
     R"(usage: autopar-run ARTIFACT_DIR [--inputs DIR] [--outputs DIR] [--steps N] [--seed N]
-                   [--timeout SECONDS] [--comm-stats]
+                   [--timeout SECONDS] [--threads N] [--comm-stats]
        autopar-run ARTIFACT_DIR --train --data DIR --steps N [--metrics FILE.jsonl]
                    [--outputs DIR] [--save-onnx FILE] [--shuffle SEED] [--seed N]
                    [--eval-data DIR [--eval-every K]]
@@ -75,6 +75,10 @@ options:
                   outside the steps, takes longer than S seconds (default:
                   $AUTOPAR_TIMEOUT_S, else 300 with more than one rank and
                   none with one; 0 disables it)
+  --threads N     CPU threads of each rank: OpenBLAS's GEMMs and the
+                  convolution kernels (the generated loops run on one);
+                  default: OPENBLAS_NUM_THREADS or OMP_NUM_THREADS if set,
+                  else the node's cores divided among its ranks, at least 1
   --comm-stats    print calls, bus bytes and seconds of the collectives, per
                   grid axis and operation
   --comm-stats-json FILE
@@ -149,6 +153,8 @@ struct Options {
   bool seedGiven = false;
   /// From --timeout or AUTOPAR_TIMEOUT_S.
   std::optional<double> timeoutSeconds;
+  /// --threads: CPU threads per rank (configureCpuThreads).
+  std::optional<int64_t> threads;
   bool commStats = false;
   std::optional<std::string> commStatsJson;
   bool help = false;
@@ -246,7 +252,7 @@ Options parseOptions(int argc, char **argv) {
         name != "--metrics" && name != "--shuffle" &&
         name != "--checkpoint-dir" && name != "--checkpoint-every" &&
         name != "--keep-checkpoints" && name != "--save-onnx" &&
-        name != "--eval-data" && name != "--eval-every")
+        name != "--eval-data" && name != "--eval-every" && name != "--threads")
       throw Error("unknown option '" + arg + "' (see --help)");
     if (!hasValue) {
       if (i + 1 >= argc)
@@ -261,7 +267,11 @@ Options parseOptions(int argc, char **argv) {
       options.steps = static_cast<int64_t>(parseNumber(name, value, 1));
     else if (name == "--timeout")
       options.timeoutSeconds = parseSeconds(name, value);
-    else if (name == "--comm-stats-json")
+    else if (name == "--threads") {
+      options.threads = static_cast<int64_t>(parseNumber(name, value, 1));
+      if (*options.threads > 1024)
+        throw Error("--threads expects at most 1024, got '" + value + "'");
+    } else if (name == "--comm-stats-json")
       options.commStatsJson = value;
     else if (name == "--data")
       options.dataDir = value;
@@ -657,6 +667,7 @@ std::unique_ptr<Session> loadOnEveryRank(const Options &options,
 int run(const Options &options) {
   WorldInfo world = detectWorld();
   if (world.size == 1) {
+    configureCpuThreads(options.threads, /*ranksOnNode=*/1);
     std::unique_ptr<Watchdog> dog = makeWatchdog(options, world);
     LocalCommunicator comm;
     std::unique_ptr<Session> session =
@@ -674,7 +685,7 @@ int run(const Options &options) {
   // Which GPU this rank takes: the launcher's local rank if it says, else
   // the rank's place among the ranks of its node (MPI_COMM_TYPE_SHARED).
   NodePlacement node = mpi.nodePlacement();
-  shareBlasThreads(node.localSize);
+  configureCpuThreads(options.threads, node.localSize);
   if (std::optional<NodePlacement> launcher = detectNodePlacement(
           [](const char *name) { return std::getenv(name); }))
     node = NodePlacement{launcher->localRank, node.localSize, launcher->source};

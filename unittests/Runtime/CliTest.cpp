@@ -360,6 +360,16 @@ TEST_F(CliTest, ParsesTheCommandLine) {
   expectError(run(shellQuote(artifact.path()), "AUTOPAR_TIMEOUT_S=soon"),
               "AUTOPAR_TIMEOUT_S expects a number of seconds (0 disables the "
               "timeout), got 'soon'");
+  expectError(run(shellQuote(artifact.path()) + " --threads 0"),
+              "--threads expects an integer of at least 1, got '0'");
+  expectError(run(shellQuote(artifact.path()) + " --threads 5000"),
+              "--threads expects at most 1024, got '5000'");
+  // The banner names the threads: OpenBLAS's and the kernels' are the same.
+  CommandResult threaded =
+      run(shellQuote(artifact.path()) + " --threads 3 --steps 1");
+  EXPECT_EQ(threaded.exitCode, 0) << threaded.err;
+  EXPECT_NE(threaded.out.find(", 3 threads)"), std::string::npos)
+      << threaded.out;
   // A single rank may have a watchdog too. --comm-stats counts the input's
   // "broadcast" to the one rank, which moves no byte.
   CommandResult watched = run(shellQuote(artifact.path()) +

@@ -43,9 +43,6 @@ namespace {
 /// a single output row needs more.
 constexpr int64_t ColumnBudget = int64_t(1) << 20;
 
-/// Direct convolution pays off when C * F is at most this.
-constexpr int64_t DirectMaxChannelProduct = 4;
-
 std::string formatSizes(const Tensor4View &v) {
   std::string text = "[";
   for (int i = 0; i < 4; ++i)

@@ -7,6 +7,10 @@
 
 namespace autopar::runtime::cpu {
 
+/// Direct convolution (or the depthwise kernels), not im2col + GEMM, when
+/// C * F is at most this: no BLAS call.
+constexpr int64_t DirectMaxChannelProduct = 4;
+
 /// A rank-4 float view: element (i0..i3) is data[sum_k ik * strides[k]].
 struct Tensor4View {
   float *data;

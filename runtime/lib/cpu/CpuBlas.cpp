@@ -43,20 +43,30 @@ std::optional<std::string> preferredOpenBlasCoreType() {
 #endif
 }
 
-void shareBlasThreads(int64_t ranksOnNode) {
-  if (ranksOnNode <= 1 || std::getenv("OPENBLAS_NUM_THREADS") ||
-      std::getenv("OMP_NUM_THREADS"))
-    return;
-  int threads = openblas_get_num_threads();
-  openblas_set_num_threads(
-      std::max(1, threads / static_cast<int>(ranksOnNode)));
+int configureCpuThreads(std::optional<int64_t> requested, int64_t ranksOnNode) {
+  int threads;
+  if (requested)
+    threads = static_cast<int>(std::max<int64_t>(1, *requested));
+  else if (std::getenv("OPENBLAS_NUM_THREADS") ||
+           std::getenv("OMP_NUM_THREADS"))
+    threads = openblas_get_num_threads();
+  else
+    threads =
+        std::max(1, openblas_get_num_threads() /
+                        static_cast<int>(std::max<int64_t>(1, ranksOnNode)));
+  openblas_set_num_threads(threads);
+  setKernelThreads(threads);
+  return threads;
 }
 
 std::string describeBlas() {
   const char *name = openblas_get_corename();
   int threads = openblas_get_num_threads();
   return "OpenBLAS " + std::string(name ? name : "?") + ", " +
-         std::to_string(threads) + (threads == 1 ? " thread" : " threads");
+         std::to_string(threads) + (threads == 1 ? " thread" : " threads") +
+         (kernelThreads() == threads
+              ? ""
+              : "; " + std::to_string(kernelThreads()) + " kernel threads");
 }
 
 } // namespace autopar::runtime

@@ -11,6 +11,7 @@
 #include "Conv2d.h"
 #include "KernelError.h"
 #include "StridedGemm.h"
+#include "ThreadPool.h"
 
 #include <string>
 
@@ -92,10 +93,25 @@ void groupedConv(MemRefDescriptor<float, 5> *input,
     shapeMismatch(kernel, "groups of input " + formatSizes(*input) +
                               ", filter " + formatSizes(*filter) + ", output " +
                               formatSizes(*output));
-  for (int64_t g = 0; g < groups; ++g)
-    (accumulate ? conv2dAccumulate : conv2dOverwrite)(
-        slice(*input, 1, g), slice(*filter, 0, g), slice(*output, 1, g), sh, sw,
-        dh, dw, kernel);
+  // Groups write disjoint outputs. Those of depthwise-like convolutions
+  // (the direct and depthwise kernels: no BLAS) are split among the kernel
+  // threads, each with its own scratch buffers; wider groups run one after
+  // the other, each GEMM on OpenBLAS's threads, which are not to be entered
+  // from several threads at once.
+  auto convolve = [&](int64_t begin, int64_t end) {
+    for (int64_t g = begin; g < end; ++g)
+      (accumulate ? conv2dAccumulate : conv2dOverwrite)(
+          slice(*input, 1, g), slice(*filter, 0, g), slice(*output, 1, g), sh,
+          sw, dh, dw, kernel);
+  };
+  if (filter->sizes[1] * filter->sizes[2] > DirectMaxChannelProduct) {
+    convolve(0, groups);
+    return;
+  }
+  int64_t work = output->sizes[0] * output->sizes[2] * output->sizes[3] *
+                 output->sizes[4] * filter->sizes[2] * filter->sizes[3] *
+                 filter->sizes[4];
+  parallelFor(groups, work, convolve);
 }
 
 } // namespace

@@ -25,10 +25,18 @@ namespace autopar::runtime {
 /// process (autopar-run re-executes itself).
 std::optional<std::string> preferredOpenBlasCoreType();
 
-/// Gives this process 1/\p ranksOnNode of OpenBLAS's threads (at least one),
-/// so that the ranks sharing a node do not oversubscribe its cores. Does
-/// nothing if OPENBLAS_NUM_THREADS or OMP_NUM_THREADS is set: the user chose.
-void shareBlasThreads(int64_t ranksOnNode);
+/// Sets how many threads this rank's CPU kernels use: OpenBLAS's GEMMs and
+/// the runtime's own convolution kernels. \p requested (autopar-run
+/// --threads) wins; else OPENBLAS_NUM_THREADS or OMP_NUM_THREADS, when set,
+/// stand (the user chose); else the node's cores divided among its
+/// \p ranksOnNode ranks, at least one, so that ranks sharing a node do not
+/// oversubscribe it. Returns the count.
+int configureCpuThreads(std::optional<int64_t> requested, int64_t ranksOnNode);
+
+/// The threads of the runtime's own kernels (configureCpuThreads; 1 until
+/// it is called).
+int kernelThreads();
+void setKernelThreads(int threads);
 
 /// "OpenBLAS <core>, <n> threads", for autopar-run's banner.
 std::string describeBlas();

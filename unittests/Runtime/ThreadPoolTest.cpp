@@ -1,0 +1,125 @@
+//===- ThreadPoolTest.cpp - The CPU kernels' threads ----------------------===//
+
+#include "ThreadPool.h"
+
+#include "autopar/runtime/CpuBlas.h"
+#include "autopar/runtime/CpuKernels.h"
+
+#include "gtest/gtest.h"
+
+#include <atomic>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <vector>
+
+using namespace autopar::runtime;
+using autopar::runtime::cpu::parallelFor;
+
+namespace {
+
+/// Restores one kernel thread when a test ends, as the other tests expect.
+struct KernelThreads {
+  explicit KernelThreads(int n) { setKernelThreads(n); }
+  ~KernelThreads() { setKernelThreads(1); }
+};
+
+TEST(ThreadPoolTest, EveryIndexRunsOnceAcrossTheThreads) {
+  KernelThreads threads(3);
+  std::vector<std::atomic<int>> runs(1000);
+  std::mutex mutex;
+  std::set<std::thread::id> seen;
+  parallelFor(1000, 1000, [&](int64_t begin, int64_t end) {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      seen.insert(std::this_thread::get_id());
+    }
+    for (int64_t i = begin; i < end; ++i)
+      ++runs[i];
+  });
+  for (int64_t i = 0; i < 1000; ++i)
+    ASSERT_EQ(runs[i], 1) << "index " << i;
+  EXPECT_EQ(seen.size(), 3u);
+  EXPECT_TRUE(seen.count(std::this_thread::get_id()));
+}
+
+TEST(ThreadPoolTest, SmallLoopsAndNestedLoopsRunOnTheCaller) {
+  KernelThreads threads(4);
+  std::thread::id caller = std::this_thread::get_id();
+  bool inline_ = true;
+  parallelFor(8, 1, [&](int64_t, int64_t) {
+    inline_ = inline_ && std::this_thread::get_id() == caller;
+  });
+  EXPECT_TRUE(inline_) << "8 indices of 1 float each woke the workers";
+
+  std::atomic<int> nestedOnOtherThreads{0};
+  parallelFor(4, 1 << 20, [&](int64_t begin, int64_t end) {
+    std::thread::id outer = std::this_thread::get_id();
+    for (int64_t i = begin; i < end; ++i)
+      parallelFor(4, 1 << 20, [&](int64_t, int64_t) {
+        if (std::this_thread::get_id() != outer)
+          ++nestedOnOtherThreads;
+      });
+  });
+  EXPECT_EQ(nestedOnOtherThreads, 0);
+}
+
+TEST(ThreadPoolTest, ManyLoopsInARowAllComplete) {
+  KernelThreads threads(2);
+  int64_t total = 0;
+  for (int round = 0; round < 2000; ++round) {
+    std::vector<int64_t> sums(2, 0);
+    parallelFor(64, 1024, [&](int64_t begin, int64_t end) {
+      sums[begin == 0 ? 0 : 1] += end - begin;
+    });
+    total += sums[0] + sums[1];
+  }
+  EXPECT_EQ(total, 2000 * 64);
+}
+
+TEST(ThreadPoolTest, ConfigureCpuThreadsTakesTheRequestedCount) {
+  EXPECT_EQ(configureCpuThreads(3, /*ranksOnNode=*/1), 3);
+  EXPECT_EQ(kernelThreads(), 3);
+  EXPECT_EQ(configureCpuThreads(1, /*ranksOnNode=*/8), 1);
+  EXPECT_EQ(kernelThreads(), 1);
+}
+
+/// A depthwise convolution split over 3 threads stores exactly what one
+/// thread does: each channel is computed whole by one thread.
+TEST(ThreadPoolTest, DepthwiseConvolutionOnThreadsMatchesOneThread) {
+  const int64_t groups = 96, h = 30, w = 31, k = 3;
+  const int64_t oh = h - k + 1, ow = w - k + 1;
+  std::vector<float> in(groups * h * w), filter(groups * k * k);
+  for (size_t i = 0; i < in.size(); ++i)
+    in[i] = static_cast<float>((i * 7919) % 1000) / 500.0f - 1.0f;
+  for (size_t i = 0; i < filter.size(); ++i)
+    filter[i] = static_cast<float>((i * 104729) % 1000) / 500.0f - 1.0f;
+  auto descriptor = [](std::vector<float> &data, std::array<int64_t, 5> sizes) {
+    MemRefDescriptor<float, 5> d;
+    d.allocated = d.aligned = data.data();
+    d.offset = 0;
+    int64_t stride = 1;
+    for (int i = 4; i >= 0; --i) {
+      d.sizes[i] = sizes[i];
+      d.strides[i] = stride;
+      stride *= sizes[i];
+    }
+    return d;
+  };
+  auto convolve = [&](int threads) {
+    KernelThreads scope(threads);
+    std::vector<float> out(groups * oh * ow, -7.0f);
+    auto i = descriptor(in, {1, groups, 1, h, w});
+    auto f = descriptor(filter, {groups, 1, 1, k, k});
+    auto o = descriptor(out, {1, groups, 1, oh, ow});
+    _mlir_ciface_autopar_cpu_conv2d_ngchw_overwrite_f32(&i, &f, &o, 1, 1, 1, 1);
+    return out;
+  };
+  std::vector<float> one = convolve(1), three = convolve(3);
+  ASSERT_EQ(one.size(), three.size());
+  for (size_t i = 0; i < one.size(); ++i)
+    ASSERT_EQ(one[i], three[i]) << "at " << i;
+  EXPECT_NE(one[0], -7.0f);
+}
+
+} // namespace
