@@ -26,6 +26,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
@@ -507,6 +508,31 @@ TEST(AttentionKernelTest, EveryInstructionSetMatchesReference) {
     }
   }
   unsetenv("AUTOPAR_TEST_ATTENTION_ISA");
+}
+
+TEST(AttentionKernelTest, ThreadsGiveTheSameBits) {
+  // (batch, head) pairs are split among the kernel threads, each computed
+  // whole by one: any thread count stores the same floats.
+  uint32_t seed = 7000;
+  for (const Case &c : cases()) {
+    SCOPED_TRACE(c.describe());
+    std::vector<double> results[2];
+    for (int run = 0; run < 2; ++run) {
+      autopar::runtime::setKernelThreads(run == 0 ? 1 : 3);
+      Problem pr(c, seed);
+      pr.forward();
+      KernelGradients got(pr);
+      for (const std::vector<double> &part :
+           {flat(pr.o), flat(pr.lse), flat(got.dq), flat(got.dk), flat(got.dv)})
+        results[run].insert(results[run].end(), part.begin(), part.end());
+    }
+    autopar::runtime::setKernelThreads(1);
+    seed += 10;
+    ASSERT_EQ(results[0].size(), results[1].size());
+    for (size_t i = 0; i < results[0].size(); ++i)
+      ASSERT_EQ(std::memcmp(&results[0][i], &results[1][i], sizeof(double)), 0)
+          << "value " << i << ": " << results[0][i] << " vs " << results[1][i];
+  }
 }
 
 TEST(AttentionKernelTest, FullyMaskedRowsGiveZerosAndNoNaN) {

@@ -26,6 +26,7 @@
 
 #include "KernelError.h"
 #include "Scratch.h"
+#include "ThreadPool.h"
 
 #include <algorithm>
 #include <cmath>

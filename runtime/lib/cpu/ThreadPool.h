@@ -1,6 +1,7 @@
 //===- ThreadPool.h - Threads the CPU kernels share ------------*- C++ -*-===//
 //
-// The runtime's own kernels (convolutions over groups and channels) split
+// The runtime's own kernels (convolutions over groups and channels,
+// attention over batch and heads) split
 // their outer loop over the threads autopar-run was given (--threads, by
 // default the node's cores divided among its ranks); OpenBLAS runs its GEMMs
 // on as many of its own threads. The generated loops run on the calling
