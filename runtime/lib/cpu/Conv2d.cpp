@@ -29,6 +29,7 @@
 #include "Multiversion.h"
 #include "Scratch.h"
 #include "StridedGemm.h"
+#include "ThreadPool.h"
 
 #include <algorithm>
 #include <cstring>
@@ -73,14 +74,17 @@ struct ConvShape {
   int64_t n, c, h, w, f, kh, kw, oh, ow, sh, sw, dh, dw;
 };
 
-/// Unfolds output rows [oy0, oy0 + rows) of image \p image into \p columns,
-/// a dense [C*KH*KW, rows*OW] matrix.
-AUTOPAR_MULTIVERSION void im2col(const ConvShape &s, const Tensor4View &in,
-                                 const float *image, int64_t oy0, int64_t rows,
-                                 float *columns) {
+/// Unfolds channels [c0, c1) of output rows [oy0, oy0 + rows) of image
+/// \p image into their rows of \p columns, a dense [C*KH*KW, rows*OW]
+/// matrix.
+AUTOPAR_MULTIVERSION void im2colChannels(const ConvShape &s,
+                                         const Tensor4View &in,
+                                         const float *image, int64_t oy0,
+                                         int64_t rows, float *columns,
+                                         int64_t c0, int64_t c1) {
   int64_t cols = rows * s.ow;
   int64_t xStep = s.sw * in.strides[3];
-  for (int64_t c = 0; c < s.c; ++c) {
+  for (int64_t c = c0; c < c1; ++c) {
     for (int64_t ky = 0; ky < s.kh; ++ky) {
       for (int64_t kx = 0; kx < s.kw; ++kx) {
         float *dst = columns + ((c * s.kh + ky) * s.kw + kx) * cols;
@@ -99,6 +103,16 @@ AUTOPAR_MULTIVERSION void im2col(const ConvShape &s, const Tensor4View &in,
       }
     }
   }
+}
+
+/// Unfolds output rows [oy0, oy0 + rows) of image \p image into \p columns,
+/// a dense [C*KH*KW, rows*OW] matrix, the channels split among the kernel
+/// threads (each writes its own rows).
+void im2col(const ConvShape &s, const Tensor4View &in, const float *image,
+            int64_t oy0, int64_t rows, float *columns) {
+  parallelFor(s.c, s.kh * s.kw * rows * s.ow, [&](int64_t c0, int64_t c1) {
+    im2colChannels(s, in, image, oy0, rows, columns, c0, c1);
+  });
 }
 
 /// The filter as a [F, C*KH*KW] matrix: a view if its last three dims
