@@ -8,9 +8,12 @@
 
 #include "autopar/Conversion/Passes.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/IR/IRMapping.h"
-#include "mlir/Interfaces/ViewLikeInterface.h"
 #include "mlir/IR/SymbolTable.h"
+#include "mlir/Interfaces/ViewLikeInterface.h"
 #include "mlir/Transforms/RegionUtils.h"
 #include "llvm/ADT/SetVector.h"
 
@@ -30,6 +33,51 @@ Value rootBuffer(Value v) {
   while (auto view = v.getDefiningOp<ViewLikeOpInterface>())
     v = view.getViewSource();
   return v;
+}
+
+/// The constant trip count of `loop`, if its bounds and step are constants.
+std::optional<int64_t> constantTripCount(scf::ForOp loop) {
+  std::optional<int64_t> lb = getConstantIntValue(loop.getLowerBound()),
+                         ub = getConstantIntValue(loop.getUpperBound()),
+                         step = getConstantIntValue(loop.getStep());
+  if (!lb || !ub || !step || *step <= 0)
+    return std::nullopt;
+  return *ub > *lb ? (*ub - *lb + *step - 1) / *step : 0;
+}
+
+/// The loop of the nest `loop` marked autopar.parallel, with its trip count
+/// and work per iteration, when every loop around it in the nest runs once
+/// and its bounds are constants.
+struct ParallelLoop {
+  scf::ForOp loop;
+  int64_t iterations, work;
+};
+std::optional<ParallelLoop> findParallelLoop(scf::ForOp nest) {
+  scf::ForOp marked;
+  nest->walk<WalkOrder::PreOrder>([&](scf::ForOp inner) {
+    if (!inner->hasAttr(autopar::kParallelLoopAttr))
+      return WalkResult::advance();
+    marked = inner;
+    return WalkResult::interrupt();
+  });
+  if (!marked)
+    return std::nullopt;
+  for (Operation *up = marked->getParentOp(); up && up != nest->getParentOp();
+       up = up->getParentOp()) {
+    auto around = dyn_cast<scf::ForOp>(up);
+    if (!around || constantTripCount(around) != 1)
+      return std::nullopt;
+  }
+  std::optional<int64_t> iterations = constantTripCount(marked);
+  auto work = marked->getAttrOfType<IntegerAttr>(autopar::kParallelLoopAttr);
+  // Below this much work (elements; the runtime's MinParallelWork in
+  // runtime/lib/cpu/ThreadPool.cpp) the threads would not be woken: the
+  // loop keeps its constant bounds and a direct call.
+  constexpr int64_t minParallelWork = 32 * 1024;
+  if (!iterations || *iterations < 2 || !work ||
+      *iterations * std::max<int64_t>(work.getInt(), 1) < minParallelWork)
+    return std::nullopt;
+  return ParallelLoop{marked, *iterations, work.getInt()};
 }
 
 /// Replaces `loop` by a call to a new function `name` inserted after
@@ -55,7 +103,12 @@ void outline(scf::ForOp loop, func::FuncOp parent, StringRef name,
   MLIRContext *ctx = loop.getContext();
   OpBuilder b(ctx);
   b.setInsertionPointAfter(parent);
-  auto type = FunctionType::get(ctx, ValueRange(arguments).getTypes(), {});
+  // A parallel loop's range of iterations: two more arguments.
+  std::optional<ParallelLoop> parallel = findParallelLoop(loop);
+  SmallVector<Type> argumentTypes(ValueRange(arguments).getTypes());
+  if (parallel)
+    argumentTypes.append(2, b.getIndexType());
+  auto type = FunctionType::get(ctx, argumentTypes, {});
   auto func = func::FuncOp::create(b, loop.getLoc(), name, type);
   func.setPrivate();
   func->setAttr("llvm.linkage",
@@ -105,8 +158,39 @@ void outline(scf::ForOp loop, func::FuncOp parent, StringRef name,
   b.clone(*loop, mapping);
   func::ReturnOp::create(b, loop.getLoc());
 
+  SmallVector<Value> callArguments(arguments);
+  if (parallel) {
+    // The cloned loop runs iterations [first, last): lb + first * step up to
+    // min(lb + last * step, ub).
+    auto inner =
+        cast<scf::ForOp>(mapping.lookup(parallel->loop.getOperation()));
+    inner->removeAttr(autopar::kParallelLoopAttr);
+    Location loc = inner.getLoc();
+    b.setInsertionPoint(inner);
+    Value first = entry->getArgument(arguments.size());
+    Value last = entry->getArgument(arguments.size() + 1);
+    Value lb = inner.getLowerBound(), step = inner.getStep();
+    Value begin = arith::AddIOp::create(
+        b, loc, lb, arith::MulIOp::create(b, loc, first, step));
+    Value end = arith::MinSIOp::create(
+        b, loc,
+        arith::AddIOp::create(b, loc, lb,
+                              arith::MulIOp::create(b, loc, last, step)),
+        inner.getUpperBound());
+    inner.setLowerBound(begin);
+    inner.setUpperBound(end);
+    func->setAttr(
+        autopar::kParallelRangeAttr,
+        b.getDenseI64ArrayAttr({parallel->iterations, parallel->work}));
+    b.setInsertionPoint(loop);
+    callArguments.push_back(
+        arith::ConstantIndexOp::create(b, loop.getLoc(), 0));
+    callArguments.push_back(
+        arith::ConstantIndexOp::create(b, loop.getLoc(), parallel->iterations));
+  }
+
   b.setInsertionPoint(loop);
-  func::CallOp::create(b, loop.getLoc(), func, arguments);
+  func::CallOp::create(b, loop.getLoc(), func, callArguments);
   loop.erase();
 }
 

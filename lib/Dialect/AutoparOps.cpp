@@ -107,7 +107,8 @@ LogicalResult verifyAutoparAttribute(function_ref<InFlightDiagnostic()> error,
   if (name == D::StageAttrHelper::getNameStr() ||
       name == D::PeerStageAttrHelper::getNameStr() ||
       name == D::ZeroBlocksAttrHelper::getNameStr() ||
-      name == D::TpSplitAttrHelper::getNameStr())
+      name == D::TpSplitAttrHelper::getNameStr() ||
+      name == D::ParallelAttrHelper::getNameStr())
     return expect(isa<IntegerAttr>(value), "an integer");
   if (name == D::TrainableAttrHelper::getNameStr() ||
       name == D::StepAttrHelper::getNameStr() ||
@@ -122,7 +123,8 @@ LogicalResult verifyAutoparAttribute(function_ref<InFlightDiagnostic()> error,
     return expect(isa<DictionaryAttr>(value), "a dictionary");
   if (name == D::ArgShapesAttrHelper::getNameStr())
     return expect(isa<ArrayAttr>(value), "an array");
-  if (name == D::NoaliasPointerArgsAttrHelper::getNameStr())
+  if (name == D::NoaliasPointerArgsAttrHelper::getNameStr() ||
+      name == D::ParallelRangeAttrHelper::getNameStr())
     return expect(isa<DenseI64ArrayAttr>(value), "an i64 array");
   return error() << "unknown attribute '" << name
                  << "' (autopar's attributes are listed in AutoparOps.td)";

@@ -44,7 +44,10 @@ void buildCpuLoweringToLLVMPipeline(OpPassManager &pm) {
   //   (a one-hot reduction) becomes a scatter in the reduction's order; the
   //   rest becomes loops (LLVM's vectorizer handles the static, unit-stride
   //   inner loops, made long by merging the loops that walk contiguous
-  //   memory as one);
+  //   memory as one); the loop of a nest whose iterations write disjoint
+  //   elements runs on the kernel threads (autopar-linalg-to-loops marks it,
+  //   autopar-outline-loop-nests gives it a range, autopar-parallel-loop-calls
+  //   hands the range to the runtime);
   // - math functions without an LLVM intrinsic (erf, ...) become libm calls,
   //   and f16/bf16 math is computed in f32.
   pm.addPass(createLowerContractionsToCpuKernels());
@@ -57,7 +60,7 @@ void buildCpuLoweringToLLVMPipeline(OpPassManager &pm) {
   loops.addPass(createOneHotReductionsToScatter(
       OneHotReductionsToScatterOptions{/*atomic=*/false}));
   loops.addPass(createCollapseContiguousLoops());
-  loops.addPass(createConvertLinalgToLoopsPass());
+  loops.addPass(createLinalgToLoops());
   pm.addPass(createOutlineLoopNests());
   pm.addPass(createLowerAffinePass());
   pm.addPass(createSCFToControlFlowPass());
@@ -80,6 +83,7 @@ void buildCpuLoweringToLLVMPipeline(OpPassManager &pm) {
   pm.addPass(createConvertIndexToLLVMPass());
   pm.addPass(createConvertFuncToLLVMPass());
   pm.addPass(createMarkNoAlias());
+  pm.addPass(createParallelLoopCalls());
   pm.addPass(createConvertControlFlowToLLVMPass());
   pm.addPass(createReconcileUnrealizedCastsPass());
   pm.addPass(createEmitPackedEntry());

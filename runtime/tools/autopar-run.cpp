@@ -75,8 +75,9 @@ options:
                   outside the steps, takes longer than S seconds (default:
                   $AUTOPAR_TIMEOUT_S, else 300 with more than one rank and
                   none with one; 0 disables it)
-  --threads N     CPU threads of each rank: OpenBLAS's GEMMs and the
-                  convolution kernels (the generated loops run on one);
+  --threads N     CPU threads of each rank: OpenBLAS's GEMMs, the
+                  convolution and attention kernels, the larger generated
+                  loops;
                   default: OPENBLAS_NUM_THREADS or OMP_NUM_THREADS if set,
                   else the node's cores divided among its ranks, at least 1
   --comm-stats    print calls, bus bytes and seconds of the collectives, per

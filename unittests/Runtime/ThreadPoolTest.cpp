@@ -77,6 +77,28 @@ TEST(ThreadPoolTest, ManyLoopsInARowAllComplete) {
   EXPECT_EQ(total, 2000 * 64);
 }
 
+/// What generated code passes autopar_cpu_parallel_for: a range function and
+/// its context.
+struct LoopContext {
+  std::vector<std::atomic<int>> *runs;
+};
+void markRange(void *context, int64_t first, int64_t last) {
+  auto *loop = static_cast<LoopContext *>(context);
+  for (int64_t i = first; i < last; ++i)
+    ++(*loop->runs)[i];
+}
+
+TEST(ThreadPoolTest, GeneratedParallelLoopsCoverEveryIterationOnce) {
+  KernelThreads threads(2);
+  for (int64_t work : {1, 4096}) { // Inline, then on both threads.
+    std::vector<std::atomic<int>> runs(100);
+    LoopContext context{&runs};
+    autopar_cpu_parallel_for(markRange, &context, 100, work);
+    for (int64_t i = 0; i < 100; ++i)
+      ASSERT_EQ(runs[i], 1) << "work " << work << ", iteration " << i;
+  }
+}
+
 TEST(ThreadPoolTest, ConfigureCpuThreadsTakesTheRequestedCount) {
   EXPECT_EQ(configureCpuThreads(3, /*ranksOnNode=*/1), 3);
   EXPECT_EQ(kernelThreads(), 3);

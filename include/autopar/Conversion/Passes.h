@@ -27,6 +27,18 @@ inline constexpr llvm::StringLiteral kArgShapesAttr = "autopar.arg_shapes";
 inline constexpr llvm::StringLiteral kNoAliasPointerArgs =
     "autopar.noalias_pointer_args";
 
+/// Attribute `autopar-linalg-to-loops` sets on the scf.for whose iterations
+/// write disjoint elements (its value: the iterations of the loops inside
+/// it), for `autopar-outline-loop-nests` to split among threads.
+inline constexpr llvm::StringLiteral kParallelLoopAttr = "autopar.parallel";
+
+/// Attribute `autopar-outline-loop-nests` sets on an outlined function whose
+/// last two arguments are the range [first, last) of a parallel loop's
+/// iterations: array<i64: iterations, work per iteration>, for
+/// `autopar-parallel-loop-calls`.
+inline constexpr llvm::StringLiteral kParallelRangeAttr =
+    "autopar.parallel_range";
+
 /// The rewrites `autopar-lower-collectives-to-runtime` makes among `shard`
 /// collectives before lowering them (a sum all-reduced only to be sliced
 /// becomes a reduce-scatter), for counting a program's collectives as they

@@ -652,6 +652,32 @@ def CollapseContiguousLoops
                            "mlir::linalg::LinalgDialect"];
 }
 
+def LinalgToLoops : Pass<"autopar-linalg-to-loops", "mlir::func::FuncOp"> {
+  let summary = "Lower linalg ops on memrefs to scf.for loops, marking the "
+                "loop whose iterations may run on different threads";
+  let description = [{
+    Upstream's `convert-linalg-to-loops`, plus one mark per op: the first
+    loop with more than one iteration, when every loop around it has one
+    (the batch of 1 of an NCHW tensor), walks a parallel dim, and that dim
+    is a result of every output's indexing map, so that two iterations never
+    write the same element, gets `autopar.parallel = N` (N: the iterations
+    of the loops inside it, the work of one iteration).
+    `autopar-outline-loop-nests` splits such a loop among the kernel threads.
+
+    ```mlir
+    linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%a : memref<8x16xf32>) outs(%b : memref<8x16xf32>) { ... }
+    // becomes
+    scf.for %i = %c0 to %c8 step %c1 {
+      scf.for %j = %c0 to %c16 step %c1 { ... }
+    } {autopar.parallel = 16 : i64}
+    ```
+  }];
+  let dependentDialects = ["mlir::scf::SCFDialect",
+                           "mlir::affine::AffineDialect",
+                           "mlir::memref::MemRefDialect"];
+}
+
 def OutlineLoopNests : Pass<"autopar-outline-loop-nests", "mlir::ModuleOp"> {
   let summary = "Move each top-level loop nest of a function into a function "
                 "of its own that LLVM does not inline";
@@ -666,6 +692,14 @@ def OutlineLoopNests : Pass<"autopar-outline-loop-nests", "mlir::ModuleOp"> {
     known to LLVM. The outlined functions have internal linkage and LLVM's
     `noinline`: inlined back, they would rebuild the one big function.
 
+    A nest whose loop is marked `autopar.parallel = W` (by
+    `autopar-linalg-to-loops`; every loop around it in the nest runs once)
+    is outlined with two more index arguments, the first and last iteration
+    of that loop to run, and the function gets
+    `autopar.parallel_range = array<i64: N, W>` (N: the loop's iterations).
+    The call passes 0 and N: the whole loop, until
+    `autopar-parallel-loop-calls` hands the range to the kernel threads.
+
     ```mlir
     func.func @main(%a: memref<4xf32>) {
       scf.for %i = %c0 to %c4 step %c1 { ... %a ... }
@@ -676,7 +710,26 @@ def OutlineLoopNests : Pass<"autopar-outline-loop-nests", "mlir::ModuleOp"> {
         {llvm.linkage = #llvm.linkage<internal>, passthrough = ["noinline"]}
     ```
   }];
-  let dependentDialects = ["mlir::func::FuncDialect", "mlir::LLVM::LLVMDialect"];
+  let dependentDialects = ["mlir::func::FuncDialect", "mlir::LLVM::LLVMDialect",
+                           "mlir::arith::ArithDialect"];
+}
+
+def ParallelLoopCalls : Pass<"autopar-parallel-loop-calls", "mlir::ModuleOp"> {
+  let summary = "Run the calls of outlined parallel loops on the kernel "
+                "threads";
+  let description = [{
+    Runs after `convert-func-to-llvm`. An `llvm.func @f` carrying
+    `autopar.parallel_range = array<i64: N, W>` (its last two arguments are
+    the range of iterations it runs, of N, each of about W elements of work)
+    gets a companion `@f_range(ptr, i64, i64)` that loads `@f`'s other
+    arguments from a struct and calls it on the range. Each call
+    `llvm.call @f(args..., first, last)` stores `args` into a struct on the
+    stack and becomes
+    `llvm.call @autopar_cpu_parallel_for(@f_range, struct, N, W)`, which the
+    runtime splits among its kernel threads (or runs whole on the caller
+    when the work is small).
+  }];
+  let dependentDialects = ["mlir::LLVM::LLVMDialect"];
 }
 
 def MarkNoAlias : Pass<"autopar-mark-noalias", "mlir::ModuleOp"> {

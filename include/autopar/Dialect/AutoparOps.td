@@ -80,7 +80,12 @@ def Autopar_Dialect : Dialect {
     // Markers of later passes.
     "::mlir::UnitAttr":$projection_parts,
     "::mlir::ArrayAttr":$arg_shapes,
-    "::mlir::DenseI64ArrayAttr":$noalias_pointer_args
+    "::mlir::DenseI64ArrayAttr":$noalias_pointer_args,
+    // CPU threads (autopar-linalg-to-loops, autopar-outline-loop-nests): a
+    // loop whose iterations write disjoint elements, and an outlined
+    // function running a range of such a loop's iterations.
+    "::mlir::IntegerAttr":$parallel,
+    "::mlir::DenseI64ArrayAttr":$parallel_range
   );
   let hasOperationAttrVerify = 1;
   let hasRegionArgAttrVerify = 1;

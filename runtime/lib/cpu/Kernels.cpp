@@ -177,4 +177,14 @@ AUTOPAR_KERNEL_EXPORT void _mlir_ciface_autopar_cpu_conv2d_ngchw_overwrite_f32(
               "autopar_cpu_conv2d_ngchw_overwrite_f32");
 }
 
+/// Runs \p loop(context, first, last) over ranges covering [0, iterations)
+/// on the kernel threads: the outlined parallel loops of generated code
+/// (autopar-parallel-loop-calls), each iteration about \p work elements.
+AUTOPAR_KERNEL_EXPORT void
+autopar_cpu_parallel_for(void (*loop)(void *, int64_t, int64_t), void *context,
+                         int64_t iterations, int64_t work) {
+  parallelFor(iterations, work,
+              [&](int64_t first, int64_t last) { loop(context, first, last); });
+}
+
 } // extern "C"

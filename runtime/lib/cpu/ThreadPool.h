@@ -1,11 +1,10 @@
 //===- ThreadPool.h - Threads the CPU kernels share ------------*- C++ -*-===//
 //
 // The runtime's own kernels (convolutions over groups and channels,
-// attention over batch and heads) split
-// their outer loop over the threads autopar-run was given (--threads, by
-// default the node's cores divided among its ranks); OpenBLAS runs its GEMMs
-// on as many of its own threads. The generated loops run on the calling
-// thread.
+// attention over batch and heads) and the generated loops
+// (autopar_cpu_parallel_for) split their outer loop over the threads
+// autopar-run was given (--threads, by default the node's cores divided
+// among its ranks); OpenBLAS runs its GEMMs on as many of its own threads.
 //
 //===----------------------------------------------------------------------===//
 

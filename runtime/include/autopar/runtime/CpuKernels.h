@@ -37,6 +37,14 @@ template <typename T, int Rank> struct MemRefDescriptor {
 
 extern "C" {
 
+/// Runs \p loop(context, first, last) on ranges covering [0, iterations),
+/// split among the kernel threads (autopar-run --threads) when the work
+/// (iterations times \p work, in elements) pays for them: the parallel
+/// loops of generated code (autopar-parallel-loop-calls).
+AUTOPAR_KERNEL_EXPORT void
+autopar_cpu_parallel_for(void (*loop)(void *, int64_t, int64_t), void *context,
+                         int64_t iterations, int64_t work);
+
 /// C[m,n] += sum_k A[m,k] * B[k,n].
 AUTOPAR_KERNEL_EXPORT void _mlir_ciface_autopar_cpu_matmul_f32(
     autopar::runtime::MemRefDescriptor<float, 2> *a,
