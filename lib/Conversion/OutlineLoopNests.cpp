@@ -70,10 +70,12 @@ std::optional<ParallelLoop> findParallelLoop(scf::ForOp nest) {
   }
   std::optional<int64_t> iterations = constantTripCount(marked);
   auto work = marked->getAttrOfType<IntegerAttr>(autopar::kParallelLoopAttr);
-  // Below this much work (elements; the runtime's MinParallelWork in
-  // runtime/lib/cpu/ThreadPool.cpp) the threads would not be woken: the
-  // loop keeps its constant bounds and a direct call.
-  constexpr int64_t minParallelWork = 32 * 1024;
+  // Below this much work (elements) the loop keeps its constant bounds and
+  // a direct call. The runtime would run 32Ki elements on the threads
+  // (MinParallelWork, runtime/lib/cpu/ThreadPool.cpp), but MobileNet's many
+  // small loops then lose more to waking the threads (and to OpenBLAS's
+  // spinning workers) than they gain: 2 threads were slower than 1.
+  constexpr int64_t minParallelWork = 256 * 1024;
   if (!iterations || *iterations < 2 || !work ||
       *iterations * std::max<int64_t>(work.getInt(), 1) < minParallelWork)
     return std::nullopt;

@@ -92,7 +92,7 @@ func.func @reduction(%a: memref<8xf32>) -> f32 {
 // -----
 
 // A nest whose loop autopar-linalg-to-loops marked, with enough work (64
-// iterations of 1024 elements), takes the range of that loop's iterations
+// iterations of 4096 elements), takes the range of that loop's iterations
 // as two more arguments and runs lb + first * step up to
 // min(lb + last * step, ub); the call passes the whole range. The loop
 // around it runs once. Marks with too little work, or under a loop of two
@@ -102,17 +102,17 @@ func.func @reduction(%a: memref<8xf32>) -> f32 {
 // CHECK:         arith.constant 1.000000e+00 : f32
 // CHECK-NEXT:    %[[FROM:.*]] = arith.constant 0 : index
 // CHECK-NEXT:    %[[TO:.*]] = arith.constant 64 : index
-// CHECK-NEXT:    call @parallel_loop0(%{{.*}}, %[[FROM]], %[[TO]]) : (memref<1x64x1024xf32>, index, index) -> ()
-// CHECK:         call @parallel_loop1(%{{.*}}) : (memref<1x64x1024xf32>) -> ()
-// CHECK:         call @parallel_loop2(%{{.*}}) : (memref<1x64x1024xf32>) -> ()
+// CHECK-NEXT:    call @parallel_loop0(%{{.*}}, %[[FROM]], %[[TO]]) : (memref<1x64x4096xf32>, index, index) -> ()
+// CHECK:         call @parallel_loop1(%{{.*}}) : (memref<1x64x4096xf32>) -> ()
+// CHECK:         call @parallel_loop2(%{{.*}}) : (memref<1x64x4096xf32>) -> ()
 
 // CHECK-LABEL: func.func private @parallel_loop2(
 // CHECK-NOT:     autopar.parallel_range
 // CHECK-LABEL: func.func private @parallel_loop1(
 // CHECK-NOT:     autopar.parallel_range
 // CHECK-LABEL: func.func private @parallel_loop0(
-// CHECK-SAME:    %[[A:[^:]*]]: memref<1x64x1024xf32>, %[[FIRST:[^:]*]]: index, %[[LAST:[^:]*]]: index)
-// CHECK-SAME:    autopar.parallel_range = array<i64: 64, 1024>
+// CHECK-SAME:    %[[A:[^:]*]]: memref<1x64x4096xf32>, %[[FIRST:[^:]*]]: index, %[[LAST:[^:]*]]: index)
+// CHECK-SAME:    autopar.parallel_range = array<i64: 64, 4096>
 // CHECK:         scf.for
 // CHECK:           %[[F:.*]] = arith.muli %[[FIRST]], %[[STEP:.*]] : index
 // CHECK-NEXT:      %[[BEGIN:.*]] = arith.addi %[[LB:.*]], %[[F]] : index
@@ -123,32 +123,32 @@ func.func @reduction(%a: memref<8xf32>) -> f32 {
 // CHECK-NOT:     autopar.parallel =
 
 // LLVM-LABEL: llvm.func @parallel(
-func.func @parallel(%a: memref<1x64x1024xf32>) {
+func.func @parallel(%a: memref<1x64x4096xf32>) {
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
   %c2 = arith.constant 2 : index
   %c8 = arith.constant 8 : index
   %c64 = arith.constant 64 : index
-  %c1024 = arith.constant 1024 : index
+  %c4096 = arith.constant 4096 : index
   %x = arith.constant 1.0 : f32
   scf.for %b = %c0 to %c1 step %c1 {
     scf.for %i = %c0 to %c64 step %c1 {
-      scf.for %j = %c0 to %c1024 step %c1 {
-        memref.store %x, %a[%b, %i, %j] : memref<1x64x1024xf32>
+      scf.for %j = %c0 to %c4096 step %c1 {
+        memref.store %x, %a[%b, %i, %j] : memref<1x64x4096xf32>
       }
-    } {autopar.parallel = 1024 : i64}
+    } {autopar.parallel = 4096 : i64}
   }
   scf.for %i = %c0 to %c8 step %c1 {
     scf.for %j = %c0 to %c8 step %c1 {
-      memref.store %x, %a[%c0, %i, %j] : memref<1x64x1024xf32>
+      memref.store %x, %a[%c0, %i, %j] : memref<1x64x4096xf32>
     }
   } {autopar.parallel = 8 : i64}
   scf.for %b = %c0 to %c2 step %c1 {
     scf.for %i = %c0 to %c64 step %c1 {
-      scf.for %j = %c0 to %c1024 step %c1 {
-        memref.store %x, %a[%c0, %i, %j] : memref<1x64x1024xf32>
+      scf.for %j = %c0 to %c4096 step %c1 {
+        memref.store %x, %a[%c0, %i, %j] : memref<1x64x4096xf32>
       }
-    } {autopar.parallel = 1024 : i64}
+    } {autopar.parallel = 4096 : i64}
   }
   return
 }
