@@ -10,13 +10,14 @@
 
 #include "autopar/Conversion/Passes.h"
 
+#include "RootBuffer.h"
+
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Linalg/Transforms/Transforms.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/PatternMatch.h"
-#include "mlir/Interfaces/ViewLikeInterface.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 namespace autopar {
@@ -25,16 +26,9 @@ namespace autopar {
 } // namespace autopar
 
 using namespace mlir;
+using autopar::rootBuffer;
 
 namespace {
-
-/// The buffer `v` is a view of: through view-like ops to an allocation or
-/// a block argument.
-Value rootBuffer(Value v) {
-  while (auto view = v.getDefiningOp<ViewLikeOpInterface>())
-    v = view.getViewSource();
-  return v;
-}
 
 /// The loop dim of `op` whose iterations may run on different threads, and
 /// the iterations of the loops inside it (their product), or nullopt.

@@ -8,12 +8,13 @@
 
 #include "autopar/Conversion/Passes.h"
 
+#include "RootBuffer.h"
+
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/SymbolTable.h"
-#include "mlir/Interfaces/ViewLikeInterface.h"
 #include "mlir/Transforms/RegionUtils.h"
 #include "llvm/ADT/SetVector.h"
 
@@ -24,16 +25,9 @@ namespace autopar {
 } // namespace autopar
 
 using namespace mlir;
+using autopar::rootBuffer;
 
 namespace {
-
-/// The buffer `v` is a view of: through view-like ops to an allocation or
-/// a block argument.
-Value rootBuffer(Value v) {
-  while (auto view = v.getDefiningOp<ViewLikeOpInterface>())
-    v = view.getViewSource();
-  return v;
-}
 
 /// The constant trip count of `loop`, if its bounds and step are constants.
 std::optional<int64_t> constantTripCount(scf::ForOp loop) {

@@ -106,6 +106,22 @@ TEST(ThreadPoolTest, ConfigureCpuThreadsTakesTheRequestedCount) {
   EXPECT_EQ(kernelThreads(), 1);
 }
 
+/// A dense row-major descriptor of \p data with these sizes.
+template <int R>
+MemRefDescriptor<float, R> descriptor(std::vector<float> &data,
+                                      const std::array<int64_t, R> &sizes) {
+  MemRefDescriptor<float, R> d;
+  d.allocated = d.aligned = data.data();
+  d.offset = 0;
+  int64_t stride = 1;
+  for (int i = R - 1; i >= 0; --i) {
+    d.sizes[i] = sizes[i];
+    d.strides[i] = stride;
+    stride *= sizes[i];
+  }
+  return d;
+}
+
 /// A depthwise convolution split over 3 threads stores exactly what one
 /// thread does: each channel is computed whole by one thread.
 TEST(ThreadPoolTest, DepthwiseConvolutionOnThreadsMatchesOneThread) {
@@ -116,24 +132,12 @@ TEST(ThreadPoolTest, DepthwiseConvolutionOnThreadsMatchesOneThread) {
     in[i] = static_cast<float>((i * 7919) % 1000) / 500.0f - 1.0f;
   for (size_t i = 0; i < filter.size(); ++i)
     filter[i] = static_cast<float>((i * 104729) % 1000) / 500.0f - 1.0f;
-  auto descriptor = [](std::vector<float> &data, std::array<int64_t, 5> sizes) {
-    MemRefDescriptor<float, 5> d;
-    d.allocated = d.aligned = data.data();
-    d.offset = 0;
-    int64_t stride = 1;
-    for (int i = 4; i >= 0; --i) {
-      d.sizes[i] = sizes[i];
-      d.strides[i] = stride;
-      stride *= sizes[i];
-    }
-    return d;
-  };
   auto convolve = [&](int threads) {
     KernelThreads scope(threads);
     std::vector<float> out(groups * oh * ow, -7.0f);
-    auto i = descriptor(in, {1, groups, 1, h, w});
-    auto f = descriptor(filter, {groups, 1, 1, k, k});
-    auto o = descriptor(out, {1, groups, 1, oh, ow});
+    auto i = descriptor<5>(in, {1, groups, 1, h, w});
+    auto f = descriptor<5>(filter, {groups, 1, 1, k, k});
+    auto o = descriptor<5>(out, {1, groups, 1, oh, ow});
     _mlir_ciface_autopar_cpu_conv2d_ngchw_overwrite_f32(&i, &f, &o, 1, 1, 1, 1);
     return out;
   };
@@ -154,24 +158,12 @@ TEST(ThreadPoolTest, Im2colOnThreadsMatchesOneThread) {
     in[i] = static_cast<float>((i * 7919) % 1000) / 500.0f - 1.0f;
   for (size_t i = 0; i < filter.size(); ++i)
     filter[i] = static_cast<float>((i * 104729) % 1000) / 500.0f - 1.0f;
-  auto descriptor = [](std::vector<float> &data, std::array<int64_t, 4> sizes) {
-    MemRefDescriptor<float, 4> d;
-    d.allocated = d.aligned = data.data();
-    d.offset = 0;
-    int64_t stride = 1;
-    for (int i = 3; i >= 0; --i) {
-      d.sizes[i] = sizes[i];
-      d.strides[i] = stride;
-      stride *= sizes[i];
-    }
-    return d;
-  };
   auto convolve = [&](int threads) {
     KernelThreads scope(threads);
     std::vector<float> out(f * oh * ow, -7.0f);
-    auto i = descriptor(in, {1, c, h, w});
-    auto fl = descriptor(filter, {f, c, k, k});
-    auto o = descriptor(out, {1, f, oh, ow});
+    auto i = descriptor<4>(in, {1, c, h, w});
+    auto fl = descriptor<4>(filter, {f, c, k, k});
+    auto o = descriptor<4>(out, {1, f, oh, ow});
     _mlir_ciface_autopar_cpu_conv2d_nchw_overwrite_f32(&i, &fl, &o, 1, 1, 1, 1);
     return out;
   };
