@@ -1114,12 +1114,8 @@ static Value combineScatter(OpBuilder &b, Location loc,
 /// slices' adjoints) without a reduction.
 static LogicalResult convertScatterNDAtRunTime(NodeContext &ctx,
                                                const ConstTensor &indices) {
+  // convertScatterND checked it.
   std::string reduction = ctx.getStringAttr("reduction", "none");
-  if (reduction != "none" && reduction != "add" && reduction != "mul" &&
-      reduction != "max" && reduction != "min")
-    return ctx.unsupported("reduction '" + reduction +
-                           "' is not supported (supported: none, add, mul, "
-                           "max, min)");
   llvm::ArrayRef<int64_t> dataShape = ctx.inputShape(0),
                           indexShape = indices.shape,
                           updateShape = ctx.inputShape(2);
@@ -1245,21 +1241,20 @@ static LogicalResult convertScatterNDAtRunTime(NodeContext &ctx,
 /// (convertScatterNDAtRunTime).
 static LogicalResult convertScatterND(NodeContext &ctx) {
   const ConstTensor *data = ctx.inputConstant(0);
-  const ConstTensor *indices = ctx.inputConstant(1);
   const ConstTensor *updates = ctx.inputConstant(2);
-  if (!data || !updates) {
-    FailureOr<const ConstTensor *> known =
-        ctx.requireConstantInput(1, "indices", "which slices are replaced");
-    if (failed(known))
-      return failure();
-    return convertScatterNDAtRunTime(ctx, **known);
-  }
   std::string reduction = ctx.getStringAttr("reduction", "none");
   if (reduction != "none" && reduction != "add" && reduction != "mul" &&
       reduction != "max" && reduction != "min")
     return ctx.unsupported("reduction '" + reduction +
                            "' is not supported (supported: none, add, mul, "
                            "max, min)");
+  FailureOr<const ConstTensor *> known =
+      ctx.requireConstantInput(1, "indices", "which slices are replaced");
+  if (failed(known))
+    return failure();
+  const ConstTensor *indices = *known;
+  if (!data || !updates)
+    return convertScatterNDAtRunTime(ctx, *indices);
   llvm::ArrayRef<int64_t> dataShape = data->shape, indexShape = indices->shape;
   if (indexShape.empty())
     return ctx.emitError("indices must have rank at least 1");
