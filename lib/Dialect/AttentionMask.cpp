@@ -594,13 +594,13 @@ bool autopar::isCausalMask(const AttentionPattern &m,
       if (auto it = cache->find(source); it != cache->end())
         return it->second;
     auto sourceType = cast<RankedTensorType>(source.getType());
-    causal = sourceType.hasStaticShape() &&
-             sourceType.getNumElements() == rows * cols &&
-             (sourceType.getRank() ? sourceType.getShape().back() : 1) ==
-                 cols &&
-             evaluator.forEachRow(source, [&](ArrayRef<double> values) {
-               return causalRow(values, bool(m.maskCondition));
-             });
+    causal =
+        sourceType.hasStaticShape() &&
+        sourceType.getNumElements() == rows * cols &&
+        (sourceType.getRank() ? sourceType.getShape().back() : 1) == cols &&
+        evaluator.forEachRow(source, [&](ArrayRef<double> values) {
+          return causalRow(values, bool(m.maskCondition));
+        });
   }
   if (cache && !m.maskConstant)
     (*cache)[m.maskCondition ? m.maskCondition : m.mask] = causal;

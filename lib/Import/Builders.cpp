@@ -111,6 +111,22 @@ static Value dropUnitDims(OpBuilder &b, Location loc, Value value,
   return tensor::CollapseShapeOp::create(b, loc, newType, value, groups);
 }
 
+Value maxBody(OpBuilder &b, Location loc, Value x, Value y, OnnxDType t) {
+  if (isFloatDType(t))
+    return arith::MaximumFOp::create(b, loc, x, y);
+  if (isUnsignedIntDType(t) || isBoolDType(t))
+    return arith::MaxUIOp::create(b, loc, x, y);
+  return arith::MaxSIOp::create(b, loc, x, y);
+}
+
+Value minBody(OpBuilder &b, Location loc, Value x, Value y, OnnxDType t) {
+  if (isFloatDType(t))
+    return arith::MinimumFOp::create(b, loc, x, y);
+  if (isUnsignedIntDType(t) || isBoolDType(t))
+    return arith::MinUIOp::create(b, loc, x, y);
+  return arith::MinSIOp::create(b, loc, x, y);
+}
+
 Value createElementwise(OpBuilder &b, Location loc, ValueRange operands,
                         llvm::ArrayRef<int64_t> resultShape,
                         Type resultElementType, ScalarBodyFn body) {

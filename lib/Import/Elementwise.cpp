@@ -289,23 +289,6 @@ static LogicalResult convertMod(NodeContext &ctx) {
       [](llvm::ArrayRef<double> a) { return std::fmod(a[0], a[1]); }, hostInt);
 }
 
-static Value maxBody(OpBuilder &b, Location loc, Value x, Value y,
-                     OnnxDType t) {
-  if (isFloatDType(t))
-    return arith::MaximumFOp::create(b, loc, x, y);
-  if (isUnsignedIntDType(t) || isBoolDType(t))
-    return arith::MaxUIOp::create(b, loc, x, y);
-  return arith::MaxSIOp::create(b, loc, x, y);
-}
-static Value minBody(OpBuilder &b, Location loc, Value x, Value y,
-                     OnnxDType t) {
-  if (isFloatDType(t))
-    return arith::MinimumFOp::create(b, loc, x, y);
-  if (isUnsignedIntDType(t) || isBoolDType(t))
-    return arith::MinUIOp::create(b, loc, x, y);
-  return arith::MinSIOp::create(b, loc, x, y);
-}
-
 /// Max/Min: variadic, with broadcasting.
 template <bool IsMax> static LogicalResult convertMaxMin(NodeContext &ctx) {
   llvm::SmallVector<int64_t> idx = allInputs(ctx);

@@ -269,6 +269,14 @@ mlir::Value createElementwise(mlir::OpBuilder &b, mlir::Location loc,
 mlir::Value broadcastTo(mlir::OpBuilder &b, mlir::Location loc,
                         mlir::Value value, llvm::ArrayRef<int64_t> shape);
 
+/// ONNX Max and Min of two scalars of element type `t` (float: NaN-propagating
+/// maximumf/minimumf; unsigned and bool: unsigned; else signed)
+/// (Elementwise.cpp).
+mlir::Value maxBody(mlir::OpBuilder &b, mlir::Location loc, mlir::Value x,
+                    mlir::Value y, OnnxDType t);
+mlir::Value minBody(mlir::OpBuilder &b, mlir::Location loc, mlir::Value x,
+                    mlir::Value y, OnnxDType t);
+
 /// Converts a scalar between ONNX element types with ONNX Cast semantics.
 mlir::Value castScalar(mlir::OpBuilder &b, mlir::Location loc,
                        mlir::Value value, OnnxDType from, OnnxDType to);

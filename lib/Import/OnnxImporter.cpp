@@ -643,8 +643,7 @@ NodeContext::requireConstantInput(int64_t i, llvm::StringRef what,
   if (getInput(i).value && isa<BlockArgument>(getInput(i).value))
     return emitError("input ")
            << i << " ('" << node.input(i) << "', the " << what << ") decides "
-           << decides
-           << ", but it is a graph input known only at run time; "
+           << decides << ", but it is a graph input known only at run time; "
            << compiledIn << ": freeze it with --const-input " << node.input(i)
            << "=FILE.npy";
   return emitError("input ")

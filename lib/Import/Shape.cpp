@@ -1082,10 +1082,9 @@ constexpr int64_t kMaxScatterRuns = 4096;
 /// `held` combined with `update` by ScatterND's `reduction` (add, mul, max,
 /// min) for elements of ONNX type `dtype`.
 static Value combineScatter(OpBuilder &b, Location loc,
-                            llvm::StringRef reduction, Value held,
-                            Value update, OnnxDType dtype) {
+                            llvm::StringRef reduction, Value held, Value update,
+                            OnnxDType dtype) {
   bool isFloat = isFloatDType(dtype);
-  bool isUnsigned = isUnsignedIntDType(dtype) || isBoolDType(dtype);
   if (reduction == "add")
     return isFloat ? arith::AddFOp::create(b, loc, held, update).getResult()
                    : arith::AddIOp::create(b, loc, held, update).getResult();
@@ -1093,16 +1092,8 @@ static Value combineScatter(OpBuilder &b, Location loc,
     return isFloat ? arith::MulFOp::create(b, loc, held, update).getResult()
                    : arith::MulIOp::create(b, loc, held, update).getResult();
   if (reduction == "max")
-    return isFloat      ? arith::MaximumFOp::create(b, loc, held, update)
-                              .getResult()
-           : isUnsigned ? arith::MaxUIOp::create(b, loc, held, update)
-                              .getResult()
-                        : arith::MaxSIOp::create(b, loc, held, update)
-                              .getResult();
-  return isFloat      ? arith::MinimumFOp::create(b, loc, held, update)
-                            .getResult()
-         : isUnsigned ? arith::MinUIOp::create(b, loc, held, update).getResult()
-                      : arith::MinSIOp::create(b, loc, held, update).getResult();
+    return maxBody(b, loc, held, update, dtype);
+  return minBody(b, loc, held, update, dtype);
 }
 
 /// ScatterND whose data or updates are computed at run time (or are a
@@ -1225,9 +1216,8 @@ static LogicalResult convertScatterNDAtRunTime(NodeContext &ctx,
             return combineScatter(nb, l, reduction, v[0], v[1], dtype);
           });
     }
-    result = tensor::InsertSliceOp::create(b, loc, block, result,
-                                           attrs(offsets), attrs(sizes),
-                                           unitStrides);
+    result = tensor::InsertSliceOp::create(
+        b, loc, block, result, attrs(offsets), attrs(sizes), unitStrides);
   }
   ctx.setOutput(0, result, ctx.inputDType(0));
   return success();

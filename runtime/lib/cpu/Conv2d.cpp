@@ -377,25 +377,37 @@ bool hasDepthwiseKernel(const ConvShape &s, const Tensor4View &in,
          s.dh == 1 && s.dw == 1 && in.strides[3] == 1 && out.strides[3] == 1;
 }
 
-/// Inlined into depthwiseConv's clones, so it is compiled for each of them.
+/// One image of depthwiseConv with a KxK filter, stride-2 columns split
+/// (P = 2) or not. Inlined into depthwiseConv's clones, so it is compiled for
+/// each of them.
 template <int K, int P>
 [[gnu::always_inline]] inline void
 depthwiseImage(const ConvShape &s, const float *in, int64_t row, int64_t phase,
                const float *w, float *out, int64_t outRow, bool accumulate,
                float *wide) {
-  if (wide) {
-    if (accumulate)
-      depthwiseWide<K, P, true>(in, row, phase, w, out, outRow, s.oh, s.ow,
-                                s.sh, wide);
-    else
-      depthwiseWide<K, P, false>(in, row, phase, w, out, outRow, s.oh, s.ow,
-                                 s.sh, wide);
-  } else if (accumulate) {
+  if (wide && accumulate)
+    depthwiseWide<K, P, true>(in, row, phase, w, out, outRow, s.oh, s.ow, s.sh,
+                              wide);
+  else if (wide)
+    depthwiseWide<K, P, false>(in, row, phase, w, out, outRow, s.oh, s.ow, s.sh,
+                               wide);
+  else if (accumulate)
     depthwiseRows<K, P, true>(in, row, phase, w, out, outRow, s.oh, s.ow, s.sh);
-  } else {
+  else
     depthwiseRows<K, P, false>(in, row, phase, w, out, outRow, s.oh, s.ow,
                                s.sh);
-  }
+}
+
+/// depthwiseImage for a KxK filter, P chosen by the stride across.
+template <int K>
+[[gnu::always_inline]] inline void
+depthwiseImageOfSize(const ConvShape &s, const float *in, int64_t row,
+                     int64_t phase, const float *w, float *out, int64_t outRow,
+                     bool accumulate, float *wide) {
+  if (s.sw == 2)
+    depthwiseImage<K, 2>(s, in, row, phase, w, out, outRow, accumulate, wide);
+  else
+    depthwiseImage<K, 1>(s, in, row, phase, w, out, outRow, accumulate, wide);
 }
 
 /// Copies the rows of an image plane into \p to as its even columns, then
@@ -450,32 +462,16 @@ AUTOPAR_MULTIVERSION void depthwiseConv(const ConvShape &s,
       splitColumns(image, in.strides[2], s.h, s.w, columns, half);
       image = columns;
     }
-    switch (s.kh * 10 + s.sw) {
-    case 31:
-      depthwiseImage<3, 1>(s, image, row, phase, w, result, outRow, accumulate,
-                           wide);
-      break;
-    case 32:
-      depthwiseImage<3, 2>(s, image, row, phase, w, result, outRow, accumulate,
-                           wide);
-      break;
-    case 51:
-      depthwiseImage<5, 1>(s, image, row, phase, w, result, outRow, accumulate,
-                           wide);
-      break;
-    case 52:
-      depthwiseImage<5, 2>(s, image, row, phase, w, result, outRow, accumulate,
-                           wide);
-      break;
-    case 71:
-      depthwiseImage<7, 1>(s, image, row, phase, w, result, outRow, accumulate,
-                           wide);
-      break;
-    default:
-      depthwiseImage<7, 2>(s, image, row, phase, w, result, outRow, accumulate,
-                           wide);
-      break;
-    }
+    // Direct calls, not pointers: the templates must inline into this clone.
+    if (s.kh == 3)
+      depthwiseImageOfSize<3>(s, image, row, phase, w, result, outRow,
+                              accumulate, wide);
+    else if (s.kh == 5)
+      depthwiseImageOfSize<5>(s, image, row, phase, w, result, outRow,
+                              accumulate, wide);
+    else
+      depthwiseImageOfSize<7>(s, image, row, phase, w, result, outRow,
+                              accumulate, wide);
   }
 }
 

@@ -63,10 +63,7 @@ std::string describeBlas() {
   const char *name = openblas_get_corename();
   int threads = openblas_get_num_threads();
   return "OpenBLAS " + std::string(name ? name : "?") + ", " +
-         std::to_string(threads) + (threads == 1 ? " thread" : " threads") +
-         (kernelThreads() == threads
-              ? ""
-              : "; " + std::to_string(kernelThreads()) + " kernel threads");
+         std::to_string(threads) + (threads == 1 ? " thread" : " threads");
 }
 
 } // namespace autopar::runtime
