@@ -254,6 +254,7 @@ int CompileFlow::validateRequest() {
   // fused ops: TrainingStep.cpp).
   request.fusedAttention = o.fuseAttention;
   request.fusedCrossEntropy = o.fuseCrossEntropy;
+  request.overlapTensorParallelComm = o.tpCommOverlap;
   // What a rank holds to train: gradients and optimizer states for the
   // parameters not frozen, as many states as the optimizer keeps.
   if (training) {
@@ -351,6 +352,11 @@ int CompileFlow::validateRequest() {
     gpuTarget.precision = precisionName(codePrecision).str();
     gpuTarget.fuseAttention = o.fuseAttention;
   }
+  if (o.tpCommOverlap && !o.planOnly)
+    return fail("--tp-comm-overlap prices tensor-parallel collectives "
+                "overlapped with their GEMMs, as Megatron-LM's "
+                "--tp-comm-overlap runs them; autopar's runtime does not "
+                "overlap them, so the flag only plans: add --plan-only");
   if (!o.emitSbatch.empty() && o.planOnly)
     return fail("--emit-sbatch writes a script that runs the artifact: drop "
                 "--plan-only and give -o ARTIFACT_DIR");

@@ -170,9 +170,15 @@ FrameworkExport exportMegatron(const PlanResult &result,
   };
   arg("--tensor-model-parallel-size", b.tp);
   arg("--pipeline-model-parallel-size", b.pp);
-  // Plans have no virtual pipeline stages (interleaved 1F1B), sequence or
-  // context parallelism yet: --num-layers-per-virtual-pipeline-stage,
-  // --sequence-parallel and --context-parallel-size come with them.
+  // Plans have no virtual pipeline stages (interleaved 1F1B) or context
+  // parallelism yet: --num-layers-per-virtual-pipeline-stage and
+  // --context-parallel-size come with them. A plan priced with its tp
+  // collectives overlapped (autopar-compile --tp-comm-overlap) asks the run
+  // for that overlap, which Megatron-LM performs with sequence parallelism.
+  if (request.overlapTensorParallelComm && b.tp > 1) {
+    arg("--sequence-parallel");
+    arg("--tp-comm-overlap");
+  }
   arg("--micro-batch-size", b.microBatchSize);
   arg("--global-batch-size", result.globalBatch);
   if (b.recompute == Recompute::Full) {

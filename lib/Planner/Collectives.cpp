@@ -249,3 +249,12 @@ CollectiveCost autopar::collectiveTime(const ClusterSpec &cluster,
   }
   return finish(t, "hierarchical");
 }
+
+double autopar::overlappedCommSeconds(double commSeconds, double gemmSeconds,
+                                      int64_t tp) {
+  if (tp <= 1 || commSeconds <= 0)
+    return commSeconds;
+  double n = double(tp);
+  return commSeconds / n +
+         (n - 1) / n * std::max(0.0, commSeconds - gemmSeconds);
+}

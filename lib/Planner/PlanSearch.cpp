@@ -220,6 +220,7 @@ private:
     ctx.tpGroup = tpPlacement(tp);
     ctx.batchScale = double(microBatch) / graph.globalBatch;
     ctx.elementScale = activationElementBytes(request.precision) / 4;
+    ctx.overlapTensorParallelComm = request.overlapTensorParallelComm;
     return ctx;
   }
   const std::vector<SegmentCost> &segmentCosts(int64_t tp, int64_t microBatch);

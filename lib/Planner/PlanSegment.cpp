@@ -376,6 +376,11 @@ SegmentCost evaluateSegment(const ProgramGraph &graph, const Segment &segment,
     const OpOption &option = op.options[result.choice[i - segment.first]];
     double fwd = opComputeSeconds(graph, op, option, tp, ctx);
     result.forwardCompute += fwd;
+    if (op.isContraction) {
+      result.forwardGemm += fwd;
+      if (training)
+        result.backwardGemm += op.backwardFactor * fwd;
+    }
     if (training) {
       result.backwardCompute += op.backwardFactor * fwd;
       result.recomputeCompute[int(Recompute::Full)] += fwd;
@@ -502,6 +507,12 @@ SegmentCost evaluateSegment(const ProgramGraph &graph, const Segment &segment,
         ctx.keptBytes(graph.values[id]);
   }
   result.peakLiveBytes = 2 * maxValueBytes;
+  if (ctx.overlapTensorParallelComm && tp > 1) {
+    result.forwardComm =
+        overlappedCommSeconds(result.forwardComm, result.forwardGemm, tp);
+    result.backwardComm =
+        overlappedCommSeconds(result.backwardComm, result.backwardGemm, tp);
+  }
   return result;
 }
 

@@ -322,6 +322,9 @@ AdjointReads adjointReads(mlir::Operation *op,
 /// Cost of one segment for a given tp degree and micro-batch.
 struct SegmentCost {
   double forwardCompute = 0, backwardCompute = 0;
+  /// Of the compute, the GEMMs' (contractions): what tensor-parallel
+  /// collectives overlap under CostContext::overlapTensorParallelComm.
+  double forwardGemm = 0, backwardGemm = 0;
   double forwardComm = 0, backwardComm = 0;
   /// Extra forward compute in the backward pass, per Recompute mode.
   double recomputeCompute[3] = {0, 0, 0};
@@ -366,6 +369,8 @@ struct CostContext {
   /// The IR holds f32 (as exported); tensors of a bf16/fp16 plan take half
   /// the bytes.
   double elementScale = 1;
+  /// PlanRequest::overlapTensorParallelComm.
+  bool overlapTensorParallelComm = false;
 
   /// Bytes of `v` in f32 (as the IR holds it): activations per
   /// micro-batch, parameters whole.

@@ -81,6 +81,12 @@ static cl::opt<bool, true> fuseCrossEntropy(
              "the fused kernels, forward and backward (default true; =false "
              "keeps the unfused loss, for comparison)"),
     cl::location(options.fuseCrossEntropy), cl::cat(category));
+static cl::opt<bool, true> tpCommOverlap(
+    "tp-comm-overlap",
+    cl::desc("With --plan-only: price tensor-parallel collectives overlapped "
+             "with their GEMMs in chunks, as Megatron-LM's --tp-comm-overlap "
+             "(Transformer Engine) runs them; autopar's runtime does not"),
+    cl::location(options.tpCommOverlap), cl::cat(category));
 static cl::opt<PlanPrecisionOption, true>
     precision("precision",
               cl::desc("Precision (default: bf16 on GPUs, fp32 on CPU ranks)"),

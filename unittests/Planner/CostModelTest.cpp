@@ -194,6 +194,20 @@ TEST(Collectives, BusBandwidthFactors) {
 }
 
 // 1 GiB over 8 GPUs of one NVSwitch node: 2(n-1)/n S / B + 2(n-1) alpha.
+// Transformer Engine's chunked overlap: the first of tp chunks is exposed,
+// and of the rest what the GEMMs cannot hide.
+TEST(Collectives, TensorParallelOverlapExposesOneChunkAndTheExcess) {
+  // Hidden: 8 ms of collectives behind 10 ms of GEMMs over tp 8.
+  EXPECT_DOUBLE_EQ(overlappedCommSeconds(8e-3, 10e-3, 8), 1e-3);
+  // Longer than the GEMMs: 1 ms + 7/8 of the 6 ms they cannot hide.
+  EXPECT_DOUBLE_EQ(overlappedCommSeconds(8e-3, 2e-3, 8), 1e-3 + 7.0 / 8 * 6e-3);
+  // No GEMM to hide behind: all of it, as without overlap.
+  EXPECT_DOUBLE_EQ(overlappedCommSeconds(8e-3, 0, 8), 8e-3);
+  // One rank or nothing to move: unchanged.
+  EXPECT_DOUBLE_EQ(overlappedCommSeconds(8e-3, 10e-3, 1), 8e-3);
+  EXPECT_DOUBLE_EQ(overlappedCommSeconds(0, 10e-3, 8), 0);
+}
+
 TEST(Collectives, AllReduceInsideOneNode) {
   CollectiveCost c = collectiveTime(testCluster(1), Collective::AllReduce, GiB,
                                     placement(8, 8));

@@ -183,6 +183,38 @@ TEST_F(PlannerTest, TrainingHoldsGradientsAndOptimizerStateThatZeroShards) {
                    zero0->best.memory.parameters);
 }
 
+// --tp-comm-overlap prices tensor-parallel collectives as hidden behind
+// their GEMMs chunk by chunk: less exposed communication for a tp plan, never
+// less than one chunk's worth, and the same compute; a plan without tp is
+// unchanged.
+TEST_F(PlannerTest, TensorParallelCommOverlapHidesCollectivesBehindGemms) {
+  auto price = [&](int64_t tp, bool overlap) {
+    PlanFlags flags;
+    flags.cluster = "local:4";
+    flags.mode = "train";
+    flags.tp = tp;
+    flags.dp = 4 / tp;
+    flags.zero = 0;
+    flags.microBatchSize = 32 / flags.dp;
+    auto request = buildPlanRequest(flags);
+    EXPECT_TRUE(bool(request)) << llvm::toString(request.takeError());
+    request->overlapTensorParallelComm = overlap;
+    auto result = planProgram(main(), *request);
+    EXPECT_TRUE(bool(result)) << llvm::toString(result.takeError());
+    return result->best;
+  };
+  PlanCandidate exposed = price(4, false), overlapped = price(4, true);
+  ASSERT_EQ(exposed.tp, 4);
+  ASSERT_GT(exposed.time.exposedCommunication, 0);
+  EXPECT_DOUBLE_EQ(overlapped.time.compute, exposed.time.compute);
+  EXPECT_LT(overlapped.time.exposedCommunication,
+            exposed.time.exposedCommunication);
+  EXPECT_GE(overlapped.time.exposedCommunication,
+            exposed.time.exposedCommunication / 4 * (1 - 1e-12));
+  PlanCandidate dpOnly = price(1, false), dpOnlyOverlap = price(1, true);
+  EXPECT_DOUBLE_EQ(dpOnlyOverlap.stepSeconds, dpOnly.stepSeconds);
+}
+
 // Frozen parameters (--freeze) are held but have no gradient or optimizer
 // state; SGD with momentum keeps one state per trained parameter.
 TEST_F(PlannerTest, FrozenParametersAndTheOptimizerSetTheTrainingState) {

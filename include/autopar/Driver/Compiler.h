@@ -46,6 +46,10 @@ struct CompileOptions {
   /// cross-entropy kernels (docs/design/cross-entropy.md); false keeps the
   /// unfused linalg loss.
   bool fuseCrossEntropy = true;
+  /// Price tensor-parallel collectives overlapped with their GEMMs, as
+  /// Megatron-LM's --tp-comm-overlap runs them (--plan-only only: autopar's
+  /// runtime does not overlap them).
+  bool tpCommOverlap = false;
   /// Pins.
   int64_t dp = 0, tp = 0, pp = 0, zero = -1, microBatchSize = 0;
   /// Plan and report only; print each op's decision; print why each plan

@@ -147,6 +147,15 @@ double busBandwidthFactor(Collective kind, int64_t n);
 CollectiveCost collectiveTime(const ClusterSpec &cluster, Collective kind,
                               double bytes, const GroupPlacement &group);
 
+/// The exposed part of `commSeconds` of tensor-parallel collectives run
+/// overlapped with `gemmSeconds` of the GEMMs they feed or drain, in `tp`
+/// chunks as Transformer Engine's userbuffers do (Megatron-LM's
+/// --tp-comm-overlap): chunk i's GEMM runs while chunk i+1 moves, so the
+/// first chunk's transfer is exposed, and of the rest whatever the GEMMs
+/// cannot hide: c / tp + (tp - 1) / tp * max(0, c - g).
+double overlappedCommSeconds(double commSeconds, double gemmSeconds,
+                             int64_t tp);
+
 //===----------------------------------------------------------------------===//
 // Pipelines
 //===----------------------------------------------------------------------===//

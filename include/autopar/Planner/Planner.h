@@ -82,6 +82,12 @@ struct PlanRequest {
   /// pass over the logits each way, the logits and their log-sum-exp kept
   /// rather than the log-probabilities.
   bool fusedCrossEntropy = true;
+  /// Price tensor-parallel collectives as overlapped with the GEMMs of their
+  /// segment, chunk by chunk, as Megatron-LM's --tp-comm-overlap
+  /// (Transformer Engine's userbuffers) runs them (autopar-compile's
+  /// --tp-comm-overlap, --plan-only: autopar's runtime does not overlap
+  /// them). docs/cost-model.md, "Tensor-parallel communication overlapped".
+  bool overlapTensorParallelComm = false;
   /// fp32 tensors the optimizer keeps per parameter: 2 for Adam and AdamW
   /// (the moments), 1 for SGD with momentum, 0 for plain SGD.
   int optimizerStatesPerParameter = 2;
