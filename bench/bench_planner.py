@@ -32,7 +32,16 @@
    dominates the error, and the automatic plan against the published throughput.
    The targets (issues 16 and 17): within +-10% on every A100 row, +-15% on every
    H100 row, and the automatic plan at least the published throughput.
-4. Published run: the 1-trillion-parameter GPT of Narayanan et al., "Efficient Large-Scale
+4. Activation memory against Korthikanti et al., "Reducing Activation Recomputation in
+   Large Transformer Models" (MLSys 2023, section 4): the activations one transformer
+   layer keeps for its backward, per token and hidden unit, for each recomputation
+   mode, fused and unfused attention, as the planner predicts them (the difference
+   between a 4-layer and a 2-layer GPT, so the embedding and the head drop out; fp32
+   on one CPU rank, so counts are elements) beside the paper's formulas. Their
+   34 + 5as/h bytes in 16-bit (with dropout) become, for this exported GPT without
+   dropout, 16 + as/h elements without recomputation; their selective recomputation
+   keeps 16, full recomputation 1 (the layer's input).
+5. Published run: the 1-trillion-parameter GPT of Narayanan et al., "Efficient Large-Scale
    Language Model Training on GPU Clusters Using Megatron-LM" (SC'21): 128 layers,
    hidden 25600, 160 heads, sequence 2048, batch 3072 on 3072 A100-80GB (384 DGX A100
    nodes), tp=8, pp=64, reported at 502 petaFLOP/s aggregate. Their FLOP count per
@@ -42,7 +51,8 @@
    and of its own automatic plan.
 
 Usage: bench/bench_planner.py [--build-dir build] [--work-dir DIR] [--write-results]
-                              [--only scale,tables,calibration,published] [--repeat N]
+                              [--only scale,tables,calibration,activations,published]
+                              [--repeat N]
                               [--save FILE] [--compare FILE]
 
 The generated models and reports go to --work-dir (default BUILD_DIR/bench-planner);
@@ -290,9 +300,9 @@ def main():
     p.add_argument("--build-dir", default=os.path.join(ROOT, "build"))
     p.add_argument("--work-dir", default=None, help="models and reports (default BUILD_DIR/bench-planner)")
     p.add_argument("--write-results", action="store_true")
-    p.add_argument("--only", default="scale,tables,calibration,published",
-                   help="comma-separated sections: scale, tables, calibration, published "
-                        "(default all)")
+    p.add_argument("--only", default="scale,tables,calibration,activations,published",
+                   help="comma-separated sections: scale, tables, calibration, "
+                        "activations, published (default all)")
     p.add_argument("--repeat", type=int, default=3,
                    help="plans per table row (search time: median and max; default 3)")
     p.add_argument("--save", help="write the table rows' plans and step times (JSON)")
@@ -323,6 +333,9 @@ def main():
 
     if "calibration" in sections:
         calibration(compile_bin, work, out)
+        out("")
+    if "activations" in sections:
+        activations(compile_bin, work, out)
         out("")
     if "scale" in sections:
         scale(compile_bin, work, out)
@@ -362,6 +375,40 @@ def scale(compile_bin, work, out):
                 f"{nodes * 8} | {covered(data)} | "
                 f"{data['search_time_s']:.3f} | {wall:.3f} |")
 
+
+
+def activations(compile_bin, work, out):
+    """Per-layer kept activations, planned, against Korthikanti et al.'s formulas."""
+    s, h, a = 128, 256, 4
+    out("#### Activations one layer keeps, against Korthikanti et al. (MLSys 2023)")
+    out("")
+    out(f"Elements per token and hidden unit (divide the kept bytes by s*b*h*4), GPT with "
+        f"hidden {h}, {a} heads, sequence {s}, micro-batch 1, fp32 on local:1, one layer: "
+        "the plan of 4 layers minus the plan of 2, halved. Paper: their formulas without "
+        "dropout (this GPT has none), in elements; as/h = "
+        f"{a * s / h:g}.")
+    out("")
+    out("| attention | recompute | planned | paper | planned / paper |")
+    out("| --- | --- | --- | --- | --- |")
+    paper = {"none": 16 + a * s / h, "selective": 16, "full": 1}
+    fused_paper = {"none": 16, "selective": 16, "full": 1}
+    models = {}
+    for layers in (2, 4):
+        models[layers] = os.path.join(work, f"gpt-act-{layers}l.onnx")
+        gpt_onnx.main(["--layers", str(layers), "--hidden", str(h), "--heads", str(a),
+                       "--vocab", "512", "--seq", str(s), "-o", models[layers],
+                       "--no-check"])
+    for fused in ("true", "false"):
+        for recompute in ("none", "selective", "full"):
+            kept = {}
+            for layers, model in models.items():
+                r, _, _ = plan(compile_bin, model, "local:1", f"1x{s}",
+                               ["--recompute", recompute, f"--fuse-attention={fused}"])
+                kept[layers] = r["predicted"]["memory_breakdown_bytes"]["activations"]
+            per_layer = (kept[4] - kept[2]) / 2 / (s * h * 4)
+            ref = (fused_paper if fused == "true" else paper)[recompute]
+            out(f"| {'fused' if fused == 'true' else 'unfused'} | {recompute} | "
+                f"{per_layer:.2f} | {ref:g} | {per_layer / ref:.2f} |")
 
 
 def published_run(compile_bin, work, out):
