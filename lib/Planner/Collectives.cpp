@@ -258,3 +258,11 @@ double autopar::overlappedCommSeconds(double commSeconds, double gemmSeconds,
   return commSeconds / n +
          (n - 1) / n * std::max(0.0, commSeconds - gemmSeconds);
 }
+
+double autopar::dataParallelExposedSeconds(double reduceSeconds,
+                                           double gatherSeconds,
+                                           double forwardSeconds,
+                                           double backwardSeconds) {
+  return std::max(0.0, reduceSeconds - backwardSeconds) +
+         std::max(0.0, gatherSeconds - forwardSeconds);
+}

@@ -543,6 +543,7 @@ std::vector<StageTotals> Search::segmentTotals(const PlanKey &key) {
     s.dataInputs = c.dataInputBytes;
     s.segments = 1;
     s.backward = c.backwardCompute;
+    s.forward = c.forwardCompute;
     s.peakLive = c.peakLiveBytes;
     s.message = c.largestMessageBytes;
     // ZeRO-3 keeps only its shard of parameters and gradients, so every
@@ -605,12 +606,16 @@ StagePrice Search::priceStage(const PlanPricing &pricing,
                        : totals.workingSet;
     // Gradients are reduced over dp: ZeRO 0 all-reduces them once per
     // step, ZeRO 1-2 reduce-scatter them and all-gather the updated
-    // parameters; all overlapped with the last micro-batch's backward.
+    // parameters. The reduction overlaps the last micro-batch's backward
+    // (each bucket leaves as its gradients are done). The gather needs the
+    // optimizer's update, so no backward can hide it: it is prefetched
+    // layer by layer while the next step's first micro-batch runs forward
+    // (Megatron-LM's --overlap-param-gather, FSDP's forward prefetch).
     // ZeRO-3's collectives are per layer and micro-batch (segmentTotals).
     double elementBytes = request.precision == Precision::FP32 ? 4 : 2;
     double gradBytes = totals.trained * elementBytes;
     GroupPlacement dpGroup = dpPlacement(key.dp, key.tp);
-    double dpComm = 0;
+    double dpComm = 0, gatherComm = 0;
     if (key.dp > 1) {
       auto t = [&](Collective k, double b) {
         return collectiveTime(cluster, k, b, dpGroup).seconds;
@@ -620,12 +625,12 @@ StagePrice Search::priceStage(const PlanPricing &pricing,
       } else if (key.zero == 1) {
         // DeepSpeed's stage 1 as autopar executes it: the whole gradient
         // all-reduced, the updated blocks all-gathered.
-        dpComm = t(Collective::AllReduce, gradBytes) +
-                 t(Collective::AllGather, gradBytes);
+        dpComm = t(Collective::AllReduce, gradBytes);
+        gatherComm = t(Collective::AllGather, gradBytes);
         m.communication += gradBytes / key.dp; // bucket
       } else if (key.zero == 2) {
-        dpComm = t(Collective::ReduceScatter, gradBytes) +
-                 t(Collective::AllGather, gradBytes);
+        dpComm = t(Collective::ReduceScatter, gradBytes);
+        gatherComm = t(Collective::AllGather, gradBytes);
         m.communication += gradBytes / key.dp; // bucket
       } else {
         price.zero3Exposed =
@@ -638,8 +643,8 @@ StagePrice Search::priceStage(const PlanPricing &pricing,
       dpComm += collectiveTime(cluster, Collective::AllReduce,
                                totals.tpGradBytes, tpPlacement(key.tp))
                     .seconds;
-    // Overlapped with the last micro-batch's backward pass.
-    price.dpExposed = std::max(0.0, dpComm - totals.backward);
+    price.dpExposed = dataParallelExposedSeconds(
+        dpComm, gatherComm, totals.forward, totals.backward);
     double owned = totals.trained / (key.zero >= 1 ? key.dp : 1);
     price.optimizer = optimizerSeconds(pricing.ctx, owned);
   } else {

@@ -452,6 +452,7 @@ struct StageTotals {
   double tpGradBytes = 0; ///< gradients all-reduced over tp once per step
   double saved = 0;       ///< activation bytes kept per micro-batch
   double backward = 0;    ///< backward compute per micro-batch
+  double forward = 0;     ///< forward compute per micro-batch
   /// ZeRO-3's exposed gathers and reduce-scatters per micro-batch.
   double zero3PerMicroBatch = 0;
   double peakLive = 0, message = 0, largestLayerBytes = 0; ///< largest
@@ -477,6 +478,7 @@ struct StageTotals {
     tpGradBytes += o.tpGradBytes;
     saved += o.saved;
     backward += o.backward;
+    forward += o.forward;
     zero3PerMicroBatch += o.zero3PerMicroBatch;
     peakLive = std::max(peakLive, o.peakLive);
     workingSet = std::max(workingSet, o.workingSet);

@@ -208,6 +208,21 @@ TEST(Collectives, TensorParallelOverlapExposesOneChunkAndTheExcess) {
   EXPECT_DOUBLE_EQ(overlappedCommSeconds(0, 10e-3, 8), 0);
 }
 
+// The gradients' reduction hides behind the last backward; the parameters'
+// gather, which needs the update, only behind the next forward.
+TEST(Collectives, ParameterGatherHidesBehindTheNextForwardOnly) {
+  // Both hidden: 2 ms reduction behind 4 ms of backward, 1 ms gather behind
+  // 2 ms of forward.
+  EXPECT_DOUBLE_EQ(dataParallelExposedSeconds(2e-3, 1e-3, 2e-3, 4e-3), 0);
+  // The backward's spare time does not hide the gather: 3 ms of gather
+  // against 2 ms of forward leaves 1 ms though the backward has 2 ms idle.
+  EXPECT_DOUBLE_EQ(dataParallelExposedSeconds(2e-3, 3e-3, 2e-3, 4e-3), 1e-3);
+  // Each longer than what hides it.
+  EXPECT_DOUBLE_EQ(dataParallelExposedSeconds(5e-3, 3e-3, 2e-3, 4e-3), 2e-3);
+  // ZeRO 0: no gather.
+  EXPECT_DOUBLE_EQ(dataParallelExposedSeconds(5e-3, 0, 2e-3, 4e-3), 1e-3);
+}
+
 TEST(Collectives, AllReduceInsideOneNode) {
   CollectiveCost c = collectiveTime(testCluster(1), Collective::AllReduce, GiB,
                                     placement(8, 8));

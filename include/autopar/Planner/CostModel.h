@@ -156,6 +156,15 @@ CollectiveCost collectiveTime(const ClusterSpec &cluster, Collective kind,
 double overlappedCommSeconds(double commSeconds, double gemmSeconds,
                              int64_t tp);
 
+/// The exposed part of a step's data-parallel synchronization: the
+/// gradients' reduction (`reduceSeconds`) overlaps the last micro-batch's
+/// backward (`backwardSeconds`); the gather of the updated parameters
+/// (`gatherSeconds`, ZeRO 1-2) needs the optimizer's update, so only the next
+/// step's first forward (`forwardSeconds`) can hide it.
+double dataParallelExposedSeconds(double reduceSeconds, double gatherSeconds,
+                                  double forwardSeconds,
+                                  double backwardSeconds);
+
 //===----------------------------------------------------------------------===//
 // Pipelines
 //===----------------------------------------------------------------------===//
