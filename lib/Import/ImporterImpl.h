@@ -271,7 +271,7 @@ mlir::Value broadcastTo(mlir::OpBuilder &b, mlir::Location loc,
 
 /// ONNX Max and Min of two scalars of element type `t` (float: NaN-propagating
 /// maximumf/minimumf; unsigned and bool: unsigned; else signed)
-/// (Elementwise.cpp).
+/// (Builders.cpp).
 mlir::Value maxBody(mlir::OpBuilder &b, mlir::Location loc, mlir::Value x,
                     mlir::Value y, OnnxDType t);
 mlir::Value minBody(mlir::OpBuilder &b, mlir::Location loc, mlir::Value x,

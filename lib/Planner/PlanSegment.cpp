@@ -376,13 +376,12 @@ SegmentCost evaluateSegment(const ProgramGraph &graph, const Segment &segment,
     const OpOption &option = op.options[result.choice[i - segment.first]];
     double fwd = opComputeSeconds(graph, op, option, tp, ctx);
     result.forwardCompute += fwd;
-    if (op.isContraction) {
+    if (op.isContraction)
       result.forwardGemm += fwd;
-      if (training)
-        result.backwardGemm += op.backwardFactor * fwd;
-    }
     if (training) {
       result.backwardCompute += op.backwardFactor * fwd;
+      if (op.isContraction)
+        result.backwardGemm += op.backwardFactor * fwd;
       result.recomputeCompute[int(Recompute::Full)] += fwd;
       if (!op.isContraction)
         result.recomputeCompute[int(Recompute::Selective)] += fwd;
