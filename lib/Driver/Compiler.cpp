@@ -235,6 +235,7 @@ int CompileFlow::validateRequest() {
   flags.precision = precision;
   flags.recompute = planOptionSpelling(o.recompute).str();
   flags.schedule = o.pipelineSchedule;
+  flags.sequenceParallel = o.sequenceParallel;
   flags.dp = o.dp;
   flags.tp = o.tp;
   flags.pp = o.pp;

@@ -65,6 +65,7 @@ static llvm::json::Object planJson(const PlanCandidate &c) {
                             {"micro_batch_size", c.microBatchSize},
                             {"num_micro_batches", c.numMicroBatches},
                             {"recompute", recomputeName(c.recompute)},
+                            {"sequence_parallel", c.sequenceParallel},
                             {"predicted", predictedJson(c)}};
 }
 
@@ -151,6 +152,7 @@ llvm::json::Value planReportJson(const PlanResult &result,
       {"num_micro_batches", best.numMicroBatches},
       {"recompute", recomputeName(best.recompute)},
       {"schedule", scheduleName(best.schedule)},
+      {"sequence_parallel", best.sequenceParallel},
       {"stage_orders", std::move(stageOrders)},
       {"stages", std::move(stages)},
       {"predicted", predictedJson(best)},
@@ -206,10 +208,12 @@ void printPlanTable(llvm::raw_ostream &os, const PlanResult &result,
                       precisionName(request.precision), result.globalBatch,
                       result.tokensPerStep, formatCount(result.parameters));
   os << llvm::formatv("  mesh          dp={0} tp={1} pp={2}   zero {3}   "
-                      "micro-batch {4} x {5}   recompute {6}   schedule {7}\n",
+                      "micro-batch {4} x {5}   recompute {6}   schedule {7}"
+                      "{8}\n",
                       b.dp, b.tp, b.pp, b.zeroStage, b.microBatchSize,
                       b.numMicroBatches, recomputeName(b.recompute),
-                      scheduleName(b.schedule));
+                      scheduleName(b.schedule),
+                      b.sequenceParallel ? "   sequence-parallel" : "");
   if (b.dp >= 1 && b.tp >= 1 && b.pp >= 1)
     os << "  placement     "
        << describePlacement(placeRanks(c, b.dp, b.tp, b.pp)) << "\n";

@@ -105,6 +105,12 @@ llvm::Expected<PlanRequest> buildPlanRequest(const PlanFlags &flags) {
       return error("--pipeline-schedule " + flags.schedule +
                    " is not one of gpipe, 1f1b");
   }
+  if (!flags.sequenceParallel.empty()) {
+    if (flags.sequenceParallel != "on" && flags.sequenceParallel != "off")
+      return error("--sequence-parallel " + flags.sequenceParallel +
+                   " is not one of on, off");
+    request.pins.sequenceParallel = flags.sequenceParallel == "on";
+  }
   return request;
 }
 
@@ -225,6 +231,14 @@ private:
   }
   const std::vector<SegmentCost> &segmentCosts(int64_t tp, int64_t microBatch);
   std::vector<SegmentCost> solveChain(int64_t tp, const CostContext &ctx);
+  /// Whether the residual stream (residualStreamBoundaries) can be split
+  /// along the sequence over `tp` ranks (tp > 1 dividing its sequence dim).
+  bool canSplitSequence(int64_t tp) const;
+  /// Whether the shardings chosen for `tp` (segmentCosts has solved them)
+  /// split the residual stream along the sequence
+  /// (PlanCandidate::sequenceParallel): every residual-stream boundary that
+  /// can be split so is.
+  bool sequenceParallel(int64_t tp);
   double segmentSeconds(const SegmentCost &c, Recompute r) const;
   const StageSplit &stages(int64_t tp, int64_t microBatch, Recompute r,
                            int64_t pp);
@@ -304,9 +318,26 @@ std::vector<SegmentCost> Search::solveChain(int64_t tp,
   std::vector<llvm::SmallVector<TensorSharding>> candidates(n + 1);
   candidates[0] = {kReplicated};
   candidates[n] = {kReplicated};
-  for (int64_t k = 1; k < n; ++k)
-    candidates[k] =
-        boundaryShardings(graph, segmentInput(graph, graph.segments[k]), tp);
+  std::vector<bool> residual = residualStreamBoundaries(graph);
+  for (int64_t k = 1; k < n; ++k) {
+    int64_t input = segmentInput(graph, graph.segments[k]);
+    candidates[k] = boundaryShardings(graph, input, tp);
+    // --sequence-parallel: the residual stream is split along the sequence
+    // (on) or whole (off: Megatron-LM's layout without it; the cost would
+    // otherwise also weigh a split of its features). Elsewhere (the head's
+    // logits) the cheapest sharding wins.
+    if (!residual[k] || !request.pins.sequenceParallel)
+      continue;
+    bool on = *request.pins.sequenceParallel;
+    auto splitsSequence = [&](TensorSharding s) {
+      return isSequenceSplit(graph, input, s);
+    };
+    if (on && llvm::none_of(candidates[k], splitsSequence))
+      continue;
+    llvm::erase_if(candidates[k], [&](TensorSharding s) {
+      return on ? !splitsSequence(s) : s != kReplicated;
+    });
+  }
   std::map<std::pair<int64_t, SegmentBoundary>, SegmentCost> solved;
   auto solve = [&](int64_t k, SegmentBoundary b) -> const SegmentCost & {
     const Segment &seg = graph.segments[k];
@@ -351,6 +382,43 @@ std::vector<SegmentCost> Search::solveChain(int64_t tp,
     j = i;
   }
   return result;
+}
+
+bool Search::canSplitSequence(int64_t tp) const {
+  if (tp <= 1)
+    return false;
+  std::vector<bool> residual = residualStreamBoundaries(graph);
+  for (auto [k, seg] : llvm::enumerate(graph.segments)) {
+    int64_t input = segmentInput(graph, seg);
+    if (residual[k] && llvm::any_of(boundaryShardings(graph, input, tp),
+                                    [&](TensorSharding s) {
+                                      return isSequenceSplit(graph, input, s);
+                                    }))
+      return true;
+  }
+  return false;
+}
+
+bool Search::sequenceParallel(int64_t tp) {
+  if (tp <= 1)
+    return false;
+  // The boundaries are chosen once per tp (segmentCosts).
+  const std::vector<SegmentCost> &chain = chains.at(tp);
+  std::vector<bool> residual = residualStreamBoundaries(graph);
+  bool any = false;
+  for (auto [k, seg] : llvm::enumerate(graph.segments)) {
+    if (!residual[k])
+      continue;
+    int64_t input = segmentInput(graph, seg);
+    if (llvm::none_of(
+            boundaryShardings(graph, input, tp),
+            [&](TensorSharding s) { return isSequenceSplit(graph, input, s); }))
+      continue;
+    if (!isSequenceSplit(graph, input, chain[k].boundary.in))
+      return false;
+    any = true;
+  }
+  return any;
 }
 
 const std::vector<SegmentCost> &Search::segmentCosts(int64_t tp,
@@ -737,6 +805,7 @@ PlanCandidate Search::evaluate(const PlanKey &key, const StageRanges &ranges) {
   bool training = request.mode == PlanMode::Training;
   const std::vector<SegmentCost> &segs = segmentCosts(key.tp, key.microBatch);
   std::vector<StageTotals> totals = segmentTotals(key);
+  c.sequenceParallel = sequenceParallel(key.tp);
   PlanPricing pricing = this->pricing(key);
 
   // Pipeline boundaries: the activation handed on, point to point. Stages
@@ -1382,6 +1451,46 @@ llvm::Expected<PlanResult> Search::run() {
                                  "{2} of the cluster",
                                  name, *value, world)
                        .str());
+  if (pins.sequenceParallel.value_or(false)) {
+    if (pins.tp && *pins.tp == 1)
+      return error("--sequence-parallel=on splits the sequence over the "
+                   "tensor-parallel group, and --tp=1 has none: pin --tp "
+                   "above 1 or leave tp to the planner");
+    std::vector<bool> residual = residualStreamBoundaries(graph);
+    if (llvm::none_of(residual, [](bool b) { return b; }))
+      return error("--sequence-parallel=on: the model hands on no "
+                   "activation of tokens by features ([batch, sequence, "
+                   "hidden] or [tokens, hidden]) between its segments, so "
+                   "there is no residual stream to split along the sequence "
+                   "(sequence parallelism is for transformer stacks)");
+    if (llvm::none_of(divisors(world),
+                      [&](int64_t tp) { return canSplitSequence(tp); })) {
+      std::string shapes;
+      for (auto [k, seg] : llvm::enumerate(graph.segments))
+        if (residual[k]) {
+          const ValueInfo &v = graph.values[segmentInput(graph, seg)];
+          shapes = llvm::join(
+              llvm::map_range(v.shape,
+                              [](int64_t d) { return std::to_string(d); }),
+              "x");
+          break;
+        }
+      return error(llvm::formatv(
+                       "--sequence-parallel=on: no tensor-parallel size of the "
+                       "cluster's {0} devices (above 1) divides a non-batch, "
+                       "non-feature dim of the residual stream ({1}); choose a "
+                       "sequence length "
+                       "that tp divides, or --sequence-parallel=off",
+                       world, shapes)
+                       .str());
+    }
+    if (pins.tp && !canSplitSequence(*pins.tp))
+      return error(llvm::formatv("--sequence-parallel=on: --tp={0} does not "
+                                 "divide the sequence of the residual "
+                                 "stream",
+                                 *pins.tp)
+                       .str());
+  }
   if (pins.dp && batch % *pins.dp != 0)
     return error(llvm::formatv("--dp={0} does not divide the global batch "
                                "{1} (the leading dim of the first input)",
@@ -1518,6 +1627,9 @@ std::vector<PlanKey> Search::legalPlans(const PlanPins &pins) const {
   std::vector<PlanKey> keys;
   for (int64_t tp : divisors(world)) {
     if (pins.tp && tp != *pins.tp)
+      continue;
+    // Sequence parallelism needs a tp group that divides the sequence.
+    if (request.pins.sequenceParallel.value_or(false) && !canSplitSequence(tp))
       continue;
     for (int64_t pp : divisors(world / tp)) {
       if (pins.pp && pp != *pins.pp)

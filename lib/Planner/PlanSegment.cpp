@@ -165,6 +165,52 @@ boundaryShardings(const ProgramGraph &graph, int64_t valueId, int64_t tp) {
   return result;
 }
 
+bool isSequenceSplit(const ProgramGraph &graph, int64_t valueId,
+                     TensorSharding s) {
+  if (valueId < 0 || s < 0)
+    return false;
+  return s + 1 < int64_t(graph.values[valueId].shape.size());
+}
+
+std::vector<bool> residualStreamBoundaries(const ProgramGraph &graph) {
+  int64_t n = graph.segments.size();
+  std::vector<bool> result(n, false);
+  // Activations of tokens by features with a sequence dim tp could split.
+  std::vector<const ValueInfo *> tokens(n, nullptr);
+  for (int64_t k = 1; k < n; ++k) {
+    int64_t id = segmentInput(graph, graph.segments[k]);
+    if (id < 0)
+      continue;
+    const ValueInfo &v = graph.values[id];
+    if (!v.isActivation || v.isResult || v.shape.size() < 2 ||
+        v.shape.size() > 3)
+      continue;
+    for (size_t d = 0; d + 1 < v.shape.size(); ++d)
+      if (splittableRange(v.shape[d], v.batch[d], graph.globalBatch) > 1)
+        tokens[k] = &v;
+  }
+  // The residual stream's shape: inside the layers, or the commonest.
+  std::map<std::vector<int64_t>, int64_t> inLayers, all;
+  for (int64_t k = 1; k < n; ++k) {
+    if (!tokens[k])
+      continue;
+    std::vector<int64_t> shape(tokens[k]->shape.begin(),
+                               tokens[k]->shape.end());
+    ++all[shape];
+    if (graph.segments[k - 1].layerIndex >= 0 &&
+        graph.segments[k].layerIndex >= 0)
+      ++inLayers[shape];
+  }
+  const auto &counts = inLayers.empty() ? all : inLayers;
+  if (counts.empty())
+    return result;
+  auto commonest = llvm::max_element(
+      counts, [](const auto &a, const auto &b) { return a.second < b.second; });
+  for (int64_t k = 1; k < n; ++k)
+    result[k] = tokens[k] && llvm::equal(tokens[k]->shape, commonest->first);
+  return result;
+}
+
 TensorSharding leavingSharding(const ProgramGraph &graph,
                                const Segment &segment, SegmentBoundary boundary,
                                int64_t id) {

@@ -425,6 +425,25 @@ int64_t segmentInput(const ProgramGraph &graph, const Segment &segment);
 llvm::SmallVector<TensorSharding>
 boundaryShardings(const ProgramGraph &graph, int64_t valueId, int64_t tp);
 
+/// Whether sharding \p s of activation \p valueId splits it along the
+/// sequence (Megatron-LM's sequence parallelism): along a dim other than its
+/// last (the features), which boundaryShardings offers only where the dim
+/// holds no batch (or the part of it one batch item spans: the positions of
+/// a flattened batch x sequence).
+bool isSequenceSplit(const ProgramGraph &graph, int64_t valueId,
+                     TensorSharding s);
+
+/// Per segment k, whether the activation it receives from segment k - 1 is
+/// the residual stream, which sequence parallelism splits along the
+/// sequence: an activation of tokens by features (rank 2 or 3) with a
+/// splittable dim besides the features, shaped as those handed on inside
+/// the model's repeated layers (both segments in a layer: segmentLayers) or,
+/// where no layers are found (a 2-layer model whose first layer differs),
+/// as most such activations are. This takes in the embeddings' output and
+/// the last LayerNorm's, as Megatron-LM's sequence-parallel region does, and
+/// leaves out the logits (another width). False for the first segment.
+std::vector<bool> residualStreamBoundaries(const ProgramGraph &graph);
+
 /// Time of the AdamW update of `elements` parameters on one rank.
 double optimizerSeconds(const CostContext &ctx, double elements);
 

@@ -95,6 +95,7 @@ struct AutoparPlanPass : autopar::impl::AutoparPlanBase<AutoparPlanPass> {
     flags.pp = pp;
     flags.zero = zero;
     flags.microBatchSize = microBatchSize;
+    flags.sequenceParallel = sequenceParallel;
     return autopar::buildPlanRequest(flags);
   }
 };

@@ -116,6 +116,15 @@ static cl::opt<PlanRecomputeOption, true>
                          clEnumValN(PlanRecomputeOption::Full, "full",
                                     "every layer's forward")),
               cl::location(options.recompute), cl::cat(category));
+static cl::opt<std::string, true> sequenceParallel(
+    "sequence-parallel",
+    cl::desc("Pin Megatron-LM's sequence parallelism: on splits the "
+             "activations handed between and within the layers (LayerNorm, "
+             "dropout, residual adds) along the sequence over tp, with "
+             "reduce-scatters and all-gathers around each tensor-parallel "
+             "pair; off keeps them whole (default: the cost decides)"),
+    cl::value_desc("on|off"), cl::location(options.sequenceParallel),
+    cl::cat(category));
 static cl::opt<std::string, true> pipelineSchedule(
     "pipeline-schedule",
     cl::desc("Pin the pipeline schedule: gpipe (every forward, then every "

@@ -34,6 +34,8 @@ struct CompileOptions {
   PlanRecomputeOption recompute = PlanRecomputeOption::Auto;
   /// --pipeline-schedule: "gpipe" or "1f1b" (empty: 1F1B).
   std::string pipelineSchedule;
+  /// --sequence-parallel: "on" or "off" (empty: the cost decides).
+  std::string sequenceParallel;
   /// --mode train: the loss output, the DeepSpeed-style config, frozen
   /// parameter globs, and whether to stop after the gradients.
   std::string loss, trainConfigPath;

@@ -46,6 +46,12 @@ struct PlanPins {
   std::optional<Recompute> recompute;
   /// The pipeline schedule (default 1F1B, Megatron's).
   std::optional<PipelineSchedule> schedule;
+  /// Megatron-LM's sequence parallelism: with tp > 1, the activations handed
+  /// on between and within the model's layers (the residual stream, read by
+  /// LayerNorm, dropout and the residual adds) are split along the sequence
+  /// over tp (true) or kept whole (false, Megatron-LM's layout without it);
+  /// unset, the cost decides (a split of the features is one more choice).
+  std::optional<bool> sequenceParallel;
 };
 
 /// One op's choice over tp as a plan made it, for a later plan of the same
@@ -168,6 +174,10 @@ struct PlanCandidate {
   int64_t microBatchSize = 1, numMicroBatches = 1;
   Recompute recompute = Recompute::None;
   PipelineSchedule schedule = PipelineSchedule::OneFOneB;
+  /// tp > 1 and the residual stream is split along the sequence over tp
+  /// (PlanPins::sequenceParallel): the conversions around each layer's
+  /// tensor-parallel pairs are reduce-scatters and all-gathers.
+  bool sequenceParallel = false;
 
   double stepSeconds = 0;
   StepBreakdown time;
@@ -310,6 +320,8 @@ struct PlanFlags {
   std::string recompute;
   /// "gpipe" or "1f1b"; empty: 1F1B.
   std::string schedule;
+  /// "on" or "off"; empty: the cost decides.
+  std::string sequenceParallel;
   int64_t dp = 0, tp = 0, pp = 0, zero = -1, microBatchSize = 0;
 };
 

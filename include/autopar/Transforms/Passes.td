@@ -199,6 +199,9 @@ def AutoparPlan : Pass<"autopar-plan", "mlir::ModuleOp"> {
                  "attention's inner activations"),
       clEnumValN(autopar::PlanRecomputeOption::Full, "full",
                  "every layer's forward"))}]>,
+    Option<"sequenceParallel", "sequence-parallel", "std::string", "",
+           "Pin sequence parallelism: on or off (default: the cost "
+           "decides)">,
   ];
   let dependentDialects = ["mlir::shard::ShardDialect"];
 }
