@@ -35,11 +35,12 @@ std::string planSummary(const PlanResult &result, const PlanRequest &request) {
   const PlanCandidate &b = result.best;
   return formatv("dp={0} tp={1} pp={2}, zero {3}, micro-batch {4} x {5} per "
                  "replica (global batch {6}), recompute {7}, schedule {8}, "
-                 "precision {9}",
+                 "precision {9}{10}",
                  b.dp, b.tp, b.pp, b.zeroStage, b.microBatchSize,
                  b.numMicroBatches, result.globalBatch,
                  recomputeName(b.recompute), scheduleName(b.schedule),
-                 precisionName(request.precision))
+                 precisionName(request.precision),
+                 b.sequenceParallel ? ", sequence parallel" : "")
       .str();
 }
 
@@ -174,11 +175,12 @@ FrameworkExport exportMegatron(const PlanResult &result,
   // parallelism yet: --num-layers-per-virtual-pipeline-stage and
   // --context-parallel-size come with them. A plan priced with its tp
   // collectives overlapped (autopar-compile --tp-comm-overlap) asks the run
-  // for that overlap, which Megatron-LM performs with sequence parallelism.
-  if (request.overlapTensorParallelComm && b.tp > 1) {
+  // for that overlap, which Megatron-LM performs only with sequence
+  // parallelism.
+  if (b.tp > 1 && (b.sequenceParallel || request.overlapTensorParallelComm))
     arg("--sequence-parallel");
+  if (b.tp > 1 && request.overlapTensorParallelComm)
     arg("--tp-comm-overlap");
-  }
   arg("--micro-batch-size", b.microBatchSize);
   arg("--global-batch-size", result.globalBatch);
   if (b.recompute == Recompute::Full) {
@@ -327,6 +329,17 @@ FrameworkExport exportTorchtitan(const PlanResult &result,
      << "data_parallel_shard_degree = " << shard << "\n";
   if (!reshard.empty())
     os << "fsdp_reshard_after_forward = \"" << reshard << "\"\n";
+  // torchtitan's tensor-parallel plans shard the norms along the sequence
+  // (SequenceParallel) with no setting to turn it off.
+  if (b.tp > 1 && !b.sequenceParallel) {
+    os << "# Sequence parallelism: torchtitan's tensor parallelism always "
+          "splits the norms along\n# the sequence; this plan keeps them "
+          "whole (--sequence-parallel on prices it so).\n";
+    out.warnings.push_back(
+        "torchtitan's tensor parallelism always runs the norms sequence-"
+        "parallel; the plan was priced without (--sequence-parallel on "
+        "prices it as torchtitan runs it)");
+  }
   os << "tensor_parallel_degree = " << b.tp << "\n"
      << "pipeline_parallel_degree = " << b.pp << "\n";
   // The micro-batches of a pipeline are local_batch_size / its micro-batch

@@ -102,6 +102,20 @@ TEST(FrameworkExport, MegatronArguments) {
   EXPECT_TRUE(e.warnings.empty());
 }
 
+// A sequence-parallel plan asks Megatron-LM for --sequence-parallel, after the
+// parallel sizes; the plan line says so.
+TEST(FrameworkExport, MegatronSequenceParallel) {
+  KnownPlan plan;
+  plan.result.best.sequenceParallel = true;
+  FrameworkExport e = exportMegatron(plan.result, plan.request);
+  std::vector<std::string> lines = argumentLines(e.text);
+  ASSERT_GE(lines.size(), 3u);
+  EXPECT_EQ(lines[2], "--sequence-parallel \\");
+  EXPECT_TRUE(llvm::StringRef(e.text).contains("precision bf16, sequence "
+                                               "parallel."));
+  EXPECT_TRUE(e.warnings.empty());
+}
+
 TEST(FrameworkExport, MegatronSelectiveFp16WithoutZero) {
   KnownPlan plan;
   plan.dataParallelOnly(0);
@@ -193,6 +207,7 @@ TEST(FrameworkExport, DeepSpeedCarriesTheUsersHyperparameters) {
 
 TEST(FrameworkExport, TorchtitanConfig) {
   KnownPlan plan;
+  plan.result.best.sequenceParallel = true;
   FrameworkExport e = exportTorchtitan(plan.result, plan.request);
   EXPECT_EQ(
       argumentLines(e.text),
@@ -210,6 +225,14 @@ TEST(FrameworkExport, TorchtitanConfig) {
   EXPECT_TRUE(llvm::StringRef(e.text).contains(
       "# ZeRO-1: torchtitan's FSDP2 (data_parallel_shard_degree)"));
   EXPECT_TRUE(e.warnings.empty());
+
+  // torchtitan's tp always runs the norms sequence-parallel: a tp plan
+  // without it is written with a comment and a warning saying so.
+  plan.result.best.sequenceParallel = false;
+  e = exportTorchtitan(plan.result, plan.request);
+  EXPECT_TRUE(llvm::StringRef(e.text).contains(
+      "# Sequence parallelism: torchtitan's tensor parallelism always"));
+  EXPECT_TRUE(anyContains(e.warnings, "sequence-parallel"));
 }
 
 TEST(FrameworkExport, TorchtitanZeroStages) {
