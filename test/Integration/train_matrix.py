@@ -8,7 +8,8 @@ where Adam scales rounding noise up, at the noise's level). This script runs
 the matrix: the MLP, the GPT, the GPT with Dropout and the CNN with
 BatchNorm, each on local:2, 4 and 8, under dp, tp, pp, dp x tp, tp x pp,
 dp x pp, dp x tp x pp, ZeRO 1/2/3 (also with pp, tp, and tp x pp),
-recompute selective and full, and the automatic plan. A plan the compiler refuses (not built yet, or not
+recompute selective and full, sequence parallelism (tp, dp x tp, tp x pp: the
+models without repeated layers refuse it), and the automatic plan. A plan the compiler refuses (not built yet, or not
 applicable to the model: a convolution under tp, BatchNorm under tp x pp)
 is listed with the compiler's reason; every other plan must train to one
 rank's numbers, and its collectives must equal the plan report's
@@ -60,6 +61,9 @@ PLANS = [
     ("dp x tp x pp", lambda n: ["--tp", "2", "--pp", "2"] if n >= 8 else None),
     ("dp x tp x pp ZeRO-1", lambda n: ["--tp", "2", "--pp", "2", "--zero", "1"] if n >= 8 else None),
     ("dp x tp x pp ZeRO-3", lambda n: ["--tp", "2", "--pp", "2", "--zero", "3"] if n >= 8 else None),
+    ("tp sequence-parallel", lambda n: ["--tp", str(n), "--sequence-parallel", "on"]),
+    ("dp x tp sequence-parallel", lambda n: ["--tp", "2", "--sequence-parallel", "on"] if n >= 4 else None),
+    ("tp x pp sequence-parallel", lambda n: ["--tp", "2", "--pp", "2", "--sequence-parallel", "on"] if n >= 4 else None),
     ("automatic", lambda n: []),
 ]
 

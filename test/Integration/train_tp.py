@@ -28,7 +28,8 @@ recomputation.
 - gpt: embeddings, attention, LayerNorm, a GELU MLP and cross-entropy, tp on
   2 ranks with SGD with momentum and with AdamW, also with recompute full and
   selective (autopar-rematerialize before partitioning), and dp2 x tp2 on 4,
-  also with ZeRO-2; and with
+  also with ZeRO-2; sequence-parallel (the residual stream split along the
+  sequence) on tp2 and dp2 x tp2; and with
   Dropout (masks by global element index: a loop whose position a body reads
   is never split), tp2, dp2 x tp2, and dp2 x tp2 with 2 micro-batches per
   replica (the micro-batch loop unrolled before partitioning);
@@ -244,6 +245,27 @@ def main():
     errors += compare("gpt dp2xtp2", one[:2],
                       gpt.train("dp2xtp2", art4, 4, launcher),
                       noise_only=key_bias)
+
+    # Sequence parallelism (--sequence-parallel on): the residual stream
+    # (the embeddings' output, each residual add's, what LayerNorm reads) is
+    # split along the sequence over tp, and converted to and from the tp
+    # products' layouts by reduce-scatters, all-gathers and (on a model this
+    # narrow, whose products the planner splits otherwise than Megatron's
+    # pairs) all-to-alls; backward, the conjugates. The report says so, and
+    # --check-comm holds the run to the collectives it predicts.
+    for tag, ranks in (("tp2-sp", 2), ("dp2xtp2-sp", 4)):
+        art_sp, result = gpt.compile(tag, ranks, "--tp", "2",
+                                     "--sequence-parallel", "on")
+        with open(art_sp + "-report.json") as f:
+            report = json.load(f)
+        if not report["sequence_parallel"] or \
+                "sequence-parallel" not in result.stdout:
+            errors.append(f"gpt {tag}: the plan is not sequence-parallel "
+                          f"(sequence_parallel "
+                          f"{report['sequence_parallel']}):\n{result.stdout}")
+        errors += compare(f"gpt {tag}", one[:2],
+                          gpt.train(tag, art_sp, ranks, launcher),
+                          noise_only=key_bias)
 
     # ZeRO-2 over the replicas of the GPT's tp groups (attention by heads,
     # the MLP by columns and rows; each gradient block reduce-scattered).
