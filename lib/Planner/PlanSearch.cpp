@@ -1234,8 +1234,10 @@ std::string dimensionValue(int d, const PlanCandidate &c) {
     return std::to_string(c.zeroStage);
   case 4:
     return std::to_string(c.microBatchSize);
-  default:
+  case 5:
     return recomputeName(c.recompute).str();
+  default:
+    return c.sequenceParallel ? "on" : "off";
   }
 }
 
@@ -1253,26 +1255,62 @@ int64_t dimensionNumber(int d, const PlanCandidate &c) {
     return c.zeroStage;
   case 4:
     return c.microBatchSize;
-  default:
+  case 5:
     return int64_t(c.recompute);
+  default:
+    return int64_t(c.sequenceParallel);
   }
 }
 
 std::vector<DimensionComparison>
 Search::compareDimensions(const PlanCandidate &best,
                           const std::vector<PlanCandidate> &all) {
-  static const char *const names[] = {"dp",   "tp",          "pp",
-                                      "zero", "micro-batch", "recompute"};
+  static const char *const names[] = {"dp",
+                                      "tp",
+                                      "pp",
+                                      "zero",
+                                      "micro-batch",
+                                      "recompute",
+                                      "sequence-parallel"};
   bool training = request.mode == PlanMode::Training;
   std::vector<DimensionComparison> result;
-  for (int d = 0; d < 6; ++d) {
+  for (int d = 0; d < 7; ++d) {
     DimensionComparison cmp;
     cmp.dimension = names[d];
     cmp.chosen = dimensionValue(d, best);
+    if (d == 6) {
+      // The residual stream's layout is fixed for each tp when the search
+      // solves its chain, so the other value takes a search of its own.
+      cmp.pinned = request.pins.sequenceParallel.has_value();
+      PlanRequest other = request;
+      other.pins.sequenceParallel = !best.sequenceParallel;
+      other.compareDimensions = false;
+      llvm::Expected<PlanResult> found = Search(graph, other).run();
+      if (found) {
+        cmp.runnerUp = found->best;
+      } else {
+        // A plan that does not fit is compared as one; a value no plan can
+        // have says why, as the planner would.
+        std::string why;
+        llvm::handleAllErrors(
+            found.takeError(),
+            [&](const InfeasiblePlanError &e) {
+              cmp.runnerUp = e.result().best;
+            },
+            [&](const llvm::ErrorInfoBase &e) { why = e.message(); });
+        if (!cmp.runnerUp) {
+          cmp.why = "the only value possible: " + why;
+          result.push_back(std::move(cmp));
+          continue;
+        }
+      }
+    }
     PlanPins without = request.pins;
     std::optional<int64_t> *size[] = {&without.dp, &without.tp, &without.pp,
                                       nullptr, &without.microBatchSize};
-    if (d == 3) {
+    if (d == 6) {
+      // Compared above.
+    } else if (d == 3) {
       cmp.pinned = without.zeroStage.has_value();
       without.zeroStage.reset();
     } else if (d == 5) {
@@ -1284,14 +1322,14 @@ Search::compareDimensions(const PlanCandidate &best,
     }
     // A pinned dimension: the best plan without its pin.
     std::vector<PlanCandidate> unpinned;
-    if (cmp.pinned) {
+    if (cmp.pinned && d < 6) {
       // Only plans with another value are wanted, and only the best of them.
       PlanNeed other{{{PlanNeed::kAny, 1}}, d, dimensionNumber(d, best)};
       unpinned = enumerate(without, other);
       llvm::stable_sort(unpinned, betterPlan);
     }
     for (const PlanCandidate &c : cmp.pinned ? unpinned : all)
-      if (dimensionValue(d, c) != cmp.chosen) {
+      if (d < 6 && dimensionValue(d, c) != cmp.chosen) {
         cmp.runnerUp = c;
         break;
       }

@@ -393,8 +393,14 @@ TEST_F(InfeasiblePlanTest, EachDimensionAgainstItsRunnerUp) {
   r.compareDimensions = true;
   auto result = planProgram(main(), r);
   ASSERT_TRUE(bool(result)) << llvm::toString(result.takeError());
-  ASSERT_EQ(result->dimensions.size(), 6u);
-  const char *names[] = {"dp", "tp", "pp", "zero", "micro-batch", "recompute"};
+  ASSERT_EQ(result->dimensions.size(), 7u);
+  const char *names[] = {"dp",
+                         "tp",
+                         "pp",
+                         "zero",
+                         "micro-batch",
+                         "recompute",
+                         "sequence-parallel"};
   for (auto [d, cmp] : llvm::enumerate(result->dimensions)) {
     EXPECT_EQ(cmp.dimension, names[d]);
     EXPECT_FALSE(cmp.pinned);
@@ -423,6 +429,12 @@ TEST_F(InfeasiblePlanTest, EachDimensionAgainstItsRunnerUp) {
   printPlanDimensions(os, *result);
   EXPECT_NE(text.find("  recompute=none"), std::string::npos) << text;
   EXPECT_NE(text.find("over recompute="), std::string::npos) << text;
+  // This MLP has no residual stream: sequence parallelism has one value.
+  const DimensionComparison &sequence = result->dimensions[6];
+  EXPECT_EQ(sequence.chosen, "off");
+  EXPECT_FALSE(sequence.runnerUp);
+  EXPECT_NE(sequence.why.find("the only value possible: "), std::string::npos)
+      << sequence.why;
 }
 
 // A pinned dimension is compared with the best plan without its pin.
