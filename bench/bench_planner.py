@@ -21,7 +21,9 @@
    README's --overlap-param-gather needs, which reduce-scatters the gradients and
    all-gathers the parameters as autopar's ZeRO-2 does (autopar's ZeRO-1 all-reduces
    them, as DeepSpeed's stage 1), the least recomputation that fits, and
-   --tp-comm-overlap, as the README says the runs did).
+   --tp-comm-overlap, as the README says the runs did; where tp > 1, sequence
+   parallelism on for H100, which that overlap requires, and off for A100, which
+   predates it).
    The published step time is the published per-GPU teraFLOP/s turned back into
    seconds with the FLOP count each source used: SC'21's eq. 3 (activation
    recomputation counted: 96*B*s*l*h^2*(1 + s/(6h) + V/(16*l*h))) for A100, and
@@ -40,7 +42,10 @@
    on one CPU rank, so counts are elements) beside the paper's formulas. Their
    34 + 5as/h bytes in 16-bit (with dropout) become, for this exported GPT without
    dropout, 16 + as/h elements without recomputation; their selective recomputation
-   keeps 16, full recomputation 1 (the layer's input).
+   keeps 16, full recomputation 1 (the layer's input). Then tensor parallelism over 2
+   GPUs with and without sequence parallelism (a wider GPT on an H100 node, the
+   largest rank): 4 + 12/t and 16/t elements (fused attention), 1 and 1/t under full
+   recomputation.
 5. Published run: the 1-trillion-parameter GPT of Narayanan et al., "Efficient Large-Scale
    Language Model Training on GPU Clusters Using Megatron-LM" (SC'21): 128 layers,
    hidden 25600, 160 heads, sequence 2048, batch 3072 on 3072 A100-80GB (384 DGX A100
@@ -160,6 +165,9 @@ PUBLISHED_SETTINGS = {
 # (the automatic plan is priced under the same assumptions, so the two compare):
 # the 2024 runs overlapped tensor-parallel collectives with their GEMMs.
 RUNTIME = {"a100": [], "h100": ["--tp-comm-overlap"]}
+# Sequence parallelism (Korthikanti et al., 2022) came after the SC'21 runs; the 2024
+# runs use it (Megatron-LM's --tp-comm-overlap requires it). Pinned where tp > 1.
+SEQUENCE_PARALLEL = {"a100": "off", "h100": "on"}
 # Recomputation: SC'21 counts it in every row; the 2024 table does not say, so the
 # least that fits (FlashAttention already recomputes what Megatron's selective mode
 # would).
@@ -196,7 +204,7 @@ def calibration(compile_bin, work, out):
         "(negative: predicted faster than measured). Breakdown: the pinned prediction's "
         "compute, exposed communication, pipeline bubble and optimizer, as shares of it.")
     out("")
-    out("| table | model | GPUs | pinned dp/tp/pp, recompute | published s | pinned predicted s | "
+    out("| table | model | GPUs | pinned dp/tp/pp, recompute, SP | published s | pinned predicted s | "
         "error | compute / comm / bubble / optimizer | what dominates the error | "
         "automatic plan s | automatic / published |")
     out("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
@@ -210,9 +218,11 @@ def calibration(compile_bin, work, out):
             published = published_flops(tag, batch, seq, layers, hidden, vocab) / (
                 tflops * 1e12 * gpus)
             for recompute in RECOMPUTE[tag]:
+                sp = (["--sequence-parallel", SEQUENCE_PARALLEL[tag]] if tp > 1
+                      else [])
                 pinned, _, _ = plan(compile_bin, model, cluster, f"{batch}x{seq}",
                                     ["--tp", str(tp), "--pp", str(pp), "--dp", str(dp),
-                                     *PUBLISHED_SETTINGS[tag], *RUNTIME[tag],
+                                     *PUBLISHED_SETTINGS[tag], *RUNTIME[tag], *sp,
                                      "--recompute", recompute],
                                     allow_unfit=True)
                 if pinned.get("fits", True):
@@ -229,7 +239,8 @@ def calibration(compile_bin, work, out):
             auto_step = auto["predicted"]["step_time_s"]
             if auto_step > published:
                 auto_slower.append(f"{title} {name}")
-            out(f"| {title} | {name} | {gpus} | {dp}/{tp}/{pp}, {recompute}{fits} | "
+            sp_name = "SP" if pinned.get("sequence_parallel") else "no SP"
+            out(f"| {title} | {name} | {gpus} | {dp}/{tp}/{pp}, {recompute}, {sp_name}{fits} | "
                 f"{published:.3f} | "
                 f"{step:.3f} | {error:+.1%} | {shares} | "
                 f"{dominant_term(parts, step, published)} | "
@@ -253,7 +264,7 @@ def published_tables(compile_bin, work, out, repeat, saved):
         "(graph analysis and search), the median and the slowest run.")
     out("")
     out("| table | model | cluster | GPUs | batch | published dp/tp/pp | autopar plan: dp/tp/pp, "
-        "ZeRO, micro-batch, recompute | predicted step s | plans covered (priced) | search s (median) | search s (max) |")
+        "ZeRO, micro-batch, recompute, SP if sequence-parallel | predicted step s | plans covered (priced) | search s (median) | search s (max) |")
     out("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for title, preset, seq, vocab, table in TABLES:
         for name, heads, hidden, layers, tp, pp, gpus, batch, _ in table:
@@ -277,7 +288,8 @@ def published_tables(compile_bin, work, out, repeat, saved):
             m = data["mesh"]
             step = data["predicted"]["step_time_s"]
             auto = (f"{m['dp']}/{m['tp']}/{m['pp']}, {data['zero_stage']}, "
-                    f"{data['micro_batch_size']}, {data['recompute']}")
+                    f"{data['micro_batch_size']}, {data['recompute']}"
+                    + (", SP" if data.get("sequence_parallel") else ""))
             rows[key] = {"step_time_s": step, "plan": auto,
                          "search_time_s": times[len(times) // 2],
                          "search_time_max_s": times[-1]}
@@ -409,6 +421,39 @@ def activations(compile_bin, work, out):
             ref = (fused_paper if fused == "true" else paper)[recompute]
             out(f"| {'fused' if fused == 'true' else 'unfused'} | {recompute} | "
                 f"{per_layer:.2f} | {ref:g} | {per_layer / ref:.2f} |")
+    # Tensor parallelism over t ranks, with and without sequence parallelism (their
+    # eqs. 2-4 without dropout, fused attention): without SP the LayerNorms' inputs
+    # and the column-parallel products' inputs (4 elements) stay whole and the
+    # rest (12) is split; with SP everything is split; full recomputation keeps the
+    # layer's input, split along the sequence with SP. A GPU cluster and a wider GPT,
+    # so that the plan is Megatron's (on local CPU ranks a GPT this small splits its
+    # LayerNorms inside a segment either way).
+    t, s, h, a = 2, 512, 1024, 16
+    out("")
+    out(f"Tensor parallelism over {t} ranks (dgx-h100:1, tp {t} x dp {8 // t}, micro-batch 1, "
+        f"fp32, fused attention), a GPT with hidden {h}, {a} heads, sequence {s}; the "
+        "largest rank's kept activations per layer, same units:")
+    out("")
+    out("| sequence parallel | recompute | planned | paper | planned / paper |")
+    out("| --- | --- | --- | --- | --- |")
+    wide = {}
+    for layers in (2, 4):
+        wide[layers] = os.path.join(work, f"gpt-act-wide-{layers}l.onnx")
+        gpt_onnx.main(["--layers", str(layers), "--hidden", str(h), "--heads", str(a),
+                       "--vocab", "1024", "--seq", str(s), "-o", wide[layers],
+                       "--no-check"])
+    tp_paper = {("off", "none"): 4 + 12 / t, ("on", "none"): 16 / t,
+                ("off", "full"): 1, ("on", "full"): 1 / t}
+    for (sp, recompute), ref in tp_paper.items():
+        kept = {}
+        for layers, model in wide.items():
+            r, _, _ = plan(compile_bin, model, "dgx-h100:1", f"{8 // t}x{s}",
+                           ["--tp", str(t), "--dp", str(8 // t), "--micro-batch-size", "1",
+                            "--zero", "0", "--precision", "fp32", "--recompute", recompute,
+                            "--sequence-parallel", sp])
+            kept[layers] = r["predicted"]["memory_breakdown_bytes"]["activations"]
+        per_layer = (kept[4] - kept[2]) / 2 / (s * h * 4)
+        out(f"| {sp} | {recompute} | {per_layer:.2f} | {ref:g} | {per_layer / ref:.2f} |")
 
 
 def published_run(compile_bin, work, out):
@@ -421,12 +466,13 @@ def published_run(compile_bin, work, out):
     measured = flops / 502e15
     pinned, _, cmd_pinned = plan(compile_bin, model, "dgx-a100-80gb:384", "3072x2048",
                                  ["--tp", "8", "--pp", "64", "--dp", "6",
-                                  "--micro-batch-size", "1", "--recompute", "full"])
+                                  "--micro-batch-size", "1", "--recompute", "full",
+                                  "--sequence-parallel", "off"])
     auto, _, cmd_auto = plan(compile_bin, model, "dgx-a100-80gb:384", "3072x2048")
     pt, at = pinned["predicted"]["step_time_s"], auto["predicted"]["step_time_s"]
     out(f"- published: 502 PFLOP/s with {flops:.3e} FLOPs per iteration -> {measured:.1f} s per step")
     out(f"- autopar, published configuration pinned (tp=8 pp=64 dp=6, micro-batch 1, full "
-        f"recomputation): {pt:.1f} s per step, {pt / measured - 1:+.1%} vs published")
+        f"recomputation, no sequence parallelism): {pt:.1f} s per step, {pt / measured - 1:+.1%} vs published")
     m = auto["mesh"]
     out(f"- autopar, automatic plan (dp={m['dp']} tp={m['tp']} pp={m['pp']}, ZeRO "
         f"{auto['zero_stage']}, micro-batch {auto['micro_batch_size']}, recompute "
