@@ -229,7 +229,10 @@ private:
     ctx.overlapTensorParallelComm = request.overlapTensorParallelComm;
     return ctx;
   }
-  const std::vector<SegmentCost> &segmentCosts(int64_t tp, int64_t microBatch);
+  /// Each segment's cost under (tp, micro-batch), pointing into `chains`
+  /// and `segmentStore`.
+  const std::vector<const SegmentCost *> &segmentCosts(int64_t tp,
+                                                       int64_t microBatch);
   std::vector<SegmentCost> solveChain(int64_t tp, const CostContext &ctx);
   /// Whether the residual stream (residualStreamBoundaries) can be split
   /// along the sequence over `tp` ranks (tp > 1 dividing its sequence dim).
@@ -296,7 +299,12 @@ private:
   /// Per tp, the chosen boundaries and options of every segment.
   std::map<int64_t, std::vector<SegmentCost>> chains;
   std::map<int64_t, int64_t> chainMicroBatch;
-  std::map<std::pair<int64_t, int64_t>, std::vector<SegmentCost>> costs;
+  std::map<std::pair<int64_t, int64_t>, std::vector<const SegmentCost *>> costs;
+  /// The distinct segments' costs at other micro-batch sizes than their
+  /// chain's, by (tp, micro-batch, distinct segment, boundary): each segment
+  /// of `costs` points to one (stable: map nodes do not move).
+  std::map<std::tuple<int64_t, int64_t, int64_t, SegmentBoundary>, SegmentCost>
+      segmentStore;
   std::map<std::pair<int64_t, int64_t>, CostSummary> summaries;
   std::map<std::tuple<int64_t, int64_t, int, int64_t>, StageSplit> splits;
   /// Priced plans by (tp, pp, ZeRO stage, micro-batch, recompute), for the
@@ -304,6 +312,8 @@ private:
   std::map<std::tuple<int64_t, int64_t, int, int64_t, int>, PricedPlan>
       evaluated;
   int64_t lastEnumerated = 0, lastPruned = 0;
+  /// sequenceParallel's answer per tp.
+  std::map<int64_t, bool> sequenceParallelByTp;
 };
 
 /// The sharding of every op for `tp`: each segment is solved exactly for
@@ -402,10 +412,14 @@ bool Search::canSplitSequence(int64_t tp) const {
 bool Search::sequenceParallel(int64_t tp) {
   if (tp <= 1)
     return false;
-  // The boundaries are chosen once per tp (segmentCosts).
+  // The boundaries are chosen once per tp (segmentCosts), and every plan
+  // priced asks: answer once per tp.
+  auto known = sequenceParallelByTp.find(tp);
+  if (known != sequenceParallelByTp.end())
+    return known->second;
   const std::vector<SegmentCost> &chain = chains.at(tp);
   std::vector<bool> residual = residualStreamBoundaries(graph);
-  bool any = false;
+  bool any = false, all = true;
   for (auto [k, seg] : llvm::enumerate(graph.segments)) {
     if (!residual[k])
       continue;
@@ -414,15 +428,17 @@ bool Search::sequenceParallel(int64_t tp) {
             boundaryShardings(graph, input, tp),
             [&](TensorSharding s) { return isSequenceSplit(graph, input, s); }))
       continue;
-    if (!isSequenceSplit(graph, input, chain[k].boundary.in))
-      return false;
     any = true;
+    if (!isSequenceSplit(graph, input, chain[k].boundary.in)) {
+      all = false;
+      break;
+    }
   }
-  return any;
+  return sequenceParallelByTp[tp] = any && all;
 }
 
-const std::vector<SegmentCost> &Search::segmentCosts(int64_t tp,
-                                                     int64_t microBatch) {
+const std::vector<const SegmentCost *> &
+Search::segmentCosts(int64_t tp, int64_t microBatch) {
   auto key = std::make_pair(tp, microBatch);
   auto it = costs.find(key);
   if (it != costs.end())
@@ -436,27 +452,34 @@ const std::vector<SegmentCost> &Search::segmentCosts(int64_t tp,
     auto at = chainMicroBatch.find(tp);
     int64_t solvedAt = at != chainMicroBatch.end() ? at->second : microBatch;
     chainMicroBatch[tp] = solvedAt;
-    std::vector<SegmentCost> solved = solveChain(tp, context(tp, solvedAt));
-    chain = chains.emplace(tp, solved).first;
-    costs[{tp, solvedAt}] = std::move(solved);
+    chain = chains.emplace(tp, solveChain(tp, context(tp, solvedAt))).first;
+    std::vector<const SegmentCost *> &solved = costs[{tp, solvedAt}];
+    for (const SegmentCost &c : chain->second)
+      solved.push_back(&c);
     if (solvedAt == microBatch)
-      return costs[key];
+      return solved;
   }
+  // Pointers, not copies: the largest searches re-cost hundreds of segments
+  // at dozens of micro-batch sizes per tp, and copying them spent a fifth
+  // of the search in the allocator and page faults.
   CostContext ctx = context(tp, microBatch);
-  std::vector<SegmentCost> result;
+  std::vector<const SegmentCost *> result;
   result.reserve(graph.segments.size());
-  std::map<std::pair<int64_t, SegmentBoundary>, SegmentCost> evaluated;
   for (auto [k, seg] : llvm::enumerate(graph.segments)) {
     const SegmentCost &chosen = chain->second[k];
-    auto evalKey = std::make_pair(seg.distinctId, chosen.boundary);
-    auto found = evaluated.find(evalKey);
-    if (found == evaluated.end())
-      found =
-          evaluated
-              .emplace(evalKey, evaluateSegment(graph, seg, tp, ctx,
-                                                chosen.choice, chosen.boundary))
-              .first;
-    result.push_back(found->second);
+    auto storeKey =
+        std::make_tuple(tp, microBatch, seg.distinctId, chosen.boundary);
+    auto found = segmentStore.find(storeKey);
+    if (found == segmentStore.end()) {
+      found = segmentStore
+                  .emplace(storeKey,
+                           evaluateSegment(graph, seg, tp, ctx, chosen.choice,
+                                           chosen.boundary))
+                  .first;
+      // The choices are the chain's (readers take them from `chains`).
+      found->second.choice = {};
+    }
+    result.push_back(&found->second);
   }
   return costs[key] = std::move(result);
 }
@@ -476,12 +499,12 @@ const Search::StageSplit &Search::stages(int64_t tp, int64_t microBatch,
   auto it = splits.find(key);
   if (it != splits.end())
     return it->second;
-  const std::vector<SegmentCost> &segs = segmentCosts(tp, microBatch);
+  const std::vector<const SegmentCost *> &segs = segmentCosts(tp, microBatch);
   int64_t n = segs.size();
   std::vector<double> t(n);
   double total = 0, largest = 0;
   for (int64_t i = 0; i < n; ++i) {
-    t[i] = segmentSeconds(segs[i], r);
+    t[i] = segmentSeconds(*segs[i], r);
     total += t[i];
     largest = std::max(largest, t[i]);
   }
@@ -529,7 +552,8 @@ const Search::CostSummary &Search::summary(int64_t tp, int64_t microBatch) {
   if (it != summaries.end())
     return it->second;
   CostSummary s;
-  for (const SegmentCost &c : segmentCosts(tp, microBatch)) {
+  for (const SegmentCost *cost : segmentCosts(tp, microBatch)) {
+    const SegmentCost &c = *cost;
     for (int r = 0; r < 3; ++r) {
       double t = segmentSeconds(c, Recompute(r));
       s.seconds[r] += t;
@@ -559,7 +583,9 @@ Search::PlanPricing Search::pricing(const PlanKey &key) {
 }
 
 std::vector<StageTotals> Search::segmentTotals(const PlanKey &key) {
-  const std::vector<SegmentCost> &segs = segmentCosts(key.tp, key.microBatch);
+  const std::vector<const SegmentCost *> &segs =
+      segmentCosts(key.tp, key.microBatch);
+  const std::vector<SegmentCost> &chain = chains.at(key.tp);
   bool training = request.mode == PlanMode::Training;
   bool zero3 = training && key.dp > 1 && key.zero == 3;
   double elementBytes = request.precision == Precision::FP32 ? 4 : 2;
@@ -570,7 +596,8 @@ std::vector<StageTotals> Search::segmentTotals(const PlanKey &key) {
   int r = int(key.recompute);
   const CostContext ctx = context(key.tp, key.microBatch);
   std::vector<StageTotals> totals(segs.size());
-  for (auto [i, c] : llvm::enumerate(segs)) {
+  for (auto [i, cost] : llvm::enumerate(segs)) {
+    const SegmentCost &c = *cost;
     StageTotals &s = totals[i];
     s.seconds = segmentSeconds(c, key.recompute);
     s.params = c.parameterElementsPerRank;
@@ -594,7 +621,8 @@ std::vector<StageTotals> Search::segmentTotals(const PlanKey &key) {
       s.saved = 0;
       for (int64_t opIndex : segment.keptUnderFull) {
         const PlanOp &op = graph.ops[opIndex];
-        const OpOption &option = op.options[c.choice[opIndex - segment.first]];
+        const OpOption &option =
+            op.options[chain[i].choice[opIndex - segment.first]];
         s.saved += ctx.keptBytes(graph.values[op.result]) /
                    (option.result >= 0 ? key.tp : 1);
       }
@@ -803,7 +831,8 @@ PlanCandidate Search::evaluate(const PlanKey &key, const StageRanges &ranges) {
   Recompute r = key.recompute;
   int64_t pp = key.pp;
   bool training = request.mode == PlanMode::Training;
-  const std::vector<SegmentCost> &segs = segmentCosts(key.tp, key.microBatch);
+  const std::vector<const SegmentCost *> &segs =
+      segmentCosts(key.tp, key.microBatch);
   std::vector<StageTotals> totals = segmentTotals(key);
   c.sequenceParallel = sequenceParallel(key.tp);
   PlanPricing pricing = this->pricing(key);
@@ -815,8 +844,8 @@ PlanCandidate Search::evaluate(const PlanKey &key, const StageRanges &ranges) {
     double bytes = 0;
     for (const auto &range : ranges)
       for (int64_t i = range.first; i <= range.second; ++i)
-        bytes =
-            std::max(bytes, segs[i].savedActivationBytes[int(Recompute::Full)]);
+        bytes = std::max(bytes,
+                         segs[i]->savedActivationBytes[int(Recompute::Full)]);
     GroupPlacement pair;
     pair.size = 2;
     pair.ranksPerNode = key.dp * key.tp < cluster.gpusPerNode ? 2 : 1;
@@ -866,11 +895,11 @@ PlanCandidate Search::evaluate(const PlanKey &key, const StageRanges &ranges) {
   for (const auto &range : ranges) {
     double comm = 0, comp = 0;
     for (int64_t i = range.first; i <= range.second; ++i) {
-      comm += segs[i].forwardComm + (training ? segs[i].backwardComm : 0);
-      comp +=
-          segs[i].forwardCompute +
-          (training ? segs[i].backwardCompute + segs[i].recomputeCompute[int(r)]
-                    : 0);
+      comm += segs[i]->forwardComm + (training ? segs[i]->backwardComm : 0);
+      comp += segs[i]->forwardCompute +
+              (training ? segs[i]->backwardCompute +
+                              segs[i]->recomputeCompute[int(r)]
+                        : 0);
     }
     if (comm + comp >= perMicroBatchComm + perMicroBatchCompute) {
       perMicroBatchComm = comm;
@@ -920,7 +949,8 @@ namespace {
 /// (every rank of a stage issues the same ones).
 std::vector<CollectiveVolume> Search::collectiveVolume(const PlanCandidate &c) {
   bool training = request.mode == PlanMode::Training;
-  const std::vector<SegmentCost> &segs = segmentCosts(c.tp, c.microBatchSize);
+  const std::vector<const SegmentCost *> &segs =
+      segmentCosts(c.tp, c.microBatchSize);
   StageRanges ranges;
   for (const StagePlan &stage : c.stages)
     ranges.push_back({stage.firstSegment, stage.lastSegment});
@@ -941,11 +971,11 @@ std::vector<CollectiveVolume> Search::collectiveVolume(const PlanCandidate &c) {
     CollectiveTally tp, dp;
     double trained = 0, tpGradBytes = 0;
     for (int64_t i = first; i <= last; ++i) {
-      tp.add(segs[i].forwardCollectives, double(c.numMicroBatches));
+      tp.add(segs[i]->forwardCollectives, double(c.numMicroBatches));
       if (training)
-        tp.add(segs[i].backwardCollectives, double(c.numMicroBatches));
-      trained += segs[i].trainedElementsPerRank;
-      tpGradBytes += segs[i].tpGradientSyncBytes;
+        tp.add(segs[i]->backwardCollectives, double(c.numMicroBatches));
+      trained += segs[i]->trainedElementsPerRank;
+      tpGradBytes += segs[i]->tpGradientSyncBytes;
     }
     if (training && c.tp > 1 && tpGradBytes > 0)
       tp.add(Collective::AllReduce, tpGradBytes);
@@ -965,8 +995,8 @@ std::vector<CollectiveVolume> Search::collectiveVolume(const PlanCandidate &c) {
         // Per layer and micro-batch: gather for the forward and for the
         // backward, reduce-scatter the gradients.
         for (int64_t i = first; i <= last; ++i) {
-          double bytes = segs[i].parameterElementsPerRank * elementBytes;
-          double gradientBytes = segs[i].trainedElementsPerRank * elementBytes;
+          double bytes = segs[i]->parameterElementsPerRank * elementBytes;
+          double gradientBytes = segs[i]->trainedElementsPerRank * elementBytes;
           if (bytes <= 0)
             continue;
           for (int64_t m = 0; m < c.numMicroBatches; ++m) {
@@ -984,7 +1014,7 @@ std::vector<CollectiveVolume> Search::collectiveVolume(const PlanCandidate &c) {
     if (c.pp > 1) {
       auto boundary = [&](int64_t stage) {
         int64_t lastSegment = ranges[stage].second;
-        return segs[lastSegment].savedActivationBytes[int(Recompute::Full)];
+        return segs[lastSegment]->savedActivationBytes[int(Recompute::Full)];
       };
       double m = double(c.numMicroBatches);
       double out = s + 1 < c.pp ? boundary(s) : 0;
@@ -1426,7 +1456,7 @@ Search::compareDimensions(const PlanCandidate &best,
 }
 
 void Search::explain(const PlanCandidate &best, PlanResult &result) {
-  const std::vector<SegmentCost> &segs =
+  const std::vector<const SegmentCost *> &segs =
       segmentCosts(best.tp, best.microBatchSize);
   CostContext ctx = context(best.tp, best.microBatchSize);
   std::vector<int64_t> stageOfSegment(graph.segments.size(), 0);
@@ -1440,7 +1470,8 @@ void Search::explain(const PlanCandidate &best, PlanResult &result) {
       // Ops on inputs and constants alone adapt to their users for free.
       if (op.result < 0 || !graph.values[op.result].isActivation)
         continue;
-      const OpOption &option = op.options[segs[s].choice[i - seg.first]];
+      const OpOption &option =
+          op.options[chains.at(best.tp)[s].choice[i - seg.first]];
       OpDecision d;
       d.op = op.op;
       d.name = decisionNodeName(op.op);
@@ -1453,7 +1484,7 @@ void Search::explain(const PlanCandidate &best, PlanResult &result) {
       if (v.lastUse > seg.last || v.isResult) {
         d.segmentLast = graph.ops[seg.last].op;
         d.leavingSharding =
-            leavingSharding(graph, seg, segs[s].boundary, op.result);
+            leavingSharding(graph, seg, segs[s]->boundary, op.result);
       }
       if (option.splitLoop < 0) {
         d.sharding = "replicated over tp";
