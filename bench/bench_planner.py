@@ -389,6 +389,28 @@ def scale(compile_bin, work, out):
 
 
 
+def layer_pair(work, tag, hidden, heads, vocab, seq):
+    """A 2- and a 4-layer GPT of one shape ({layers: path}): the difference of their
+    plans, halved, is one layer's, the embeddings and the head left out."""
+    models = {}
+    for layers in (2, 4):
+        models[layers] = os.path.join(work, f"gpt-act-{tag}{layers}l.onnx")
+        gpt_onnx.main(["--layers", str(layers), "--hidden", str(hidden), "--heads",
+                       str(heads), "--vocab", str(vocab), "--seq", str(seq), "-o",
+                       models[layers], "--no-check"])
+    return models
+
+
+def kept_per_layer(compile_bin, models, cluster, shape, extra, seq, hidden):
+    """The activations one layer keeps on the most loaded rank, in f32 elements per
+    token and hidden unit (micro-batch 1)."""
+    kept = {}
+    for layers, model in models.items():
+        r, _, _ = plan(compile_bin, model, cluster, shape, extra)
+        kept[layers] = r["predicted"]["memory_breakdown_bytes"]["activations"]
+    return (kept[4] - kept[2]) / 2 / (seq * hidden * 4)
+
+
 def activations(compile_bin, work, out):
     """Per-layer kept activations, planned, against Korthikanti et al.'s formulas."""
     s, h, a = 128, 256, 4
@@ -404,20 +426,12 @@ def activations(compile_bin, work, out):
     out("| --- | --- | --- | --- | --- |")
     paper = {"none": 16 + a * s / h, "selective": 16, "full": 1}
     fused_paper = dict(paper, none=16)  # FlashAttention keeps no S x S term
-    models = {}
-    for layers in (2, 4):
-        models[layers] = os.path.join(work, f"gpt-act-{layers}l.onnx")
-        gpt_onnx.main(["--layers", str(layers), "--hidden", str(h), "--heads", str(a),
-                       "--vocab", "512", "--seq", str(s), "-o", models[layers],
-                       "--no-check"])
+    models = layer_pair(work, "", h, a, 512, s)
     for fused in ("true", "false"):
         for recompute in ("none", "selective", "full"):
-            kept = {}
-            for layers, model in models.items():
-                r, _, _ = plan(compile_bin, model, "local:1", f"1x{s}",
-                               ["--recompute", recompute, f"--fuse-attention={fused}"])
-                kept[layers] = r["predicted"]["memory_breakdown_bytes"]["activations"]
-            per_layer = (kept[4] - kept[2]) / 2 / (s * h * 4)
+            per_layer = kept_per_layer(compile_bin, models, "local:1", f"1x{s}",
+                                       ["--recompute", recompute,
+                                        f"--fuse-attention={fused}"], s, h)
             ref = (fused_paper if fused == "true" else paper)[recompute]
             out(f"| {'fused' if fused == 'true' else 'unfused'} | {recompute} | "
                 f"{per_layer:.2f} | {ref:g} | {per_layer / ref:.2f} |")
@@ -436,23 +450,15 @@ def activations(compile_bin, work, out):
     out("")
     out("| sequence parallel | recompute | planned | paper | planned / paper |")
     out("| --- | --- | --- | --- | --- |")
-    wide = {}
-    for layers in (2, 4):
-        wide[layers] = os.path.join(work, f"gpt-act-wide-{layers}l.onnx")
-        gpt_onnx.main(["--layers", str(layers), "--hidden", str(h), "--heads", str(a),
-                       "--vocab", "1024", "--seq", str(s), "-o", wide[layers],
-                       "--no-check"])
+    wide = layer_pair(work, "wide-", h, a, 1024, s)
     tp_paper = {("off", "none"): 4 + 12 / t, ("on", "none"): 16 / t,
                 ("off", "full"): 1, ("on", "full"): 1 / t}
     for (sp, recompute), ref in tp_paper.items():
-        kept = {}
-        for layers, model in wide.items():
-            r, _, _ = plan(compile_bin, model, "dgx-h100:1", f"{8 // t}x{s}",
-                           ["--tp", str(t), "--dp", str(8 // t), "--micro-batch-size", "1",
-                            "--zero", "0", "--precision", "fp32", "--recompute", recompute,
-                            "--sequence-parallel", sp])
-            kept[layers] = r["predicted"]["memory_breakdown_bytes"]["activations"]
-        per_layer = (kept[4] - kept[2]) / 2 / (s * h * 4)
+        per_layer = kept_per_layer(
+            compile_bin, wide, "dgx-h100:1", f"{8 // t}x{s}",
+            ["--tp", str(t), "--dp", str(8 // t), "--micro-batch-size", "1", "--zero",
+             "0", "--precision", "fp32", "--recompute", recompute,
+             "--sequence-parallel", sp], s, h)
         out(f"| {sp} | {recompute} | {per_layer:.2f} | {ref:g} | {per_layer / ref:.2f} |")
 
 
