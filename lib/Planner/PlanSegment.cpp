@@ -189,17 +189,24 @@ std::vector<bool> residualStreamBoundaries(const ProgramGraph &graph) {
       if (splittableRange(v.shape[d], v.batch[d], graph.globalBatch) > 1)
         tokens[k] = &v;
   }
-  // The residual stream's shape: inside the layers, or the commonest.
-  std::map<std::vector<int64_t>, int64_t> inLayers, all;
+  // The residual stream's size: its elements and features, so that a
+  // [batch * sequence, hidden] matmul result before its reshape is one with
+  // the [batch, sequence, hidden] activations; inside the layers, or the
+  // commonest.
+  auto sizeOf = [](const ValueInfo &v) {
+    int64_t elements = 1;
+    for (int64_t d : v.shape)
+      elements *= d;
+    return std::make_pair(elements, v.shape.back());
+  };
+  std::map<std::pair<int64_t, int64_t>, int64_t> inLayers, all;
   for (int64_t k = 1; k < n; ++k) {
     if (!tokens[k])
       continue;
-    std::vector<int64_t> shape(tokens[k]->shape.begin(),
-                               tokens[k]->shape.end());
-    ++all[shape];
+    ++all[sizeOf(*tokens[k])];
     if (graph.segments[k - 1].layerIndex >= 0 &&
         graph.segments[k].layerIndex >= 0)
-      ++inLayers[shape];
+      ++inLayers[sizeOf(*tokens[k])];
   }
   const auto &counts = inLayers.empty() ? all : inLayers;
   if (counts.empty())
@@ -207,7 +214,7 @@ std::vector<bool> residualStreamBoundaries(const ProgramGraph &graph) {
   auto commonest = llvm::max_element(
       counts, [](const auto &a, const auto &b) { return a.second < b.second; });
   for (int64_t k = 1; k < n; ++k)
-    result[k] = tokens[k] && llvm::equal(tokens[k]->shape, commonest->first);
+    result[k] = tokens[k] && sizeOf(*tokens[k]) == commonest->first;
   return result;
 }
 

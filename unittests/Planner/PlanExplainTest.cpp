@@ -92,8 +92,9 @@ std::string values(int64_t n) {
 
 // An embedding-like projection, then `blocks` residual blocks of two halves
 // (the planner cuts a segment after each residual Add, as after a
-// transformer's attention and its MLP), width 16.
-std::string blocksText(int blocks) {
+// transformer's attention and its MLP), width 16; the input rows are
+// `rows` (a batch of 8, or "2, 8" for a batch of 2 sequences of 8).
+std::string blocksText(int blocks, const std::string &rows = "8") {
   std::string weights = "float[16, 16] E = {" + values(256) + "}";
   std::string body = "  H0 = MatMul(X, E)\n";
   for (int b = 0; b < blocks; ++b) {
@@ -111,8 +112,9 @@ std::string blocksText(int blocks) {
   }
   body += "  Y = Identity(H" + std::to_string(blocks) + ")\n";
   return "<ir_version: 8, opset_import: [\"\" : 17]>\n"
-         "g (float[8, 16] X) => (float[8, 16] Y)\n  <" +
-         weights + "> {\n" + body + "}\n";
+         "g (float[" +
+         rows + ", 16] X) => (float[" + rows + ", 16] Y)\n  <" + weights +
+         "> {\n" + body + "}\n";
 }
 
 class PlanExplainTest : public ::testing::Test {
@@ -163,6 +165,49 @@ TEST_F(PlanExplainTest, StagesCountModelLayers) {
   const llvm::json::Array *stages = report.getAsObject()->getArray("stages");
   ASSERT_TRUE(stages);
   EXPECT_EQ((*stages)[0].getAsObject()->getString("layers"), "0-2");
+}
+
+// Sequence parallelism: the residual stream (every activation handed from
+// block to block, [2, 8, 16]) is split along the sequence over tp when
+// pinned on, kept whole when off; rows of a batch alone ([8, 16]) have no
+// sequence to split, which is an error naming what is missing.
+TEST_F(PlanExplainTest, SequenceParallelSplitsTheResidualStream) {
+  ASSERT_NO_FATAL_FAILURE(import(blocksText(3, "2, 8")));
+  auto graph = plan::buildProgramGraph(main());
+  ASSERT_TRUE(succeeded(graph));
+  std::vector<bool> residual = plan::residualStreamBoundaries(*graph);
+  ASSERT_EQ(residual.size(), 7u);
+  EXPECT_FALSE(residual[0]); // nothing enters the first segment
+  for (size_t k = 1; k < residual.size(); ++k)
+    EXPECT_TRUE(residual[k]) << "boundary " << k;
+
+  PlanFlags flags;
+  flags.cluster = "local:2";
+  flags.mode = "train";
+  flags.tp = 2;
+  for (const char *value : {"on", "off"}) {
+    flags.sequenceParallel = value;
+    auto result = planProgram(main(), request(flags));
+    ASSERT_TRUE(bool(result)) << llvm::toString(result.takeError());
+    EXPECT_EQ(result->best.sequenceParallel, std::string(value) == "on")
+        << value;
+    llvm::json::Value report = planReportJson(*result, request(flags));
+    EXPECT_EQ(report.getAsObject()->getBoolean("sequence_parallel"),
+              std::optional<bool>(std::string(value) == "on"));
+  }
+
+  ASSERT_NO_FATAL_FAILURE(import(blocksText(3)));
+  auto rows = plan::buildProgramGraph(main());
+  ASSERT_TRUE(succeeded(rows));
+  EXPECT_TRUE(llvm::none_of(plan::residualStreamBoundaries(*rows),
+                            [](bool b) { return b; }));
+  flags.sequenceParallel = "on";
+  auto refused = planProgram(main(), request(flags));
+  ASSERT_FALSE(bool(refused));
+  std::string message = llvm::toString(refused.takeError());
+  EXPECT_NE(message.find("no activation of tokens by features"),
+            std::string::npos)
+      << message;
 }
 
 // Two stages of a 4-layer model hold 4 layers between them, each counted
