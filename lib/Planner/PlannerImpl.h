@@ -436,10 +436,11 @@ bool isSequenceSplit(const ProgramGraph &graph, int64_t valueId,
 /// Per segment k, whether the activation it receives from segment k - 1 is
 /// the residual stream, which sequence parallelism splits along the
 /// sequence: an activation of tokens by features (rank 2 or 3) with a
-/// splittable dim besides the features, shaped as those handed on inside
-/// the model's repeated layers (both segments in a layer: segmentLayers) or,
-/// where no layers are found (a 2-layer model whose first layer differs),
-/// as most such activations are. This takes in the embeddings' output and
+/// splittable dim besides the features, of the size (elements and features,
+/// so that a [batch * sequence, hidden] product before its reshape counts)
+/// of those handed on inside the model's repeated layers (both segments in a
+/// layer: segmentLayers) or, where no layers are found (a 2-layer model
+/// whose first layer differs), of most such activations. This takes in the embeddings' output and
 /// the last LayerNorm's, as Megatron-LM's sequence-parallel region does, and
 /// leaves out the logits (another width). False for the first segment.
 std::vector<bool> residualStreamBoundaries(const ProgramGraph &graph);
