@@ -171,7 +171,8 @@ struct PlanNeed {
 class Search {
 public:
   Search(const ProgramGraph &graph, const PlanRequest &request)
-      : graph(graph), request(request), cluster(request.cluster) {}
+      : graph(graph), request(request), cluster(request.cluster),
+        residualStream(residualStreamBoundaries(graph)) {}
 
   llvm::Expected<PlanResult> run();
   /// The plan `key` with the stages `ranges`, priced (PinnedPlanPricer).
@@ -234,8 +235,11 @@ private:
   const std::vector<const SegmentCost *> &segmentCosts(int64_t tp,
                                                        int64_t microBatch);
   std::vector<SegmentCost> solveChain(int64_t tp, const CostContext &ctx);
-  /// Whether the residual stream (residualStreamBoundaries) can be split
-  /// along the sequence over `tp` ranks (tp > 1 dividing its sequence dim).
+  /// Whether the activation entering segment `k` is the residual stream
+  /// and `tp` ranks can split it along the sequence.
+  bool sequenceSplittable(int64_t k, int64_t tp) const;
+  /// Whether the residual stream can be split along the sequence over `tp`
+  /// ranks (tp > 1 dividing its sequence dim) anywhere.
   bool canSplitSequence(int64_t tp) const;
   /// Whether the shardings chosen for `tp` (segmentCosts has solved them)
   /// split the residual stream along the sequence
@@ -289,6 +293,10 @@ private:
   PlanInfeasibility infeasibility(const PlanCandidate &pinned);
   /// The choice against the best plan with another value, per dimension;
   /// `all` is every plan under the request's pins, best first.
+  /// The best plan with the other sequence parallelism than `best`'s, or
+  /// none (with `why`) when no plan can have it.
+  std::optional<PlanCandidate> otherSequenceParallel(const PlanCandidate &best,
+                                                     std::string &why);
   std::vector<DimensionComparison>
   compareDimensions(const PlanCandidate &best,
                     const std::vector<PlanCandidate> &all);
@@ -296,6 +304,8 @@ private:
   const ProgramGraph &graph;
   const PlanRequest &request;
   const ClusterSpec &cluster;
+  /// residualStreamBoundaries of the graph.
+  const std::vector<bool> residualStream;
   /// Per tp, the chosen boundaries and options of every segment.
   std::map<int64_t, std::vector<SegmentCost>> chains;
   std::map<int64_t, int64_t> chainMicroBatch;
@@ -328,7 +338,6 @@ std::vector<SegmentCost> Search::solveChain(int64_t tp,
   std::vector<llvm::SmallVector<TensorSharding>> candidates(n + 1);
   candidates[0] = {kReplicated};
   candidates[n] = {kReplicated};
-  std::vector<bool> residual = residualStreamBoundaries(graph);
   for (int64_t k = 1; k < n; ++k) {
     int64_t input = segmentInput(graph, graph.segments[k]);
     candidates[k] = boundaryShardings(graph, input, tp);
@@ -336,16 +345,13 @@ std::vector<SegmentCost> Search::solveChain(int64_t tp,
     // (on) or whole (off: Megatron-LM's layout without it; the cost would
     // otherwise also weigh a split of its features). Elsewhere (the head's
     // logits) the cheapest sharding wins.
-    if (!residual[k] || !request.pins.sequenceParallel)
+    if (!residualStream[k] || !request.pins.sequenceParallel)
       continue;
     bool on = *request.pins.sequenceParallel;
-    auto splitsSequence = [&](TensorSharding s) {
-      return isSequenceSplit(graph, input, s);
-    };
-    if (on && llvm::none_of(candidates[k], splitsSequence))
+    if (on && !sequenceSplittable(k, tp))
       continue;
     llvm::erase_if(candidates[k], [&](TensorSharding s) {
-      return on ? !splitsSequence(s) : s != kReplicated;
+      return on ? !isSequenceSplit(graph, input, s) : s != kReplicated;
     });
   }
   std::map<std::pair<int64_t, SegmentBoundary>, SegmentCost> solved;
@@ -394,18 +400,19 @@ std::vector<SegmentCost> Search::solveChain(int64_t tp,
   return result;
 }
 
-bool Search::canSplitSequence(int64_t tp) const {
-  if (tp <= 1)
+bool Search::sequenceSplittable(int64_t k, int64_t tp) const {
+  if (tp <= 1 || !residualStream[k])
     return false;
-  std::vector<bool> residual = residualStreamBoundaries(graph);
-  for (auto [k, seg] : llvm::enumerate(graph.segments)) {
-    int64_t input = segmentInput(graph, seg);
-    if (residual[k] && llvm::any_of(boundaryShardings(graph, input, tp),
-                                    [&](TensorSharding s) {
-                                      return isSequenceSplit(graph, input, s);
-                                    }))
+  int64_t input = segmentInput(graph, graph.segments[k]);
+  return llvm::any_of(
+      boundaryShardings(graph, input, tp),
+      [&](TensorSharding s) { return isSequenceSplit(graph, input, s); });
+}
+
+bool Search::canSplitSequence(int64_t tp) const {
+  for (int64_t k = 0; k < int64_t(graph.segments.size()); ++k)
+    if (sequenceSplittable(k, tp))
       return true;
-  }
   return false;
 }
 
@@ -418,18 +425,13 @@ bool Search::sequenceParallel(int64_t tp) {
   if (known != sequenceParallelByTp.end())
     return known->second;
   const std::vector<SegmentCost> &chain = chains.at(tp);
-  std::vector<bool> residual = residualStreamBoundaries(graph);
   bool any = false, all = true;
   for (auto [k, seg] : llvm::enumerate(graph.segments)) {
-    if (!residual[k])
-      continue;
-    int64_t input = segmentInput(graph, seg);
-    if (llvm::none_of(
-            boundaryShardings(graph, input, tp),
-            [&](TensorSharding s) { return isSequenceSplit(graph, input, s); }))
+    if (!sequenceSplittable(k, tp))
       continue;
     any = true;
-    if (!isSequenceSplit(graph, input, chain[k].boundary.in)) {
+    if (!isSequenceSplit(graph, segmentInput(graph, seg),
+                         chain[k].boundary.in)) {
       all = false;
       break;
     }
@@ -1285,11 +1287,29 @@ int64_t dimensionNumber(int d, const PlanCandidate &c) {
     return c.zeroStage;
   case 4:
     return c.microBatchSize;
-  case 5:
-    return int64_t(c.recompute);
   default:
-    return int64_t(c.sequenceParallel);
+    return int64_t(c.recompute);
   }
+}
+
+std::optional<PlanCandidate>
+Search::otherSequenceParallel(const PlanCandidate &best, std::string &why) {
+  // The residual stream's layout is fixed for each tp when a search solves
+  // its chain, so the other value takes a search of its own.
+  PlanRequest other = request;
+  other.pins.sequenceParallel = !best.sequenceParallel;
+  other.compareDimensions = false;
+  llvm::Expected<PlanResult> found = Search(graph, other).run();
+  if (found)
+    return found->best;
+  // A plan that does not fit is compared as one; a value no plan can have
+  // says why, as the planner would.
+  std::optional<PlanCandidate> unfit;
+  llvm::handleAllErrors(
+      found.takeError(),
+      [&](const InfeasiblePlanError &e) { unfit = e.result().best; },
+      [&](const llvm::ErrorInfoBase &e) { why = e.message(); });
+  return unfit;
 }
 
 std::vector<DimensionComparison>
@@ -1309,60 +1329,42 @@ Search::compareDimensions(const PlanCandidate &best,
     cmp.dimension = names[d];
     cmp.chosen = dimensionValue(d, best);
     if (d == 6) {
-      // The residual stream's layout is fixed for each tp when the search
-      // solves its chain, so the other value takes a search of its own.
       cmp.pinned = request.pins.sequenceParallel.has_value();
-      PlanRequest other = request;
-      other.pins.sequenceParallel = !best.sequenceParallel;
-      other.compareDimensions = false;
-      llvm::Expected<PlanResult> found = Search(graph, other).run();
-      if (found) {
-        cmp.runnerUp = found->best;
-      } else {
-        // A plan that does not fit is compared as one; a value no plan can
-        // have says why, as the planner would.
-        std::string why;
-        llvm::handleAllErrors(
-            found.takeError(),
-            [&](const InfeasiblePlanError &e) {
-              cmp.runnerUp = e.result().best;
-            },
-            [&](const llvm::ErrorInfoBase &e) { why = e.message(); });
-        if (!cmp.runnerUp) {
-          cmp.why = "the only value possible: " + why;
-          result.push_back(std::move(cmp));
-          continue;
-        }
+      std::string why;
+      cmp.runnerUp = otherSequenceParallel(best, why);
+      if (!cmp.runnerUp) {
+        cmp.why = "the only value possible: " + why;
+        result.push_back(std::move(cmp));
+        continue;
       }
-    }
-    PlanPins without = request.pins;
-    std::optional<int64_t> *size[] = {&without.dp, &without.tp, &without.pp,
-                                      nullptr, &without.microBatchSize};
-    if (d == 6) {
-      // Compared above.
-    } else if (d == 3) {
-      cmp.pinned = without.zeroStage.has_value();
-      without.zeroStage.reset();
-    } else if (d == 5) {
-      cmp.pinned = without.recompute.has_value();
-      without.recompute.reset();
     } else {
-      cmp.pinned = size[d]->has_value();
-      size[d]->reset();
-    }
-    // A pinned dimension: the best plan without its pin.
-    std::vector<PlanCandidate> unpinned;
-    if (cmp.pinned && d < 6) {
-      // Only plans with another value are wanted, and only the best of them.
-      PlanNeed other{{{PlanNeed::kAny, 1}}, d, dimensionNumber(d, best)};
-      unpinned = enumerate(without, other);
-      llvm::stable_sort(unpinned, betterPlan);
-    }
-    for (const PlanCandidate &c : cmp.pinned ? unpinned : all)
-      if (d < 6 && dimensionValue(d, c) != cmp.chosen) {
-        cmp.runnerUp = c;
-        break;
+      PlanPins without = request.pins;
+      std::optional<int64_t> *size[] = {&without.dp, &without.tp, &without.pp,
+                                        nullptr, &without.microBatchSize};
+      if (d == 3) {
+        cmp.pinned = without.zeroStage.has_value();
+        without.zeroStage.reset();
+      } else if (d == 5) {
+        cmp.pinned = without.recompute.has_value();
+        without.recompute.reset();
+      } else {
+        cmp.pinned = size[d]->has_value();
+        size[d]->reset();
       }
+      // A pinned dimension: the best plan without its pin.
+      std::vector<PlanCandidate> unpinned;
+      if (cmp.pinned) {
+        // Only plans with another value are wanted, and only the best.
+        PlanNeed other{{{PlanNeed::kAny, 1}}, d, dimensionNumber(d, best)};
+        unpinned = enumerate(without, other);
+        llvm::stable_sort(unpinned, betterPlan);
+      }
+      for (const PlanCandidate &c : cmp.pinned ? unpinned : all)
+        if (dimensionValue(d, c) != cmp.chosen) {
+          cmp.runnerUp = c;
+          break;
+        }
+    }
 
     if (!cmp.runnerUp) {
       cmp.why = "the only value possible";
@@ -1525,8 +1527,7 @@ llvm::Expected<PlanResult> Search::run() {
       return error("--sequence-parallel=on splits the sequence over the "
                    "tensor-parallel group, and --tp=1 has none: pin --tp "
                    "above 1 or leave tp to the planner");
-    std::vector<bool> residual = residualStreamBoundaries(graph);
-    if (llvm::none_of(residual, [](bool b) { return b; }))
+    if (llvm::none_of(residualStream, [](bool b) { return b; }))
       return error("--sequence-parallel=on: the model hands on no "
                    "activation of tokens by features ([batch, sequence, "
                    "hidden] or [tokens, hidden]) between its segments, so "
@@ -1536,7 +1537,7 @@ llvm::Expected<PlanResult> Search::run() {
                       [&](int64_t tp) { return canSplitSequence(tp); })) {
       std::string shapes;
       for (auto [k, seg] : llvm::enumerate(graph.segments))
-        if (residual[k]) {
+        if (residualStream[k]) {
           const ValueInfo &v = graph.values[segmentInput(graph, seg)];
           shapes = llvm::join(
               llvm::map_range(v.shape,

@@ -440,9 +440,10 @@ bool isSequenceSplit(const ProgramGraph &graph, int64_t valueId,
 /// so that a [batch * sequence, hidden] product before its reshape counts)
 /// of those handed on inside the model's repeated layers (both segments in a
 /// layer: segmentLayers) or, where no layers are found (a 2-layer model
-/// whose first layer differs), of most such activations. This takes in the embeddings' output and
-/// the last LayerNorm's, as Megatron-LM's sequence-parallel region does, and
-/// leaves out the logits (another width). False for the first segment.
+/// whose first layer differs), of most such activations. This takes in the
+/// embeddings' output and the last LayerNorm's, as Megatron-LM's
+/// sequence-parallel region does, and leaves out the logits (another width).
+/// False for the first segment.
 std::vector<bool> residualStreamBoundaries(const ProgramGraph &graph);
 
 /// Time of the AdamW update of `elements` parameters on one rank.
