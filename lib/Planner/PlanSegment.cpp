@@ -194,12 +194,9 @@ std::vector<bool> residualStreamBoundaries(const ProgramGraph &graph) {
   // the [batch, sequence, hidden] activations; inside the layers, or the
   // commonest.
   auto sizeOf = [](const ValueInfo &v) {
-    int64_t elements = 1;
-    for (int64_t d : v.shape)
-      elements *= d;
-    return std::make_pair(elements, v.shape.back());
+    return std::make_pair(numElements(v.shape), v.shape.back());
   };
-  std::map<std::pair<int64_t, int64_t>, int64_t> inLayers, all;
+  std::map<std::pair<double, int64_t>, int64_t> inLayers, all;
   for (int64_t k = 1; k < n; ++k) {
     if (!tokens[k])
       continue;
