@@ -38,4 +38,54 @@ uint32_t crc32(uint32_t crc, const void *data, size_t size) {
   return ~c;
 }
 
+namespace {
+
+/// \p matrix (32 columns over GF(2)) times \p vector.
+uint32_t gf2Times(const std::array<uint32_t, 32> &matrix, uint32_t vector) {
+  uint32_t sum = 0;
+  for (size_t n = 0; vector; vector >>= 1, ++n)
+    if (vector & 1)
+      sum ^= matrix[n];
+  return sum;
+}
+
+std::array<uint32_t, 32> gf2Square(const std::array<uint32_t, 32> &matrix) {
+  std::array<uint32_t, 32> square{};
+  for (size_t n = 0; n < 32; ++n)
+    square[n] = gf2Times(matrix, matrix[n]);
+  return square;
+}
+
+} // namespace
+
+uint32_t crc32Combine(uint32_t first, uint32_t second, uint64_t secondSize) {
+  // zlib's method: appending n zero bytes to a message is a linear map of its
+  // CRC register; squaring the one-zero-bit operator gives the operators for
+  // 2, 4, 8, ... zero bits, applied for the bits of n. The CRC of a then b is
+  // that of a shifted by b's length, plus b's.
+  if (secondSize == 0)
+    return first;
+  std::array<uint32_t, 32> odd{}, even{};
+  odd[0] = 0xEDB88320u; // One zero bit.
+  for (size_t n = 1; n < 32; ++n)
+    odd[n] = 1u << (n - 1);
+  even = gf2Square(odd); // Two zero bits.
+  odd = gf2Square(even); // Four zero bits.
+  uint64_t length = secondSize;
+  do {
+    // One zero byte at the first pass, then 2, 4, ... bytes.
+    even = gf2Square(odd);
+    if (length & 1)
+      first = gf2Times(even, first);
+    length >>= 1;
+    if (length == 0)
+      break;
+    odd = gf2Square(even);
+    if (length & 1)
+      first = gf2Times(odd, first);
+    length >>= 1;
+  } while (length != 0);
+  return first ^ second;
+}
+
 } // namespace autopar::runtime

@@ -33,6 +33,19 @@ TEST(Crc32Test, ContinuesAcrossPieces) {
   EXPECT_EQ(running, crcOf(text));
 }
 
+TEST(Crc32Test, CombinesTheCrcsOfPieces) {
+  std::string text(3000, '\0');
+  for (size_t i = 0; i < text.size(); ++i)
+    text[i] = static_cast<char>(i * 131 + 7);
+  for (size_t split : {size_t(0), size_t(1), size_t(64), size_t(1000),
+                       size_t(2999), size_t(3000)}) {
+    uint32_t first = crc32(0, text.data(), split);
+    uint32_t second = crc32(0, text.data() + split, text.size() - split);
+    EXPECT_EQ(crc32Combine(first, second, text.size() - split), crcOf(text))
+        << "split at " << split;
+  }
+}
+
 TEST(Crc32Test, DetectsAFlippedBit) {
   std::string text = "123456789";
   text[4] ^= 0x10;

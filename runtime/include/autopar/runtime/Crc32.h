@@ -19,6 +19,11 @@ namespace autopar::runtime {
 /// crc32(crc32(0, a), b) == crc32 of a followed by b, as zlib's crc32().
 uint32_t crc32(uint32_t crc, const void *data, size_t size);
 
+/// The CRC-32 of a followed by b from crc32(0, a) (\p first), crc32(0, b)
+/// (\p second) and b's length, as zlib's crc32_combine(): a chunk's CRC from
+/// the CRCs of its blocks, without a second pass over the bytes.
+uint32_t crc32Combine(uint32_t first, uint32_t second, uint64_t secondSize);
+
 } // namespace autopar::runtime
 
 #endif // AUTOPAR_RUNTIME_CRC32_H
