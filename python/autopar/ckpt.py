@@ -107,6 +107,20 @@ class Checkpoint:
         if zlib.crc32(data) != chunk["crc32"]:
             return None, (f"{path}: tensor '{name}' is corrupt (CRC-32 {zlib.crc32(data)}, "
                           f"metadata says {chunk['crc32']})")
+        # A chunk checksummed in blocks too (partial reads check those).
+        if "block_crc32" in chunk or "block_bytes" in chunk:
+            size, crcs = chunk.get("block_bytes", 0), chunk.get("block_crc32", [])
+            count = -(-nbytes // size) if size > 0 else 0
+            if size <= 0 or len(crcs) != count:
+                return None, (f"{self.metadata_path}: tensor '{name}' has {len(crcs)} "
+                              f"block CRCs for {nbytes} bytes in blocks of {size}")
+            for b, expected in enumerate(crcs):
+                actual = zlib.crc32(data[b * size:(b + 1) * size])
+                if actual != expected:
+                    begin = chunk["offset_bytes"] + b * size
+                    end = chunk["offset_bytes"] + min((b + 1) * size, nbytes)
+                    return None, (f"{path}: tensor '{name}' is corrupt at bytes [{begin}, "
+                                  f"{end}) (block CRC-32 {actual}, metadata says {expected})")
         if any(o < 0 or o + n > d for o, n, d in
                zip(chunk["offsets"], chunk["sizes"], entry["shape"])):
             return None, (f"{self.metadata_path}: tensor '{name}' has a chunk outside its "

@@ -144,7 +144,34 @@ struct ChunkRecord {
   uint32_t crc = 0;
   /// The block it holds (CheckpointTensor::blockIndex).
   int64_t blockIndex = 0;
+  /// The CRC-32 of each CheckpointInfo::blockBytes block of the chunk; none
+  /// for a chunk of one block.
+  std::vector<uint32_t> blockCrcs;
 };
+
+/// The number of \p blockBytes blocks a chunk of \p bytes is checksummed
+/// in: 0 when one block would hold it all (its CRC-32 is the chunk's).
+uint64_t checksumBlocks(uint64_t bytes, uint64_t blockBytes) {
+  return bytes > blockBytes ? (bytes + blockBytes - 1) / blockBytes : 0;
+}
+
+/// The CRC-32 of \p size bytes at \p data, and into \p blocks that of each
+/// \p blockBytes block (checksumBlocks() of them), in one pass.
+uint32_t chunkCrc(const void *data, uint64_t size, uint64_t blockBytes,
+                  std::vector<uint32_t> &blocks) {
+  blocks.clear();
+  if (!checksumBlocks(size, blockBytes))
+    return crc32(0, data, size);
+  const char *bytes = static_cast<const char *>(data);
+  uint32_t whole = 0;
+  for (uint64_t at = 0; at < size; at += blockBytes) {
+    uint64_t length = std::min(blockBytes, size - at);
+    blocks.push_back(crc32(0, bytes + at, length));
+    whole =
+        at == 0 ? blocks.back() : crc32Combine(whole, blocks.back(), length);
+  }
+  return whole;
+}
 
 } // namespace
 
@@ -164,6 +191,13 @@ namespace {
 size_t heldBytes(const CheckpointTensor &tensor) {
   return static_cast<size_t>(
       byteSize(tensor.dtype, tensor.boxOf(0).sizes, tensor.name));
+}
+
+/// Bytes of block \p index of \p tensor (the chunk a rank holding it
+/// writes).
+uint64_t chunkBytes(const CheckpointTensor &tensor, int64_t index) {
+  return static_cast<uint64_t>(
+      byteSize(tensor.dtype, tensor.boxOf(index).sizes, tensor.name));
 }
 
 json metadataJson(const CheckpointInfo &info,
@@ -201,11 +235,16 @@ json metadataJson(const CheckpointInfo &info,
     json chunkList = json::array();
     for (const ChunkRecord &chunk : chunks[t]) {
       auto [offsets, sizes] = tensor.boxOf(chunk.blockIndex);
-      chunkList.push_back({{"file", rankFile(chunk.rank)},
-                           {"offset_bytes", chunk.offsetBytes},
-                           {"offsets", offsets},
-                           {"sizes", sizes},
-                           {"crc32", chunk.crc}});
+      json record = {{"file", rankFile(chunk.rank)},
+                     {"offset_bytes", chunk.offsetBytes},
+                     {"offsets", offsets},
+                     {"sizes", sizes},
+                     {"crc32", chunk.crc}};
+      if (!chunk.blockCrcs.empty()) {
+        record["block_bytes"] = info.blockBytes;
+        record["block_crc32"] = chunk.blockCrcs;
+      }
+      chunkList.push_back(std::move(record));
     }
     entry["chunks"] = std::move(chunkList);
     list.push_back(std::move(entry));
@@ -289,13 +328,14 @@ std::optional<Box> intersect(const Box &a, const Box &b) {
   return out;
 }
 
-/// Copies \p part (inside both) from the dense box \p from (at \p src) to
-/// the dense box \p to (at \p dst), one innermost row at a time.
-void copyPart(const Box &part, const Box &from, const char *src, const Box &to,
-              char *dst, size_t elementSize) {
+/// Calls \p row(inA, inB, length) for each innermost row of \p part
+/// (inside both boxes), with the element offsets of its start in the dense
+/// row-major boxes \p a and \p b and its length in elements.
+template <typename Row>
+void forEachRow(const Box &part, const Box &a, const Box &b, Row &&row) {
   size_t rank = part.sizes.size();
   if (rank == 0) {
-    std::memcpy(dst, src, elementSize);
+    row(0, 0, 1);
     return;
   }
   int64_t rowLength = part.sizes[rank - 1];
@@ -310,16 +350,25 @@ void copyPart(const Box &part, const Box &from, const char *src, const Box &to,
       rest /= part.sizes[d];
     }
     // The row's start in each box, row-major.
-    int64_t inFrom = 0, inTo = 0;
+    int64_t inA = 0, inB = 0;
     for (size_t d = 0; d < rank; ++d) {
       int64_t global = part.offsets[d] + index[d];
-      inFrom = inFrom * from.sizes[d] + (global - from.offsets[d]);
-      inTo = inTo * to.sizes[d] + (global - to.offsets[d]);
+      inA = inA * a.sizes[d] + (global - a.offsets[d]);
+      inB = inB * b.sizes[d] + (global - b.offsets[d]);
     }
+    row(inA, inB, rowLength);
+  }
+}
+
+/// Copies \p part (inside both) from the dense box \p from (at \p src) to
+/// the dense box \p to (at \p dst), one innermost row at a time.
+void copyPart(const Box &part, const Box &from, const char *src, const Box &to,
+              char *dst, size_t elementSize) {
+  forEachRow(part, from, to, [&](int64_t inFrom, int64_t inTo, int64_t length) {
     std::memcpy(dst + static_cast<size_t>(inTo) * elementSize,
                 src + static_cast<size_t>(inFrom) * elementSize,
-                static_cast<size_t>(rowLength) * elementSize);
-  }
+                static_cast<size_t>(length) * elementSize);
+  });
 }
 
 /// The value of \p key of \p object, with an error naming \p where.
@@ -374,16 +423,70 @@ void restoreTensor(const json &entry, const CheckpointTensor &tensor,
     if (!part || count == 0)
       continue; // Another rank's (or empty): not read.
     std::vector<char> bytes(static_cast<size_t>(count) * elementSize);
-    files.read(file, offset, bytes.data(), bytes.size(), tensor.name);
-    uint32_t actual = crc32(0, bytes.data(), bytes.size());
-    if (actual != expected)
-      throw Error(fs::path(metadataPath).parent_path().string() + "/" + file +
-                  ": tensor '" + tensor.name + "' is corrupt: CRC-32 " +
-                  hex64(actual).substr(8) + " at bytes [" +
-                  std::to_string(offset) + ", " +
-                  std::to_string(offset + bytes.size()) + "), expected " +
-                  hex64(expected).substr(8) +
-                  "; resume from an older checkpoint (point latest at it)");
+    // A CRC-32 mismatch of bytes [begin, end) of the chunk.
+    auto corrupt = [&](uint32_t actual, uint32_t wanted, uint64_t begin,
+                       uint64_t end) {
+      return Error(fs::path(metadataPath).parent_path().string() + "/" + file +
+                   ": tensor '" + tensor.name + "' is corrupt: CRC-32 " +
+                   hex64(actual).substr(8) + " at bytes [" +
+                   std::to_string(offset + begin) + ", " +
+                   std::to_string(offset + end) + "), expected " +
+                   hex64(wanted).substr(8) +
+                   "; resume from an older checkpoint (point latest at it)");
+    };
+    std::vector<uint32_t> blockCrcs;
+    uint64_t blockBytes = 0;
+    if (chunk.contains("block_crc32") || chunk.contains("block_bytes")) {
+      blockBytes = field(chunk, "block_bytes", chunkWhere).get<uint64_t>();
+      blockCrcs =
+          field(chunk, "block_crc32", chunkWhere).get<std::vector<uint32_t>>();
+      uint64_t blocks =
+          blockBytes ? checksumBlocks(bytes.size(), blockBytes) : 0;
+      if (!blockBytes || blocks != blockCrcs.size())
+        throw Error(chunkWhere + ": 'block_crc32' holds " +
+                    std::to_string(blockCrcs.size()) +
+                    " CRCs, but a chunk of " + std::to_string(bytes.size()) +
+                    " bytes in blocks of " + std::to_string(blockBytes) +
+                    " has " + std::to_string(blocks));
+    }
+    if (blockCrcs.empty()) {
+      files.read(file, offset, bytes.data(), bytes.size(), tensor.name);
+      uint32_t actual = crc32(0, bytes.data(), bytes.size());
+      if (actual != expected)
+        throw corrupt(actual, expected, 0, bytes.size());
+    } else {
+      // Only the blocks that hold part of what this rank keeps, each run of
+      // consecutive ones in one read, each block checked.
+      std::vector<bool> needed(blockCrcs.size(), false);
+      Box box{offsets, sizes};
+      forEachRow(*part, box, box, [&](int64_t in, int64_t, int64_t length) {
+        uint64_t begin = static_cast<uint64_t>(in) * elementSize;
+        uint64_t end = begin + static_cast<uint64_t>(length) * elementSize;
+        for (uint64_t b = begin / blockBytes; b * blockBytes < end; ++b)
+          needed[b] = true;
+      });
+      for (size_t b = 0; b < needed.size();) {
+        if (!needed[b]) {
+          ++b;
+          continue;
+        }
+        size_t last = b;
+        while (last + 1 < needed.size() && needed[last + 1])
+          ++last;
+        uint64_t begin = b * blockBytes;
+        uint64_t end =
+            std::min<uint64_t>((last + 1) * blockBytes, bytes.size());
+        files.read(file, offset + begin, bytes.data() + begin, end - begin,
+                   tensor.name);
+        for (; b <= last; ++b) {
+          uint64_t from = b * blockBytes;
+          uint64_t to = std::min<uint64_t>(from + blockBytes, bytes.size());
+          uint32_t actual = crc32(0, bytes.data() + from, to - from);
+          if (actual != blockCrcs[b])
+            throw corrupt(actual, blockCrcs[b], from, to);
+        }
+      }
+    }
     copyPart(*part, {offsets, sizes}, bytes.data(), held,
              static_cast<char *>(tensor.data), elementSize);
     covered += numElements(part->sizes, tensor.name);
@@ -617,8 +720,11 @@ void CheckpointSave::writeRankFile() {
         } else {
           writeAll(fd.get(), tensor.data, bytes, binPath);
         }
-        st.mine[t] = ChunkRecord{st.rank, offset, crc32(0, tensor.data, bytes),
-                                 tensor.isBlock() ? tensor.blockIndex : 0};
+        ChunkRecord record{
+            st.rank, offset, 0, tensor.isBlock() ? tensor.blockIndex : 0, {}};
+        record.crc =
+            chunkCrc(tensor.data, bytes, st.info.blockBytes, record.blockCrcs);
+        st.mine[t] = std::move(record);
         offset += bytes;
       }
       if (::fsync(fd.get()) != 0 || !fd.close())
@@ -662,19 +768,58 @@ std::string CheckpointSave::finish() {
                             " could not write its checkpoint file in " +
                             st.temporary + " (see its error)");
 
+  std::vector<std::vector<ChunkRecord>> chunks(tensors.size());
+  for (int64_t r = 0; r < st.ranks; ++r)
+    for (size_t t = 0; t < tensors.size(); ++t) {
+      const double *f =
+          table.data() + static_cast<size_t>(r) * perRank + t * fields;
+      if (f[0] != 0)
+        chunks[t].push_back({r,
+                             static_cast<size_t>(f[1]),
+                             static_cast<uint32_t>(f[2]),
+                             static_cast<int64_t>(f[3]),
+                             {}});
+    }
+  // The chunks' block CRCs: every rank now knows every chunk's size, so
+  // where each one's go in a second table (the checkpoint's bytes over the
+  // block size: small), which each rank fills for its own.
+  std::vector<size_t> blockSlots;
+  size_t slots = 0;
+  for (size_t t = 0; t < tensors.size(); ++t)
+    for (ChunkRecord &chunk : chunks[t]) {
+      blockSlots.push_back(slots);
+      chunk.blockCrcs.resize(checksumBlocks(
+          chunkBytes(tensors[t], chunk.blockIndex), st.info.blockBytes));
+      slots += chunk.blockCrcs.size();
+    }
+  if (slots > 0) {
+    std::vector<double> crcs(slots, 0.0);
+    size_t k = 0;
+    for (size_t t = 0; t < tensors.size(); ++t)
+      for (ChunkRecord &chunk : chunks[t]) {
+        size_t at = blockSlots[k++];
+        if (chunk.rank != st.rank)
+          continue;
+        // The same count: writeRankFile() used the same sizes (no throw
+        // here, before a collective the other ranks would wait in).
+        const std::vector<uint32_t> &own = st.mine[t]->blockCrcs;
+        std::copy_n(own.begin(), std::min(own.size(), chunk.blockCrcs.size()),
+                    crcs.begin() + static_cast<std::ptrdiff_t>(at));
+      }
+    if (st.comm)
+      st.comm->maxOverWorld(crcs.data(), static_cast<int>(crcs.size()));
+    k = 0;
+    for (size_t t = 0; t < tensors.size(); ++t)
+      for (ChunkRecord &chunk : chunks[t]) {
+        size_t at = blockSlots[k++];
+        for (size_t b = 0; b < chunk.blockCrcs.size(); ++b)
+          chunk.blockCrcs[b] = static_cast<uint32_t>(crcs[at + b]);
+      }
+  }
+
   std::string failure;
   if (st.rank == 0)
     attempt(failure, [&] {
-      std::vector<std::vector<ChunkRecord>> chunks(tensors.size());
-      for (int64_t r = 0; r < st.ranks; ++r)
-        for (size_t t = 0; t < tensors.size(); ++t) {
-          const double *f =
-              table.data() + static_cast<size_t>(r) * perRank + t * fields;
-          if (f[0] != 0)
-            chunks[t].push_back({r, static_cast<size_t>(f[1]),
-                                 static_cast<uint32_t>(f[2]),
-                                 static_cast<int64_t>(f[3])});
-        }
       // The metadata last: a step directory with metadata is complete.
       writeSyncedFile(st.temporary + "/" + MetadataFile,
                       metadataJson(st.info, tensors, chunks).dump(2) + "\n");

@@ -511,6 +511,7 @@ CheckpointInfo checkpointInfo(Session &session, const TrainOptions &options,
   info.cluster = manifest.cluster;
   info.worldSize = manifest.worldSize;
   info.grid = manifest.grid;
+  info.blockBytes = options.checkpointBlockBytes;
   return info;
 }
 

@@ -55,7 +55,7 @@ const char *const Usage =
                    [--outputs DIR] [--save-onnx FILE] [--shuffle SEED] [--seed N]
                    [--eval-data DIR [--eval-every K]]
                    [--checkpoint-dir D [--checkpoint-every K] [--keep-checkpoints K]
-                   [--resume]]
+                   [--checkpoint-block-bytes N] [--resume]]
 
 Runs an artifact written by autopar-compile. Launch one process per rank with
 mpirun or srun, or a single process for a single-rank artifact; the number of
@@ -125,6 +125,10 @@ training (an artifact compiled with --mode train; one CPU or GPU rank so far):
   --keep-checkpoints K
                   delete all but the newest K checkpoints (never the one
                   D/latest names)
+  --checkpoint-block-bytes N
+                  checksum each chunk larger than N bytes in blocks of N
+                  (default 1048576, at least 64), so that a plan that holds
+                  part of a chunk reads only the blocks that hold its part
   --resume        start from D/latest: parameters, optimizer state, step and
                   data position (from step 0 if there is no checkpoint yet);
                   --metrics is appended to
@@ -172,6 +176,7 @@ struct Options {
   std::optional<std::string> checkpointDir;
   int64_t checkpointEvery = 0;
   int64_t keepCheckpoints = 0;
+  std::optional<uint64_t> checkpointBlockBytes;
   bool resume = false;
 };
 
@@ -252,8 +257,9 @@ Options parseOptions(int argc, char **argv) {
         name != "--comm-stats-json" && name != "--data" &&
         name != "--metrics" && name != "--shuffle" &&
         name != "--checkpoint-dir" && name != "--checkpoint-every" &&
-        name != "--keep-checkpoints" && name != "--save-onnx" &&
-        name != "--eval-data" && name != "--eval-every" && name != "--threads")
+        name != "--keep-checkpoints" && name != "--checkpoint-block-bytes" &&
+        name != "--save-onnx" && name != "--eval-data" &&
+        name != "--eval-every" && name != "--threads")
       throw Error("unknown option '" + arg + "' (see --help)");
     if (!hasValue) {
       if (i + 1 >= argc)
@@ -294,6 +300,8 @@ Options parseOptions(int argc, char **argv) {
     else if (name == "--keep-checkpoints")
       options.keepCheckpoints =
           static_cast<int64_t>(parseNumber(name, value, 1));
+    else if (name == "--checkpoint-block-bytes")
+      options.checkpointBlockBytes = parseNumber(name, value, 64);
     else {
       options.seed = parseNumber(name, value, 0);
       options.seedGiven = true;
@@ -311,18 +319,23 @@ Options parseOptions(int argc, char **argv) {
                                : options.checkpointDir   ? "--checkpoint-dir"
                                : options.checkpointEvery ? "--checkpoint-every"
                                : options.keepCheckpoints ? "--keep-checkpoints"
-                               : options.resume          ? "--resume"
-                               : options.saveOnnx        ? "--save-onnx"
-                               : options.evalDataDir     ? "--eval-data"
-                                                         : nullptr;
+                               : options.checkpointBlockBytes
+                                   ? "--checkpoint-block-bytes"
+                               : options.resume      ? "--resume"
+                               : options.saveOnnx    ? "--save-onnx"
+                               : options.evalDataDir ? "--eval-data"
+                                                     : nullptr;
     if (trainingOnly)
       throw Error(std::string(trainingOnly) + " needs --train");
   }
   if (!options.checkpointDir &&
-      (options.checkpointEvery || options.keepCheckpoints || options.resume))
+      (options.checkpointEvery || options.keepCheckpoints || options.resume ||
+       options.checkpointBlockBytes))
     throw Error(std::string(options.resume            ? "--resume"
                             : options.checkpointEvery ? "--checkpoint-every"
-                                                      : "--keep-checkpoints") +
+                            : options.keepCheckpoints
+                                ? "--keep-checkpoints"
+                                : "--checkpoint-block-bytes") +
                 " needs --checkpoint-dir D");
   if (options.evalEvery && !options.evalDataDir)
     throw Error("--eval-every needs --eval-data DIR");
@@ -514,6 +527,8 @@ void runSession(const Options &options, const WorldInfo &world,
     train.checkpointDir = options.checkpointDir;
     train.checkpointEvery = options.checkpointEvery;
     train.keepCheckpoints = options.keepCheckpoints;
+    if (options.checkpointBlockBytes)
+      train.checkpointBlockBytes = *options.checkpointBlockBytes;
     train.resume = options.resume;
     train.seed = options.seed;
     train.saveOnnx = options.saveOnnx;

@@ -474,6 +474,11 @@ TEST_F(TrainCliTest, CheckpointFlagsNeedTheirCompanions) {
                  "--checkpoint-every needs --checkpoint-dir D");
   expectRunError(train("--steps 2 --keep-checkpoints 0 --checkpoint-dir x"),
                  "--keep-checkpoints expects an integer of at least 1");
+  expectRunError(train("--steps 2 --checkpoint-block-bytes 4096"),
+                 "--checkpoint-block-bytes needs --checkpoint-dir D");
+  expectRunError(
+      train("--steps 2 --checkpoint-block-bytes 32 --checkpoint-dir x"),
+      "--checkpoint-block-bytes expects an integer of at least 64");
   CommandResult inference =
       runCommand(shellQuote(AUTOPAR_RUN_PATH) + " " +
                  shellQuote(artifact.path()) + " --shuffle 3");

@@ -12,7 +12,8 @@
 // (write latest.tmp, fsync, rename), so a crash at any point leaves the
 // previous checkpoint valid and named by `latest`. Loading checks everything
 // it reads (JSON, model hash, each tensor's dtype and shape, each chunk's
-// byte range and CRC-32) and names the file and tensor of any problem.
+// byte range and CRC-32, or the CRC-32 of each block it reads of a chunk
+// checksummed in blocks) and names the file and tensor of any problem.
 //
 //===----------------------------------------------------------------------===//
 
@@ -34,6 +35,11 @@ namespace autopar::runtime {
 
 /// The metadata format this runtime writes and reads.
 constexpr int64_t CheckpointFormatVersion = 1;
+
+/// The default size of the blocks a chunk is checksummed in
+/// (`--checkpoint-block-bytes`): a reader that needs part of a chunk reads
+/// and checks the blocks that hold that part, not the whole chunk.
+constexpr uint64_t DefaultCheckpointBlockBytes = 1 << 20;
 
 /// One tensor of the training state.
 struct CheckpointTensor {
@@ -98,8 +104,13 @@ struct CheckpointInfo {
   std::string cluster;
   int64_t worldSize = 1;
   GridVector grid{1, 1, 1};
-  /// Loading: the bytes of chunk files this rank read (the chunks that
-  /// overlap what it holds), and the bytes of the whole training state.
+  /// Saving: a chunk larger than this many bytes also records the CRC-32
+  /// of each such block (`block_bytes`, `block_crc32`), so that a reader
+  /// of part of it reads only the blocks that hold that part.
+  uint64_t blockBytes = DefaultCheckpointBlockBytes;
+  /// Loading: the bytes of chunk files this rank read (the blocks of the
+  /// chunks that overlap what it holds), and the bytes of the whole
+  /// training state.
   uint64_t bytesRead = 0, bytesTotal = 0;
 };
 

@@ -11,6 +11,7 @@
 #ifndef AUTOPAR_RUNTIME_TRAINING_H
 #define AUTOPAR_RUNTIME_TRAINING_H
 
+#include "autopar/runtime/Checkpoint.h"
 #include "autopar/runtime/Communicator.h"
 #include "autopar/runtime/Session.h"
 
@@ -44,6 +45,8 @@ struct TrainOptions {
   int64_t checkpointEvery = 0;
   /// Keep only the newest this many checkpoints; 0: keep all.
   int64_t keepCheckpoints = 0;
+  /// Checksum chunks larger than this in blocks of it (CheckpointInfo).
+  uint64_t checkpointBlockBytes = DefaultCheckpointBlockBytes;
   /// Start from checkpointDir's `latest` (from step 0 if there is none).
   bool resume = false;
   /// The seed of the program's random ops (dropout masks), when it has a
