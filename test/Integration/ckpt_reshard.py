@@ -17,6 +17,9 @@ and between tensor and pipeline parallelism and the rest:
   BatchNorm's running statistics, split);
 - tp2 x pp2 -> local:1 (each stage's tp blocks read as whole tensors);
 - local:1 -> dp1 x tp2 x pp2, and tp2 -> pp2.
+The writers checksum their chunks in blocks of 64 bytes
+(--checkpoint-block-bytes), so each reader reads only the blocks that hold
+its part of a coarser chunk.
 Elastic restart: a 4-rank ZeRO-3 GPT run checkpointing every 2 steps loses a
 rank at step 4 (AUTOPAR_TEST_FAULT=kill); autopar-compile re-plans for
 local:2, autopar-run --resume continues from step 2, and the loss curve
@@ -51,13 +54,18 @@ def reshard(case, one, writer, reader, launcher, noise_only=None):
     ckpt = os.path.join(case.dir, tag + "-ckpt")
     train_dp.run(["rm", "-rf", ckpt])
     wart, _ = case.compile(f"w{wranks}{''.join(wflags)}", wranks, *wflags)
+    # Chunks checksummed in blocks of 64 bytes: each reader reads the blocks
+    # that hold its part of them (bytes read below).
     case_steps(case, wart, wranks, launcher, SPLIT, "--checkpoint-dir", ckpt,
-               "--checkpoint-every", str(SPLIT))
+               "--checkpoint-every", str(SPLIT), "--checkpoint-block-bytes", "64")
     rart, result = case.compile(f"r{rranks}{''.join(rflags)}", rranks, *rflags)
     resumed = case.train(tag, rart, rranks, launcher, "--checkpoint-dir", ckpt,
                          "--resume")
-    return train_dp.compare(f"{case.name} {tag} ({mesh(result)})", (one[0][SPLIT:], one[1]),
-                            resumed, noise_only=noise_only)
+    read = re.search(r"this rank read (\d+) of the training state's (\d+) bytes",
+                     resumed[2])
+    share = f", rank 0 read {read.group(1)} of {read.group(2)} bytes" if read else ""
+    return train_dp.compare(f"{case.name} {tag} ({mesh(result)}{share})",
+                            (one[0][SPLIT:], one[1]), resumed, noise_only=noise_only)
 
 
 def mesh(compiled):

@@ -5,7 +5,8 @@ Trains an MLP for 3 steps on one rank with checkpoints, and on 2 data-parallel
 ranks (rank 0 writes), then checks that:
 - `info` names the step, the plan and every tensor with its global shape;
 - `verify` passes, and fails naming the file and the tensor after a byte of a
-  chunk is flipped and after the file is truncated;
+  chunk is flipped, after the file is truncated, and when a block's CRC-32
+  (--checkpoint-block-bytes) disagrees with its bytes;
 - `export --to-npz` gives the trained parameters bit for bit as autopar-run's
   --outputs, `--all` the optimizer states too;
 - `consolidate --to-onnx` fills the model's initializers with them; the
@@ -18,6 +19,7 @@ ranks (rank 0 writes), then checks that:
 
 Usage: ckpt_tool.py BUILD_DIR WORK_DIR MPIRUN [MPIRUN_FLAG...]
 """
+import json
 import os
 import shutil
 import subprocess
@@ -61,8 +63,11 @@ def main():
     for ranks in (1, 2):
         art = case.compile(f"local{ranks}", ranks)[0]
         ckdir = os.path.join(case.dir, f"ckpt{ranks}")
+        # The 2-rank run checksums its chunks in blocks of 128 bytes too.
+        blocks = ("--checkpoint-block-bytes", "128") if ranks == 2 else ()
         _, params, _ = case.train(f"local{ranks}", art, ranks, launcher,
-                                  "--checkpoint-dir", ckdir, "--checkpoint-every", "2")
+                                  "--checkpoint-dir", ckdir, "--checkpoint-every", "2",
+                                  *blocks)
         tag = f"local:{ranks}"
         rc, out = tool("info", ckdir)
         sha = ckpt.file_sha256(case.onnx)
@@ -131,8 +136,25 @@ def main():
            "'fc1.weight' is [16, 8]" in out and "[8, 16] in" in out,
            "a state_dict with an unknown name and a wrong shape is refused, naming both", out)
 
-    # Corruption: a flipped byte, then a truncated file.
+    # Corruption: a block CRC that disagrees with its bytes, a flipped byte,
+    # then a truncated file.
     step = ckpt.step_dir(ckdir)
+    tampered = os.path.join(work, "tampered")
+    shutil.copytree(ckpt.step_dir(os.path.join(case.dir, "ckpt2")), tampered)
+    meta = json.load(open(os.path.join(tampered, "metadata.json")))
+    entry = next(t for t in meta["tensors"] if t["name"] == "fc1.weight")
+    chunk = entry["chunks"][0]
+    expect(chunk.get("block_bytes") == 128 and len(chunk.get("block_crc32", [])) == 4,
+           "a chunk of 512 bytes written with --checkpoint-block-bytes 128 has 4 block "
+           "CRCs", json.dumps(chunk))
+    if chunk.get("block_crc32"):
+        chunk["block_crc32"][1] ^= 1
+        with open(os.path.join(tampered, "metadata.json"), "w") as f:
+            json.dump(meta, f)
+        rc, out = tool("verify", tampered)
+        begin = chunk["offset_bytes"] + 128
+        expect(rc == 1 and f"tensor 'fc1.weight' is corrupt at bytes [{begin}, "
+               f"{begin + 128})" in out, "verify checks each block's CRC-32", out)
     binary = os.path.join(step, "rank-00000.bin")
     with open(binary, "r+b") as f:
         f.seek(4)

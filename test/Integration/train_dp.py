@@ -574,6 +574,83 @@ def check_zero_mlp(mlp, one, launcher):
                           "one", (one[0][3:], one[1]), single)
         if zero == 2:
             errors += check_faults(mlp, art, whole, launcher)
+    errors += check_partial_reads(mlp, one, launcher)
+    return errors
+
+
+def check_partial_reads(mlp, one, launcher, block=64):
+    """A checkpoint of one rank (each tensor one chunk) checksummed in blocks
+    of `block` bytes, resumed on 4 ZeRO-3 ranks: rank 0 reads the blocks that
+    hold its quarter of each chunk, not the whole chunks; the run continues
+    as one rank's; a flipped byte in a block a rank reads is an error naming
+    the file, the tensor and the block's bytes."""
+    errors = []
+    ckpt = os.path.join(mlp.dir, "blocks-ckpt")
+    run(["rm", "-rf", ckpt])
+    mlp.train("blocks-local1", os.path.join(mlp.dir, "local1-art"), 1,
+              launcher, "--shuffle", "3", "--checkpoint-dir", ckpt,
+              "--checkpoint-every", "3", "--checkpoint-block-bytes",
+              str(block))
+    run(["sh", "-c", f"echo step-00000003 > {ckpt}/latest"])
+    art = os.path.join(mlp.dir, "zero3-local4-art")
+    resumed = mlp.train("blocks-on-4", art, 4, launcher, "--shuffle", "3",
+                        "--checkpoint-dir", ckpt, "--resume")
+    errors += compare("mlp checkpoint of one rank in blocks resumed on 4 "
+                      "ZeRO-3 ranks", (one[0][3:], one[1]), resumed)
+    step3 = os.path.join(ckpt, "step-00000003")
+    with open(os.path.join(step3, "metadata.json")) as f:
+        meta = json.load(f)
+    # Rank 0 holds rows [0, n/4) of a tensor whose dim 0 divides by 4 (all
+    # of the others): the blocks that cover them, or a chunk of one block.
+    want, blocked = 0, 0
+    for t in meta["tensors"]:
+        nbytes = 4 * int(np.prod(t["shape"]))
+        held = nbytes // 4 if t["shape"] and t["shape"][0] % 4 == 0 else nbytes
+        if nbytes > block:
+            blocked += "block_crc32" in t["chunks"][0]
+            want += min(nbytes, -(-held // block) * block)
+        else:
+            want += nbytes
+    read = re.search(r"this rank read (\d+) of the training state's "
+                     r"(\d+) bytes", resumed[2])
+    if not read or int(read.group(1)) != want or not blocked:
+        errors.append(f"mlp one rank's checkpoint in blocks of {block} on 4 "
+                      f"ZeRO-3 ranks: rank 0 read "
+                      f"{read.group(0) if read else '?'}, expected {want} "
+                      f"({blocked} chunks checksummed in blocks)")
+    else:
+        print(f"PASS mlp one rank's checkpoint in blocks of {block} on 4 "
+              f"ZeRO-3 ranks: rank 0 read {want} of {read.group(2)} bytes "
+              "(its blocks of whole chunks)")
+    # A flipped byte in the last block of fc1.weight (rank 3's quarter) of
+    # step 3 (the resumed run wrote step 6).
+    run(["sh", "-c", f"echo step-00000003 > {ckpt}/latest"])
+    entry = next(t for t in meta["tensors"] if t["name"] == "fc1.weight")
+    chunk = entry["chunks"][0]
+    nbytes = 4 * int(np.prod(entry["shape"]))
+    at = chunk["offset_bytes"] + nbytes - 1
+    binary = os.path.join(step3, chunk["file"])
+    with open(binary, "r+b") as f:
+        f.seek(at)
+        byte = f.read(1)
+        f.seek(at)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    result = run([*launcher, "-np", "4",
+                  os.path.join(mlp.build, "bin", "autopar-run"), art,
+                  "--train", "--data", mlp.data, "--steps", str(STEPS),
+                  "--shuffle", "3", "--checkpoint-dir", ckpt, "--resume"],
+                 expect_ok=False)
+    begin = chunk["offset_bytes"] + (nbytes - 1) // block * block
+    text = result.stdout + result.stderr
+    if result.returncode == 0 or \
+            f"{binary}: tensor 'fc1.weight' is corrupt" not in text or \
+            f"at bytes [{begin}, {chunk['offset_bytes'] + nbytes})" not in text:
+        errors.append("a flipped byte in a checksummed block: expected an "
+                      f"error naming {binary}, fc1.weight and bytes "
+                      f"[{begin}, ...), got exit {result.returncode}:\n{text}")
+    else:
+        print("PASS a flipped byte in a block of a chunk: the rank reading "
+              "it names the file, the tensor and the block's bytes")
     return errors
 
 
