@@ -16,7 +16,9 @@ and between tensor and pipeline parallelism and the rest:
 - dp2 -> tp2 (whole tensors read as tp blocks; the CNN's channels, with
   BatchNorm's running statistics, split);
 - tp2 x pp2 -> local:1 (each stage's tp blocks read as whole tensors);
-- local:1 -> dp1 x tp2 x pp2, and tp2 -> pp2.
+- local:1 -> dp1 x tp2 x pp2, and tp2 -> pp2;
+- 8 ranks (dp2 x tp2 x pp2, ZeRO-1) -> local:1, and local:1 -> 8 ranks
+  (dp2 x tp2 x pp2, ZeRO-3), on the GPT.
 The writers checksum their chunks in blocks of 64 bytes
 (--checkpoint-block-bytes), so each reader reads only the blocks that hold
 its part of a coarser chunk.
@@ -153,10 +155,14 @@ def main():
     # qkv.bias's key third has an exactly zero gradient (train_dp.py).
     noise = {"qkv.bias": slice(Gpt.width, 2 * Gpt.width)}
     tp_pp = ("--tp", "2", "--pp", "2")
+    # 8 ranks (dp2 x tp2 x pp2, ZeRO) to one and one to 8.
+    dp_tp_pp = ("--dp", "2", *tp_pp)
     for writer, reader in plans + [((2, ()), (2, ("--tp", "2"))),
                                    ((4, tp_pp), (1, ())),
                                    ((1, ()), (4, tp_pp)),
-                                   ((2, ("--tp", "2")), (2, ("--pp", "2")))]:
+                                   ((2, ("--tp", "2")), (2, ("--pp", "2"))),
+                                   ((8, (*dp_tp_pp, "--zero", "1")), (1, ())),
+                                   ((1, ()), (8, (*dp_tp_pp, "--zero", "3")))]:
         errors += reshard(gpt, one, writer, reader, launcher, noise)
     errors += elastic(gpt, one, launcher, noise)
     errors += docs_reader(gpt)
