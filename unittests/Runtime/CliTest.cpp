@@ -360,6 +360,25 @@ TEST_F(CliTest, ParsesTheCommandLine) {
   expectError(run(shellQuote(artifact.path()), "AUTOPAR_TIMEOUT_S=soon"),
               "AUTOPAR_TIMEOUT_S expects a number of seconds (0 disables the "
               "timeout), got 'soon'");
+  expectError(run(shellQuote(artifact.path()), "AUTOPAR_CPU_GEMM=mkl"),
+              "AUTOPAR_CPU_GEMM expects 'onednn' or 'openblas', got 'mkl'");
+  // The banner names the library of the matrix products.
+  CommandResult openblas = run(shellQuote(artifact.path()) + " --steps 1",
+                               "AUTOPAR_CPU_GEMM=openblas");
+  EXPECT_EQ(openblas.exitCode, 0) << openblas.err;
+  EXPECT_EQ(openblas.out.find("oneDNN"), std::string::npos) << openblas.out;
+  CommandResult byDefault = run(shellQuote(artifact.path()) + " --steps 1");
+#if AUTOPAR_TEST_HAVE_ONEDNN
+  EXPECT_NE(byDefault.out.find("(oneDNN 2."), std::string::npos)
+      << byDefault.out;
+  EXPECT_NE(byDefault.out.find(" GEMMs, OpenBLAS "), std::string::npos)
+      << byDefault.out;
+#else
+  EXPECT_EQ(byDefault.out.find("oneDNN"), std::string::npos) << byDefault.out;
+  expectError(run(shellQuote(artifact.path()), "AUTOPAR_CPU_GEMM=onednn"),
+              "AUTOPAR_CPU_GEMM=onednn, but this autopar-run was built without "
+              "oneDNN");
+#endif
   expectError(run(shellQuote(artifact.path()) + " --threads 0"),
               "--threads expects an integer of at least 1, got '0'");
   expectError(run(shellQuote(artifact.path()) + " --threads 5000"),

@@ -2,7 +2,13 @@
 
 #include "autopar/runtime/CpuBlas.h"
 
+#include "autopar/runtime/Error.h"
+
 #include <cblas.h>
+#if AUTOPAR_HAVE_ONEDNN
+#include <omp.h>
+#include <oneapi/dnnl/dnnl.h>
+#endif
 
 #include <algorithm>
 #include <cctype>
@@ -44,6 +50,8 @@ std::optional<std::string> preferredOpenBlasCoreType() {
 }
 
 int configureCpuThreads(std::optional<int64_t> requested, int64_t ranksOnNode) {
+  // A bad AUTOPAR_CPU_GEMM is an error here, before any kernel runs.
+  (void)cpuGemmLibrary();
   int threads;
   if (requested)
     threads = static_cast<int>(std::max<int64_t>(1, *requested));
@@ -55,14 +63,51 @@ int configureCpuThreads(std::optional<int64_t> requested, int64_t ranksOnNode) {
         std::max(1, openblas_get_num_threads() /
                         static_cast<int>(std::max<int64_t>(1, ranksOnNode)));
   openblas_set_num_threads(threads);
+#if AUTOPAR_HAVE_ONEDNN
+  // oneDNN's sgemm runs on OpenMP's threads.
+  omp_set_num_threads(threads);
+#endif
   setKernelThreads(threads);
   return threads;
+}
+
+CpuGemmLibrary cpuGemmLibrary() {
+  static const CpuGemmLibrary library = [] {
+    const char *chosen = std::getenv("AUTOPAR_CPU_GEMM");
+    std::string name = lower(chosen ? chosen : "");
+#if AUTOPAR_HAVE_ONEDNN
+    const bool built = true;
+#else
+    const bool built = false;
+#endif
+    if (name.empty())
+      return built ? CpuGemmLibrary::OneDnn : CpuGemmLibrary::OpenBlas;
+    if (name == "openblas")
+      return CpuGemmLibrary::OpenBlas;
+    if (name == "onednn" && built)
+      return CpuGemmLibrary::OneDnn;
+    if (name == "onednn")
+      throw Error("AUTOPAR_CPU_GEMM=onednn, but this autopar-run was built "
+                  "without oneDNN (install libdnnl-dev and rebuild)");
+    throw Error("AUTOPAR_CPU_GEMM expects 'onednn' or 'openblas', got '" +
+                std::string(chosen) + "'");
+  }();
+  return library;
 }
 
 std::string describeBlas() {
   const char *name = openblas_get_corename();
   int threads = openblas_get_num_threads();
-  return "OpenBLAS " + std::string(name ? name : "?") + ", " +
+  std::string gemms;
+#if AUTOPAR_HAVE_ONEDNN
+  if (cpuGemmLibrary() == CpuGemmLibrary::OneDnn) {
+    const dnnl_version_t *v = dnnl_version();
+    gemms = "oneDNN " + std::to_string(v->major) + "." +
+            std::to_string(v->minor) + "." + std::to_string(v->patch) +
+            " GEMMs, ";
+  }
+#endif
+  return gemms + "OpenBLAS " + std::string(name ? name : "?") + ", " +
          std::to_string(threads) + (threads == 1 ? " thread" : " threads");
 }
 

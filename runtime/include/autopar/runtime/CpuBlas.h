@@ -25,8 +25,9 @@ namespace autopar::runtime {
 /// process (autopar-run re-executes itself).
 std::optional<std::string> preferredOpenBlasCoreType();
 
-/// Sets how many threads this rank's CPU kernels use: OpenBLAS's GEMMs and
-/// the runtime's own convolution kernels. \p requested (autopar-run
+/// Sets how many threads this rank's CPU kernels use: OpenBLAS's and
+/// oneDNN's (OpenMP's) GEMMs and the runtime's own convolution kernels. \p
+/// requested (autopar-run
 /// --threads) wins; else OPENBLAS_NUM_THREADS or OMP_NUM_THREADS, when set,
 /// stand (the user chose); else the node's cores divided among its
 /// \p ranksOnNode ranks, at least one, so that ranks sharing a node do not
@@ -38,7 +39,20 @@ int configureCpuThreads(std::optional<int64_t> requested, int64_t ranksOnNode);
 int kernelThreads();
 void setKernelThreads(int threads);
 
-/// "OpenBLAS <core>, <n> threads", for autopar-run's banner.
+/// Where the CPU kernels' matrix products (GEMMs with more than one row and
+/// column) go: oneDNN's sgemm when the runtime is built with it (about twice
+/// OpenBLAS 0.3.21's speed on CPUs with AVX-512, which Debian's OpenBLAS
+/// serves with its AVX2 kernels), else OpenBLAS. Matrix-vector products stay
+/// with OpenBLAS's sgemv either way.
+enum class CpuGemmLibrary { OpenBlas, OneDnn };
+
+/// The library the GEMMs use: OneDnn when built with it, unless
+/// AUTOPAR_CPU_GEMM=openblas (to compare the two in one run); Error on
+/// another value, or on "onednn" in a build without it.
+CpuGemmLibrary cpuGemmLibrary();
+
+/// "OpenBLAS <core>, <n> threads", or with oneDNN "oneDNN <version> GEMMs,
+/// OpenBLAS <core>, <n> threads", for autopar-run's banner.
 std::string describeBlas();
 
 } // namespace autopar::runtime
