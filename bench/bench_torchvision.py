@@ -25,6 +25,7 @@ compare) and the tool's error line, listed under the table; a command that runs 
   bench/bench_torchvision.py --write-results                      # record in bench/RESULTS.md
   bench/bench_torchvision.py --models mobilenet_v3_large --threads 2   # both sides on 2 threads
   bench/bench_torchvision.py --reference                          # ORT on both sides (checks the script)
+  bench/bench_torchvision.py --models resnet50 --openblas-too     # also autopar with OpenBLAS's GEMMs
 
 Nothing is written into the repository unless --write-results is given.
 """
@@ -81,7 +82,7 @@ def bench_model(name, args, log):
     ort_ms, seconds}."""
     start = time.monotonic()
     row = {"model": name, "params": None, "ops": None, "status": "FAIL", "stage": "", "error": "",
-           "max_rel": None, "compile_s": None, "autopar_ms": None, "ort_ms": None}
+           "max_rel": None, "compile_s": None, "autopar_ms": None, "ort_ms": None, "openblas_ms": None}
 
     def fail(stage, error):
         row.update(stage=stage, error=error, seconds=time.monotonic() - start,
@@ -136,6 +137,15 @@ def bench_model(name, args, log):
     if not r.ok:
         return fail("run", r.first_error_line())
     row["autopar_ms"] = median_after(tools.parse_step_times(r.stdout + "\n" + r.stderr), args.warmup)
+    if args.openblas_too:
+        # The same artifact with every GEMM on OpenBLAS (AUTOPAR_CPU_GEMM), in
+        # this run: what oneDNN's sgemm gains on this machine.
+        r = tools.run_cmd(cmd, timeout=args.timeout,
+                          env={**thread_env(args.threads), "AUTOPAR_CPU_GEMM": "openblas"})
+        if not r.ok:
+            return fail("run (OpenBLAS GEMMs)", r.first_error_line())
+        row["openblas_ms"] = median_after(tools.parse_step_times(r.stdout + "\n" + r.stderr),
+                                          args.warmup)
 
     cmp = compare.compare_dirs(ref, out, tol=args.tol, names=list(model.outputs))
     log(compare.format_table(cmp))
@@ -158,6 +168,9 @@ def _full_error(r):
 def format_table(rows, markdown=False):
     head = ("model", "params", "ops", "status", "max rel err", "compile s", "autopar ms", "ort ms",
             "ratio ort/autopar")
+    openblas = any(r.get("openblas_ms") for r in rows)
+    if openblas:
+        head += ("autopar ms, OpenBLAS GEMMs", "ratio ort/that")
 
     def f(v, fmt):
         return "-" if v is None else format(v, fmt)
@@ -169,6 +182,9 @@ def format_table(rows, markdown=False):
         body.append([r["model"], f"{r['params'] / 1e6:.1f}M" if r["params"] is not None else "-",
                      f(r["ops"], "d"), status, f(r["max_rel"], ".1e"), f(r["compile_s"], ".1f"),
                      f(r["autopar_ms"], ".1f"), f(r["ort_ms"], ".1f"), f(ratio, ".2f")])
+        if openblas:
+            that = r["ort_ms"] / r["openblas_ms"] if r["ort_ms"] and r.get("openblas_ms") else None
+            body[-1] += [f(r.get("openblas_ms"), ".1f"), f(that, ".2f")]
     lines = results.table(list(head), body, markdown)
     notes = []
     for r in rows:
@@ -203,6 +219,8 @@ def main(argv=None):
     p.add_argument("--compile-cmd", default=tools.DEFAULT_COMPILE_CMD, help="default: %(default)s")
     p.add_argument("--run-cmd", default=tools.DEFAULT_RUN_CMD, help="default: %(default)s")
     p.add_argument("--reference", action="store_true", help="ORT on both sides (checks the script)")
+    p.add_argument("--openblas-too", action="store_true",
+                   help="also time autopar with every GEMM on OpenBLAS (AUTOPAR_CPU_GEMM=openblas)")
     p.add_argument("--write-results", action="store_true", help=f"record the table in {results.RESULTS}")
     p.add_argument("--json", default=None, help="also write the rows to this JSON file (after every model)")
     p.add_argument("-v", "--verbose", action="store_true", help="print commands and comparison tables")
