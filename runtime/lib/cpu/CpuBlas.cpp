@@ -2,13 +2,12 @@
 
 #include "autopar/runtime/CpuBlas.h"
 
+#include "OneDnn.h"
+
 #include "autopar/runtime/Error.h"
 
 #include <cblas.h>
-#if AUTOPAR_HAVE_ONEDNN
-#include <omp.h>
-#include <oneapi/dnnl/dnnl.h>
-#endif
+#include <cstdio>
 
 #include <algorithm>
 #include <cctype>
@@ -50,8 +49,20 @@ std::optional<std::string> preferredOpenBlasCoreType() {
 }
 
 int configureCpuThreads(std::optional<int64_t> requested, int64_t ranksOnNode) {
-  // A bad AUTOPAR_CPU_GEMM is an error here, before any kernel runs.
-  (void)cpuGemmLibrary();
+  // A bad AUTOPAR_CPU_GEMM, or one naming a library that does not load, is
+  // an error here, before any kernel runs.
+  if (cpuGemmLibrary() == CpuGemmLibrary::OneDnn && !cpu::oneDnnSgemm()) {
+    std::string why =
+        "oneDNN could not be loaded (" + cpu::oneDnnLoadFailure() + ")";
+    if (std::getenv("AUTOPAR_CPU_GEMM"))
+      throw Error("AUTOPAR_CPU_GEMM=onednn, but " + why);
+    static bool warned = false;
+    if (!warned)
+      std::fprintf(stderr,
+                   "autopar-run: warning: %s; the CPU GEMMs run on OpenBLAS\n",
+                   why.c_str());
+    warned = true;
+  }
   int threads;
   if (requested)
     threads = static_cast<int>(std::max<int64_t>(1, *requested));
@@ -63,10 +74,9 @@ int configureCpuThreads(std::optional<int64_t> requested, int64_t ranksOnNode) {
         std::max(1, openblas_get_num_threads() /
                         static_cast<int>(std::max<int64_t>(1, ranksOnNode)));
   openblas_set_num_threads(threads);
-#if AUTOPAR_HAVE_ONEDNN
-  // oneDNN's sgemm runs on OpenMP's threads.
-  omp_set_num_threads(threads);
-#endif
+  // oneDNN's GEMMs run on the kernel threads, each with an OpenMP team of
+  // one (StridedGemm.cpp): no OpenMP threads of its own.
+  cpu::setOneDnnThreads(1);
   setKernelThreads(threads);
   return threads;
 }
@@ -99,14 +109,8 @@ std::string describeBlas() {
   const char *name = openblas_get_corename();
   int threads = openblas_get_num_threads();
   std::string gemms;
-#if AUTOPAR_HAVE_ONEDNN
-  if (cpuGemmLibrary() == CpuGemmLibrary::OneDnn) {
-    const dnnl_version_t *v = dnnl_version();
-    gemms = "oneDNN " + std::to_string(v->major) + "." +
-            std::to_string(v->minor) + "." + std::to_string(v->patch) +
-            " GEMMs, ";
-  }
-#endif
+  if (std::string version = cpu::oneDnnVersion(); !version.empty())
+    gemms = "oneDNN " + version + " GEMMs, ";
   return gemms + "OpenBLAS " + std::string(name ? name : "?") + ", " +
          std::to_string(threads) + (threads == 1 ? " thread" : " threads");
 }

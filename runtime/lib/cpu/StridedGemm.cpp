@@ -4,18 +4,18 @@
 
 #include "KernelError.h"
 #include "Multiversion.h"
+#include "OneDnn.h"
 #include "Scratch.h"
+#include "ThreadPool.h"
 
-#include "autopar/runtime/CpuBlas.h"
 #include "autopar/runtime/MatrixLayout.h"
 
 #include <cblas.h>
-#if AUTOPAR_HAVE_ONEDNN
-#include <oneapi/dnnl/dnnl.h>
-#endif
 
 #include <algorithm>
+#include <atomic>
 #include <limits>
+#include <string>
 
 namespace autopar::runtime::cpu {
 
@@ -110,6 +110,54 @@ bool gemv(const MatrixView &x, const MatrixView &mat, const MatrixView &y,
   return true;
 }
 
+/// C = op(A) op(B) + beta C with oneDNN's sgemm (OneDnn.h), row-major like
+/// cblas_sgemm below, on the kernel threads: C's rows (or columns, when it
+/// has more of those) in blocks of 16, each thread one oneDNN call on its
+/// blocks with an OpenMP team of one. oneDNN runs the kernels it generates
+/// for this CPU (AVX-512 where there is one), where OpenBLAS 0.3.21 runs its
+/// AVX2 ones on many AVX-512 CPUs: about twice as fast there. Its own
+/// OpenMP threads would be a third pool beside OpenBLAS's and the kernel
+/// threads, and on a 2-core VM the pools' waiting took the cores from each
+/// other. Each element of C is one thread's full sum over k.
+void oneDnnGemm(OneDnnSgemm sgemm, const MatrixView &a, const BlasOperand &oa,
+                const MatrixView &b, const BlasOperand &ob, const MatrixView &c,
+                const BlasOperand &oc, int64_t m, int64_t n, int64_t k,
+                float beta, const char *kernel) {
+  bool aRowMajor = oa.order == MatrixOrder::RowMajor;
+  bool bRowMajor = ob.order == MatrixOrder::RowMajor;
+  bool byRows = m >= n;
+  constexpr int64_t Unit = 16;
+  int64_t count = byRows ? m : n, units = (count + Unit - 1) / Unit;
+  std::atomic<int> failure{0};
+  parallelFor(units, Unit * k * (byRows ? n : m), [&](int64_t u0, int64_t u1) {
+    setOneDnnThreads(1);
+    int64_t lo = u0 * Unit, hi = std::min(count, u1 * Unit);
+    // Rows lo..hi of op(A) and C, or columns lo..hi of op(B) and C.
+    const float *pa = a.data, *pb = b.data;
+    float *pc = c.data;
+    int64_t bm = m, bn = n;
+    if (byRows) {
+      pa += aRowMajor ? lo * oa.ld : lo;
+      pc += lo * oc.ld;
+      bm = hi - lo;
+    } else {
+      pb += bRowMajor ? lo : lo * ob.ld;
+      pc += lo;
+      bn = hi - lo;
+    }
+    if (int status = sgemm(aRowMajor ? 'N' : 'T', bRowMajor ? 'N' : 'T', bm, bn,
+                           k, 1.0f, pa, oa.ld, pb, ob.ld, beta, pc, oc.ld))
+      failure = status;
+  });
+  if (failure)
+    kernelFatal(kernel, "oneDNN's sgemm failed (status " +
+                            std::to_string(failure.load()) + ") on [" +
+                            std::to_string(m) + ", " + std::to_string(k) +
+                            "] x [" + std::to_string(k) + ", " +
+                            std::to_string(n) +
+                            "]; AUTOPAR_CPU_GEMM=openblas runs it on OpenBLAS");
+}
+
 } // namespace
 
 void gemm(const MatrixView &a, const MatrixView &b, const MatrixView &c,
@@ -148,19 +196,10 @@ void gemm(const MatrixView &a, const MatrixView &b, const MatrixView &c,
   BlasOperand oa, ob;
   MatrixView ra = blasReady(a, ScratchSlot::GemmA, oa);
   MatrixView rb = blasReady(b, ScratchSlot::GemmB, ob);
-#if AUTOPAR_HAVE_ONEDNN
-  // oneDNN's sgemm: row-major like the call below, 64-bit dims. It runs the
-  // kernels it generates for this CPU (AVX-512 where there is one), where
-  // OpenBLAS 0.3.21 runs its AVX2 ones on many AVX-512 CPUs: about twice as
-  // fast there. A status other than success (never seen: the views are
-  // valid) leaves the product to OpenBLAS.
-  if (cpuGemmLibrary() == CpuGemmLibrary::OneDnn &&
-      dnnl_sgemm(transposeFlag(oa) == CblasNoTrans ? 'N' : 'T',
-                 transposeFlag(ob) == CblasNoTrans ? 'N' : 'T', m, n, k, 1.0f,
-                 ra.data, oa.ld, rb.data, ob.ld, beta, c.data,
-                 oc.ld) == dnnl_success)
+  if (OneDnnSgemm sgemm = oneDnnSgemm()) {
+    oneDnnGemm(sgemm, ra, oa, rb, ob, c, oc, m, n, k, beta, kernel);
     return;
-#endif
+  }
   for (int64_t value : {m, n, k, oa.ld, ob.ld, oc.ld})
     checkBlasInt(value, kernel);
   cblas_sgemm(CblasRowMajor, transposeFlag(oa), transposeFlag(ob),
