@@ -783,38 +783,35 @@ std::string CheckpointSave::finish() {
   // The chunks' block CRCs: every rank now knows every chunk's size, so
   // where each one's go in a second table (the checkpoint's bytes over the
   // block size: small), which each rank fills for its own.
-  std::vector<size_t> blockSlots;
-  size_t slots = 0;
+  struct Slot {
+    ChunkRecord *chunk;
+    size_t tensor, at;
+  };
+  std::vector<Slot> slots;
+  size_t count = 0;
   for (size_t t = 0; t < tensors.size(); ++t)
     for (ChunkRecord &chunk : chunks[t]) {
-      blockSlots.push_back(slots);
       chunk.blockCrcs.resize(checksumBlocks(
           chunkBytes(tensors[t], chunk.blockIndex), st.info.blockBytes));
-      slots += chunk.blockCrcs.size();
+      slots.push_back({&chunk, t, count});
+      count += chunk.blockCrcs.size();
     }
-  if (slots > 0) {
-    std::vector<double> crcs(slots, 0.0);
-    size_t k = 0;
-    for (size_t t = 0; t < tensors.size(); ++t)
-      for (ChunkRecord &chunk : chunks[t]) {
-        size_t at = blockSlots[k++];
-        if (chunk.rank != st.rank)
-          continue;
+  if (count > 0) {
+    std::vector<double> crcs(count, 0.0);
+    for (const Slot &s : slots)
+      if (s.chunk->rank == st.rank) {
         // The same count: writeRankFile() used the same sizes (no throw
         // here, before a collective the other ranks would wait in).
-        const std::vector<uint32_t> &own = st.mine[t]->blockCrcs;
-        std::copy_n(own.begin(), std::min(own.size(), chunk.blockCrcs.size()),
-                    crcs.begin() + static_cast<std::ptrdiff_t>(at));
+        const std::vector<uint32_t> &own = st.mine[s.tensor]->blockCrcs;
+        std::copy_n(own.begin(),
+                    std::min(own.size(), s.chunk->blockCrcs.size()),
+                    crcs.begin() + static_cast<std::ptrdiff_t>(s.at));
       }
     if (st.comm)
       st.comm->maxOverWorld(crcs.data(), static_cast<int>(crcs.size()));
-    k = 0;
-    for (size_t t = 0; t < tensors.size(); ++t)
-      for (ChunkRecord &chunk : chunks[t]) {
-        size_t at = blockSlots[k++];
-        for (size_t b = 0; b < chunk.blockCrcs.size(); ++b)
-          chunk.blockCrcs[b] = static_cast<uint32_t>(crcs[at + b]);
-      }
+    for (const Slot &s : slots)
+      for (size_t b = 0; b < s.chunk->blockCrcs.size(); ++b)
+        s.chunk->blockCrcs[b] = static_cast<uint32_t>(crcs[s.at + b]);
   }
 
   std::string failure;

@@ -75,8 +75,7 @@ int configureCpuThreads(std::optional<int64_t> requested, int64_t ranksOnNode) {
                         static_cast<int>(std::max<int64_t>(1, ranksOnNode)));
   openblas_set_num_threads(threads);
   // oneDNN's GEMMs run on the kernel threads, each with an OpenMP team of
-  // one (StridedGemm.cpp): no OpenMP threads of its own.
-  cpu::setOneDnnThreads(1);
+  // one (StridedGemm.cpp), so they need no thread count of their own.
   setKernelThreads(threads);
   return threads;
 }

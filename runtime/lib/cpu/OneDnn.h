@@ -1,7 +1,7 @@
 //===- OneDnn.h - oneDNN's sgemm, loaded at run time ------------*- C++ -*-===//
 //
-// The CPU GEMMs go to oneDNN's sgemm when the runtime is built with its
-// headers (AUTOPAR_HAVE_ONEDNN) and libdnnl loads (CpuBlas.h). It is loaded
+// The CPU GEMMs go to oneDNN's sgemm when CMake found libdnnl
+// (AUTOPAR_HAVE_ONEDNN) and it loads at run time (CpuBlas.h). It is loaded
 // with dlopen rather than linked because it runs on OpenMP's threads, and
 // libgomp's threads spin after every parallel region unless
 // OMP_WAIT_POLICY=passive is set before libgomp initialises, which a linked

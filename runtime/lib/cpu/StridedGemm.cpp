@@ -130,7 +130,9 @@ void oneDnnGemm(OneDnnSgemm sgemm, const MatrixView &a, const BlasOperand &oa,
   int64_t count = byRows ? m : n, units = (count + Unit - 1) / Unit;
   std::atomic<int> failure{0};
   parallelFor(units, Unit * k * (byRows ? n : m), [&](int64_t u0, int64_t u1) {
-    setOneDnnThreads(1);
+    // OpenMP's team size is each thread's own setting: set once per thread.
+    thread_local bool teamOfOne = (setOneDnnThreads(1), true);
+    (void)teamOfOne;
     int64_t lo = u0 * Unit, hi = std::min(count, u1 * Unit);
     // Rows lo..hi of op(A) and C, or columns lo..hi of op(B) and C.
     const float *pa = a.data, *pb = b.data;

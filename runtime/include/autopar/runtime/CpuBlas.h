@@ -25,13 +25,12 @@ namespace autopar::runtime {
 /// process (autopar-run re-executes itself).
 std::optional<std::string> preferredOpenBlasCoreType();
 
-/// Sets how many threads this rank's CPU kernels use: OpenBLAS's and
-/// oneDNN's (OpenMP's) GEMMs and the runtime's own convolution kernels. \p
-/// requested (autopar-run
-/// --threads) wins; else OPENBLAS_NUM_THREADS or OMP_NUM_THREADS, when set,
-/// stand (the user chose); else the node's cores divided among its
-/// \p ranksOnNode ranks, at least one, so that ranks sharing a node do not
-/// oversubscribe it. Returns the count.
+/// Sets how many threads this rank's CPU kernels use: OpenBLAS's, and the
+/// runtime's own kernel threads (its convolutions, and oneDNN's GEMMs split
+/// over them). \p requested (autopar-run --threads) wins; else
+/// OPENBLAS_NUM_THREADS or OMP_NUM_THREADS, when set, stand (the user chose);
+/// else the node's cores divided among its \p ranksOnNode ranks, at least one,
+/// so that ranks sharing a node do not oversubscribe it. Returns the count.
 int configureCpuThreads(std::optional<int64_t> requested, int64_t ranksOnNode);
 
 /// The threads of the runtime's own kernels (configureCpuThreads; 1 until

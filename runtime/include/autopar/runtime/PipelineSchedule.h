@@ -77,16 +77,15 @@ std::optional<std::string> pipelineScheduleError(ScheduleKind kind,
 /// flight on the stage.
 ///
 /// With \p virtualStages v > 1 (no steps where pipelineScheduleError() is
-/// not nullopt),
-/// the rank holds v model chunks and runs Megatron-LM's interleaved 1F1B
-/// (Narayanan et al., SC 2021, sec. 2.2): the m * v chunk steps go in
-/// groups of stages * v; within a group the forwards take micro-batches in
-/// runs of `stages` through chunk 0, then chunk 1, ..., and the backwards
-/// through chunk v - 1 first. Rank s warms up with 2 (stages - s - 1) +
-/// (v - 1) stages forwards (all of them when m == stages), then alternates
-/// one forward and one backward, then drains. The bubble shrinks v-fold; each
-/// chunk step holds 1/v of a stage's activations. Forward only, the chunks'
-/// forwards run in that same order.
+/// not nullopt), the rank holds v model chunks and runs Megatron-LM's
+/// interleaved 1F1B (Narayanan et al., SC 2021, sec. 2.2): the m * v chunk
+/// steps go in groups of stages * v; within a group the forwards take
+/// micro-batches in runs of `stages` through chunk 0, then chunk 1, ..., and
+/// the backwards through chunk v - 1 first. Rank s warms up with 2 (stages - s
+/// - 1) + (v - 1) * stages forwards (all of them when m == stages), then
+/// alternates one forward and one backward, then drains. The bubble shrinks
+/// v-fold; each chunk step holds 1/v of a stage's activations. Forward only,
+/// the chunks' forwards run in that same order.
 std::vector<PipelineStep> pipelineSchedule(ScheduleKind kind, int64_t stages,
                                            int64_t stage, int64_t microBatches,
                                            bool withBackward,
