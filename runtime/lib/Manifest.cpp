@@ -334,11 +334,12 @@ ArgumentDesc parseArgument(const ManifestReader &reader, const json &value,
         reader.fail(where + "." + key, "is not allowed on activations ('" +
                                            arg.name + "' is an " + kind + ")");
     arg.peerStage = reader.integer(value, where, "peer_stage", 0);
-    if (arg.peerStage >= pipeline->stages)
-      reader.fail(where + ".peer_stage", "is " + std::to_string(arg.peerStage) +
-                                             ", but the pipeline has " +
-                                             std::to_string(pipeline->stages) +
-                                             " stages");
+    if (arg.peerStage >= pipeline->chunkStages())
+      reader.fail(
+          where + ".peer_stage",
+          "is " + std::to_string(arg.peerStage) + ", but the pipeline has " +
+              std::to_string(pipeline->chunkStages()) +
+              (pipeline->virtualStages > 1 ? " virtual" : "") + " stages");
     arg.globalShape = arg.shape;
     return arg;
   }
@@ -454,6 +455,15 @@ std::optional<PipelineDesc> parsePipeline(const ManifestReader &reader,
     reader.fail("pipeline.schedule",
                 "is \"" + schedule + "\", expected \"gpipe\" or \"1f1b\"");
   pipeline.schedule = *kind;
+  if (value.contains("virtual_stages")) {
+    pipeline.virtualStages =
+        reader.integer(value, "pipeline", "virtual_stages", 1);
+    if (std::optional<std::string> why = pipelineScheduleError(
+            pipeline.schedule, pipeline.stages, pipeline.microBatches,
+            pipeline.virtualStages))
+      reader.fail("pipeline.virtual_stages",
+                  "is " + std::to_string(pipeline.virtualStages) + ": " + *why);
+  }
   return pipeline;
 }
 
@@ -552,6 +562,12 @@ void checkPipeline(const ManifestReader &reader, const Manifest &manifest,
                             "sends)");
     }
   };
+  if (!training && manifest.pipeline->virtualStages > 1)
+    reader.fail("pipeline.virtual_stages",
+                "is " + std::to_string(manifest.pipeline->virtualStages) +
+                    ", but virtual stages (the interleaved 1F1B schedule) "
+                    "are for training pipelines; this artifact's programs "
+                    "have no forward and backward phases");
   if (!training) {
     for (int64_t s = 0; s + 1 < stages; ++s)
       chain(programOfStage[static_cast<size_t>(s)],
@@ -568,7 +584,7 @@ void checkPipeline(const ManifestReader &reader, const Manifest &manifest,
                                 std::to_string(stage) +
                                 " (a training pipeline runs one per stage)");
   };
-  for (int64_t s = 0; s + 1 < stages; ++s) {
+  for (int64_t s = 0; s + 1 < manifest.pipeline->chunkStages(); ++s) {
     chain(phaseIndex(s, "forward"), phaseIndex(s + 1, "forward"), s, s + 1);
     chain(phaseIndex(s + 1, "backward"), phaseIndex(s, "backward"), s + 1, s);
   }
@@ -826,11 +842,19 @@ Manifest parseManifest(std::string_view text, const std::string &path) {
                     "is only allowed in a training artifact with a "
                     "\"pipeline\"");
       program.stage = reader.integer(programs[i], where, "stage", 0);
-      if (program.stage >= manifest.pipeline->stages)
-        reader.fail(where + ".stage",
-                    "is " + std::to_string(program.stage) +
-                        ", but the pipeline has " +
-                        std::to_string(manifest.pipeline->stages) + " stages");
+      const PipelineDesc &pipeline = *manifest.pipeline;
+      if (program.stage >= pipeline.chunkStages())
+        reader.fail(
+            where + ".stage",
+            "is " + std::to_string(program.stage) + ", but the pipeline has " +
+                std::to_string(pipeline.chunkStages()) +
+                (pipeline.virtualStages > 1 ? " virtual" : "") + " stages");
+      if (program.phase == "eval" && pipeline.virtualStages > 1)
+        reader.fail(where + ".phase",
+                    "is \"eval\", which an interleaved pipeline "
+                    "(virtual_stages " +
+                        std::to_string(pipeline.virtualStages) +
+                        ") does not run");
     }
     argumentsKey.push_back("arguments");
     if (programs[i].contains("arguments")) {

@@ -36,6 +36,19 @@ struct PipelineTrainer::Phase {
   std::optional<size_t> seed, sampleOffset;
 };
 
+/// One model chunk of the stage (the only one without virtual stages): its
+/// two programs and the residuals its forwards keep for its backwards.
+struct PipelineTrainer::Chunk {
+  std::unique_ptr<Phase> forward, backward;
+  /// Per residual name: one buffer per slot.
+  std::map<std::string, std::vector<HostBuffer>> stash;
+  size_t residualBytes = 0;
+  /// The stash slot of each micro-batch: the walk of the schedule hands a
+  /// forward the lowest slot no micro-batch in flight holds.
+  std::vector<size_t> slotOf;
+  size_t slots = 0;
+};
+
 namespace {
 
 size_t bytesOf(const ArgumentDesc &arg) {
@@ -62,14 +75,56 @@ PipelineTrainer::PipelineTrainer(Session &step) : step(step) {
   microBatches = manifest.pipeline->microBatches;
   microBatchSize = manifest.pipeline->microBatchSize;
   schedule = manifest.pipeline->schedule;
+  const int64_t virtualStages = manifest.pipeline->virtualStages;
+  order = pipelineSchedule(schedule, stages, stage, microBatches,
+                           /*withBackward=*/true, virtualStages);
+  if (order.empty())
+    throw Error(
+        manifest.path + ": pipeline stage " + std::to_string(stage) +
+        " has no schedule: " +
+        pipelineScheduleError(schedule, stages, microBatches, virtualStages)
+            .value_or("no micro-batches"));
+  for (size_t k = 0; k < order.size(); ++k)
+    if (k == 0 || !order[k - 1].pairedWithNext)
+      groups.push_back({k, k + 1});
+    else
+      groups.back().second = k + 1;
+  for (int64_t c = 0; c < virtualStages; ++c) {
+    chunks.push_back(std::make_unique<Chunk>());
+    chunks.back()->slotOf.assign(static_cast<size_t>(microBatches), 0);
+  }
+  // Each chunk's stash slots, from a walk of the schedule: as many as
+  // micro-batches it holds at once (1F1B without virtual stages: at most
+  // stages - stage, GPipe: all of them).
+  {
+    std::vector<std::vector<bool>> taken(chunks.size());
+    for (const PipelineStep &s : order) {
+      Chunk &chunk = *chunks[static_cast<size_t>(s.chunk)];
+      std::vector<bool> &busy = taken[static_cast<size_t>(s.chunk)];
+      size_t &slot = chunk.slotOf[static_cast<size_t>(s.microBatch)];
+      if (s.phase == StepPhase::Backward) {
+        busy[slot] = false;
+        continue;
+      }
+      slot = static_cast<size_t>(std::find(busy.begin(), busy.end(), false) -
+                                 busy.begin());
+      if (slot == busy.size())
+        busy.push_back(true);
+      busy[slot] = true;
+      chunk.slots = std::max(chunk.slots, busy.size());
+    }
+  }
   std::string dir = std::filesystem::path(manifest.path).parent_path().string();
   const std::vector<ArgumentDesc> &stepArgs = step.getArguments();
 
-  auto open = [&](const char *name) {
-    const ProgramDesc *program = manifest.phaseProgram(stage, name);
+  auto open = [&](Chunk &chunk, int64_t virtualStage, const char *name) {
+    const ProgramDesc *program = manifest.phaseProgram(virtualStage, name);
     if (!program)
       throw Error(manifest.path + ": pipeline stage " + std::to_string(stage) +
-                  " has no " + name + " program");
+                  " has no " + name + " program" +
+                  (virtualStages > 1
+                       ? " for virtual stage " + std::to_string(virtualStage)
+                       : std::string()));
     Manifest phaseManifest = manifest;
     // Parameters are bound to the step's, not copied.
     phaseManifest.training.reset();
@@ -113,16 +168,11 @@ PipelineTrainer::PipelineTrainer(Session &step) : step(step) {
         phase->sent.push_back(i);
         break;
       case ArgumentKind::Residual: {
-        std::vector<HostBuffer> &slots = stash[arg.name];
-        // 1F1B holds at most stages - stage micro-batches between their
-        // forward and their backward, consecutive ones: slot m modulo that.
-        int64_t window = schedule == ScheduleKind::OneFOneB
-                             ? std::min(stages - stage, microBatches)
-                             : microBatches;
+        std::vector<HostBuffer> &slots = chunk.stash[arg.name];
         if (slots.empty()) {
-          for (int64_t m = 0; m < window; ++m)
+          for (size_t m = 0; m < chunk.slots; ++m)
             slots.emplace_back(bytesOf(arg));
-          residualBytes += bytesOf(arg);
+          chunk.residualBytes += bytesOf(arg);
         }
         phase->residuals.push_back(i);
         break;
@@ -185,28 +235,47 @@ PipelineTrainer::PipelineTrainer(Session &step) : step(step) {
     }
     return phase;
   };
-  forward = open("forward");
-  backward = open("backward");
+  for (int64_t c = 0; c < virtualStages; ++c) {
+    Chunk &chunk = *chunks[static_cast<size_t>(c)];
+    chunk.forward = open(chunk, c * stages + stage, "forward");
+    chunk.backward = open(chunk, c * stages + stage, "backward");
+  }
   for (size_t j = 0; j < stepArgs.size(); ++j)
     if (stepArgs[j].kind == ArgumentKind::Accumulator &&
         !sums.count(stepArgs[j].name))
       throw Error(manifest.path + ": the step of pipeline stage " +
                   std::to_string(stage) + " reads accumulator '" +
                   stepArgs[j].name +
-                  "', which neither its forward nor its backward adds to");
+                  "', which neither its forwards nor its backwards add to");
 }
 
 PipelineTrainer::~PipelineTrainer() = default;
 
 bool PipelineTrainer::hasSeed() const {
-  return forward->seed || backward->seed;
+  for (const std::unique_ptr<Chunk> &chunk : chunks)
+    if (chunk->forward->seed || chunk->backward->seed)
+      return true;
+  return false;
 }
 
 void PipelineTrainer::setSeed(int64_t seed) {
-  for (Phase *phase : {forward.get(), backward.get()})
-    if (phase->seed)
-      *static_cast<int64_t *>(phase->session->argumentData(*phase->seed)) =
-          seed;
+  for (const std::unique_ptr<Chunk> &chunk : chunks)
+    for (Phase *phase : {chunk->forward.get(), chunk->backward.get()})
+      if (phase->seed)
+        *static_cast<int64_t *>(phase->session->argumentData(*phase->seed)) =
+            seed;
+}
+
+size_t PipelineTrainer::residualBytesPerMicroBatch() const {
+  size_t bytes = 0;
+  for (const std::unique_ptr<Chunk> &chunk : chunks)
+    bytes += chunk->residualBytes;
+  return bytes;
+}
+
+PipelineTrainer::Phase &PipelineTrainer::phaseOf(const PipelineStep &s) {
+  Chunk &chunk = *chunks[static_cast<size_t>(s.chunk)];
+  return s.phase == StepPhase::Forward ? *chunk.forward : *chunk.backward;
 }
 
 std::vector<Communicator::Message> PipelineTrainer::messages(Phase &phase,
@@ -215,14 +284,16 @@ std::vector<Communicator::Message> PipelineTrainer::messages(Phase &phase,
   const std::vector<ArgumentDesc> &args = phase.session->getArguments();
   for (size_t i : sends ? phase.sent : phase.received) {
     const ArgumentDesc &arg = args[i];
+    // Peers are virtual stages; virtual stage v runs on stage v % stages.
     list.push_back({phase.session->entryData(i),
                     numElements(arg.shape, arg.name), arg.dtype,
-                    arg.peerStage});
+                    arg.peerStage % stages});
   }
   return list;
 }
 
-void PipelineTrainer::runPhase(Phase &phase, const PipelineStep &s) {
+void PipelineTrainer::runPhase(Phase &phase, Chunk &chunk,
+                               const PipelineStep &s) {
   Session &session = *phase.session;
   const std::vector<ArgumentDesc> &args = session.getArguments();
   int64_t m = s.microBatch;
@@ -232,11 +303,9 @@ void PipelineTrainer::runPhase(Phase &phase, const PipelineStep &s) {
   if (phase.sampleOffset)
     *static_cast<int64_t *>(session.argumentData(*phase.sampleOffset)) =
         (replica * microBatches + m) * microBatchSize;
-  for (size_t i : phase.residuals) {
-    std::vector<HostBuffer> &slots = stash.at(args[i].name);
-    session.bindArgument(i,
-                         slots[static_cast<size_t>(m) % slots.size()].data());
-  }
+  size_t slot = chunk.slotOf[static_cast<size_t>(m)];
+  for (size_t i : phase.residuals)
+    session.bindArgument(i, chunk.stash.at(args[i].name)[slot].data());
   for (auto [in, out] : phase.accumulators) {
     Sum &sum = sums.at(args[in].name);
     session.bindArgument(in, sum.current.data());
@@ -256,32 +325,49 @@ void PipelineTrainer::runPhase(Phase &phase, const PipelineStep &s) {
 void PipelineTrainer::runMicroBatches(Communicator &comm) {
   // The step's updates trade its buffers after every step: bind the
   // current ones.
-  for (Phase *phase : {forward.get(), backward.get()})
-    for (auto [i, j] : phase->parameters)
-      phase->session->bindArgument(i, step.entryData(j));
+  for (const std::unique_ptr<Chunk> &chunk : chunks)
+    for (Phase *phase : {chunk->forward.get(), chunk->backward.get()})
+      for (auto [i, j] : phase->parameters)
+        phase->session->bindArgument(i, step.entryData(j));
   for (auto &[name, sum] : sums)
     std::memset(sum.current.data(), 0, sum.current.size());
-  std::vector<PipelineStep> order =
-      pipelineSchedule(schedule, stages, stage, microBatches,
-                       /*withBackward=*/true);
-  auto phaseOf = [&](const PipelineStep &s) -> Phase & {
-    return s.phase == StepPhase::Forward ? *forward : *backward;
+  // A group's receives, in step order (each pair of stages posts its
+  // messages in one order, so MPI matches them with one tag).
+  auto receivesOf = [&](std::pair<size_t, size_t> group) {
+    std::vector<Communicator::Message> list;
+    for (size_t k = group.first; k < group.second; ++k)
+      for (const Communicator::Message &m : messages(phaseOf(order[k]), false))
+        list.push_back(m);
+    return list;
   };
   int64_t inFlight = 0;
+  size_t bytes = 0;
   peakInFlight = 0;
-  if (!order.empty())
-    comm.exchange({}, messages(phaseOf(order.front()), false), CommScope::PP);
-  for (size_t k = 0; k < order.size(); ++k) {
-    Phase &phase = phaseOf(order[k]);
-    runPhase(phase, order[k]);
-    inFlight += phase.isForward ? 1 : -1;
-    peakInFlight = std::max(peakInFlight, inFlight);
-    // This step's sends with the next step's receives, so that two
+  peakBytes = 0;
+  comm.exchange({}, receivesOf(groups.front()), CommScope::PP);
+  for (size_t g = 0; g < groups.size(); ++g) {
+    std::vector<Communicator::Message> sends;
+    for (size_t k = groups[g].first; k < groups[g].second; ++k) {
+      const PipelineStep &s = order[k];
+      Chunk &chunk = *chunks[static_cast<size_t>(s.chunk)];
+      Phase &phase = phaseOf(s);
+      runPhase(phase, chunk, s);
+      inFlight += phase.isForward ? 1 : -1;
+      if (phase.isForward)
+        bytes += chunk.residualBytes;
+      peakInFlight = std::max(peakInFlight, inFlight);
+      peakBytes = std::max(peakBytes, bytes);
+      if (!phase.isForward)
+        bytes -= chunk.residualBytes;
+      for (const Communicator::Message &m : messages(phase, true))
+        sends.push_back(m);
+    }
+    // This group's sends with the next group's receives, so that two
     // neighbours sending to each other (1F1B's steady state) both proceed.
-    std::vector<Communicator::Message> receives;
-    if (k + 1 < order.size())
-      receives = messages(phaseOf(order[k + 1]), false);
-    comm.exchange(messages(phase, true), receives, CommScope::PP);
+    comm.exchange(sends,
+                  g + 1 < groups.size() ? receivesOf(groups[g + 1])
+                                        : std::vector<Communicator::Message>{},
+                  CommScope::PP);
   }
   const std::vector<ArgumentDesc> &stepArgs = step.getArguments();
   for (size_t j = 0; j < stepArgs.size(); ++j)

@@ -921,21 +921,33 @@ int64_t runTraining(Session &session, Communicator &comm,
     // The activations each stage kept between a micro-batch's forward and
     // its backward (its residuals, times the micro-batches in flight at
     // once), which the plan report predicts per stage.
+    // With virtual stages the chunks' residuals differ in size: the peak
+    // of what the stage held, and the chunk micro-batches in flight then.
     const int64_t stages = session.getManifest().pipeline->stages;
-    std::vector<double> kept(static_cast<size_t>(2 * stages), 0.0);
+    std::vector<double> kept(static_cast<size_t>(3 * stages), 0.0);
     size_t k = static_cast<size_t>(comm.scopeRank(CommScope::PP));
-    kept[2 * k] = static_cast<double>(pipeline->residualBytesPerMicroBatch());
-    kept[2 * k + 1] = static_cast<double>(pipeline->peakMicroBatchesInFlight());
+    kept[3 * k] = static_cast<double>(pipeline->residualBytesPerMicroBatch());
+    kept[3 * k + 1] = static_cast<double>(pipeline->peakMicroBatchesInFlight());
+    kept[3 * k + 2] = static_cast<double>(pipeline->peakResidualBytes());
     hostComm.maxOverWorld(kept.data(), static_cast<int>(kept.size()));
     if (leader) {
       std::string line = "autopar-run: activations kept per stage:";
       for (int64_t stage = 0; stage < stages; ++stage) {
-        double perMicroBatch = kept[2 * stage], inFlight = kept[2 * stage + 1];
+        double perMicroBatch = kept[3 * stage], inFlight = kept[3 * stage + 1];
         line += (stage ? ", stage " : " stage ") + std::to_string(stage) + " " +
-                std::to_string(static_cast<int64_t>(perMicroBatch * inFlight)) +
-                " B (" + std::to_string(static_cast<int64_t>(perMicroBatch)) +
-                " B per micro-batch x " +
-                std::to_string(static_cast<int64_t>(inFlight)) + " in flight)";
+                std::to_string(static_cast<int64_t>(kept[3 * stage + 2])) +
+                " B (";
+        if (pipeline->chunkCount() == 1)
+          line += std::to_string(static_cast<int64_t>(perMicroBatch)) +
+                  " B per micro-batch x " +
+                  std::to_string(static_cast<int64_t>(inFlight)) +
+                  " in flight)";
+        else
+          line += std::to_string(static_cast<int64_t>(perMicroBatch)) +
+                  " B per micro-batch over its " +
+                  std::to_string(pipeline->chunkCount()) + " chunks, at most " +
+                  std::to_string(static_cast<int64_t>(inFlight)) +
+                  " chunk micro-batches in flight)";
       }
       std::printf("%s\n", line.c_str());
     }

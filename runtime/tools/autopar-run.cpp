@@ -497,16 +497,23 @@ void runSession(const Options &options, const WorldInfo &world,
                   "end)\n",
                   device->describeCommunicator().c_str());
     if (const std::optional<PipelineDesc> &pipeline = loaded.pipeline)
-      std::printf("autopar-run: pipeline of %lld stages, %lld micro-batches "
-                  "of %lld per step, %s schedule (%s)\n",
-                  static_cast<long long>(pipeline->stages),
-                  static_cast<long long>(pipeline->microBatches),
-                  static_cast<long long>(pipeline->microBatchSize),
-                  std::string(scheduleKindName(pipeline->schedule)).c_str(),
-                  loaded.isPipelineTraining()
-                      ? "forward and backward per micro-batch, then each "
-                        "stage's update"
-                      : "forward only");
+      std::printf(
+          "autopar-run: pipeline of %lld stages, %lld micro-batches of %lld "
+          "per step, %s schedule%s (%s)\n",
+          static_cast<long long>(pipeline->stages),
+          static_cast<long long>(pipeline->microBatches),
+          static_cast<long long>(pipeline->microBatchSize),
+          std::string(scheduleKindName(pipeline->schedule)).c_str(),
+          pipeline->virtualStages > 1
+              ? (" interleaved over " +
+                 std::to_string(pipeline->virtualStages) +
+                 " model chunks per stage")
+                    .c_str()
+              : "",
+          loaded.isPipelineTraining()
+              ? "forward and backward per micro-batch, then each stage's "
+                "update"
+              : "forward only");
   }
 
   if (options.train != bool(loaded.training))

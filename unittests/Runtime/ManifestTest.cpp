@@ -686,6 +686,117 @@ TEST(ManifestTest, ReportsBadTrainingPipelines) {
                         "artifact with a \"pipeline\"");
 }
 
+/// The training pipeline interleaved over 2 model chunks per stage: 4
+/// virtual stages, chunk c of stage s at c * 2 + s, each with a forward that
+/// sends `h<v>` on and a backward that sends its cotangent back.
+json interleavedPipelineManifest() {
+  json manifest = trainingPipelineManifest();
+  manifest["pipeline"]["schedule"] = "1f1b";
+  manifest["pipeline"]["virtual_stages"] = 2;
+  json programs =
+      json::array({manifest["programs"][0], manifest["programs"][1]});
+  auto activation = [](const char *kind, const std::string &name,
+                       int64_t peer) {
+    return json{{"kind", kind},
+                {"name", name},
+                {"dtype", "float32"},
+                {"shape", {1, 4}},
+                {"peer_stage", peer}};
+  };
+  for (int64_t v = 0; v < 4; ++v) {
+    std::string name =
+        "stage" + std::to_string(v % 2) + ".chunk" + std::to_string(v / 2);
+    json forward = {{"name", name + ".forward"},
+                    {"library", name + ".f.so"},
+                    {"entry", "autopar_entry"},
+                    {"phase", "forward"},
+                    {"stage", v},
+                    {"arguments", json::array()}};
+    json backward = forward;
+    backward["name"] = name + ".backward";
+    backward["library"] = name + ".b.so";
+    backward["phase"] = "backward";
+    std::string in = "h" + std::to_string(v - 1), out = "h" + std::to_string(v);
+    if (v > 0) {
+      forward["arguments"].push_back(activation("activation_in", in, v - 1));
+      backward["arguments"].push_back(
+          activation("activation_out", in + ".grad", v - 1));
+    }
+    if (v < 3) {
+      forward["arguments"].push_back(activation("activation_out", out, v + 1));
+      backward["arguments"].push_back(
+          activation("activation_in", out + ".grad", v + 1));
+    }
+    programs.push_back(forward);
+    programs.push_back(backward);
+  }
+  manifest["programs"] = programs;
+  return manifest;
+}
+
+TEST(ManifestTest, ParsesInterleavedPipelines) {
+  Manifest parsed = parseManifest(interleavedPipelineManifest().dump(), Path);
+  ASSERT_TRUE(parsed.pipeline);
+  EXPECT_EQ(parsed.pipeline->virtualStages, 2);
+  EXPECT_EQ(parsed.pipeline->chunkStages(), 4);
+  EXPECT_TRUE(parsed.isPipelineTraining());
+  // Phase programs are found by their virtual stage; chunk 1 of stage 0
+  // receives from virtual stage 1, which stage 1 runs.
+  const ProgramDesc *forward = parsed.phaseProgram(2, "forward");
+  ASSERT_NE(forward, nullptr);
+  EXPECT_EQ(forward->name, "stage0.chunk1.forward");
+  EXPECT_EQ(forward->arguments[0].peerStage, 1);
+  EXPECT_EQ(parsed.programForRank(1).name, "stage1");
+  // Without the key, one chunk.
+  EXPECT_EQ(parseManifest(trainingPipelineManifest().dump(), Path)
+                .pipeline->virtualStages,
+            1);
+}
+
+TEST(ManifestTest, ReportsBadInterleavedPipelines) {
+  struct Case {
+    const char *pointer;
+    json value;
+    const char *expected;
+  } cases[] = {
+      {"/pipeline/virtual_stages", 0,
+       "'pipeline.virtual_stages' must be at least 1, got 0"},
+      {"/pipeline/schedule", "gpipe",
+       "'pipeline.virtual_stages' is 2: virtual stages (the interleaved "
+       "schedule) need the 1f1b schedule, not gpipe"},
+      {"/pipeline/micro_batches", 3,
+       "'pipeline.virtual_stages' is 2: the interleaved schedule runs "
+       "micro-batches in groups of the 2 pipeline stages; 3 micro-batches "
+       "are not a multiple"},
+      {"/programs/8/stage", 4,
+       "'programs[8].stage' is 4, but the pipeline has 4 virtual stages"},
+      // Virtual stage 2's activations come from virtual stage 1.
+      {"/programs/6/arguments/0/peer_stage", 0,
+       "'programs[6].arguments[0].peer_stage' is 0, but program "
+       "'stage0.chunk1.forward' runs stage 2, whose activations come from "
+       "stage 1"},
+  };
+  for (const Case &c : cases) {
+    json manifest = interleavedPipelineManifest();
+    manifest[json::json_pointer(c.pointer)] = c.value;
+    SCOPED_TRACE(c.pointer);
+    expectError(manifest, c.expected);
+  }
+  // Every virtual stage has its programs.
+  json manifest = interleavedPipelineManifest();
+  manifest["programs"].erase(8);
+  expectError(manifest,
+              "'programs' has no forward program for pipeline stage 3");
+  // Inference pipelines run no interleaved schedule.
+  manifest = pipelineManifest();
+  manifest["pipeline"]["virtual_stages"] = 2;
+  manifest["pipeline"]["schedule"] = "1f1b";
+  manifest["pipeline"]["micro_batches"] = 2;
+  expectError(manifest, "'pipeline.virtual_stages' is 2, but virtual stages "
+                        "(the interleaved 1F1B schedule) are for training "
+                        "pipelines");
+}
+
 TEST(ManifestTest, ReportsBadPipelines) {
   struct Case {
     const char *pointer;

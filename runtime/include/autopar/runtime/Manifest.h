@@ -177,6 +177,13 @@ struct PipelineDesc {
   /// Dim 0 of every input and output `shape` when microBatches > 1.
   int64_t microBatchSize = 1;
   ScheduleKind schedule = ScheduleKind::OneFOneB;
+  /// Model chunks per stage (Megatron-LM's interleaved 1F1B; training
+  /// only): pp rank s runs the forward and backward programs of virtual
+  /// stages s, s + stages, ..., whose `stage` (and their activations'
+  /// `peer_stage`) count virtual stages. 1: one chunk per stage.
+  int64_t virtualStages = 1;
+  /// The number of virtual stages: stages * virtualStages.
+  int64_t chunkStages() const { return stages * virtualStages; }
 };
 
 /// Which program a rank runs, and where it sits in the grid.
