@@ -32,6 +32,7 @@
 #include <map>
 #include <mutex>
 #include <tuple>
+#include <vector>
 
 using namespace autopar;
 namespace rt = autopar::runtime;
@@ -57,15 +58,18 @@ llvm::StringRef autopar::scheduleName(PipelineSchedule s) {
   llvm_unreachable("unknown pipeline schedule");
 }
 
-double autopar::bubbleFraction(int64_t stages, int64_t microBatches) {
+double autopar::bubbleFraction(int64_t stages, int64_t microBatches,
+                               int64_t virtualStages) {
   if (stages <= 1 || microBatches <= 0)
     return 0;
-  return double(stages - 1) / double(microBatches);
+  return double(stages - 1) /
+         double(microBatches * std::max<int64_t>(1, virtualStages));
 }
 
 PipelineTime autopar::pipelineTime(llvm::ArrayRef<double> stageSeconds,
                                    int64_t microBatches, double p2pSeconds,
-                                   PipelineSchedule schedule) {
+                                   PipelineSchedule schedule,
+                                   int64_t virtualStages) {
   // Both schedules run the same work in the same dependency order: 1F1B only
   // reorders a stage's forwards and backwards so that fewer activations are
   // alive (microBatchesInFlight), so `schedule` does not change the time.
@@ -73,6 +77,27 @@ PipelineTime autopar::pipelineTime(llvm::ArrayRef<double> stageSeconds,
   PipelineTime result;
   if (stageSeconds.empty() || microBatches <= 0)
     return result;
+  if (virtualStages > 1) {
+    // Interleaved (Narayanan et al., SC 2021, sec. 2.2): a chunk step takes
+    // about 1/v of its stage's micro-batch, so filling and draining the
+    // pipeline costs (p - 1) / v of a stage's micro-batch instead of p - 1;
+    // the first forward and the last backward cross all p v - 1 virtual
+    // boundaries.
+    size_t p = stageSeconds.size() / size_t(virtualStages);
+    std::vector<double> perStage(p, 0.0);
+    for (size_t k = 0; k < stageSeconds.size(); ++k)
+      perStage[k % p] += stageSeconds[k];
+    double sum = 0, slowest = 0;
+    for (double t : perStage) {
+      sum += t;
+      slowest = std::max(slowest, t);
+    }
+    double v = double(virtualStages), m = double(microBatches);
+    result.seconds = sum / v + (m - 1 / v) * slowest +
+                     2 * (double(stageSeconds.size()) - 1) * p2pSeconds;
+    result.bubbleSeconds = result.seconds - m * slowest;
+    return result;
+  }
   double sum = 0, slowest = 0;
   for (double t : stageSeconds) {
     sum += t;
@@ -87,17 +112,18 @@ PipelineTime autopar::pipelineTime(llvm::ArrayRef<double> stageSeconds,
 }
 
 int64_t autopar::microBatchesInFlight(PipelineSchedule schedule, int64_t stages,
-                                      int64_t stage, int64_t microBatches) {
+                                      int64_t stage, int64_t microBatches,
+                                      int64_t virtualStages) {
   if (microBatches <= 0)
     return 0;
   stages = std::max<int64_t>(stages, 1);
   stage = std::clamp<int64_t>(stage, 0, stages - 1);
   // The search asks for every stage of every candidate plan, but few distinct
   // pipelines occur among them: each stage's order is walked once.
-  using Key = std::tuple<PipelineSchedule, int64_t, int64_t, int64_t>;
+  using Key = std::tuple<PipelineSchedule, int64_t, int64_t, int64_t, int64_t>;
   static std::mutex mutex;
   static std::map<Key, int64_t> memo;
-  Key key{schedule, stages, stage, microBatches};
+  Key key{schedule, stages, stage, microBatches, virtualStages};
   {
     std::lock_guard<std::mutex> lock(mutex);
     auto it = memo.find(key);
@@ -106,9 +132,9 @@ int64_t autopar::microBatchesInFlight(PipelineSchedule schedule, int64_t stages,
   }
   // Forwards run whose backward has not: the activations the stage holds.
   int64_t live = 0, most = 0;
-  for (const rt::PipelineStep &step :
-       rt::pipelineSchedule(runtimeScheduleKind(schedule), stages, stage,
-                            microBatches, /*withBackward=*/true)) {
+  for (const rt::PipelineStep &step : rt::pipelineSchedule(
+           runtimeScheduleKind(schedule), stages, stage, microBatches,
+           /*withBackward=*/true, virtualStages)) {
     live += step.phase == rt::StepPhase::Forward ? 1 : -1;
     most = std::max(most, live);
   }
@@ -117,19 +143,38 @@ int64_t autopar::microBatchesInFlight(PipelineSchedule schedule, int64_t stages,
   return most;
 }
 
+double autopar::peakKeptBytes(PipelineSchedule schedule, int64_t stages,
+                              int64_t stage, int64_t microBatches,
+                              llvm::ArrayRef<double> keptPerChunk) {
+  if (microBatches <= 0 || keptPerChunk.empty())
+    return 0;
+  double live = 0, most = 0;
+  for (const rt::PipelineStep &step : rt::pipelineSchedule(
+           runtimeScheduleKind(schedule), std::max<int64_t>(stages, 1),
+           std::clamp<int64_t>(stage, 0, std::max<int64_t>(stages, 1) - 1),
+           microBatches, /*withBackward=*/true, int64_t(keptPerChunk.size()))) {
+    double bytes = keptPerChunk[size_t(step.chunk)];
+    live += step.phase == rt::StepPhase::Forward ? bytes : -bytes;
+    most = std::max(most, live);
+  }
+  return most;
+}
+
 std::string autopar::pipelineStageOrder(PipelineSchedule schedule,
                                         int64_t stages, int64_t stage,
-                                        int64_t microBatches,
-                                        bool withBackward) {
+                                        int64_t microBatches, bool withBackward,
+                                        int64_t virtualStages) {
   assert(0 <= stage && stage < stages && "stage outside the pipeline");
   std::string order;
   for (const rt::PipelineStep &step :
        rt::pipelineSchedule(runtimeScheduleKind(schedule), stages, stage,
-                            microBatches, withBackward)) {
+                            microBatches, withBackward, virtualStages)) {
     if (!order.empty())
       order += ' ';
     order += step.phase == rt::StepPhase::Forward ? 'F' : 'B';
     order += std::to_string(step.microBatch);
+    if (virtualStages > 1)
+      order += "." + std::to_string(step.chunk);
   }
   return order;
 }

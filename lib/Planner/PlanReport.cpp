@@ -106,17 +106,26 @@ static llvm::json::Object infeasibleJson(const PlanInfeasibility &inf,
 llvm::json::Value planReportJson(const PlanResult &result,
                                  const PlanRequest &request) {
   const PlanCandidate &best = result.best;
+  // With virtual stages, one entry per virtual stage (chunk c of stage s),
+  // each with its stage's memory.
   llvm::json::Array stages;
-  for (auto [i, s] : llvm::enumerate(best.stages))
-    stages.push_back(llvm::json::Object{
-        {"stage", int64_t(i)},
+  bool chunked = best.virtualStages > 1;
+  for (auto [i, s] : llvm::enumerate(best.stages)) {
+    llvm::json::Object stage{
+        {"stage", chunked ? int64_t(i) % best.pp : int64_t(i)},
         {"layers", s.layers},
         {"segments",
          llvm::formatv("{0}-{1}", s.firstSegment, s.lastSegment).str()},
         {"onnx_nodes", s.onnxNodes},
         {"seconds_per_micro_batch", s.secondsPerMicroBatch},
         {"memory_bytes", s.memory.total()},
-        {"memory_breakdown_bytes", memoryJson(s.memory)}});
+        {"memory_breakdown_bytes", memoryJson(s.memory)}};
+    if (chunked) {
+      stage["chunk"] = int64_t(i) / best.pp;
+      stage["virtual_stage"] = int64_t(i);
+    }
+    stages.push_back(std::move(stage));
+  }
   llvm::json::Array alternatives;
   for (const PlanCandidate &a : result.alternatives) {
     llvm::json::Object alternative = planJson(a);
@@ -129,7 +138,8 @@ llvm::json::Value planReportJson(const PlanResult &result,
   llvm::json::Array stageOrders;
   for (int64_t s = 0; s < best.pp; ++s)
     stageOrders.push_back(pipelineStageOrder(best.schedule, best.pp, s,
-                                             best.numMicroBatches, training));
+                                             best.numMicroBatches, training,
+                                             best.virtualStages));
   const ClusterSpec &cluster = request.cluster;
   llvm::json::Object report{
       {"model", request.modelName},
@@ -152,6 +162,7 @@ llvm::json::Value planReportJson(const PlanResult &result,
       {"num_micro_batches", best.numMicroBatches},
       {"recompute", recomputeName(best.recompute)},
       {"schedule", scheduleName(best.schedule)},
+      {"virtual_stages", best.virtualStages},
       {"sequence_parallel", best.sequenceParallel},
       {"stage_orders", std::move(stageOrders)},
       {"stages", std::move(stages)},
@@ -207,13 +218,15 @@ void printPlanTable(llvm::raw_ostream &os, const PlanResult &result,
                       request.mode == PlanMode::Training ? "train" : "infer",
                       precisionName(request.precision), result.globalBatch,
                       result.tokensPerStep, formatCount(result.parameters));
-  os << llvm::formatv("  mesh          dp={0} tp={1} pp={2}   zero {3}   "
-                      "micro-batch {4} x {5}   recompute {6}   schedule {7}"
-                      "{8}\n",
-                      b.dp, b.tp, b.pp, b.zeroStage, b.microBatchSize,
-                      b.numMicroBatches, recomputeName(b.recompute),
-                      scheduleName(b.schedule),
-                      b.sequenceParallel ? "   sequence-parallel" : "");
+  os << llvm::formatv(
+      "  mesh          dp={0} tp={1} pp={2}   zero {3}   "
+      "micro-batch {4} x {5}   recompute {6}   schedule {7}"
+      "{8}{9}\n",
+      b.dp, b.tp, b.pp, b.zeroStage, b.microBatchSize, b.numMicroBatches,
+      recomputeName(b.recompute), scheduleName(b.schedule),
+      b.virtualStages > 1 ? " interleaved x" + std::to_string(b.virtualStages)
+                          : std::string(),
+      b.sequenceParallel ? "   sequence-parallel" : "");
   if (b.dp >= 1 && b.tp >= 1 && b.pp >= 1)
     os << "  placement     "
        << describePlacement(placeRanks(c, b.dp, b.tp, b.pp)) << "\n";
@@ -235,11 +248,15 @@ void printPlanTable(llvm::raw_ostream &os, const PlanResult &result,
                       gib(m.gradients), gib(m.optimizerStates),
                       gib(m.activations), gib(m.workingSet),
                       gib(m.communication), gib(m.other));
+  // With virtual stages, "stage 1.0": chunk 0 of stage 1.
   for (auto [i, s] : llvm::enumerate(b.stages))
     os << llvm::formatv(
         "  stage {0,-3}    segments {1}-{2}{3}, {4} ONNX "
         "nodes, {5} per micro-batch, {6}\n",
-        i, s.firstSegment, s.lastSegment,
+        b.virtualStages > 1 ? std::to_string(int64_t(i) % b.pp) + "." +
+                                  std::to_string(int64_t(i) / b.pp)
+                            : std::to_string(i),
+        s.firstSegment, s.lastSegment,
         s.layers.empty() ? "" : " (layers " + s.layers + ")", s.onnxNodes,
         plan::formatSeconds(s.secondsPerMicroBatch), gib(s.memory.total()));
   os << llvm::formatv("  searched      {0} plans over {1} segments ({2} "

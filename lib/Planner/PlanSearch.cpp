@@ -89,6 +89,13 @@ llvm::Expected<PlanRequest> buildPlanRequest(const PlanFlags &flags) {
     request.pins.zeroStage = flags.zero;
   if (flags.microBatchSize > 0)
     request.pins.microBatchSize = flags.microBatchSize;
+  if (flags.virtualStages != -1) {
+    if (flags.virtualStages < 1)
+      return error("--virtual-stages " + llvm::Twine(flags.virtualStages) +
+                   " must be at least 1 (the model chunks each pipeline "
+                   "stage holds)");
+    request.pins.virtualStages = flags.virtualStages;
+  }
   if (!flags.recompute.empty()) {
     Recompute r;
     if (!parseRecompute(flags.recompute, r))
@@ -193,7 +200,10 @@ private:
     PlanKey key;
     int64_t numMicroBatches = 1;
     CostContext ctx;
-    std::vector<int64_t> inFlight; ///< micro-batches in flight per stage
+    /// Micro-batches in flight per stage: with virtual stages the chunk
+    /// micro-batches over the chunks, each holding 1/v of the stage's
+    /// activations (balanced chunks).
+    std::vector<double> inFlight;
   };
   /// Per (tp, micro-batch), what the lower bounds read.
   struct CostSummary {
@@ -267,6 +277,11 @@ private:
                         MemoryBreakdown *breakdown = nullptr) const;
   /// No split of `key` into stages gives a shorter step than this.
   double lowerBound(const PlanKey &key);
+  /// Model chunks per stage of the plan `key`: the pin's with a pipeline
+  /// (legalPlans admits only pipelines it fits), else 1.
+  int64_t virtualStages(const PlanKey &key) const {
+    return key.pp > 1 ? request.pins.virtualStages.value_or(1) : 1;
+  }
   /// The plan `key` with the stages `ranges`, priced.
   PlanCandidate evaluate(const PlanKey &key, const StageRanges &ranges);
   /// A plan priced by price(): exact, or known only to take longer than
@@ -578,9 +593,11 @@ Search::PlanPricing Search::pricing(const PlanKey &key) {
   // activations until its backwards).
   PipelineSchedule schedule =
       request.pins.schedule.value_or(PipelineSchedule::OneFOneB);
+  int64_t v = virtualStages(key);
   for (int64_t s = 0; s < key.pp; ++s)
-    p.inFlight.push_back(
-        microBatchesInFlight(schedule, key.pp, s, p.numMicroBatches));
+    p.inFlight.push_back(double(microBatchesInFlight(schedule, key.pp, s,
+                                                     p.numMicroBatches, v)) /
+                         double(v));
   return p;
 }
 
@@ -761,14 +778,17 @@ double Search::lowerBound(const PlanKey &key) {
   int64_t m = graph.globalBatch / key.dp / key.microBatch;
   // The pipeline: every stage's seconds once and the slowest m - 1 more
   // times; the slowest no faster than an even share or the longest segment.
+  // Interleaved over v chunks: the sum once over v, the slowest m - 1/v
+  // more times (pipelineTime).
   double slowest = std::max(s.longest[r], s.seconds[r] / double(key.pp));
-  double bound = s.seconds[r] + double(m - 1) * slowest;
+  double v = double(virtualStages(key));
+  double bound = s.seconds[r] / v + (double(m) - 1 / v) * slowest;
   if (key.pp > 1) {
     GroupPlacement pair;
     pair.size = 2;
     pair.ranksPerNode = key.dp * key.tp < cluster.gpusPerNode ? 2 : 1;
     bound +=
-        2 * (key.pp - 1) *
+        2 * (double(key.pp) * v - 1) *
         collectiveTime(cluster, Collective::SendRecv, s.boundaryBytes, pair)
             .seconds;
   }
@@ -787,6 +807,14 @@ Search::PricedPlan Search::price(const PlanKey &key, double stepCap) {
   priced.stepCap = stepCap;
   if (key.pp == 1) {
     priced.plan = evaluate(key, {{0, int64_t(graph.segments.size()) - 1}});
+    return priced;
+  }
+  if (int64_t v = virtualStages(key); v > 1) {
+    // Interleaved: the segments split evenly (by time) into pp * v virtual
+    // stages, chunk c of stage s at c * pp + s, as Megatron-LM splits the
+    // layers evenly over the virtual stages.
+    priced.plan = evaluate(
+        key, stages(key.tp, key.microBatch, key.recompute, key.pp * v).ranges);
     return priced;
   }
   const StageSplit &balanced =
@@ -830,8 +858,13 @@ PlanCandidate Search::evaluate(const PlanKey &key, const StageRanges &ranges) {
   c.numMicroBatches = graph.globalBatch / key.dp / key.microBatch;
   c.recompute = key.recompute;
   c.schedule = request.pins.schedule.value_or(PipelineSchedule::OneFOneB);
+  c.virtualStages = virtualStages(key);
   Recompute r = key.recompute;
   int64_t pp = key.pp;
+  // Virtual stage k is chunk k / pp of stage k % pp; each stage holds the
+  // sum of its chunks (one chunk without interleaving).
+  int64_t chunkStages = int64_t(ranges.size());
+  int64_t ranks = std::min(pp, chunkStages);
   bool training = request.mode == PlanMode::Training;
   const std::vector<const SegmentCost *> &segs =
       segmentCosts(key.tp, key.microBatch);
@@ -857,12 +890,16 @@ PlanCandidate Search::evaluate(const PlanKey &key, const StageRanges &ranges) {
   // Memory and data-parallel synchronization per stage; the most loaded
   // stage is reported.
   std::vector<double> seconds;
+  std::vector<StageTotals> stageTotals(static_cast<size_t>(ranks));
+  std::vector<StageTotals> chunkTotals(static_cast<size_t>(chunkStages));
   double worstMemory = -1, dpExposed = 0, zero3Exposed = 0, optimizer = 0;
-  for (int64_t s = 0; s < int64_t(ranges.size()); ++s) {
+  for (int64_t s = 0; s < chunkStages; ++s) {
     StagePlan stage;
     stage.firstSegment = ranges[s].first;
     stage.lastSegment = ranges[s].second;
-    StageTotals t;
+    StageTotals &t = stageTotals[s % ranks];
+    for (int64_t i = stage.firstSegment; i <= stage.lastSegment; ++i)
+      chunkTotals[s].add(totals[i]);
     int64_t firstLayer = -1, lastLayer = -1;
     for (int64_t i = stage.firstSegment; i <= stage.lastSegment; ++i) {
       t.add(totals[i]);
@@ -878,43 +915,63 @@ PlanCandidate Search::evaluate(const PlanKey &key, const StageRanges &ranges) {
       // Not formatv: this runs for every stage of every candidate.
       stage.layers =
           std::to_string(firstLayer) + "-" + std::to_string(lastLayer);
-    stage.secondsPerMicroBatch = t.seconds;
-    seconds.push_back(t.seconds);
-    StagePrice price = priceStage(pricing, t, s, &stage.memory);
+    double chunkSeconds = 0;
+    for (int64_t i = stage.firstSegment; i <= stage.lastSegment; ++i)
+      chunkSeconds += totals[i].seconds;
+    stage.secondsPerMicroBatch = chunkSeconds;
+    seconds.push_back(chunkSeconds);
+    c.stages.push_back(std::move(stage));
+  }
+  for (int64_t s = 0; s < ranks; ++s) {
+    MemoryBreakdown memory;
+    StagePrice price = priceStage(pricing, stageTotals[s], s, &memory);
+    if (c.virtualStages > 1 && training) {
+      // The chunks keep unequal activations: the peak of the interleaved
+      // order's walk over what each keeps, not the count over v.
+      std::vector<double> kept;
+      for (int64_t k = s; k < chunkStages; k += ranks)
+        kept.push_back(
+            priceStage(pricing, chunkTotals[k], -1).keptPerMicroBatch);
+      memory.activations =
+          peakKeptBytes(c.schedule, pp, s, c.numMicroBatches, kept);
+    }
     dpExposed = std::max(dpExposed, price.dpExposed);
     zero3Exposed = std::max(zero3Exposed, price.zero3Exposed);
     optimizer = std::max(optimizer, price.optimizer);
-    if (stage.memory.total() > worstMemory) {
-      worstMemory = stage.memory.total();
-      c.memory = stage.memory;
+    if (memory.total() > worstMemory) {
+      worstMemory = memory.total();
+      c.memory = memory;
     }
-    c.stages.push_back(std::move(stage));
+    for (int64_t k = s; k < chunkStages; k += ranks)
+      c.stages[k].memory = memory;
   }
-  PipelineTime pipe = pipelineTime(seconds, c.numMicroBatches, p2p, c.schedule);
+  PipelineTime pipe = pipelineTime(seconds, c.numMicroBatches, p2p, c.schedule,
+                                   c.virtualStages);
 
   c.time.bubble = pipe.bubbleSeconds;
   double perMicroBatchComm = 0, perMicroBatchCompute = 0;
-  for (const auto &range : ranges) {
+  for (int64_t s = 0; s < ranks; ++s) {
     double comm = 0, comp = 0;
-    for (int64_t i = range.first; i <= range.second; ++i) {
-      comm += segs[i]->forwardComm + (training ? segs[i]->backwardComm : 0);
-      comp += segs[i]->forwardCompute +
-              (training ? segs[i]->backwardCompute +
-                              segs[i]->recomputeCompute[int(r)]
-                        : 0);
-    }
+    for (int64_t k = s; k < chunkStages; k += ranks)
+      for (int64_t i = ranges[k].first; i <= ranges[k].second; ++i) {
+        comm += segs[i]->forwardComm + (training ? segs[i]->backwardComm : 0);
+        comp += segs[i]->forwardCompute +
+                (training ? segs[i]->backwardCompute +
+                                segs[i]->recomputeCompute[int(r)]
+                          : 0);
+      }
     if (comm + comp >= perMicroBatchComm + perMicroBatchCompute) {
       perMicroBatchComm = comm;
       perMicroBatchCompute = comp;
     }
   }
   c.time.compute = perMicroBatchCompute * c.numMicroBatches;
-  c.time.exposedCommunication = perMicroBatchComm * c.numMicroBatches +
-                                dpExposed + zero3Exposed +
-                                (pp > 1 ? 2 * (pp - 1) * p2p : 0);
+  c.time.exposedCommunication =
+      perMicroBatchComm * c.numMicroBatches + dpExposed + zero3Exposed +
+      (pp > 1 ? 2 * double(chunkStages - 1) * p2p : 0);
   c.time.optimizer = optimizer;
   c.stepSeconds = pipe.seconds + dpExposed + zero3Exposed + optimizer;
-  c.bubbleFraction = bubbleFraction(pp, c.numMicroBatches);
+  c.bubbleFraction = bubbleFraction(pp, c.numMicroBatches, c.virtualStages);
   c.fits = c.memory.total() <= cluster.device.memoryGiB * kGiB;
   double modelFlops = graph.forwardFlops * (training ? 3 : 1);
   c.tokensPerSecond = graph.tokensPerStep / c.stepSeconds;
@@ -968,11 +1025,17 @@ std::vector<CollectiveVolume> Search::collectiveVolume(const PlanCandidate &c) {
            t.bytes[k] * busBandwidthFactor(Collective(k), n));
   };
   double elementBytes = request.precision == Precision::FP32 ? 4 : 2;
-  for (int64_t s = 0; s < int64_t(ranges.size()); ++s) {
-    auto [first, last] = ranges[s];
+  // Per stage, over its chunks (virtual stages s, s + pp, ...).
+  int64_t chunkStages = int64_t(ranges.size());
+  int64_t ranks = std::min<int64_t>(c.pp, chunkStages);
+  for (int64_t s = 0; s < ranks; ++s) {
+    SmallVector<int64_t> mine;
+    for (int64_t k = s; k < chunkStages; k += ranks)
+      for (int64_t i = ranges[k].first; i <= ranges[k].second; ++i)
+        mine.push_back(i);
     CollectiveTally tp, dp;
     double trained = 0, tpGradBytes = 0;
-    for (int64_t i = first; i <= last; ++i) {
+    for (int64_t i : mine) {
       tp.add(segs[i]->forwardCollectives, double(c.numMicroBatches));
       if (training)
         tp.add(segs[i]->backwardCollectives, double(c.numMicroBatches));
@@ -996,7 +1059,7 @@ std::vector<CollectiveVolume> Search::collectiveVolume(const PlanCandidate &c) {
       } else {
         // Per layer and micro-batch: gather for the forward and for the
         // backward, reduce-scatter the gradients.
-        for (int64_t i = first; i <= last; ++i) {
+        for (int64_t i : mine) {
           double bytes = segs[i]->parameterElementsPerRank * elementBytes;
           double gradientBytes = segs[i]->trainedElementsPerRank * elementBytes;
           if (bytes <= 0)
@@ -1019,12 +1082,17 @@ std::vector<CollectiveVolume> Search::collectiveVolume(const PlanCandidate &c) {
         return segs[lastSegment]->savedActivationBytes[int(Recompute::Full)];
       };
       double m = double(c.numMicroBatches);
-      double out = s + 1 < c.pp ? boundary(s) : 0;
-      double in = s > 0 ? boundary(s - 1) : 0;
-      double sends = (out > 0 ? m : 0) + (training && in > 0 ? m : 0);
-      double recvs = (in > 0 ? m : 0) + (training && out > 0 ? m : 0);
-      keep("pp", "send", sends, m * (out + (training ? in : 0)));
-      keep("pp", "recv", recvs, m * (in + (training ? out : 0)));
+      double sends = 0, recvs = 0, sent = 0, received = 0;
+      for (int64_t k = s; k < chunkStages; k += ranks) {
+        double out = k + 1 < chunkStages ? boundary(k) : 0;
+        double in = k > 0 ? boundary(k - 1) : 0;
+        sends += (out > 0 ? m : 0) + (training && in > 0 ? m : 0);
+        recvs += (in > 0 ? m : 0) + (training && out > 0 ? m : 0);
+        sent += m * (out + (training ? in : 0));
+        received += m * (in + (training ? out : 0));
+      }
+      keep("pp", "send", sends, sent);
+      keep("pp", "recv", recvs, received);
     }
   }
   return busiest;
@@ -1582,6 +1650,42 @@ llvm::Expected<PlanResult> Search::run() {
                                "that can start a pipeline stage",
                                *pins.pp, graph.segments.size())
                      .str());
+  if (int64_t v = pins.virtualStages.value_or(1); v > 1) {
+    if (!training)
+      return error("--virtual-stages applies to training (--mode train): "
+                   "the interleaved 1F1B schedule interleaves the chunks' "
+                   "forwards with their backwards, and inference runs each "
+                   "stage's forwards in order");
+    if (pins.schedule == PipelineSchedule::GPipe)
+      return error("--virtual-stages " + llvm::Twine(v) +
+                   " runs the interleaved 1F1B schedule, not "
+                   "--pipeline-schedule gpipe: drop one of them");
+    if (pins.pp && *pins.pp == 1)
+      return error("--virtual-stages " + llvm::Twine(v) +
+                   " gives each pipeline stage several model chunks, and "
+                   "--pp=1 has no pipeline: pin --pp above 1 or leave pp to "
+                   "the planner");
+    if (pins.pp && pins.dp && pins.microBatchSize && *pins.pp > 1 &&
+        batch % (*pins.dp * *pins.microBatchSize) == 0 &&
+        batch / *pins.dp / *pins.microBatchSize % *pins.pp != 0)
+      return error(
+          llvm::formatv("--virtual-stages {0}: the interleaved schedule runs "
+                        "the micro-batches in groups of the {1} pipeline "
+                        "stages, and {2} micro-batches of {3} per replica "
+                        "(global batch {4} over dp {5}) are not a multiple; "
+                        "choose another --micro-batch-size or --pp",
+                        v, *pins.pp, batch / *pins.dp / *pins.microBatchSize,
+                        *pins.microBatchSize, batch, *pins.dp)
+              .str());
+    if (pins.pp && *pins.pp * v > int64_t(graph.segments.size()))
+      return error(llvm::formatv("--pp={0} x --virtual-stages={1}: the model "
+                                 "has only {2} segments that can start a "
+                                 "pipeline stage, fewer than {3} virtual "
+                                 "stages",
+                                 *pins.pp, v, graph.segments.size(),
+                                 *pins.pp * v)
+                       .str());
+  }
   if (pins.zeroStage && (*pins.zeroStage < 0 || *pins.zeroStage > 3))
     return error("--zero must be 0, 1, 2 or 3");
   if (pins.zeroStage && *pins.zeroStage > 0 && !training)
@@ -1624,8 +1728,13 @@ llvm::Expected<PlanResult> Search::run() {
     return error(llvm::formatv(
                      "no plan matches the request: the global batch {0} must "
                      "divide among the data-parallel ranks, the world size {1} "
-                     "must factor as dp x tp x pp with the pins given",
-                     batch, world)
+                     "must factor as dp x tp x pp with the pins given{2}",
+                     batch, world,
+                     pins.virtualStages.value_or(1) > 1
+                         ? ", and --virtual-stages needs pp > 1 with the "
+                           "micro-batches per replica a multiple of pp (the "
+                           "interleaved schedule runs them in groups of pp)"
+                         : "")
                      .str());
   int64_t candidates = lastEnumerated, pruned = lastPruned;
   llvm::sort(all, betterPlan);
@@ -1706,6 +1815,11 @@ std::vector<PlanKey> Search::legalPlans(const PlanPins &pins) const {
         continue;
       if (pp > 1 && pp > int64_t(graph.segments.size()))
         continue;
+      // Virtual stages need a pipeline of pp * v segments or more.
+      int64_t virtualStages = pins.virtualStages.value_or(1);
+      if (virtualStages > 1 &&
+          (pp == 1 || pp * virtualStages > int64_t(graph.segments.size())))
+        continue;
       int64_t dp = world / tp / pp;
       if (pins.dp && dp != *pins.dp)
         continue;
@@ -1721,6 +1835,9 @@ std::vector<PlanKey> Search::legalPlans(const PlanPins &pins) const {
           continue;
         // Without a pipeline, micro-batching only adds steps (inference).
         if (pp == 1 && !training && mb != batch / dp)
+          continue;
+        // The interleaved schedule runs micro-batches in groups of pp.
+        if (virtualStages > 1 && (batch / dp / mb) % pp != 0)
           continue;
         for (Recompute r :
              {Recompute::None, Recompute::Selective, Recompute::Full}) {

@@ -374,6 +374,57 @@ TEST(Pipeline, MicroBatchesInFlight) {
   EXPECT_EQ(microBatchesInFlight(PipelineSchedule::OneFOneB, 4, 0, 2), 2);
 }
 
+// Interleaved over v chunks (Narayanan et al., SC 2021, sec. 2.2): the bubble
+// shrinks v-fold, (p-1)/(v m); each micro-batch crosses p v - 1 boundaries.
+TEST(Pipeline, InterleavedStages) {
+  EXPECT_CLOSE(bubbleFraction(4, 8, 2), 3.0 / 16);
+  // Four stages of two chunks, each chunk 0.5: a stage works 1 per
+  // micro-batch, as the balanced pipeline above.
+  double chunks[] = {0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5};
+  PipelineTime t =
+      pipelineTime(chunks, 8, 0, PipelineSchedule::OneFOneB, /*v=*/2);
+  EXPECT_CLOSE(t.seconds, 8 + 3.0 / 2);
+  EXPECT_CLOSE(t.bubbleSeconds / 8, bubbleFraction(4, 8, 2));
+  EXPECT_CLOSE(
+      pipelineTime(chunks, 8, 0.01, PipelineSchedule::OneFOneB, 2).seconds,
+      8 + 1.5 + 2 * 7 * 0.01);
+  // One chunk per stage is the plain formula.
+  double stages[] = {1, 2, 1};
+  EXPECT_CLOSE(
+      pipelineTime(stages, 4, 0, PipelineSchedule::OneFOneB, 1).seconds,
+      pipelineTime(stages, 4, 0, PipelineSchedule::OneFOneB).seconds);
+  // Unequal chunks: stage s works the sum of its chunks (s, s + p, ...);
+  // stage 1's 3 per micro-batch sets the pace.
+  double unequal[] = {1, 2, 1, 1};
+  PipelineTime u = pipelineTime(unequal, 4, 0, PipelineSchedule::OneFOneB, 2);
+  EXPECT_CLOSE(u.seconds, (2 + 3) / 2.0 + (4 - 0.5) * 3);
+}
+
+// Megatron-LM's warm-up, 2 (p - s - 1) + (v - 1) p forwards, plus the steady
+// state's one: the chunk micro-batches a stage holds at once.
+TEST(Pipeline, InterleavedInFlight) {
+  EXPECT_EQ(microBatchesInFlight(PipelineSchedule::OneFOneB, 4, 0, 8, 2), 11);
+  EXPECT_EQ(microBatchesInFlight(PipelineSchedule::OneFOneB, 4, 3, 8, 2), 5);
+  // Equal chunks: the bytes are the count times one chunk's.
+  double equal[] = {10, 10};
+  EXPECT_CLOSE(peakKeptBytes(PipelineSchedule::OneFOneB, 4, 0, 8, equal),
+               11 * 10);
+  // Unequal chunks: the walk weighs each live chunk micro-batch by its
+  // chunk. Stage 0 warms up with chunk 0's micro-batches 0-3, chunk 1's
+  // 0-3 and chunk 0's 4-5; the steady state's forwards go on through chunk
+  // 0 (6, 7) while its backwards start with chunk 1's: at most 8 of chunk
+  // 0's and 3 of chunk 1's at once, where the count over v would say 5.5
+  // of each.
+  double unequal[] = {100, 1};
+  EXPECT_CLOSE(peakKeptBytes(PipelineSchedule::OneFOneB, 4, 0, 8, unequal),
+               8 * 100 + 3 * 1);
+  // One chunk: the count times its bytes, as microBatchesInFlight.
+  double one[] = {7};
+  EXPECT_CLOSE(peakKeptBytes(PipelineSchedule::OneFOneB, 4, 1, 8, one),
+               7 * microBatchesInFlight(PipelineSchedule::OneFOneB, 4, 1, 8));
+  EXPECT_CLOSE(peakKeptBytes(PipelineSchedule::GPipe, 4, 1, 8, one), 7 * 8);
+}
+
 //===----------------------------------------------------------------------===//
 // Memory
 //===----------------------------------------------------------------------===//

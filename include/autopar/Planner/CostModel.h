@@ -172,8 +172,10 @@ double dataParallelExposedSeconds(double reduceSeconds, double gatherSeconds,
 enum class PipelineSchedule { GPipe, OneFOneB };
 llvm::StringRef scheduleName(PipelineSchedule s); ///< "gpipe", "1f1b"
 
-/// The ideal bubble fraction (p-1)/m of a balanced pipeline.
-double bubbleFraction(int64_t stages, int64_t microBatches);
+/// The ideal bubble fraction (p-1)/m of a balanced pipeline; (p-1)/(v m)
+/// with `virtualStages` v model chunks per stage (the interleaved 1F1B).
+double bubbleFraction(int64_t stages, int64_t microBatches,
+                      int64_t virtualStages = 1);
 
 struct PipelineTime {
   double seconds = 0;       ///< whole step, all micro-batches
@@ -183,9 +185,14 @@ struct PipelineTime {
 /// Time of `microBatches` micro-batches through stages whose per-micro-batch
 /// times (forward + backward) are `stageSeconds`, plus `p2pSeconds` per
 /// boundary crossing. With imbalance the slowest stage sets the pace.
+/// With `virtualStages` v > 1, `stageSeconds` lists the p * v virtual stages
+/// in order (virtual stage c * p + s is chunk c of stage s): stage s works
+/// T_s, the sum of its chunks, per micro-batch, and the step takes
+/// sum_s T_s / v + (m - 1/v) max_s T_s + 2 (p v - 1) c (docs/cost-model.md,
+/// "Interleaved 1F1B").
 PipelineTime pipelineTime(llvm::ArrayRef<double> stageSeconds,
                           int64_t microBatches, double p2pSeconds,
-                          PipelineSchedule schedule);
+                          PipelineSchedule schedule, int64_t virtualStages = 1);
 
 /// Micro-batches whose activations one stage holds at its peak: the most
 /// forwards that stage has run whose backward it has not, along its training
@@ -194,8 +201,20 @@ PipelineTime pipelineTime(llvm::ArrayRef<double> stageSeconds,
 /// counts as 1 and `stage` is clamped into [0, stages). Each distinct
 /// pipeline's order is walked once and remembered (thread-safe), so the
 /// search may call this for every stage of every candidate.
+/// With `virtualStages` v > 1, the chunk micro-batches (a micro-batch's
+/// forward through one chunk) along the interleaved order.
 int64_t microBatchesInFlight(PipelineSchedule schedule, int64_t stages,
-                             int64_t stage, int64_t microBatches);
+                             int64_t stage, int64_t microBatches,
+                             int64_t virtualStages = 1);
+
+/// The most bytes stage `stage` holds at once along its training order when
+/// a micro-batch's forward through chunk c keeps `keptPerChunk[c]` until its
+/// backward (one entry per chunk: `virtualStages` of them, the
+/// interleaved schedule with more than one). The exact peak where chunks
+/// keep unequal activations, which microBatchesInFlight's count over v
+/// prices only for equal ones.
+double peakKeptBytes(PipelineSchedule schedule, int64_t stages, int64_t stage,
+                     int64_t microBatches, llvm::ArrayRef<double> keptPerChunk);
 
 /// The order in which stage `stage` (0 <= stage < stages) of a `stages`-stage
 /// pipeline runs its `microBatches` micro-batches, e.g. "F0 F1 B0 F2 B1 B2":
@@ -204,9 +223,11 @@ int64_t microBatchesInFlight(PipelineSchedule schedule, int64_t stages,
 /// runtime's pipelineSchedule() (runtime/lib/PipelineSchedule.cpp, compiled
 /// into the planner), the order autopar-run executes: the plan report lists
 /// it per stage as "stage_orders", which the plan picture draws.
+/// With `virtualStages` v > 1 each step names its chunk too: "F0.1" is
+/// micro-batch 0's forward through chunk 1.
 std::string pipelineStageOrder(PipelineSchedule schedule, int64_t stages,
                                int64_t stage, int64_t microBatches,
-                               bool withBackward);
+                               bool withBackward, int64_t virtualStages = 1);
 
 //===----------------------------------------------------------------------===//
 // Memory

@@ -52,6 +52,10 @@ struct PlanPins {
   /// over tp (true) or kept whole (false, Megatron-LM's layout without it);
   /// unset, the cost decides (a split of the features is one more choice).
   std::optional<bool> sequenceParallel;
+  /// Model chunks per pipeline stage: v > 1 runs Megatron-LM's interleaved
+  /// 1F1B (training, pp > 1, micro-batches a multiple of pp), each stage
+  /// holding v chunks of the layers; unset or 1, one chunk.
+  std::optional<int64_t> virtualStages;
 };
 
 /// One op's choice over tp as a plan made it, for a later plan of the same
@@ -178,12 +182,17 @@ struct PlanCandidate {
   /// (PlanPins::sequenceParallel): the conversions around each layer's
   /// tensor-parallel pairs are reduce-scatters and all-gathers.
   bool sequenceParallel = false;
+  /// Model chunks per pipeline stage (PlanPins::virtualStages); `stages` then
+  /// lists the pp * v virtual stages, chunk c of stage s at c * pp + s.
+  int64_t virtualStages = 1;
 
   double stepSeconds = 0;
   StepBreakdown time;
   /// Most loaded rank at its peak.
   MemoryBreakdown memory;
   bool fits = false;
+  /// The pipeline stages in order (one without a pipeline); with virtual
+  /// stages the virtual ones, each with its stage's memory.
   std::vector<StagePlan> stages;
   double tokensPerSecond = 0, tflopsPerGpu = 0, mfu = 0, bubbleFraction = 0;
   /// The collectives of one step (filled for the chosen plan).
@@ -325,6 +334,8 @@ struct PlanFlags {
   /// "on" or "off"; empty: the cost decides.
   std::string sequenceParallel;
   int64_t dp = 0, tp = 0, pp = 0, zero = -1, microBatchSize = 0;
+  /// Model chunks per pipeline stage (the interleaved 1F1B); -1: not given.
+  int64_t virtualStages = -1;
 };
 
 /// Validates the flags and builds the request: the cluster, the mode, the
