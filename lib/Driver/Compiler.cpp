@@ -239,6 +239,7 @@ int CompileFlow::validateRequest() {
   flags.dp = o.dp;
   flags.tp = o.tp;
   flags.pp = o.pp;
+  flags.virtualStages = o.virtualStages;
   flags.zero = o.zero;
   // zero_optimization.stage pins the stage as --zero does.
   if (training && trainConfig.zeroStage && o.zero < 0)
@@ -968,10 +969,17 @@ int CompileFlow::compilePipelineTraining() {
   llvm::outs() << "  pipeline      " << best.pp << " stages, "
                << best.numMicroBatches << " micro-batches of "
                << best.microBatchSize << " per step ("
-               << scheduleName(best.schedule) << ", recompute "
-               << recomputeName(best.recompute)
+               << scheduleName(best.schedule)
+               << (best.virtualStages > 1
+                       ? " interleaved over " +
+                             std::to_string(best.virtualStages) +
+                             " model chunks per stage"
+                       : std::string())
+               << ", recompute " << recomputeName(best.recompute)
                << "): each stage runs its forward and backward per "
-                  "micro-batch, then its update\n";
+                  "micro-batch"
+               << (best.virtualStages > 1 ? " and chunk" : "")
+               << ", then its update\n";
   if (best.dp > 1 && best.zeroStage == 0)
     llvm::outs() << "  data parallel " << best.dp << " replicas of the "
                  << "pipeline, " << plan->globalBatch / best.dp
@@ -1036,7 +1044,8 @@ int CompileFlow::compilePipelineTraining() {
   }
   if (!stages)
     return fail(llvm::toString(stages.takeError()));
-  for (auto [k, stage] : llvm::enumerate(*stages))
+  for (auto [k, stage] :
+       llvm::enumerate(llvm::ArrayRef(*stages).take_front(size_t(best.pp))))
     if (stage.trainedParameters == 0) {
       std::string note = "pipeline stage " + std::to_string(k) +
                          " trains no parameter: it runs parameter-free ops, "
@@ -1047,7 +1056,7 @@ int CompileFlow::compilePipelineTraining() {
   // What the stages exchange, exactly (the report's predicted collectives),
   // before the collectives become runtime calls.
   llvm::json::Object collectives =
-      pipelineCollectives(*stages, best.numMicroBatches);
+      pipelineCollectives(*stages, best.pp, best.numMicroBatches);
   TrainingArtifactOptions artifact =
       trainingArtifactOptions(best.numMicroBatches);
   if (gpu) {

@@ -34,13 +34,17 @@ bool isTraining(const PlanRequest &request) {
 std::string planSummary(const PlanResult &result, const PlanRequest &request) {
   const PlanCandidate &b = result.best;
   return formatv("dp={0} tp={1} pp={2}, zero {3}, micro-batch {4} x {5} per "
-                 "replica (global batch {6}), recompute {7}, schedule {8}, "
+                 "replica (global batch {6}), recompute {7}, schedule {8}{11}, "
                  "precision {9}{10}",
                  b.dp, b.tp, b.pp, b.zeroStage, b.microBatchSize,
                  b.numMicroBatches, result.globalBatch,
                  recomputeName(b.recompute), scheduleName(b.schedule),
                  precisionName(request.precision),
-                 b.sequenceParallel ? ", sequence parallel" : "")
+                 b.sequenceParallel ? ", sequence parallel" : "",
+                 b.virtualStages > 1
+                     ? " interleaved over " + std::to_string(b.virtualStages) +
+                           " virtual stages per stage"
+                     : std::string())
       .str();
 }
 
@@ -75,6 +79,45 @@ std::optional<int64_t> checkpointsPerStage(const PlanCandidate &plan) {
     most = std::max(most.value_or(0), count);
   }
   return most;
+}
+
+/// The model's layers (one past the last stage's last layer), or none when
+/// the stages name no layers (a model without a repeated block).
+std::optional<int64_t> modelLayers(const PlanCandidate &plan) {
+  std::optional<int64_t> layers;
+  for (const StagePlan &stage : plan.stages) {
+    int64_t last;
+    if (to_integer(StringRef(stage.layers).split('-').second, last))
+      layers = std::max(layers.value_or(0), last + 1);
+  }
+  return layers;
+}
+
+/// The layers each virtual stage gets in a framework that gives them all the
+/// same number: the model's layers over pp x v, rounded up; a warning in
+/// `out` where they do not divide (the plan's split by time differs from
+/// the framework's then).
+std::optional<int64_t> layersPerVirtualStage(const PlanCandidate &plan,
+                                             StringRef framework,
+                                             FrameworkExport &out) {
+  std::optional<int64_t> layers = modelLayers(plan);
+  int64_t chunks = plan.pp * plan.virtualStages;
+  if (!layers) {
+    out.warnings.push_back(
+        (framework + " needs the layers per virtual pipeline stage, and the "
+                     "plan's stages name no model layers: set it by hand")
+            .str());
+    return std::nullopt;
+  }
+  if (*layers % chunks != 0)
+    out.warnings.push_back(
+        formatv("{0} gives every virtual pipeline stage the same number of "
+                "layers, and the model's {1} do not divide into pp {2} x "
+                "{3} virtual stages: {4} each is written",
+                framework, *layers, plan.pp, plan.virtualStages,
+                (*layers + chunks - 1) / chunks)
+            .str());
+  return (*layers + chunks - 1) / chunks;
 }
 
 /// The shortest decimal that reads back as `d` (0.95, where json::Value
@@ -171,12 +214,16 @@ FrameworkExport exportMegatron(const PlanResult &result,
   };
   arg("--tensor-model-parallel-size", b.tp);
   arg("--pipeline-model-parallel-size", b.pp);
-  // Plans have no virtual pipeline stages (interleaved 1F1B) or context
-  // parallelism yet: --num-layers-per-virtual-pipeline-stage and
-  // --context-parallel-size come with them. A plan priced with its tp
+  // Virtual stages: Megatron-LM's interleaved 1F1B, from the layers each
+  // virtual stage holds. Plans have no context parallelism yet:
+  // --context-parallel-size comes with it. A plan priced with its tp
   // collectives overlapped (autopar-compile --tp-comm-overlap) asks the run
   // for that overlap, which Megatron-LM performs only with sequence
   // parallelism.
+  if (b.pp > 1 && b.virtualStages > 1)
+    if (std::optional<int64_t> perChunk =
+            layersPerVirtualStage(b, "Megatron-LM", out))
+      arg("--num-layers-per-virtual-pipeline-stage", *perChunk);
   if (b.tp > 1 && (b.sequenceParallel || request.overlapTensorParallelComm))
     arg("--sequence-parallel");
   if (b.tp > 1 && request.overlapTensorParallelComm)
@@ -212,6 +259,16 @@ FrameworkExport exportDeepSpeed(const PlanResult &result,
   warnIfInference(request, out);
   std::string comment = "DeepSpeed config for " + planOrigin(request) + ": " +
                         planSummary(result, request) + ".";
+  if (b.pp > 1 && b.virtualStages > 1) {
+    std::string note = formatv("DeepSpeed's pipeline engine has no "
+                               "interleaved schedule: the plan's {0} virtual "
+                               "stages per stage run as one (a {1}x larger "
+                               "bubble)",
+                               b.virtualStages, b.virtualStages)
+                           .str();
+    comment += " " + note + ".";
+    out.warnings.push_back(note);
+  }
   if (b.tp > 1 || b.pp > 1) {
     std::string megatron = formatv("--tensor-model-parallel-size {0} "
                                    "--pipeline-model-parallel-size {1}",
@@ -349,8 +406,55 @@ FrameworkExport exportTorchtitan(const PlanResult &result,
   if (b.pp > 1) {
     localBatch = b.microBatchSize * b.numMicroBatches;
     os << "pipeline_parallel_schedule = \""
-       << (b.schedule == PipelineSchedule::GPipe ? "GPipe" : "1F1B") << "\"\n"
+       << (b.schedule == PipelineSchedule::GPipe ? "GPipe"
+           : b.virtualStages > 1                 ? "Interleaved1F1B"
+                                                 : "1F1B")
+       << "\"\n"
        << "pipeline_parallel_microbatch_size = " << b.microBatchSize << "\n";
+    // torchtitan makes ceil(units / N) virtual stages of N layers, the
+    // embedding and the output layer counting one each, and needs them to be
+    // a multiple of pp: the N giving the plan's count, else the nearest.
+    if (b.virtualStages > 1) {
+      if (std::optional<int64_t> layers = modelLayers(b)) {
+        int64_t units = *layers + 2, wanted = b.pp * b.virtualStages;
+        int64_t best = 0, made = 0;
+        for (int64_t n = 1; n <= units; ++n) {
+          int64_t count = (units + n - 1) / n;
+          if (count % b.pp == 0 &&
+              (!best || std::abs(count - wanted) < std::abs(made - wanted))) {
+            best = n;
+            made = count;
+          }
+        }
+        if (best) {
+          os << "# " << made << " virtual stages of " << best << ": the "
+             << *layers
+             << " layers with the embedding and the output layer (one "
+                "each).\n"
+             << "pipeline_parallel_layers_per_stage = " << best << "\n";
+          if (made != wanted)
+            out.warnings.push_back(
+                formatv("torchtitan cuts the model's {0} layers, the "
+                        "embedding and the output layer into virtual stages "
+                        "of equal layers: {1} per stage makes {2}, not the "
+                        "plan's {3} (pp {4} x {5})",
+                        *layers, best, made, wanted, b.pp, b.virtualStages)
+                    .str());
+        } else {
+          out.warnings.push_back(
+              formatv("torchtitan cannot cut the model's {0} layers into a "
+                      "multiple of pp {1} virtual stages: set "
+                      "pipeline_parallel_layers_per_stage by hand",
+                      *layers, b.pp)
+                  .str());
+        }
+      } else {
+        out.warnings.push_back(
+            "torchtitan needs the layers per virtual pipeline stage, and the "
+            "plan's stages name no model layers: set "
+            "pipeline_parallel_layers_per_stage by hand");
+      }
+    }
   }
   os << "context_parallel_degree = 1\n";
 

@@ -1066,19 +1066,27 @@ buildEvalStages(MLIRContext &context, const PlanCandidate &plan,
   return "";
 }
 
-/// The stage's step: the sums over the micro-batches (accumulators) and the
-/// replicas normalised as one call on the whole batch, then the optimizer.
-llvm::Error buildStep(MLIRContext &context, PipelineTrainingStage &stage,
-                      int64_t k, const PlanCandidate &plan,
-                      const StepFacts &facts,
+/// Stage \p k's step: the sums over the micro-batches (accumulators) and the
+/// replicas normalised as one call on the whole batch, then the optimizer,
+/// over the parameters of the stage's model chunks \p chunks (one without
+/// virtual stages; chunks that read one parameter add into one
+/// accumulator).
+llvm::Error buildStep(MLIRContext &context,
+                      ArrayRef<PipelineTrainingStage *> chunks, int64_t k,
+                      const PlanCandidate &plan, const StepFacts &facts,
                       const PipelineTrainingOptions &options,
                       const llvm::StringSet<> &heldByAStage,
                       ArrayRef<TiedParameter> tied,
                       OwningOpRef<ModuleOp> &out) {
   Builder attrs(&context);
   Location loc = UnknownLoc::get(&context);
-  auto backward = stage.backward->lookupSymbol<func::FuncOp>("main");
-  auto forward = stage.forward->lookupSymbol<func::FuncOp>("main");
+  // The chunks' programs, backwards first (where the accumulators are).
+  SmallVector<func::FuncOp> backwards, programs;
+  for (PipelineTrainingStage *chunk : chunks)
+    backwards.push_back(chunk->backward->lookupSymbol<func::FuncOp>("main"));
+  programs.append(backwards);
+  for (PipelineTrainingStage *chunk : chunks)
+    programs.push_back(chunk->forward->lookupSymbol<func::FuncOp>("main"));
   OwningOpRef<ModuleOp> module =
       ModuleOp::create(loc, "stage" + std::to_string(k));
   OpBuilder b = OpBuilder::atBlockEnd(module->getBody());
@@ -1091,18 +1099,20 @@ llvm::Error buildStep(MLIRContext &context, PipelineTrainingStage &stage,
   SmallVector<Type> types;
   SmallVector<DictionaryAttr> argAttrs;
   SmallVector<std::pair<std::string, Type>> trained;
-  for (unsigned i = 0; i < backward.getNumArguments(); ++i) {
-    auto name = backward.getArgAttrOfType<StringAttr>(i, attrs::kAccumulator);
-    if (!name)
-      continue;
-    std::string parameter =
-        name.getValue().drop_back(llvm::StringRef(".grad").size()).str();
-    Type type = backward.getArgument(i).getType();
-    trained.push_back({parameter, type});
-  }
+  llvm::StringSet<> accumulated;
+  for (func::FuncOp backward : backwards)
+    for (unsigned i = 0; i < backward.getNumArguments(); ++i) {
+      auto name = backward.getArgAttrOfType<StringAttr>(i, attrs::kAccumulator);
+      if (!name || !accumulated.insert(name.getValue()).second)
+        continue;
+      std::string parameter =
+          name.getValue().drop_back(llvm::StringRef(".grad").size()).str();
+      Type type = backward.getArgument(i).getType();
+      trained.push_back({parameter, type});
+    }
   // The parameters' own attributes, from the stage's programs.
   auto parameterAttrs = [&](llvm::StringRef name) -> DictionaryAttr {
-    for (func::FuncOp fn : {backward, forward})
+    for (func::FuncOp fn : programs)
       for (unsigned i = 0; i < fn.getNumArguments(); ++i)
         if (auto p = fn.getArgAttrOfType<StringAttr>(i, attrs::kParameter);
             p && p.getValue() == name)
@@ -1116,8 +1126,12 @@ llvm::Error buildStep(MLIRContext &context, PipelineTrainingStage &stage,
                         ? zeroShardType(cast<RankedTensorType>(type), plan.dp)
                         : type);
     // A tied weight an earlier stage holds too (and counts in the norm).
+    // With virtual stages, the first stage that runs a chunk holding it.
     if (llvm::any_of(tied, [&, &name = name](const TiedParameter &t) {
-          return t.name == name && t.stages.front() != k;
+          int64_t first = plan.pp;
+          for (int64_t v : t.stages)
+            first = std::min(first, v % plan.pp);
+          return t.name == name && first != k;
         })) {
       NamedAttrList list(dict);
       list.set(attrs::kTiedCopy, attrs.getUnitAttr());
@@ -1146,7 +1160,7 @@ llvm::Error buildStep(MLIRContext &context, PipelineTrainingStage &stage,
   llvm::StringSet<> listed;
   for (auto &[name, type] : trained)
     listed.insert(name);
-  for (func::FuncOp fn : {forward, backward})
+  for (func::FuncOp fn : programs)
     for (unsigned i = 0; i < fn.getNumArguments(); ++i)
       if (auto p = fn.getArgAttrOfType<StringAttr>(i, attrs::kParameter);
           p && listed.insert(p.getValue()).second) {
@@ -1238,6 +1252,9 @@ llvm::Error buildStep(MLIRContext &context, PipelineTrainingStage &stage,
 
   // The loss's sums: every stage learns them from the last (one all-reduce
   // over pp of [sum, denominator], the others adding zeros), then over dp.
+  // With tied weights that all-reduce comes after dp's and carries their
+  // gradients too (below): a collective whose result a stage discards would
+  // be erased as dead code there, and its peers would wait for it.
   auto f32 = b.getF32Type();
   auto pair = RankedTensorType::get({2}, f32);
   Value zero = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0.0f));
@@ -1251,7 +1268,7 @@ llvm::Error buildStep(MLIRContext &context, PipelineTrainingStage &stage,
   }
   Value sums =
       tensor::FromElementsOp::create(b, loc, pair, ValueRange{sum, den});
-  if (plan.pp > 1)
+  if (plan.pp > 1 && tied.empty())
     sums = shard::AllReduceOp::create(b, loc, pair, "autopar_grid",
                                       ArrayRef<shard::GridAxis>{2}, sums,
                                       shard::ReductionKind::Sum);
@@ -1294,7 +1311,8 @@ llvm::Error buildStep(MLIRContext &context, PipelineTrainingStage &stage,
   if (!tied.empty()) {
     // Tied weights: each copy's gradient is the sum over the stages that
     // read it. Every stage takes part in the one all-reduce over pp (a
-    // bucket of every tied gradient, zeros for those it does not hold), as
+    // bucket of every tied gradient, zeros for those it does not hold, and
+    // the loss's sums, which every stage reads: so no stage erases it), as
     // collectives over an axis need all its ranks.
     SmallVector<Value> values;
     SmallVector<std::optional<size_t>> mine;
@@ -1308,19 +1326,31 @@ llvm::Error buildStep(MLIRContext &context, PipelineTrainingStage &stage,
       RankedTensorType type = scatteredOverReplicas(t.type)
                                   ? zeroShardType(t.type, plan.dp)
                                   : t.type;
-      values.push_back(
+      // In f32, the loss's type, so that one bucket holds them all.
+      Value gradient =
           index ? gradients[*index]
                 : arith::ConstantOp::create(
                       b, loc, type,
                       DenseElementsAttr::get(
-                          type, b.getZeroAttr(type.getElementType()))));
+                          type, b.getZeroAttr(type.getElementType())));
+      if (type.getElementType() != f32)
+        gradient = arith::ExtFOp::create(
+            b, loc, RankedTensorType::get(type.getShape(), f32), gradient);
+      values.push_back(gradient);
     }
+    values.push_back(sums);
     SmallVector<unsigned> all(values.size());
     std::iota(all.begin(), all.end(), 0u);
     allReduceInBuckets(b, loc, "autopar_grid", 2, values, all);
+    sums = values.pop_back_val();
     for (auto [j, index] : llvm::enumerate(mine))
-      if (index)
-        gradients[*index] = values[j];
+      if (index) {
+        Value gradient = values[j];
+        auto type = cast<RankedTensorType>(gradients[*index].getType());
+        if (type.getElementType() != f32)
+          gradient = arith::TruncFOp::create(b, loc, type, gradient);
+        gradients[*index] = gradient;
+      }
   }
   auto element = [&](int64_t i) -> Value {
     return tensor::ExtractOp::create(
@@ -1379,7 +1409,8 @@ llvm::Error buildStep(MLIRContext &context, PipelineTrainingStage &stage,
   main.setType(
       FunctionType::get(&context, types, ValueRange(results).getTypes()));
   main.setAllResultAttrs(resultAttrs);
-  stage.trainedParameters = int64_t(n);
+  for (PipelineTrainingStage *chunk : chunks)
+    chunk->trainedParameters = int64_t(n);
   ApplyOptimizerOptions o = optimizerOptions(options.step.config);
   setLossScaling(o, options.step);
   o.pipelineStages = plan.pp;
@@ -1579,7 +1610,15 @@ buildPipelineTraining(MLIRContext &context, const PlanCandidate &plan,
     }
   }
 
-  placeUnstagedOps(main, plan.pp, lossName);
+  // With virtual stages the forward is cut into pp * v stages, stage s
+  // running virtual stages s, s + pp, ... (as the plan placed them).
+  const int64_t numChunkStages = plan.pp * plan.virtualStages;
+  if (int64_t(plan.stages.size()) != numChunkStages)
+    return error("the plan places " + llvm::Twine(plan.stages.size()) +
+                 " pipeline stages, but " + llvm::Twine(plan.pp) +
+                 " stages of " + llvm::Twine(plan.virtualStages) +
+                 " model chunks each need " + llvm::Twine(numChunkStages));
+  placeUnstagedOps(main, numChunkStages, lossName);
 
   {
     auto pm = PassManager::on<ModuleOp>(&context);
@@ -1590,8 +1629,9 @@ buildPipelineTraining(MLIRContext &context, const PlanCandidate &plan,
                    " into pipeline stages failed (see the diagnostics above)");
   }
   SmallVector<ModuleOp> stageModules(module->getOps<ModuleOp>());
-  if (int64_t(stageModules.size()) != plan.pp)
-    return error("the plan has " + llvm::Twine(plan.pp) +
+  if (int64_t(stageModules.size()) != numChunkStages)
+    return error("the plan has " + llvm::Twine(numChunkStages) +
+                 (plan.virtualStages > 1 ? " virtual" : "") +
                  " pipeline stages, but its ops cover " +
                  llvm::Twine(stageModules.size()));
   // The loss must come out of the last stage: a stage after it would hold
@@ -1600,14 +1640,20 @@ buildPipelineTraining(MLIRContext &context, const PlanCandidate &plan,
     auto f = stage.lookupSymbol<func::FuncOp>("main");
     for (unsigned j = 0; j < f.getNumResults(); ++j)
       if (auto name = f.getResultAttrOfType<StringAttr>(j, attrs::kOutput);
-          name && name.getValue() == lossName && int64_t(k) != plan.pp - 1)
-        return error("pipeline stage " + llvm::Twine(k) +
-                     " computes the loss, but the plan has " +
-                     llvm::Twine(plan.pp) +
-                     " stages: the stages after it would hold nothing the "
-                     "loss depends on, so they would train nothing; choose "
-                     "fewer stages (--pp " +
-                     llvm::Twine(k + 1) + " or fewer)");
+          name && name.getValue() == lossName &&
+          int64_t(k) != numChunkStages - 1)
+        return error(
+            (plan.virtualStages > 1 ? "virtual pipeline stage "
+                                    : "pipeline stage ") +
+            llvm::Twine(k) + " computes the loss, but the plan has " +
+            llvm::Twine(numChunkStages) +
+            (plan.virtualStages > 1 ? " virtual" : "") +
+            " stages: the stages after it would hold nothing the loss "
+            "depends on, so they would train nothing; choose fewer stages " +
+            (plan.virtualStages > 1
+                 ? "or fewer virtual stages (pp x virtual stages " +
+                       llvm::Twine(k + 1) + " or fewer)"
+                 : "(--pp " + llvm::Twine(k + 1) + " or fewer)"));
   }
   // A trained parameter several stages read (tied embeddings: the token
   // table and the language-model head) is held by each of them, and its
@@ -1656,10 +1702,11 @@ buildPipelineTraining(MLIRContext &context, const PlanCandidate &plan,
                      "above)");
     }
 
-  std::vector<PipelineTrainingStage> stages(plan.pp);
+  std::vector<PipelineTrainingStage> stages(numChunkStages);
   for (auto [k, stage] : llvm::enumerate(stageModules))
-    if (llvm::Error err = cutStage(stage, k, plan.pp, facts, plan.recompute,
-                                   plan.tp > 1, step, stages[k]))
+    if (llvm::Error err =
+            cutStage(stage, k, numChunkStages, facts, plan.recompute,
+                     plan.tp > 1, step, stages[k]))
       return std::move(err);
   // Under tp, each stage planned its copy of a tied weight on its own. The
   // stages' all-reduce of its gradient sums a tp rank's block with the
@@ -1689,12 +1736,28 @@ buildPipelineTraining(MLIRContext &context, const PlanCandidate &plan,
   llvm::StringSet<> heldByAStage;
   for (auto &[name, stage] : firstStage)
     heldByAStage.insert(name);
-  for (int64_t k = 0; k < plan.pp; ++k)
-    if (llvm::Error err = buildStep(context, stages[k], k, plan, facts, options,
-                                    heldByAStage, tied, stages[k].step))
+  // The weights tied across stages, not only across the chunks of one
+  // stage (which add into one accumulator): their gradients are summed over
+  // pp.
+  std::vector<TiedParameter> acrossStages;
+  for (const TiedParameter &t : tied)
+    if (llvm::any_of(t.stages, [&](int64_t v) {
+          return v % plan.pp != t.stages.front() % plan.pp;
+        }))
+      acrossStages.push_back(t);
+  for (int64_t k = 0; k < plan.pp; ++k) {
+    SmallVector<PipelineTrainingStage *> chunks;
+    for (int64_t v = k; v < numChunkStages; v += plan.pp)
+      chunks.push_back(&stages[v]);
+    if (llvm::Error err = buildStep(context, chunks, k, plan, facts, options,
+                                    heldByAStage, acrossStages, stages[k].step))
       return std::move(err);
+  }
   std::string evalUnavailable =
-      buildEvalStages(context, plan, options, facts, nodeStages, stages);
+      plan.virtualStages > 1
+          ? "an interleaved pipeline (" + std::to_string(plan.virtualStages) +
+                " virtual stages per stage) has no eval programs yet"
+          : buildEvalStages(context, plan, options, facts, nodeStages, stages);
   for (PipelineTrainingStage &stage : stages) {
     stage.evalUnavailable = evalUnavailable;
     if (!evalUnavailable.empty())
@@ -1704,14 +1767,18 @@ buildPipelineTraining(MLIRContext &context, const PlanCandidate &plan,
 }
 
 llvm::json::Object
-pipelineCollectives(std::vector<PipelineTrainingStage> &stages,
+pipelineCollectives(std::vector<PipelineTrainingStage> &stages, int64_t pp,
                     int64_t microBatches) {
   // The largest over the stages, count by count.
   CollectiveTally most;
-  for (PipelineTrainingStage &stage : stages) {
-    CollectiveTally mine = stepCollectiveTally(*stage.step);
-    // Each micro-batch's activations and cotangents, one call per tensor.
-    for (ModuleOp program : {*stage.forward, *stage.backward}) {
+  for (int64_t k = 0; k < pp; ++k) {
+    CollectiveTally mine = stepCollectiveTally(*stages[k].step);
+    // Each micro-batch's activations and cotangents, one call per tensor,
+    // through each of the stage's chunks.
+    SmallVector<ModuleOp> programs;
+    for (size_t v = size_t(k); v < stages.size(); v += size_t(pp))
+      programs.append({*stages[v].forward, *stages[v].backward});
+    for (ModuleOp program : programs) {
       // Its tensor-parallel collectives, once per micro-batch.
       for (auto &[axis, ops] : stepCollectiveTally(program))
         for (auto &[op, counts] : ops) {
@@ -1761,20 +1828,29 @@ llvm::FailureOr<TrainedSummary> writePipelineTrainingArtifact(
   std::vector<ArtifactProgram> phases;
   TrainedSummary trained;
   for (auto [k, stage] : llvm::enumerate(stages)) {
+    // Chunk c of stage s is virtual stage c * pp + s: its programs are
+    // stage<s>.chunk<c>.forward and .backward, with `stage` the virtual
+    // stage; stage s's step is stage<s>, as without virtual stages.
+    bool hasStep = int64_t(k) < plan.pp;
     std::string name = "stage" + std::to_string(k);
-    MLIRContext *context = stage.step->getContext();
+    std::string phaseName = name;
+    if (plan.virtualStages > 1)
+      phaseName = "stage" + std::to_string(int64_t(k) % plan.pp) + ".chunk" +
+                  std::to_string(int64_t(k) / plan.pp);
+    MLIRContext *context = stage.forward->getContext();
     // The step's collectives over dp, tp and pp; under tensor parallelism
     // the forward's and the backward's over tp too, and BatchNorm's over dp
     // (the replicas share their batch statistics).
     // A pipeline's eval programs run on CPU ranks, as its trainer does.
     if (options.gpu)
       stage.eval = nullptr;
-    SmallVector<ModuleOp> programs{*stage.step, *stage.forward,
-                                   *stage.backward};
+    SmallVector<ModuleOp> programs{*stage.forward, *stage.backward};
+    if (hasStep)
+      programs.push_back(*stage.step);
     if (stage.eval)
       programs.push_back(*stage.eval);
     for (ModuleOp program : programs) {
-      if (program != *stage.step && plan.tp == 1 && plan.dp == 1)
+      if ((!hasStep || program != *stage.step) && plan.tp == 1 && plan.dp == 1)
         continue;
       auto lower = PassManager::on<ModuleOp>(context);
       applyPassManagerCLOptionsIfAny(lower);
@@ -1789,10 +1865,11 @@ llvm::FailureOr<TrainedSummary> writePipelineTrainingArtifact(
       ModuleOp module;
       std::string name, phase;
     };
-    SmallVector<Part> parts{
-        Part{*stage.step, name, ""},
-        Part{*stage.forward, name + ".forward", "forward"},
-        Part{*stage.backward, name + ".backward", "backward"}};
+    SmallVector<Part> parts;
+    if (hasStep)
+      parts.push_back(Part{*stage.step, name, ""});
+    parts.push_back(Part{*stage.forward, phaseName + ".forward", "forward"});
+    parts.push_back(Part{*stage.backward, phaseName + ".backward", "backward"});
     if (stage.eval)
       parts.push_back(Part{*stage.eval, name + ".eval", "eval"});
     for (Part part : parts) {
@@ -1869,7 +1946,7 @@ llvm::FailureOr<TrainedSummary> writePipelineTrainingArtifact(
   description.pp = plan.pp;
   description.pipeline =
       ArtifactPipeline{plan.numMicroBatches, plan.microBatchSize,
-                       scheduleName(plan.schedule).str()};
+                       scheduleName(plan.schedule).str(), plan.virtualStages};
   ArtifactTraining t =
       trainingDescription(description.programs[0].arguments, options);
   t.microBatches = plan.numMicroBatches;

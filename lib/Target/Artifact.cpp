@@ -252,12 +252,16 @@ LogicalResult writeManifest(llvm::StringRef dir,
   }
   if (topArguments)
     manifest["arguments"] = std::move(*topArguments);
-  if (pipelined)
-    manifest["pipeline"] = llvm::json::Object{
+  if (pipelined) {
+    llvm::json::Object pipeline{
         {"stages", description.pp},
         {"micro_batches", description.pipeline->microBatches},
         {"micro_batch_size", description.pipeline->microBatchSize},
         {"schedule", description.pipeline->schedule}};
+    if (description.pipeline->virtualStages > 1)
+      pipeline["virtual_stages"] = description.pipeline->virtualStages;
+    manifest["pipeline"] = std::move(pipeline);
+  }
 
   if (description.training) {
     ArtifactTraining &training = *description.training;

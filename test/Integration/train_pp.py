@@ -42,6 +42,7 @@ for call and byte for byte (--check-comm):
 - the automatic plan (no --dp, --tp or --pp) for the GPT on 2 and 4 ranks,
   whichever family the search picks;
 - tied weights: a GPT whose head is its token table (GPT-2's) on pp2,
+  pp3 (the middle stage holds no copy, yet joins the all-reduce),
   dp2 x pp2, dp2 x pp2 with ZeRO-2 and ZeRO-3, and tp2 x pp2 (both stages
   split the table by vocabulary): each stage holds the table, its gradient
   (or block) summed over the stages; stopped at step 3 and resumed
@@ -433,6 +434,15 @@ def main():
                              config=tied_micro)
     whole_tied_tp = tied.train("tp2xpp2", art_tied_tp, 4, launcher)
     errors += compare("gpt (tied) tp2xpp2", tied_one[:2], whole_tied_tp,
+                      noise_only=key_bias)
+    # Three stages: the middle one holds no copy, yet takes part in the
+    # all-reduce over pp (riding with the loss's sums, which it reads, so
+    # that it is not erased as dead code there).
+    errors += compare("gpt (tied) pp3", tied_one[:2],
+                      tied.train("pp3",
+                                 compile_pp(tied, "pp3", 3, 3, errors,
+                                            config=tied_micro),
+                                 3, launcher),
                       noise_only=key_bias)
     ckpt = resumed_bitwise(tied, "pp2", art_tied, 2, launcher, whole_tied,
                            errors)

@@ -131,6 +131,15 @@ static cl::opt<std::string, true> pipelineSchedule(
              "backward) or 1f1b (the default, Megatron's)"),
     cl::value_desc("gpipe|1f1b"), cl::location(options.pipelineSchedule),
     cl::cat(category));
+static cl::opt<int64_t, true> virtualStages(
+    "virtual-stages",
+    cl::desc("Model chunks per pipeline stage (training): N > 1 runs "
+             "Megatron-LM's interleaved 1F1B, each stage holding N chunks of "
+             "the layers, which cuts the pipeline bubble N-fold for N times "
+             "the point-to-point messages; needs --pp above 1 (or a plan with "
+             "one) and micro-batches a multiple of pp (default 1)"),
+    cl::value_desc("N"), cl::location(options.virtualStages),
+    cl::cat(category));
 static cl::opt<bool, true>
     planOnly("plan-only", cl::desc("Plan and report; no code generation"),
              cl::location(options.planOnly), cl::cat(category));

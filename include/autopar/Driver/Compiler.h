@@ -54,6 +54,8 @@ struct CompileOptions {
   bool tpCommOverlap = false;
   /// Pins.
   int64_t dp = 0, tp = 0, pp = 0, zero = -1, microBatchSize = 0;
+  /// --virtual-stages: model chunks per pipeline stage (-1: not given, one).
+  int64_t virtualStages = -1;
   /// Plan and report only; print each op's decision; print why each plan
   /// dimension beat its runner-up (--explain-plan).
   bool planOnly = false, explain = false, explainPlan = false;

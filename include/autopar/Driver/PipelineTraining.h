@@ -51,7 +51,11 @@ struct PipelineTrainingOptions {
   int64_t globalBatch = 0;
 };
 
-/// One stage's programs, each a module with a `@main`.
+/// One stage's programs, each a module with a `@main`. With virtual stages
+/// (PlanCandidate::virtualStages v > 1) one per virtual stage, pp * v in
+/// all: virtual stage c * pp + s is chunk c of stage s, and stage s's step
+/// (over every chunk's parameters) is the `step` of virtual stage s; the
+/// others have none.
 struct PipelineTrainingStage {
   mlir::OwningOpRef<mlir::ModuleOp> forward, backward, step;
   /// The stage's eval program (--eval-data): one micro-batch's forward in
@@ -75,11 +79,12 @@ buildPipelineTraining(mlir::MLIRContext &context, const PlanCandidate &plan,
                       const PipelineTrainingOptions &options);
 
 /// What every stage exchanges per step, {axis: {op: {calls, bus_bytes}}},
-/// the largest over the stages for each count (as `--comm-stats-json`
+/// the largest over the \p pp stages for each count (as `--comm-stats-json`
 /// reports the largest over the ranks): the steps' collectives, and the
-/// activations and cotangents sent and received between the stages.
+/// activations and cotangents sent and received between the stages, through
+/// each of a stage's model chunks (`stages` holds pp * v virtual stages).
 llvm::json::Object
-pipelineCollectives(std::vector<PipelineTrainingStage> &stages,
+pipelineCollectives(std::vector<PipelineTrainingStage> &stages, int64_t pp,
                     int64_t microBatches);
 
 /// Lowers every stage's programs and writes the artifact (the manifest's

@@ -127,6 +127,9 @@ struct ArtifactProgram {
 struct ArtifactPipeline {
   int64_t microBatches = 1, microBatchSize = 1;
   std::string schedule = "1f1b";
+  /// Model chunks per stage (the interleaved schedule); written only when
+  /// more than 1.
+  int64_t virtualStages = 1;
 };
 
 /// The device the programs run on (manifest `target`); absent means CPU.
