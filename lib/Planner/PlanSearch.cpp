@@ -948,7 +948,12 @@ PlanCandidate Search::evaluate(const PlanKey &key, const StageRanges &ranges) {
   PipelineTime pipe = pipelineTime(seconds, c.numMicroBatches, p2p, c.schedule,
                                    c.virtualStages);
 
-  c.time.bubble = pipe.bubbleSeconds;
+  // The crossings of the first forward and the last backward are in the
+  // pipeline's time and counted as exposed communication below: the bubble
+  // is the rest of the slowest stage's idle time, so that the parts add up
+  // to the step.
+  double crossings = pp > 1 ? 2 * double(chunkStages - 1) * p2p : 0;
+  c.time.bubble = std::max(0.0, pipe.bubbleSeconds - crossings);
   double perMicroBatchComm = 0, perMicroBatchCompute = 0;
   for (int64_t s = 0; s < ranks; ++s) {
     double comm = 0, comp = 0;

@@ -39,7 +39,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
-from .schedule import BACKWARD, FORWARD, SCHEDULES, parse_order
+from .schedule import BACKWARD, FORWARD, SCHEDULES, format_order, parse_order, step_parts
 
 MODES = ("train", "infer")
 PRECISIONS = ("fp32", "bf16", "fp16")
@@ -195,10 +195,15 @@ class Stage:
     seconds_per_micro_batch: Optional[float] = None   # forward (+ backward when training)
     memory_bytes: Optional[int] = None
     memory_breakdown_bytes: Optional[Dict[str, int]] = None
+    # With virtual stages, the report lists one entry per virtual stage: its chunk and
+    # its place in the pipeline (chunk * pp + stage).
+    chunk: Optional[int] = None
+    virtual_stage: Optional[int] = None
     extra: dict = field(default_factory=dict)
 
     KNOWN = ("stage", "layers", "onnx_nodes", "forward_s", "backward_s",
-             "seconds_per_micro_batch", "memory_bytes", "memory_breakdown_bytes")
+             "seconds_per_micro_batch", "memory_bytes", "memory_breakdown_bytes",
+             "chunk", "virtual_stage")
 
     @classmethod
     def from_dict(cls, d, path):
@@ -217,7 +222,32 @@ class Stage:
                    memory_bytes=_bytes(d, "memory_bytes", path, required=False),
                    memory_breakdown_bytes=_number_map(d, "memory_breakdown_bytes", path,
                                                       False, integer=True),
+                   chunk=_int(d, "chunk", path, required=False, minimum=0),
+                   virtual_stage=_int(d, "virtual_stage", path, required=False,
+                                      minimum=0),
                    extra=_extra(d, cls.KNOWN))
+
+
+def _fold_chunks(chunks, pp):
+    """One Stage per pipeline stage from the report's virtual stages (chunk c of stage
+    s at c * pp + s): its layers listed per chunk, its times the sums over its chunks
+    (None where a chunk lacks one), its memory (the report gives each chunk its
+    stage's)."""
+    def total(values):
+        return None if any(v is None for v in values) else sum(values)
+    folded = []
+    for s in range(pp):
+        mine = chunks[s::pp]
+        layers = [c.layers for c in mine if c.layers]
+        folded.append(Stage(
+            stage=s, layers=", ".join(layers) if layers else None,
+            onnx_nodes=total([c.onnx_nodes for c in mine]),
+            forward_s=total([c.forward_s for c in mine]),
+            backward_s=total([c.backward_s for c in mine]),
+            seconds_per_micro_batch=total([c.seconds_per_micro_batch for c in mine]),
+            memory_bytes=mine[0].memory_bytes,
+            memory_breakdown_bytes=mine[0].memory_breakdown_bytes))
+    return folded
 
 
 @dataclass
@@ -325,6 +355,11 @@ class PlanReport:
     # stage's (first_node, last_node); None in a report written before it existed.
     placement_summary: Optional[str] = None
     stage_nodes: Optional[List[Tuple[int, int]]] = None
+    # Model chunks per pipeline stage (the interleaved 1F1B; 1 without).  Above 1,
+    # `stages` has one entry per pipeline stage (its chunks folded: _fold_chunks) and
+    # `chunk_stages` the report's entries, one per virtual stage.
+    virtual_stages: int = 1
+    chunk_stages: List[Stage] = field(default_factory=list)
     warnings: List[str] = field(default_factory=list)
     extra: dict = field(default_factory=dict)
     raw: dict = field(default_factory=dict, repr=False)
@@ -332,7 +367,8 @@ class PlanReport:
     KNOWN = ("model", "mode", "precision", "world_size", "mesh", "zero_stage",
              "micro_batch_size", "num_micro_batches", "recompute", "schedule", "stages",
              "predicted", "search_time_s", "alternatives", "device_memory_bytes",
-             "cluster", "device", "parameters", "search", "stage_orders", "placement")
+             "cluster", "device", "parameters", "search", "stage_orders", "placement",
+             "virtual_stages")
 
     @property
     def global_batch_size(self):
@@ -349,6 +385,8 @@ class PlanReport:
             raise PlanReportError(f"report: expected a JSON object, got {type(d).__name__}")
         mesh = Mesh.from_dict(_obj(d, "mesh", ""), "mesh")
         stages_l = _list(d, "stages", "")
+        virtual = _int(d, "virtual_stages", "", required=False, minimum=1) or 1
+        listed = [Stage.from_dict(s, f"stages[{i}]") for i, s in enumerate(stages_l)]
         alts_l = _list(d, "alternatives", "", required=False) or []
         r = cls(model=_str(d, "model", ""),
                 mode=_str(d, "mode", "", choices=MODES, lower=True),
@@ -360,7 +398,7 @@ class PlanReport:
                 num_micro_batches=_int(d, "num_micro_batches", "", minimum=1),
                 recompute=_str(d, "recompute", "", choices=RECOMPUTE, lower=True),
                 schedule=_str(d, "schedule", "", lower=True),
-                stages=[Stage.from_dict(s, f"stages[{i}]") for i, s in enumerate(stages_l)],
+                stages=listed,
                 predicted=Predicted.from_dict(_obj(d, "predicted", ""), "predicted"),
                 search_time_s=_float(d, "search_time_s", "", required=False),
                 alternatives=[Alternative.from_dict(a, f"alternatives[{i}]")
@@ -374,8 +412,28 @@ class PlanReport:
                 extra=_extra(d, cls.KNOWN),
                 raw=d)
         r.placement_summary, r.stage_nodes = _placement(d)
+        r.virtual_stages, r.chunk_stages = virtual, listed
+        if virtual > 1:
+            r._check_chunks()
+            r.stages = _fold_chunks(listed, mesh.pp)
         r._check_relations()
         return r
+
+    def _check_chunks(self):
+        """With virtual stages: one entry per virtual stage, in pipeline order."""
+        pp, v = self.mesh.pp, self.virtual_stages
+        if pp < 2:
+            raise PlanReportError(f"virtual_stages: {v} model chunks per stage, but "
+                                  f"mesh.pp is {pp}: no pipeline")
+        if len(self.chunk_stages) != pp * v:
+            raise PlanReportError(f"stages: {len(self.chunk_stages)} entries but mesh.pp "
+                                  f"x virtual_stages is {pp} x {v} = {pp * v}")
+        for k, s in enumerate(self.chunk_stages):
+            want = (k % pp, k // pp)
+            if (s.stage, s.chunk) != want:
+                raise PlanReportError(f"stages[{k}]: stage {s.stage}, chunk {s.chunk}; "
+                                      f"virtual stage {k} is chunk {want[1]} of stage "
+                                      f"{want[0]}")
 
     def _check_relations(self):
         """Hard errors for contradictions; warnings for sums that disagree a little."""
@@ -430,22 +488,33 @@ class PlanReport:
             raise PlanReportError(f"stage_orders: {len(orders)} entries but mesh.pp is "
                                   f"{self.mesh.pp}")
         train = self.mode == "train"
+        v = self.virtual_stages
+        # A step's name as the report spells it: F3, or F3.1 with chunks.
+        name = (lambda k, j, c: f"{k}{j}.{c}") if v > 1 else (lambda k, j, c: f"{k}{j}")
         for i, order in enumerate(orders):
             where = f"stage_orders[{i}]"
             seen = set()
-            for kind, j in order:
+            for step in order:
+                kind, j, c = step_parts(step)
+                if (len(step) > 2) != (v > 1) or c >= v:
+                    raise PlanReportError(
+                        f"{where}: step {format_order([step])}, but virtual_stages is {v}"
+                        f" ({'each step names its chunk' if v > 1 else 'no chunks'})")
                 if j >= m:
                     raise PlanReportError(f"{where}: micro-batch {j} but num_micro_batches "
                                           f"is {m}")
-                if (kind, j) in seen:
-                    raise PlanReportError(f"{where}: {kind}{j} runs twice")
+                if (kind, j, c) in seen:
+                    raise PlanReportError(f"{where}: {name(kind, j, c)} runs twice")
                 if kind == BACKWARD and not train:
-                    raise PlanReportError(f"{where}: a backward ({kind}{j}) in infer mode")
-                if kind == BACKWARD and (FORWARD, j) not in seen:
-                    raise PlanReportError(f"{where}: {kind}{j} before {FORWARD}{j}")
-                seen.add((kind, j))
+                    raise PlanReportError(f"{where}: a backward ({name(kind, j, c)}) in "
+                                          f"infer mode")
+                if kind == BACKWARD and (FORWARD, j, c) not in seen:
+                    raise PlanReportError(f"{where}: {name(kind, j, c)} before "
+                                          f"{name(FORWARD, j, c)}")
+                seen.add((kind, j, c))
             kinds = (FORWARD, BACKWARD) if train else (FORWARD,)
-            missing = [f"{k}{j}" for k in kinds for j in range(m) if (k, j) not in seen]
+            missing = [name(k, j, c) for k in kinds for c in range(v) for j in range(m)
+                       if (k, j, c) not in seen]
             if missing:
                 raise PlanReportError(f"{where}: {', '.join(missing[:4])}"
                                       f"{', ...' if len(missing) > 4 else ''} never "

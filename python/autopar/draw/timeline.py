@@ -71,7 +71,10 @@ def build_timeline(report):
         notes.append("The report gives no compute time; it is taken as the step time "
                      "minus the other parts of the breakdown.")
 
-    stages = report.stages
+    # With virtual stages the simulation runs the chunks: their times, per virtual
+    # stage (chunk c of stage s at c * pp + s).
+    chunks = getattr(report, "virtual_stages", 1)
+    stages = report.chunk_stages if chunks > 1 else report.stages
     have_stage_times = bool(stages) and all(
         s.forward_s is not None and (s.backward_s is not None or not train) for s in stages)
     have_stage_totals = bool(stages) and all(
@@ -86,7 +89,7 @@ def build_timeline(report):
         fwd = [s.forward_s for s in stages]
         bwd = [(s.backward_s or 0.0) if train else 0.0 for s in stages]
         source = "stages"
-        busiest = max(f + b for f, b in zip(fwd, bwd))
+        busiest = max(sum(fwd[s::p]) + sum(bwd[s::p]) for s in range(p))
         # Per micro-batch is the contract; a report that gives whole-step totals instead
         # (busiest stage ~ compute rather than ~ compute / m) is recognized and scaled.
         if m > 1 and compute > 0 and busiest > 0 and \
@@ -98,9 +101,9 @@ def build_timeline(report):
                          f"busiest stage's sum is close to the compute time); they are "
                          f"divided by the {m} micro-batches.")
     else:
-        per_mb = compute / m if m else 0.0
-        fwd = [per_mb / (1 + r)] * p
-        bwd = [per_mb * r / (1 + r)] * p
+        per_mb = compute / m / chunks if m else 0.0
+        fwd = [per_mb / (1 + r)] * (p * chunks)
+        bwd = [per_mb * r / (1 + r)] * (p * chunks)
         source = "balanced"
 
     try:
@@ -134,6 +137,7 @@ def idle_time(tl):
 
 def timeline_svg(report, tl, width=1100):
     p = tl.num_stages
+    chunked = len(tl.forward_s) > p
     right = 24
     row_h = max(6.0, min(34.0, 420.0 / p))
     gap = max(1.0, row_h * 0.18)
@@ -225,7 +229,9 @@ def timeline_svg(report, tl, width=1100):
             out.append(f'<rect x="{_num(X(b.start))}" y="{_num(y)}" width="{_num(w)}" '
                        f'height="{_num(row_h)}" fill="{COLORS[b.kind]}" stroke="#fff" '
                        f'stroke-width="{0.8 if w > 4 else 0.3}"><title>stage {s}, {name} of '
-                       f'micro-batch {b.micro_batch}: {fmt_ms(b.start)} \u2013 '
+                       f'micro-batch {b.micro_batch}'
+                       f'{f" through chunk {b.chunk}" if chunked else ""}: '
+                       f'{fmt_ms(b.start)} \u2013 '
                        f'{fmt_ms(b.end)}</title></rect>')
             label = str(b.micro_batch)
             fs = min(11, row_h * 0.6)
@@ -283,7 +289,11 @@ def _schedule_name(report, schedule):
 
 def timeline_caption(report, tl):
     p, m = report.mesh.pp, report.num_micro_batches
+    chunks = len(tl.forward_s) // max(tl.num_stages, 1)
     sched = _schedule_name(report, tl.schedule)
+    if chunks > 1:
+        sched = (f"interleaved {sched} over {chunks} model chunks per stage (each block "
+                 f"one chunk's step; hover for its chunk)")
     what = "training step (forward, backward, optimizer)" if report.mode == "train" \
         else "inference step (forward only)"
     group = report.mesh.dp * report.mesh.tp
@@ -304,7 +314,8 @@ def timeline_caption(report, tl):
     if tl.source == "balanced":
         s.append(f"<b>Assumption:</b> the report gives no per-stage times, so stages are "
                  f"drawn balanced: every stage takes compute / {m} = "
-                 f"{fmt_ms(tl.forward_s[0] + tl.backward_s[0])} per micro-batch{fb}.")
+                 f"{fmt_ms((tl.forward_s[0] + tl.backward_s[0]) * chunks)} per "
+                 f"micro-batch{fb}.")
     elif tl.source == "stages-per-mb":
         s.append("Per-stage times are the report's (stages[i].seconds_per_micro_batch)"
                  + (f"; <b>assumed</b>{fb}." if fb else "."))
