@@ -65,6 +65,7 @@ static llvm::json::Object planJson(const PlanCandidate &c) {
                             {"micro_batch_size", c.microBatchSize},
                             {"num_micro_batches", c.numMicroBatches},
                             {"recompute", recomputeName(c.recompute)},
+                            {"virtual_stages", c.virtualStages},
                             {"sequence_parallel", c.sequenceParallel},
                             {"predicted", predictedJson(c)}};
 }
@@ -267,10 +268,13 @@ void printPlanTable(llvm::raw_ostream &os, const PlanResult &result,
   if (!result.alternatives.empty())
     os << "  runner-ups:\n";
   for (const PlanCandidate &a : result.alternatives)
-    os << llvm::formatv("    dp={0} tp={1} pp={2} zero {3} mb {4} recompute "
+    os << llvm::formatv("    dp={0} tp={1} pp={2}{7} zero {3} mb {4} recompute "
                         "{5}: {6}\n",
                         a.dp, a.tp, a.pp, a.zeroStage, a.microBatchSize,
-                        recomputeName(a.recompute), a.whyNot);
+                        recomputeName(a.recompute), a.whyNot,
+                        a.virtualStages > 1
+                            ? " x" + std::to_string(a.virtualStages) + " chunks"
+                            : std::string());
 }
 
 void printPlanDimensions(llvm::raw_ostream &os, const PlanResult &result) {

@@ -154,6 +154,8 @@ struct PlanKey {
   int zero = 0;
   int64_t microBatch = 1;
   Recompute recompute = Recompute::None;
+  /// Model chunks per pipeline stage (the interleaved 1F1B): 1 without.
+  int64_t virtualStages = 1;
 };
 
 /// Which of the plans enumerate() covers its caller needs, so that the
@@ -277,10 +279,10 @@ private:
                         MemoryBreakdown *breakdown = nullptr) const;
   /// No split of `key` into stages gives a shorter step than this.
   double lowerBound(const PlanKey &key);
-  /// Model chunks per stage of the plan `key`: the pin's with a pipeline
-  /// (legalPlans admits only pipelines it fits), else 1.
+  /// Model chunks per stage of the plan `key` (legalPlans admits more than
+  /// one only for pipelines they fit).
   int64_t virtualStages(const PlanKey &key) const {
-    return key.pp > 1 ? request.pins.virtualStages.value_or(1) : 1;
+    return key.pp > 1 ? key.virtualStages : 1;
   }
   /// The plan `key` with the stages `ranges`, priced.
   PlanCandidate evaluate(const PlanKey &key, const StageRanges &ranges);
@@ -332,9 +334,9 @@ private:
       segmentStore;
   std::map<std::pair<int64_t, int64_t>, CostSummary> summaries;
   std::map<std::tuple<int64_t, int64_t, int, int64_t>, StageSplit> splits;
-  /// Priced plans by (tp, pp, ZeRO stage, micro-batch, recompute), for the
-  /// searches with pins released that explain a plan.
-  std::map<std::tuple<int64_t, int64_t, int, int64_t, int>, PricedPlan>
+  /// Priced plans by (tp, pp, ZeRO stage, micro-batch, recompute, virtual
+  /// stages), for the searches with pins released that explain a plan.
+  std::map<std::tuple<int64_t, int64_t, int, int64_t, int, int64_t>, PricedPlan>
       evaluated;
   int64_t lastEnumerated = 0, lastPruned = 0;
   /// sequenceParallel's answer per tp.
@@ -1820,10 +1822,14 @@ std::vector<PlanKey> Search::legalPlans(const PlanPins &pins) const {
         continue;
       if (pp > 1 && pp > int64_t(graph.segments.size()))
         continue;
-      // Virtual stages need a pipeline of pp * v segments or more.
-      int64_t virtualStages = pins.virtualStages.value_or(1);
-      if (virtualStages > 1 &&
-          (pp == 1 || pp * virtualStages > int64_t(graph.segments.size())))
+      // Virtual stages: the pin's, where a pipeline of pp * v segments
+      // admits it. Not searched: trying 1, 2 and 4 chunks tripled the
+      // search on the largest published rows (530B: 0.40 to 1.23 s, 1T:
+      // 0.44 to 1.90 s) and changed none of their plans
+      // (docs/planner.md, "Virtual stages").
+      int64_t chunks = pins.virtualStages.value_or(1);
+      if (chunks > 1 &&
+          (pp == 1 || pp * chunks > int64_t(graph.segments.size())))
         continue;
       int64_t dp = world / tp / pp;
       if (pins.dp && dp != *pins.dp)
@@ -1841,9 +1847,6 @@ std::vector<PlanKey> Search::legalPlans(const PlanPins &pins) const {
         // Without a pipeline, micro-batching only adds steps (inference).
         if (pp == 1 && !training && mb != batch / dp)
           continue;
-        // The interleaved schedule runs micro-batches in groups of pp.
-        if (virtualStages > 1 && (batch / dp / mb) % pp != 0)
-          continue;
         for (Recompute r :
              {Recompute::None, Recompute::Selective, Recompute::Full}) {
           if (!training && r != Recompute::None)
@@ -1856,7 +1859,9 @@ std::vector<PlanKey> Search::legalPlans(const PlanPins &pins) const {
             if (pins.zeroStage && zero != *pins.zeroStage &&
                 !(dp == 1 && zero == 0))
               continue;
-            keys.push_back({dp, tp, pp, zero, mb, r});
+            // The interleaved schedule runs micro-batches in groups of pp.
+            if (chunks == 1 || (batch / dp / mb) % pp == 0)
+              keys.push_back({dp, tp, pp, zero, mb, r, chunks});
           }
         }
       }
@@ -1966,8 +1971,8 @@ std::vector<PlanCandidate> Search::enumerate(const PlanPins &pins,
       stepCap = std::max(stepCap, r.threshold);
     if (!prune)
       stepCap = std::numeric_limits<double>::infinity();
-    auto memoKey =
-        std::make_tuple(k.tp, k.pp, k.zero, k.microBatch, int(k.recompute));
+    auto memoKey = std::make_tuple(k.tp, k.pp, k.zero, k.microBatch,
+                                   int(k.recompute), k.virtualStages);
     auto it = evaluated.find(memoKey);
     if (it == evaluated.end())
       it = evaluated.emplace(memoKey, price(k, stepCap)).first;
