@@ -819,10 +819,11 @@ llvm::StringMap<SmallVector<int64_t>> stagesOfNodes(func::FuncOp main) {
   return stages;
 }
 
-/// The names of the parameters stage \p stage's programs hold.
-llvm::StringSet<> parametersOf(PipelineTrainingStage &stage) {
+/// The names of the parameters (virtual) stage \p stage's programs hold,
+/// with its stage's step \p step (which holds every chunk's).
+llvm::StringSet<> parametersOf(PipelineTrainingStage &stage, ModuleOp step) {
   llvm::StringSet<> names;
-  for (ModuleOp program : {*stage.step, *stage.forward, *stage.backward}) {
+  for (ModuleOp program : {step, *stage.forward, *stage.backward}) {
     auto fn = program.lookupSymbol<func::FuncOp>("main");
     for (unsigned i = 0; i < fn.getNumArguments(); ++i)
       if (auto p = fn.getArgAttrOfType<StringAttr>(i, attrs::kParameter))
@@ -956,7 +957,10 @@ buildEvalStages(MLIRContext &context, const PlanCandidate &plan,
                                    ValueRange(results).getTypes()));
     main.setAllResultAttrs(resultAttrs);
   }
-  placeUnstagedOps(main, plan.pp, facts.lossName);
+  // With virtual stages, one eval program per virtual stage, as the
+  // forwards.
+  const int64_t numChunkStages = int64_t(stages.size());
+  placeUnstagedOps(main, numChunkStages, facts.lossName);
   {
     auto pm = PassManager::on<ModuleOp>(&context);
     pm.addPass(createSplitPipelineStages());
@@ -964,20 +968,23 @@ buildEvalStages(MLIRContext &context, const PlanCandidate &plan,
       return because("splitting it into pipeline stages failed");
   }
   SmallVector<ModuleOp> stageModules(module->getOps<ModuleOp>());
-  if (int64_t(stageModules.size()) != plan.pp)
+  if (int64_t(stageModules.size()) != numChunkStages)
     return "the eval graph cuts into " + std::to_string(stageModules.size()) +
-           " pipeline stages, the step into " + std::to_string(plan.pp);
+           " pipeline stages, the step into " + std::to_string(numChunkStages);
   for (auto [k, stage] : llvm::enumerate(stageModules)) {
     auto f = stage.lookupSymbol<func::FuncOp>("main");
-    bool last = int64_t(k) == plan.pp - 1;
-    std::string what = "pipeline stage " + std::to_string(k);
+    bool last = int64_t(k) == numChunkStages - 1;
+    std::string what = (plan.virtualStages > 1 ? "virtual pipeline stage "
+                                               : "pipeline stage ") +
+                       std::to_string(k);
     for (unsigned j = 0; j < f.getNumResults(); ++j)
       if (auto name = f.getResultAttrOfType<StringAttr>(j, attrs::kOutput);
           name && name.getValue() == facts.lossName && !last)
         return "the eval graph's " + what +
                " computes the loss, not its last stage";
     // Each stage reads what its training stage holds.
-    llvm::StringSet<> held = parametersOf(stages[k]);
+    llvm::StringSet<> held =
+        parametersOf(stages[k], *stages[k % size_t(plan.pp)].step);
     for (unsigned i = 0; i < f.getNumArguments(); ++i)
       if (auto name = f.getArgAttrOfType<StringAttr>(i, attrs::kParameter);
           name && !held.contains(name.getValue()))
@@ -1754,10 +1761,7 @@ buildPipelineTraining(MLIRContext &context, const PlanCandidate &plan,
       return std::move(err);
   }
   std::string evalUnavailable =
-      plan.virtualStages > 1
-          ? "an interleaved pipeline (" + std::to_string(plan.virtualStages) +
-                " virtual stages per stage) has no eval programs yet"
-          : buildEvalStages(context, plan, options, facts, nodeStages, stages);
+      buildEvalStages(context, plan, options, facts, nodeStages, stages);
   for (PipelineTrainingStage &stage : stages) {
     stage.evalUnavailable = evalUnavailable;
     if (!evalUnavailable.empty())
@@ -1871,7 +1875,7 @@ llvm::FailureOr<TrainedSummary> writePipelineTrainingArtifact(
     parts.push_back(Part{*stage.forward, phaseName + ".forward", "forward"});
     parts.push_back(Part{*stage.backward, phaseName + ".backward", "backward"});
     if (stage.eval)
-      parts.push_back(Part{*stage.eval, name + ".eval", "eval"});
+      parts.push_back(Part{*stage.eval, phaseName + ".eval", "eval"});
     for (Part part : parts) {
       if (!options.dumpDir.empty()) {
         std::error_code ec;
@@ -1956,7 +1960,8 @@ llvm::FailureOr<TrainedSummary> writePipelineTrainingArtifact(
     t.evalUnavailable = "a pipeline's eval programs run on CPU ranks, as its "
                         "trainer does, and this artifact is compiled for GPUs";
   else if (stages.front().eval)
-    t.evalProgram = "stage0.eval";
+    t.evalProgram =
+        plan.virtualStages > 1 ? "stage0.chunk0.eval" : "stage0.eval";
   else
     t.evalUnavailable = "its pipeline stages have no eval programs (" +
                         stages.front().evalUnavailable + ")";

@@ -591,7 +591,7 @@ void checkPipeline(const ManifestReader &reader, const Manifest &manifest,
   // --eval-data: every stage's eval program, sending forward as the
   // forwards do.
   if (manifest.phaseProgram(0, "eval"))
-    for (int64_t s = 0; s + 1 < stages; ++s)
+    for (int64_t s = 0; s + 1 < manifest.pipeline->chunkStages(); ++s)
       chain(phaseIndex(s, "eval"), phaseIndex(s + 1, "eval"), s, s + 1);
 }
 
@@ -849,12 +849,6 @@ Manifest parseManifest(std::string_view text, const std::string &path) {
             "is " + std::to_string(program.stage) + ", but the pipeline has " +
                 std::to_string(pipeline.chunkStages()) +
                 (pipeline.virtualStages > 1 ? " virtual" : "") + " stages");
-      if (program.phase == "eval" && pipeline.virtualStages > 1)
-        reader.fail(where + ".phase",
-                    "is \"eval\", which an interleaved pipeline "
-                    "(virtual_stages " +
-                        std::to_string(pipeline.virtualStages) +
-                        ") does not run");
     }
     argumentsKey.push_back("arguments");
     if (programs[i].contains("arguments")) {

@@ -25,6 +25,10 @@ predicted ones, call for call and byte for byte (--check-comm):
   over its tp group); tied weights (GPT-2's head is its token table, held
   by virtual stages 0 and 3 on different stages): the gradient summed over
   them;
+- --eval-data: the eval losses equal one rank's for the MLP on pp2 x 2,
+  dp2 x pp2 x 2 with ZeRO-1 and pp2 x 3, the GPT on pp2 x 2 and
+  tp2 x pp2 x 2 (each chunk's eval program, in the interleaved forward
+  order);
 - every run's activations kept per stage (the peak of its chunk
   micro-batches' residuals) within 10% of the report's (its walk of the
   interleaved order over what each chunk keeps);
@@ -43,8 +47,8 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from train_dp import (CONFIG, Case, compare, on_one_rank,  # noqa: E402
-                      resumed_bitwise, run)
+from train_dp import (CONFIG, Case, compare,  # noqa: E402
+                      eval_equals_one_rank, on_one_rank, resumed_bitwise, run)
 from train_pp import TiedGpt, pipeline_config  # noqa: E402
 from train_tp import WideGpt, WideMlp, check_model_state  # noqa: E402
 
@@ -52,9 +56,9 @@ from train_tp import WideGpt, WideMlp, check_model_state  # noqa: E402
 def compile_interleaved(case, tag, ranks, pp, chunks, errors, *flags,
                         config=None):
     """Compiles `case` for `pp` stages of `chunks` model chunks each: the
-    manifest must list a forward and a backward per virtual stage, named
-    stage<s>.chunk<c>, one step per stage, and the report the virtual
-    stages with their stage and chunk."""
+    manifest must list a forward, a backward and an eval program per
+    virtual stage, named stage<s>.chunk<c>, one step per stage, and the
+    report the virtual stages with their stage and chunk."""
     art, result = case.compile(tag, ranks, "--pp", str(pp),
                                "--virtual-stages", str(chunks), *flags,
                                config=config)
@@ -71,7 +75,7 @@ def compile_interleaved(case, tag, ranks, pp, chunks, errors, *flags,
                     for p in manifest["programs"] if "phase" in p)
     want = sorted((c * pp + s, ph, f"stage{s}.chunk{c}.{ph}")
                   for s in range(pp) for c in range(chunks)
-                  for ph in ("forward", "backward"))
+                  for ph in ("forward", "backward", "eval"))
     steps = sorted(p["name"] for p in manifest["programs"]
                    if "phase" not in p)
     if phases != want or steps != [f"stage{s}" for s in range(pp)]:
@@ -167,6 +171,12 @@ def main():
         check_model_state(f"mlp {tag}", art, result[2], errors)
         activations(f"mlp {tag}", art, result[2], errors)
 
+    # --eval-data: every stage runs its chunks' eval programs over the
+    # held-out micro-batches in the interleaved forward order.
+    errors += eval_equals_one_rank(build, mlp, launcher,
+                                   (("pp2x2", 2), ("dp2xpp2x2-zero1", 4),
+                                    ("pp2x3", 2)))
+
     # GPT: 12 sequences, batches of 4 in 4 micro-batches of 1.
     data = {"idx": torch.randint(0, WideGpt.vocab, (12, WideGpt.seq)),
             "targets": torch.randint(0, WideGpt.vocab, (12, WideGpt.seq))}
@@ -198,6 +208,9 @@ def main():
                       noise_only=key_bias)
     check_model_state("gpt tp2xpp2x2", art_tp, result[2], errors)
     activations("gpt tp2xpp2x2", art_tp, result[2], errors)
+
+    errors += eval_equals_one_rank(build, gpt, launcher,
+                                   (("pp2x2", 2), ("tp2xpp2x2", 4)))
 
     # Tied weights: the token table in virtual stage 0 (stage 0) and the
     # head in virtual stage 3 (stage 1); its gradient summed over them.

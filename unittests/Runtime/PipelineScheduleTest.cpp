@@ -112,8 +112,9 @@ using Message = std::tuple<bool, int64_t, int64_t, int64_t>;
 /// ranks posting their messages in the same order (so that MPI matches
 /// them right with one tag), else what went wrong.
 /// \p unpaired exchanges after every step, ignoring pairedWithNext.
+/// Without \p withBackward, the forward-only order (--eval-data's).
 std::string simulate(int64_t stages, int64_t chunks, int64_t microBatches,
-                     bool unpaired = false) {
+                     bool unpaired = false, bool withBackward = true) {
   int64_t last = stages * chunks - 1;
   // Per rank: its exchanges, each a set of (message, sending?).
   std::vector<std::vector<std::set<std::pair<Message, bool>>>> exchanges(
@@ -121,7 +122,7 @@ std::string simulate(int64_t stages, int64_t chunks, int64_t microBatches,
   std::map<std::pair<int64_t, int64_t>, std::vector<Message>> sent, received;
   for (int64_t s = 0; s < stages; ++s) {
     std::vector<PipelineStep> order = pipelineSchedule(
-        ScheduleKind::OneFOneB, stages, s, microBatches, true, chunks);
+        ScheduleKind::OneFOneB, stages, s, microBatches, withBackward, chunks);
     auto messages = [&](const PipelineStep &step, bool sends) {
       std::set<std::pair<Message, bool>> list;
       int64_t v = step.chunk * stages + s;
@@ -208,6 +209,19 @@ TEST(PipelineScheduleTest, InterleavedRunsWithoutDeadlock) {
   // receives only after its next step.
   EXPECT_EQ(simulate(2, 2, 4, /*unpaired=*/true),
             "rank 0 waits forever in exchange 6");
+}
+
+// --eval-data walks the forwards alone (PipelineEvaluator), each step's sends
+// with the next step's receives: the interleaved forward order finishes too.
+TEST(PipelineScheduleTest, InterleavedForwardsRunWithoutDeadlock) {
+  for (int64_t stages : {2, 3, 4})
+    for (int64_t chunks : {1, 2, 3})
+      for (int64_t groups : {1, 2, 3})
+        EXPECT_EQ(simulate(stages, chunks, groups * stages, /*unpaired=*/true,
+                           /*withBackward=*/false),
+                  "")
+            << stages << " stages of " << chunks << " chunks, "
+            << groups * stages << " micro-batches, forwards only";
 }
 
 TEST(PipelineScheduleTest, InterleavedRunsEveryChunkStepOnce) {

@@ -16,6 +16,7 @@
 #include "autopar/runtime/Communicator.h"
 #include "autopar/runtime/DataLoader.h"
 #include "autopar/runtime/HostBuffer.h"
+#include "autopar/runtime/PipelineSchedule.h"
 #include "autopar/runtime/Session.h"
 
 #include <memory>
@@ -27,10 +28,11 @@ namespace autopar::runtime {
 
 class PipelineEvaluator {
 public:
-  /// Opens the eval program of \p step's stage (\p step is the rank's
-  /// session of a pipeline training artifact; it must outlive the
-  /// evaluator) and maps the held-out data in \p dataDir. Throws Error
-  /// naming the artifact when it has no eval program, saying why.
+  /// Opens the eval program of \p step's stage (with virtual stages, of
+  /// each of its chunks; \p step is the rank's session of a pipeline
+  /// training artifact; it must outlive the evaluator) and maps the held-out
+  /// data in \p dataDir. Throws Error naming the artifact when it has no eval
+  /// program, saying why.
   PipelineEvaluator(Session &step, const std::string &dataDir);
   ~PipelineEvaluator();
 
@@ -45,16 +47,25 @@ public:
   int64_t batches() const { return data->batchesPerEpoch(); }
 
 private:
+  /// One model chunk's eval program (one without virtual stages) and how
+  /// its arguments are fed.
+  struct Chunk {
+    std::unique_ptr<Session> session;
+    /// (argument, the step's argument) for parameters; (argument, index
+    /// into batchBuffers) for data inputs.
+    std::vector<std::pair<size_t, size_t>> parameters, inputs;
+    std::vector<size_t> received, sent;
+    std::optional<size_t> loss, denominator;
+  };
+  std::vector<Communicator::Message> messages(Chunk &chunk, bool sends);
+
   Session &step;
-  std::unique_ptr<Session> session;
+  std::vector<Chunk> chunks;
+  /// The stage's forward-only order over its chunks (PipelineSchedule.h).
+  std::vector<PipelineStep> order;
   std::unique_ptr<DataLoader> data;
   /// One per data input of the step: the rank's rows of a held-out batch.
   std::vector<HostBuffer> batchBuffers;
-  /// (argument, the step's argument) for parameters; (argument, index into
-  /// batchBuffers) for data inputs.
-  std::vector<std::pair<size_t, size_t>> parameters, inputs;
-  std::vector<size_t> received, sent;
-  std::optional<size_t> loss, denominator;
   int64_t microBatches = 1, replicas = 1;
 };
 
