@@ -314,6 +314,11 @@ private:
   /// none (with `why`) when no plan can have it.
   std::optional<PlanCandidate> otherSequenceParallel(const PlanCandidate &best,
                                                      std::string &why);
+  /// The best plan with another number of virtual stages than `best`'s
+  /// (one without interleaving; two chunks with it, as virtual stages are
+  /// not searched), or none (with `why`).
+  std::optional<PlanCandidate> otherVirtualStages(const PlanCandidate &best,
+                                                  std::string &why);
   std::vector<DimensionComparison>
   compareDimensions(const PlanCandidate &best,
                     const std::vector<PlanCandidate> &all);
@@ -1343,8 +1348,10 @@ std::string dimensionValue(int d, const PlanCandidate &c) {
     return std::to_string(c.microBatchSize);
   case 5:
     return recomputeName(c.recompute).str();
-  default:
+  case 6:
     return c.sequenceParallel ? "on" : "off";
+  default:
+    return std::to_string(c.virtualStages);
   }
 }
 
@@ -1387,23 +1394,50 @@ Search::otherSequenceParallel(const PlanCandidate &best, std::string &why) {
   return unfit;
 }
 
+std::optional<PlanCandidate>
+Search::otherVirtualStages(const PlanCandidate &best, std::string &why) {
+  PlanRequest other = request;
+  other.compareDimensions = false;
+  if (best.virtualStages > 1)
+    other.pins.virtualStages.reset();
+  else
+    other.pins.virtualStages = 2;
+  llvm::Expected<PlanResult> found = Search(graph, other).run();
+  if (found)
+    return found->best;
+  std::optional<PlanCandidate> unfit;
+  llvm::handleAllErrors(
+      found.takeError(),
+      [&](const InfeasiblePlanError &e) { unfit = e.result().best; },
+      [&](const llvm::ErrorInfoBase &e) { why = e.message(); });
+  return unfit;
+}
+
 std::vector<DimensionComparison>
 Search::compareDimensions(const PlanCandidate &best,
                           const std::vector<PlanCandidate> &all) {
-  static const char *const names[] = {"dp",
-                                      "tp",
-                                      "pp",
-                                      "zero",
-                                      "micro-batch",
-                                      "recompute",
-                                      "sequence-parallel"};
+  static const char *const names[] = {
+      "dp",        "tp",        "pp", "zero", "micro-batch", "recompute",
+      "sequence-parallel", "virtual-stages"};
   bool training = request.mode == PlanMode::Training;
   std::vector<DimensionComparison> result;
-  for (int d = 0; d < 7; ++d) {
+  for (int d = 0; d < 8; ++d) {
     DimensionComparison cmp;
     cmp.dimension = names[d];
     cmp.chosen = dimensionValue(d, best);
-    if (d == 6) {
+    if (d == 7) {
+      // Only a training pipeline (or a pin) can interleave.
+      cmp.pinned = request.pins.virtualStages.has_value();
+      if (!training || (best.pp == 1 && !cmp.pinned))
+        continue;
+      std::string why;
+      cmp.runnerUp = otherVirtualStages(best, why);
+      if (!cmp.runnerUp) {
+        cmp.why = "the only value possible: " + why;
+        result.push_back(std::move(cmp));
+        continue;
+      }
+    } else if (d == 6) {
       cmp.pinned = request.pins.sequenceParallel.has_value();
       std::string why;
       cmp.runnerUp = otherSequenceParallel(best, why);
@@ -1509,6 +1543,11 @@ Search::compareDimensions(const PlanCandidate &best,
                                    times, faster ? "less" : "more", term.term,
                                    formatSeconds(term.delta))
                          .str();
+    // The search does not try virtual stages (docs/planner.md): say how to
+    // have the faster plan.
+    if (d == 7 && !cmp.pinned && !faster)
+      cmp.why += "; virtual stages are not searched: pin --virtual-stages " +
+                 cmp.runnerUpValue + " for that plan";
     // Where tensor parallelism leaves a node, its collectives take the
     // network instead of the node's link.
     if (cmp.dominantTerm == "exposed communication") {

@@ -230,9 +230,10 @@ struct OpDecision {
 /// The chosen plan against the best plan with another value of one
 /// dimension (`--explain-plan`).
 struct DimensionComparison {
-  /// "dp", "tp", "pp", "zero", "micro-batch", "recompute" or
+  /// "dp", "tp", "pp", "zero", "micro-batch", "recompute",
   /// "sequence-parallel" (compared with a search of its own: the residual
-  /// stream's layout is fixed per tp).
+  /// stream's layout is fixed per tp) or "virtual-stages" (training
+  /// pipelines only; a search of its own too: they are not searched).
   std::string dimension;
   std::string chosen; ///< the chosen value, e.g. "8", "selective"
   /// A pin fixed it; `runnerUp` is then the best plan without the pin.
