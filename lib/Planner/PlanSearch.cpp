@@ -312,6 +312,9 @@ private:
   /// `all` is every plan under the request's pins, best first.
   /// The best plan with the other sequence parallelism than `best`'s, or
   /// none (with `why`) when no plan can have it.
+  /// The best plan of `other` (a request like this one with other pins),
+  /// the smallest one when none fits, or none (with `why`).
+  std::optional<PlanCandidate> bestPlanOf(PlanRequest other, std::string &why);
   std::optional<PlanCandidate> otherSequenceParallel(const PlanCandidate &best,
                                                      std::string &why);
   /// The best plan with another number of virtual stages than `best`'s
@@ -1374,12 +1377,8 @@ int64_t dimensionNumber(int d, const PlanCandidate &c) {
   }
 }
 
-std::optional<PlanCandidate>
-Search::otherSequenceParallel(const PlanCandidate &best, std::string &why) {
-  // The residual stream's layout is fixed for each tp when a search solves
-  // its chain, so the other value takes a search of its own.
-  PlanRequest other = request;
-  other.pins.sequenceParallel = !best.sequenceParallel;
+std::optional<PlanCandidate> Search::bestPlanOf(PlanRequest other,
+                                                std::string &why) {
   other.compareDimensions = false;
   llvm::Expected<PlanResult> found = Search(graph, other).run();
   if (found)
@@ -1395,22 +1394,22 @@ Search::otherSequenceParallel(const PlanCandidate &best, std::string &why) {
 }
 
 std::optional<PlanCandidate>
+Search::otherSequenceParallel(const PlanCandidate &best, std::string &why) {
+  // The residual stream's layout is fixed for each tp when a search solves
+  // its chain, so the other value takes a search of its own.
+  PlanRequest other = request;
+  other.pins.sequenceParallel = !best.sequenceParallel;
+  return bestPlanOf(std::move(other), why);
+}
+
+std::optional<PlanCandidate>
 Search::otherVirtualStages(const PlanCandidate &best, std::string &why) {
   PlanRequest other = request;
-  other.compareDimensions = false;
   if (best.virtualStages > 1)
     other.pins.virtualStages.reset();
   else
     other.pins.virtualStages = 2;
-  llvm::Expected<PlanResult> found = Search(graph, other).run();
-  if (found)
-    return found->best;
-  std::optional<PlanCandidate> unfit;
-  llvm::handleAllErrors(
-      found.takeError(),
-      [&](const InfeasiblePlanError &e) { unfit = e.result().best; },
-      [&](const llvm::ErrorInfoBase &e) { why = e.message(); });
-  return unfit;
+  return bestPlanOf(std::move(other), why);
 }
 
 std::vector<DimensionComparison>

@@ -49,7 +49,8 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from train_dp import (CONFIG, Case, compare,  # noqa: E402
                       eval_equals_one_rank, on_one_rank, resumed_bitwise, run)
-from train_pp import TiedGpt, pipeline_config  # noqa: E402
+from train_pp import (TiedGpt, gpt_setup, mlp_data,  # noqa: E402
+                      pipelined_case)
 from train_tp import WideGpt, WideMlp, check_model_state  # noqa: E402
 
 
@@ -149,13 +150,9 @@ def main():
     # MLP: 24 samples, batches of 8 in 4 micro-batches of 2 (a multiple of
     # pp), AdamW with clipping (the global norm adds every chunk's sums),
     # warmup-cosine.
-    data = {"x": torch.randn(24, 64), "y": torch.randint(0, 16, (24,))}
-    mlp = Case(build, work, "mlp", WideMlp(), data, 8, CONFIG)
-    micro = os.path.join(mlp.dir, "micro.json")
-    with open(micro, "w") as f:
-        json.dump(pipeline_config(CONFIG, 8, 2), f)
-    one = mlp.train("local1", mlp.compile("local1", 1)[0], 1, launcher,
-                    "--shuffle", "3")
+    data = mlp_data()
+    mlp, micro, one = pipelined_case(build, work, launcher, "mlp", WideMlp(),
+                                     data, 8, 2, CONFIG, "--shuffle", "3")
     for tag, ranks, chunks, flags in (
             ("pp2x2", 2, 2, ()),
             ("pp2x2-recompute", 2, 2, ("--recompute", "full")),
@@ -178,18 +175,9 @@ def main():
                                     ("pp2x3", 2)))
 
     # GPT: 12 sequences, batches of 4 in 4 micro-batches of 1.
-    data = {"idx": torch.randint(0, WideGpt.vocab, (12, WideGpt.seq)),
-            "targets": torch.randint(0, WideGpt.vocab, (12, WideGpt.seq))}
-    # The key third of qkv.bias has an exactly zero gradient (softmax is
-    # invariant to a per-query constant): compared at the noise's level.
-    key_bias = {"qkv.bias": slice(WideGpt.width, 2 * WideGpt.width)}
-    gpt_config = json.loads(json.dumps(CONFIG))
-    gpt_config["optimizer"]["params"]["eps"] = 1e-6
-    gpt = Case(build, work, "gpt", WideGpt(), data, 4, gpt_config)
-    gpt_micro = os.path.join(gpt.dir, "micro.json")
-    with open(gpt_micro, "w") as f:
-        json.dump(pipeline_config(gpt_config, 4, 1), f)
-    gpt_one = gpt.train("local1", gpt.compile("local1", 1)[0], 1, launcher)
+    data, key_bias, gpt_config = gpt_setup()
+    gpt, gpt_micro, gpt_one = pipelined_case(build, work, launcher, "gpt",
+                                             WideGpt(), data, 4, 1, gpt_config)
     art = compile_interleaved(gpt, "pp2x2", 2, 2, 2, errors,
                               config=gpt_micro)
     whole = gpt.train("pp2x2", art, 2, launcher)
@@ -214,12 +202,8 @@ def main():
 
     # Tied weights: the token table in virtual stage 0 (stage 0) and the
     # head in virtual stage 3 (stage 1); its gradient summed over them.
-    tied = Case(build, work, "gpt-tied", TiedGpt(), data, 4, gpt_config)
-    tied_micro = os.path.join(tied.dir, "micro.json")
-    with open(tied_micro, "w") as f:
-        json.dump(pipeline_config(gpt_config, 4, 1), f)
-    tied_one = tied.train("local1", tied.compile("local1", 1)[0], 1,
-                          launcher)
+    tied, tied_micro, tied_one = pipelined_case(
+        build, work, launcher, "gpt-tied", TiedGpt(), data, 4, 1, gpt_config)
     art_tied = compile_interleaved(tied, "pp2x2", 2, 2, 2, errors,
                                    config=tied_micro)
     errors += compare("gpt (tied) pp2x2", tied_one[:2],

@@ -167,6 +167,37 @@ def pipeline_config(base, batch, micro_batch):
             "train_micro_batch_size_per_gpu": micro_batch}
 
 
+def pipelined_case(build, work, launcher, name, model, data, batch,
+                   micro_batch, config, *train_flags):
+    """`model` exported as a Case, a config of `batch` samples in
+    micro-batches of `micro_batch` written beside it, and its run on one
+    rank: (case, the config's path, one rank's (losses, params, stdout))."""
+    case = Case(build, work, name, model, data, batch, config)
+    micro = os.path.join(case.dir, "micro.json")
+    with open(micro, "w") as f:
+        json.dump(pipeline_config(config, batch, micro_batch), f)
+    one = case.train("local1", case.compile("local1", 1)[0], 1, launcher,
+                     *train_flags)
+    return case, micro, one
+
+
+def mlp_data():
+    """The MLP's data: 24 samples of 64 features, 16 classes."""
+    return {"x": torch.randn(24, 64), "y": torch.randint(0, 16, (24,))}
+
+
+def gpt_setup():
+    """The GPT's data (12 sequences), the entries whose gradient is exactly
+    zero (the key third of qkv.bias: softmax is invariant to a per-query
+    constant; compared at the noise's level) and its config."""
+    data = {"idx": torch.randint(0, WideGpt.vocab, (12, WideGpt.seq)),
+            "targets": torch.randint(0, WideGpt.vocab, (12, WideGpt.seq))}
+    key_bias = {"qkv.bias": slice(WideGpt.width, 2 * WideGpt.width)}
+    gpt_config = json.loads(json.dumps(CONFIG))
+    gpt_config["optimizer"]["params"]["eps"] = 1e-6
+    return data, key_bias, gpt_config
+
+
 def compile_pp(case, tag, ranks, pp, errors, *flags, config=None,
                no_eval=None):
     """Compiles `case` for `pp` stages on `ranks` ranks: every stage must
@@ -261,13 +292,9 @@ def main():
 
     # MLP: 24 samples, batches of 8 in 4 micro-batches of 2, AdamW with
     # clipping (the global norm adds the stages' sums), warmup-cosine.
-    data = {"x": torch.randn(24, 64), "y": torch.randint(0, 16, (24,))}
-    mlp = Case(build, work, "mlp", WideMlp(), data, 8, CONFIG)
-    micro = os.path.join(mlp.dir, "micro.json")
-    with open(micro, "w") as f:
-        json.dump(pipeline_config(CONFIG, 8, 2), f)
-    one = mlp.train("local1", mlp.compile("local1", 1)[0], 1, launcher,
-                    "--shuffle", "3")
+    data = mlp_data()
+    mlp, micro, one = pipelined_case(build, work, launcher, "mlp", WideMlp(),
+                                     data, 8, 2, CONFIG, "--shuffle", "3")
     for tag, ranks, pp, flags in (
             ("pp2", 2, 2, ()),
             ("pp2-gpipe", 2, 2, ("--pipeline-schedule", "gpipe")),
@@ -318,18 +345,9 @@ def main():
                                    (("pp4", 4), ("dp2xtp2xpp2-zero3", 8)))
 
     # GPT: 12 sequences, batches of 4 in 4 micro-batches of 1.
-    data = {"idx": torch.randint(0, WideGpt.vocab, (12, WideGpt.seq)),
-            "targets": torch.randint(0, WideGpt.vocab, (12, WideGpt.seq))}
-    # The key third of qkv.bias has an exactly zero gradient (softmax is
-    # invariant to a per-query constant): compared at the noise's level.
-    key_bias = {"qkv.bias": slice(WideGpt.width, 2 * WideGpt.width)}
-    gpt_config = json.loads(json.dumps(CONFIG))
-    gpt_config["optimizer"]["params"]["eps"] = 1e-6
-    gpt = Case(build, work, "gpt", WideGpt(), data, 4, gpt_config)
-    micro = os.path.join(gpt.dir, "micro.json")
-    with open(micro, "w") as f:
-        json.dump(pipeline_config(gpt_config, 4, 1), f)
-    one = gpt.train("local1", gpt.compile("local1", 1)[0], 1, launcher)
+    data, key_bias, gpt_config = gpt_setup()
+    gpt, micro, one = pipelined_case(build, work, launcher, "gpt", WideGpt(),
+                                     data, 4, 1, gpt_config)
     art = compile_pp(gpt, "pp2", 2, 2, errors, config=micro)
     whole = gpt.train("pp2", art, 2, launcher)
     errors += compare("gpt pp2", one[:2], whole, noise_only=key_bias)
@@ -400,12 +418,8 @@ def main():
     # hold the table, and its gradient is summed over them (one all-reduce
     # over pp of a bucket, Megatron's embedding group); the first stage
     # counts it in the global norm and checkpoints it.
-    tied = Case(build, work, "gpt-tied", TiedGpt(), data, 4, gpt_config)
-    tied_micro = os.path.join(tied.dir, "micro.json")
-    with open(tied_micro, "w") as f:
-        json.dump(pipeline_config(gpt_config, 4, 1), f)
-    tied_one = tied.train("local1", tied.compile("local1", 1)[0], 1,
-                          launcher)
+    tied, tied_micro, tied_one = pipelined_case(
+        build, work, launcher, "gpt-tied", TiedGpt(), data, 4, 1, gpt_config)
     art_tied = compile_pp(tied, "pp2", 2, 2, errors, config=tied_micro)
     whole_tied = tied.train("pp2", art_tied, 2, launcher)
     errors += compare("gpt (tied) pp2", tied_one[:2], whole_tied,
