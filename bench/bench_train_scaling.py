@@ -6,7 +6,9 @@ fixed global batch (strong scaling), AdamW with clipping, trained by
 `mpirun -np N autopar-run --train` for each plan family the runtime executes on CPU
 ranks: data parallelism with ZeRO 0, 1, 2 and 3 (`--zero`), tensor parallelism
 (`--tp T`: N / T data-parallel replicas of tp groups of T) and pipeline parallelism
-(`--pp P`: N / P replicas of a pipeline of P stages, the micro-batches the planner's)
+(`--pp P`: N / P replicas of a pipeline of P stages, the micro-batches the planner's;
+with `--virtual-stages 1,2` each pipeline also with 2 model chunks per stage, Megatron-LM's
+interleaved 1F1B)
 and both (`--tp T --pp P` where T x P divides N: pipelines whose stages are tp groups).
 For each:
   - autopar-compile --mode train --cluster local:N --zero Z (or --tp T, --pp P) --report-json R: the plan's
@@ -26,6 +28,7 @@ predicted step time / the measured one.
 
   bench/bench_train_scaling.py --build-dir build
   bench/bench_train_scaling.py --ranks 1,2,4,8 --zero 0,2,3 --tp 2,4 --pp 2,4 --steps 20
+  bench/bench_train_scaling.py --ranks 1,2 --zero 0 --tp '' --pp 2 --virtual-stages 1,2
   bench/bench_train_scaling.py --write-results     # the current figures in bench/RESULTS.md
 
 This machine's cores are shared among the ranks (rows with more ranks than cores are
@@ -71,18 +74,22 @@ def prepare(args, batch):
     return work, config, shapes
 
 
-def bench_plan(work, config, shapes, n, zero, args, tp=1, pp=1):
+def bench_plan(work, config, shapes, n, zero, args, tp=1, pp=1, chunks=1):
     """One plan: ZeRO stage `zero` over n data-parallel ranks, or (tp > 1) n / tp
     replicas of tensor-parallel groups of tp, or (pp > 1) n / pp replicas of a
-    pipeline of pp stages, or (both) n / (tp pp) replicas of a pipeline whose
-    stages are tp groups."""
+    pipeline of pp stages (of `chunks` model chunks each: the interleaved 1F1B), or
+    (both) n / (tp pp) replicas of a pipeline whose stages are tp groups."""
     tag = (f"tp{tp}xpp{pp}-{n}" if tp > 1 and pp > 1 else f"tp{tp}-{n}" if tp > 1
            else f"pp{pp}-{n}" if pp > 1 else f"zero{zero}-{n}")
+    if chunks > 1:
+        tag += f"-v{chunks}"
     art, report = os.path.join(work, tag), os.path.join(work, tag + "-report.json")
-    row = {"ranks": n, "zero": zero, "tp": tp, "pp": pp, "error": "",
+    row = {"ranks": n, "zero": zero, "tp": tp, "pp": pp, "chunks": chunks, "error": "",
            "oversubscribed": n > os.cpu_count()}
     pin = ((["--tp", str(tp)] if tp > 1 else []) + (["--pp", str(pp)] if pp > 1 else [])
            or (["--dp", str(n), "--zero", str(zero)] if n > 1 else ["--zero", str(zero)]))
+    if chunks > 1:
+        pin += ["--virtual-stages", str(chunks)]
     cmd = [os.path.join(args.build_dir, "bin", "autopar-compile"), os.path.join(work, "model.onnx"),
            "--cluster", f"local:{n}", "--mode", "train", "--train-config", config, *shapes,
            *pin, "--report-json", report, "-o", art]
@@ -133,12 +140,13 @@ def fmt(v, spec):
 
 
 def plan_name(r):
+    chunks = f" x {r['chunks']} chunks" if r.get("chunks", 1) > 1 else ""
     if r.get("tp", 1) > 1 and r.get("pp", 1) > 1:
-        return f"tp {r['tp']} x pp {r['pp']}"
+        return f"tp {r['tp']} x pp {r['pp']}{chunks}"
     if r.get("tp", 1) > 1:
         return f"tp {r['tp']}"
     if r.get("pp", 1) > 1:
-        return f"pp {r['pp']}"
+        return f"pp {r['pp']}{chunks}"
     return f"dp ZeRO-{r['zero']}"
 
 
@@ -175,6 +183,8 @@ def main(argv=None):
                    "divides (default %(default)s; '' for none)")
     p.add_argument("--pp", default="2", help="pipeline stages, each on the rank counts it divides "
                    "(default %(default)s; empty: none)")
+    p.add_argument("--virtual-stages", default="1", help="model chunks per pipeline stage, "
+                   "each tried on every pipeline (default %(default)s: plain 1F1B)")
     p.add_argument("--batch", type=int, default=16, help="global batch, fixed (default %(default)s)")
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--warmup", type=int, default=3, help="leading steps left out of the median")
@@ -190,20 +200,22 @@ def main(argv=None):
     stages = [int(x) for x in args.zero.split(",")]
     tps = [int(x) for x in args.tp.split(",") if x]
     pps = [int(x) for x in args.pp.split(",") if x]
+    chunk_counts = [int(x) for x in args.virtual_stages.split(",") if x] or [1]
     for n in ranks:
         if args.batch % n:
             p.error(f"the global batch {args.batch} does not divide into {n} ranks")
 
     work, config, shapes = prepare(args, args.batch)
     rows, base = [], None
-    plans = [(n, zero, 1, 1) for n in ranks for zero in (stages if n > 1 else [0])]
-    plans += [(n, 0, tp, 1) for n in ranks for tp in tps if 1 < tp <= n and n % tp == 0]
-    plans += [(n, 0, 1, pp) for n in ranks for pp in pps if 1 < pp <= n and n % pp == 0]
-    plans += [(n, 0, tp, pp) for n in ranks for tp in tps for pp in pps
-              if tp > 1 and pp > 1 and n % (tp * pp) == 0]
+    plans = [(n, zero, 1, 1, 1) for n in ranks for zero in (stages if n > 1 else [0])]
+    plans += [(n, 0, tp, 1, 1) for n in ranks for tp in tps if 1 < tp <= n and n % tp == 0]
+    plans += [(n, 0, 1, pp, v) for n in ranks for pp in pps for v in chunk_counts
+              if 1 < pp <= n and n % pp == 0]
+    plans += [(n, 0, tp, pp, v) for n in ranks for tp in tps for pp in pps
+              for v in chunk_counts if tp > 1 and pp > 1 and n % (tp * pp) == 0]
     plans.sort(key=lambda p: p[0])
-    for n, zero, tp, pp in plans:
-        row = bench_plan(work, config, shapes, n, zero, args, tp, pp)
+    for n, zero, tp, pp, chunks in plans:
+        row = bench_plan(work, config, shapes, n, zero, args, tp, pp, chunks)
         if n == 1 and "measured_ms" in row:
             base = row["measured_ms"]
         if base and "measured_ms" in row:
