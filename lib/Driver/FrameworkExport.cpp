@@ -82,14 +82,23 @@ std::optional<int64_t> checkpointsPerStage(const PlanCandidate &plan) {
 }
 
 /// The model's layers (one past the last stage's last layer), or none when
-/// the stages name no layers (a model without a repeated block).
-std::optional<int64_t> modelLayers(const PlanCandidate &plan) {
+/// the stages name no layers (a model without a repeated block), with a
+/// warning in `out` that `framework`'s `setting` must then be set by hand.
+std::optional<int64_t> modelLayers(const PlanCandidate &plan,
+                                   StringRef framework, StringRef setting,
+                                   FrameworkExport &out) {
   std::optional<int64_t> layers;
   for (const StagePlan &stage : plan.stages) {
     int64_t last;
     if (to_integer(StringRef(stage.layers).split('-').second, last))
       layers = std::max(layers.value_or(0), last + 1);
   }
+  if (!layers)
+    out.warnings.push_back((framework +
+                            " needs the layers per virtual pipeline stage, and "
+                            "the plan's stages name no model layers: set " +
+                            setting + " by hand")
+                               .str());
   return layers;
 }
 
@@ -100,15 +109,11 @@ std::optional<int64_t> modelLayers(const PlanCandidate &plan) {
 std::optional<int64_t> layersPerVirtualStage(const PlanCandidate &plan,
                                              StringRef framework,
                                              FrameworkExport &out) {
-  std::optional<int64_t> layers = modelLayers(plan);
+  std::optional<int64_t> layers = modelLayers(
+      plan, framework, "--num-layers-per-virtual-pipeline-stage", out);
   int64_t chunks = plan.pp * plan.virtualStages;
-  if (!layers) {
-    out.warnings.push_back(
-        (framework + " needs the layers per virtual pipeline stage, and the "
-                     "plan's stages name no model layers: set it by hand")
-            .str());
+  if (!layers)
     return std::nullopt;
-  }
   if (*layers % chunks != 0)
     out.warnings.push_back(
         formatv("{0} gives every virtual pipeline stage the same number of "
@@ -415,7 +420,8 @@ FrameworkExport exportTorchtitan(const PlanResult &result,
     // embedding and the output layer counting one each, and needs them to be
     // a multiple of pp: the N giving the plan's count, else the nearest.
     if (b.virtualStages > 1) {
-      if (std::optional<int64_t> layers = modelLayers(b)) {
+      if (std::optional<int64_t> layers = modelLayers(
+              b, "torchtitan", "pipeline_parallel_layers_per_stage", out)) {
         int64_t units = *layers + 2, wanted = b.pp * b.virtualStages;
         int64_t best = 0, made = 0;
         for (int64_t n = 1; n <= units; ++n) {
@@ -448,11 +454,6 @@ FrameworkExport exportTorchtitan(const PlanResult &result,
                       *layers, b.pp)
                   .str());
         }
-      } else {
-        out.warnings.push_back(
-            "torchtitan needs the layers per virtual pipeline stage, and the "
-            "plan's stages name no model layers: set "
-            "pipeline_parallel_layers_per_stage by hand");
       }
     }
   }

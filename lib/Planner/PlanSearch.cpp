@@ -202,10 +202,9 @@ private:
     PlanKey key;
     int64_t numMicroBatches = 1;
     CostContext ctx;
-    /// Micro-batches in flight per stage: with virtual stages the chunk
-    /// micro-batches over the chunks, each holding 1/v of the stage's
-    /// activations (balanced chunks).
-    std::vector<double> inFlight;
+    /// Micro-batches in flight per stage (with virtual stages, evaluate()
+    /// replaces the activations it prices by peakKeptBytes).
+    std::vector<int64_t> inFlight;
   };
   /// Per (tp, micro-batch), what the lower bounds read.
   struct CostSummary {
@@ -603,11 +602,9 @@ Search::PlanPricing Search::pricing(const PlanKey &key) {
   // activations until its backwards).
   PipelineSchedule schedule =
       request.pins.schedule.value_or(PipelineSchedule::OneFOneB);
-  int64_t v = virtualStages(key);
   for (int64_t s = 0; s < key.pp; ++s)
-    p.inFlight.push_back(double(microBatchesInFlight(schedule, key.pp, s,
-                                                     p.numMicroBatches, v)) /
-                         double(v));
+    p.inFlight.push_back(
+        microBatchesInFlight(schedule, key.pp, s, p.numMicroBatches));
   return p;
 }
 
@@ -907,9 +904,7 @@ PlanCandidate Search::evaluate(const PlanKey &key, const StageRanges &ranges) {
     StagePlan stage;
     stage.firstSegment = ranges[s].first;
     stage.lastSegment = ranges[s].second;
-    StageTotals &t = stageTotals[s % ranks];
-    for (int64_t i = stage.firstSegment; i <= stage.lastSegment; ++i)
-      chunkTotals[s].add(totals[i]);
+    StageTotals &t = chunkTotals[s];
     int64_t firstLayer = -1, lastLayer = -1;
     for (int64_t i = stage.firstSegment; i <= stage.lastSegment; ++i) {
       t.add(totals[i]);
@@ -925,11 +920,9 @@ PlanCandidate Search::evaluate(const PlanKey &key, const StageRanges &ranges) {
       // Not formatv: this runs for every stage of every candidate.
       stage.layers =
           std::to_string(firstLayer) + "-" + std::to_string(lastLayer);
-    double chunkSeconds = 0;
-    for (int64_t i = stage.firstSegment; i <= stage.lastSegment; ++i)
-      chunkSeconds += totals[i].seconds;
-    stage.secondsPerMicroBatch = chunkSeconds;
-    seconds.push_back(chunkSeconds);
+    stage.secondsPerMicroBatch = t.seconds;
+    seconds.push_back(t.seconds);
+    stageTotals[s % ranks].add(t);
     c.stages.push_back(std::move(stage));
   }
   for (int64_t s = 0; s < ranks; ++s) {
@@ -937,7 +930,8 @@ PlanCandidate Search::evaluate(const PlanKey &key, const StageRanges &ranges) {
     StagePrice price = priceStage(pricing, stageTotals[s], s, &memory);
     if (c.virtualStages > 1 && training) {
       // The chunks keep unequal activations: the peak of the interleaved
-      // order's walk over what each keeps, not the count over v.
+      // order's walk over what each keeps, for priceStage's count of plain
+      // 1F1B's micro-batches in flight.
       std::vector<double> kept;
       for (int64_t k = s; k < chunkStages; k += ranks)
         kept.push_back(
@@ -981,9 +975,8 @@ PlanCandidate Search::evaluate(const PlanKey &key, const StageRanges &ranges) {
     }
   }
   c.time.compute = perMicroBatchCompute * c.numMicroBatches;
-  c.time.exposedCommunication =
-      perMicroBatchComm * c.numMicroBatches + dpExposed + zero3Exposed +
-      (pp > 1 ? 2 * double(chunkStages - 1) * p2p : 0);
+  c.time.exposedCommunication = perMicroBatchComm * c.numMicroBatches +
+                                dpExposed + zero3Exposed + crossings;
   c.time.optimizer = optimizer;
   c.stepSeconds = pipe.seconds + dpExposed + zero3Exposed + optimizer;
   c.bubbleFraction = bubbleFraction(pp, c.numMicroBatches, c.virtualStages);
@@ -1415,9 +1408,14 @@ Search::otherVirtualStages(const PlanCandidate &best, std::string &why) {
 std::vector<DimensionComparison>
 Search::compareDimensions(const PlanCandidate &best,
                           const std::vector<PlanCandidate> &all) {
-  static const char *const names[] = {
-      "dp",        "tp",        "pp", "zero", "micro-batch", "recompute",
-      "sequence-parallel", "virtual-stages"};
+  static const char *const names[] = {"dp",
+                                      "tp",
+                                      "pp",
+                                      "zero",
+                                      "micro-batch",
+                                      "recompute",
+                                      "sequence-parallel",
+                                      "virtual-stages"};
   bool training = request.mode == PlanMode::Training;
   std::vector<DimensionComparison> result;
   for (int d = 0; d < 8; ++d) {

@@ -120,7 +120,7 @@ std::optional<StageRanges> fillWithin(const StageSplitProblem &problem,
 
 StagePrice placeStage(const StageSplitProblem &problem, StagePrice price,
                       int64_t stage) {
-  price.memory += price.keptPerMicroBatch * problem.inFlight[stage];
+  price.memory += price.keptPerMicroBatch * double(problem.inFlight[stage]);
   return price;
 }
 

@@ -541,7 +541,7 @@ struct StageSplitProblem {
   /// segments once for every stage that could hold it.
   std::function<StagePrice(const StageTotals &totals)> price;
   /// Micro-batches whose activations stage k holds at once (1F1B: p - k).
-  std::vector<double> inFlight;
+  std::vector<int64_t> inFlight;
   /// Splits of a larger objective are of no interest to the caller (a plan
   /// search that already holds better plans): partial splits whose lower
   /// bound exceeds it are dropped too. When no split is under it, the result
